@@ -1,0 +1,4 @@
+//! Threads: one worker per device and one supervisor.
+
+pub(crate) mod supervisor;
+pub(crate) mod worker;

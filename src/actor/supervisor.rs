@@ -1,0 +1,34 @@
+//! The supervisor thread (`sd-supervisor`): schedules background refreshes of every device.
+
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, never, select, tick};
+
+use super::worker::Command;
+
+/// Starts the supervisor. It stops when `stop` is dropped.
+pub(crate) fn spawn(
+    workers: Vec<Sender<Command>>,
+    interval: Option<Duration>,
+    stop: Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("sd-supervisor".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            let ticker = interval.map(tick).unwrap_or_else(never);
+            loop {
+                select! {
+                    // A message or a disconnect both mean "stop".
+                    recv(stop) -> _ => break,
+                    recv(ticker) -> _ => {
+                        for w in &workers {
+                            // A busy worker already has work queued; skip rather than pile up refreshes.
+                            let _ = w.try_send(Command::Refresh { reply: None });
+                        }
+                    }
+                }
+            }
+        })
+}

@@ -1,0 +1,173 @@
+//! The per-device worker: one thread (`sd-dev-<ID>`) owns the device's driver and state, takes commands from a
+//! channel and publishes an immutable snapshot after each one, so readers never wait for device I/O.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::driver::{Driver, OutputAction};
+use crate::error::{Error, Result};
+use crate::objects::{Device, OutputChange};
+
+/// Worker threads mostly wait on sockets and parse small JSON bodies; 256 KiB is ample and keeps 1,000 workers
+/// cheap in address space.
+const STACK_SIZE: usize = 256 * 1024;
+
+/// Commands from callers and the supervisor. Each carries its own reply channel.
+pub(crate) enum Command {
+    /// Read the device's state; `reply` is `None` for background refreshes.
+    Refresh {
+        /// Where the result goes.
+        reply: Option<Sender<Result<()>>>,
+    },
+    /// Apply an action to output `index`.
+    Switch {
+        /// Output channel (0-based).
+        index: usize,
+        /// What to do.
+        action: OutputAction,
+        /// Where the result goes.
+        reply: Sender<Result<OutputChange>>,
+    },
+}
+
+/// The latest published snapshot of a device, shared with readers.
+pub(crate) type Slot = Arc<RwLock<Arc<Device>>>;
+
+/// Reads the snapshot in a slot.
+pub(crate) fn snapshot(slot: &Slot) -> Arc<Device> {
+    slot.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// A running worker as the controller sees it.
+pub(crate) struct Worker {
+    /// Command inbox of the worker.
+    pub tx: Sender<Command>,
+    /// Its published state.
+    pub slot: Slot,
+    /// Its thread, joined on close.
+    pub thread: JoinHandle<()>,
+}
+
+/// Starts the worker thread for `device`. The result of the driver's `start` is sent on `started`.
+pub(crate) fn spawn(
+    device: Device,
+    driver: Box<dyn Driver>,
+    started: Sender<(i64, Result<()>)>,
+) -> std::io::Result<Worker> {
+    // Callers block on their replies, so a small inbox is enough; when it is full, senders wait (back-pressure)
+    // and background refreshes are skipped by the supervisor's try_send.
+    let (tx, rx) = crossbeam_channel::bounded(64);
+    let slot: Slot = Arc::new(RwLock::new(Arc::new(device.clone())));
+    let state = State {
+        device,
+        driver,
+        failed: None,
+        slot: slot.clone(),
+    };
+    let thread = std::thread::Builder::new()
+        .name(format!("sd-dev-{}", state.device.id))
+        .stack_size(STACK_SIZE)
+        .spawn(move || state.run(rx, started))?;
+    Ok(Worker { tx, slot, thread })
+}
+
+struct State {
+    device: Device,
+    driver: Box<dyn Driver>,
+    failed: Option<String>,
+    slot: Slot,
+}
+
+impl State {
+    fn run(mut self, rx: Receiver<Command>, started: Sender<(i64, Result<()>)>) {
+        let result = self.op(|dev, drv| drv.start(dev));
+        let _ = started.send((self.device.id, result));
+        drop(started);
+        // The loop ends when every sender is gone: the controller is closing.
+        for cmd in rx.iter() {
+            match cmd {
+                Command::Refresh { reply } => {
+                    let r = self.op(|dev, drv| drv.refresh(dev));
+                    if let Some(reply) = reply {
+                        let _ = reply.send(r);
+                    }
+                }
+                Command::Switch {
+                    index,
+                    action,
+                    reply,
+                } => {
+                    let r = self.op(|dev, drv| {
+                        if index >= dev.outputs.len() {
+                            return Err(Error::NotFound {
+                                kind: "output",
+                                identity: format!("channel {index} of device {}", dev.label()),
+                            });
+                        }
+                        drv.switch(dev, index, action)
+                    });
+                    // The caller may have given up; that is not an error here.
+                    let _ = reply.send(r);
+                }
+            }
+        }
+    }
+
+    /// Runs one driver operation, records its outcome on the device, logs Online transitions and publishes.
+    fn op<T>(&mut self, f: impl FnOnce(&mut Device, &mut dyn Driver) -> Result<T>) -> Result<T> {
+        if let Some(message) = &self.failed {
+            return Err(Error::WorkerFailed {
+                device: self.device.label(),
+                message: message.clone(),
+            });
+        }
+        let was_online = self.device.online;
+        let outcome = catch_unwind(AssertUnwindSafe(|| f(&mut self.device, &mut *self.driver)));
+        let result = match outcome {
+            Ok(r) => r,
+            Err(payload) => {
+                let message = panic_message(&payload);
+                log::error!("device {}: worker panicked: {message}", self.device.label());
+                self.failed = Some(message.clone());
+                self.device.online = false;
+                Err(Error::WorkerFailed {
+                    device: self.device.label(),
+                    message,
+                })
+            }
+        };
+        match &result {
+            Ok(_) => self.device.last_error = None,
+            Err(e) => self.device.last_error = Some(e.to_string()),
+        }
+        self.log_transition(was_online);
+        *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(self.device.clone());
+        result
+    }
+
+    fn log_transition(&self, was_online: bool) {
+        let d = &self.device;
+        match (was_online, d.online) {
+            (false, true) => log::info!("device {} is online", d.label()),
+            (true, false) if d.expect_offline => log::debug!("device {} is offline (expected)", d.label()),
+            (true, false) => log::warn!(
+                "device {} went offline: {}",
+                d.label(),
+                d.last_error.as_deref().unwrap_or("no answer")
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}

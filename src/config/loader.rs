@@ -1,0 +1,353 @@
+//! Loads a configuration document: parse, validate against the dictionary, normalise both layouts.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::dictionary::{Rule, ValidationDictionary};
+use super::settings::*;
+use super::validate::validate;
+use crate::error::{Error, Problem, Result};
+use crate::logging::Verbosity;
+use crate::models::ModelLibrary;
+use crate::objects::{Attributes, ComponentKind, reserved_keys};
+
+static BUILTIN: LazyLock<ValidationDictionary> = LazyLock::new(ValidationDictionary::builtin);
+
+/// Loads configurations with a chosen validation dictionary and model library.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigLoader {
+    dictionary: ValidationDictionary,
+    models: Arc<ModelLibrary>,
+}
+
+impl ConfigLoader {
+    /// A loader with the built-in dictionary and the embedded model library.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses `dictionary` (usually the built-in one with custom attributes merged in).
+    pub fn with_dictionary(mut self, dictionary: ValidationDictionary) -> Self {
+        self.dictionary = dictionary;
+        self
+    }
+
+    /// Uses a caller-supplied model library instead of the embedded one.
+    pub fn with_models(mut self, models: ModelLibrary) -> Self {
+        self.models = Arc::new(models);
+        self
+    }
+
+    /// The dictionary, to inspect or extend it in place.
+    pub fn dictionary_mut(&mut self) -> &mut ValidationDictionary {
+        &mut self.dictionary
+    }
+
+    /// Loads a YAML file. Relative paths inside it resolve against the file's folder.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Settings> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::config_one(&path.display().to_string(), "", format!("cannot read the file: {e}"))
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        self.load(&text, &path.display().to_string(), &base)
+    }
+
+    /// Loads YAML text. Relative paths inside it stay relative to the current directory.
+    pub fn load_str(&self, yaml: &str) -> Result<Settings> {
+        self.load(yaml, "<string>", Path::new(""))
+    }
+
+    fn load(&self, text: &str, source: &str, base: &Path) -> Result<Settings> {
+        let fail = |problems: Vec<Problem>| Error::Config {
+            source: source.to_string(),
+            problems,
+        };
+        let doc = crate::yaml::parse(text).map_err(fail)?;
+        let problems = validate(&doc, self.dictionary.root());
+        if !problems.is_empty() {
+            return Err(fail(problems));
+        }
+        let mut n = Normaliser {
+            problems: Vec::new(),
+        };
+        let settings = n.settings(&doc, source, base, self.models.clone());
+        match settings {
+            Some(s) if n.problems.is_empty() => Ok(s),
+            _ => Err(fail(n.problems)),
+        }
+    }
+}
+
+impl Settings {
+    /// Loads a YAML file with the built-in dictionary and model library.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Settings> {
+        ConfigLoader::new().load_file(path)
+    }
+
+    /// Loads YAML text with the built-in dictionary and model library.
+    pub fn from_yaml_str(yaml: &str) -> Result<Settings> {
+        ConfigLoader::new().load_str(yaml)
+    }
+}
+
+struct Normaliser {
+    problems: Vec<Problem>,
+}
+
+fn get<'a>(map: &'a Map<String, Value>, rule: &Rule, key: &str) -> Option<&'a Value> {
+    // Accept any alias the dictionary knows for `key`.
+    let aliases: &[String] = rule.field(key).map(|r| r.aliases.as_slice()).unwrap_or(&[]);
+    std::iter::once(key)
+        .chain(aliases.iter().map(String::as_str))
+        .find_map(|k| map.get(k))
+        .filter(|v| !v.is_null())
+}
+
+fn resolve(base: &Path, p: &str) -> PathBuf {
+    let p = PathBuf::from(p);
+    if p.is_absolute() { p } else { base.join(p) }
+}
+
+fn secs(v: Option<&Value>, default: f64) -> Duration {
+    Duration::from_secs_f64(v.and_then(Value::as_f64).unwrap_or(default))
+}
+
+fn string_list(v: Option<&Value>) -> Option<Vec<String>> {
+    let list: Vec<String> = v?
+        .as_array()?
+        .iter()
+        .filter_map(|x| x.as_str().map(str::to_string))
+        .collect();
+    (!list.is_empty()).then_some(list)
+}
+
+impl Normaliser {
+    fn problem(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem::new(path, message));
+    }
+
+    fn settings(&mut self, doc: &Value, source: &str, base: &Path, models: Arc<ModelLibrary>) -> Option<Settings> {
+        let doc = doc.as_object()?;
+        let root_rule = BUILTIN.root();
+        let mut found = None;
+        for (key, value) in doc {
+            match root_rule.field_entry(key).map(|(c, _)| c) {
+                Some("ShellyDevices") => found = Some((Layout::A, key, value)),
+                Some("SCSmartDevices") => found = Some((Layout::B, key, value)),
+                _ => {}
+            }
+        }
+        let Some((layout, root_key, root)) = found else {
+            self.problem(
+                "",
+                "no device settings: add a root key SCSmartDevices (or SmartDevices) or ShellyDevices (or VendorDevices)",
+            );
+            return None;
+        };
+        let canonical = if layout == Layout::A { "ShellyDevices" } else { "SCSmartDevices" };
+        let rule = root_rule.field(canonical)?;
+        let root = root.as_object()?;
+        let rk = root_key.as_str();
+
+        let webhooks = match layout {
+            Layout::A => self.webhooks_a(root, rule, rk),
+            Layout::B => self.webhooks_b(root, rule, rk),
+        };
+        let refresh = secs(root.get("RefreshInterval").filter(|v| !v.is_null()), 30.0);
+        let devices = get(root, rule, "Devices")
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .enumerate()
+                    .filter_map(|(i, d)| {
+                        self.device(d.as_object()?, i, &format!("{rk}.Devices[{i}]"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let extra: Attributes = doc
+            .iter()
+            .filter(|(k, _)| root_rule.field(k).is_none())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Some(Settings {
+            source: source.to_string(),
+            layout,
+            root_key: rk.to_string(),
+            allow_debug_logging: root.get("AllowDebugLogging").and_then(Value::as_bool).unwrap_or(false),
+            response_timeout: secs(root.get("ResponseTimeout"), 5.0),
+            retry_count: root.get("RetryCount").and_then(Value::as_u64).unwrap_or(1) as u32,
+            retry_delay: secs(root.get("RetryDelay"), 2.0),
+            ping_allowed: root.get("PingAllowed").and_then(Value::as_bool).unwrap_or(true),
+            refresh_interval: (!refresh.is_zero()).then_some(refresh),
+            simulation_folder: resolve(
+                base,
+                root.get("SimulationFileFolder").and_then(Value::as_str).unwrap_or("simulation_files"),
+            ),
+            webhooks,
+            logging: doc.get("Files").and_then(Value::as_object).map(|f| self.files(f, base)),
+            devices,
+            extra,
+            models,
+        })
+    }
+
+    fn files(&mut self, f: &Map<String, Value>, base: &Path) -> LogSettings {
+        let verbosity = |key: &str, default: Verbosity| {
+            f.get(key)
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(default)
+        };
+        LogSettings {
+            logfile: f.get("LogfileName").and_then(Value::as_str).map(|p| resolve(base, p)),
+            logfile_verbosity: verbosity("LogfileVerbosity", Verbosity::Detailed),
+            console_verbosity: verbosity("ConsoleVerbosity", Verbosity::Summary),
+        }
+    }
+
+    fn webhooks_a(&mut self, root: &Map<String, Value>, _rule: &Rule, rk: &str) -> WebhookSettings {
+        self.webhook_common(
+            root,
+            ["WebhooksEnabled", "WebhookHost", "WebhookPort", "WebhookPath", "DefaultWebhooks"],
+            rk,
+        )
+    }
+
+    fn webhooks_b(&mut self, root: &Map<String, Value>, rule: &Rule, rk: &str) -> WebhookSettings {
+        match get(root, rule, "ShellyWebhooks").and_then(Value::as_object) {
+            Some(section) => self.webhook_common(
+                section,
+                ["Enabled", "Host", "Port", "Path", "DefaultWebhooks"],
+                &format!("{rk}.ShellyWebhooks"),
+            ),
+            None => WebhookSettings::default(),
+        }
+    }
+
+    fn webhook_common(&mut self, m: &Map<String, Value>, keys: [&str; 5], at: &str) -> WebhookSettings {
+        let [enabled, host, port, path, defaults] = keys;
+        let mut w = WebhookSettings::default();
+        let nn = |k: &str| m.get(k).filter(|v| !v.is_null());
+        if let Some(b) = nn(enabled).and_then(Value::as_bool) {
+            w.enabled = b;
+        }
+        if let Some(h) = nn(host).and_then(Value::as_str) {
+            if let Err(why) = crate::hostname::check(h) {
+                self.problem(format!("{at}.{host}"), format!("'{h}' {why}"));
+            }
+            w.host = h.to_string();
+        }
+        if let Some(p) = nn(port).and_then(Value::as_u64) {
+            w.port = p as u16;
+        }
+        if let Some(p) = nn(path).and_then(Value::as_str) {
+            if !p.starts_with('/') || p.contains('?') || p.contains('#') || p.contains(char::is_whitespace) {
+                self.problem(
+                    format!("{at}.{path}"),
+                    format!("'{p}' must be a URL path starting with '/' (no query, no spaces)"),
+                );
+            }
+            w.path = p.to_string();
+        }
+        if let Some(d) = nn(defaults).and_then(Value::as_object) {
+            let builtin = DefaultWebhooks::default();
+            w.default_webhooks = DefaultWebhooks {
+                inputs: string_list(d.get("Inputs")).unwrap_or(builtin.inputs),
+                outputs: string_list(d.get("Outputs")).unwrap_or(builtin.outputs),
+                meters: string_list(d.get("Meters")).unwrap_or(builtin.meters),
+            };
+        }
+        w
+    }
+
+    /// Splits a block into its built-in keys (handled by the caller) and custom attributes, refusing custom keys
+    /// that would clash with a field of the runtime object.
+    fn custom(&mut self, m: &Map<String, Value>, builtin: &Rule, kind: Option<ComponentKind>, at: &str) -> Attributes {
+        let reserved = reserved_keys(kind);
+        let mut out = Map::new();
+        for (k, v) in m {
+            if builtin.field(k).is_some() {
+                continue;
+            }
+            if reserved.iter().any(|r| r == k) {
+                let what = kind.map(ComponentKind::as_str).unwrap_or("device");
+                self.problem(
+                    format!("{at}.{k}"),
+                    format!("custom attribute '{k}' clashes with the built-in field '{k}' of the {what} object; rename it"),
+                );
+                continue;
+            }
+            out.insert(k.clone(), v.clone());
+        }
+        out
+    }
+
+    fn device(&mut self, m: &Map<String, Value>, index: usize, at: &str) -> Option<DeviceConfig> {
+        let str_of = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+        let bool_of = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
+        if m.get("Tasmota").is_some_and(|v| !v.is_null()) {
+            log::warn!("{at}.Tasmota: this key has no effect and is accepted only for older files");
+        }
+        let components = |this: &mut Self, kind: ComponentKind| -> Option<Vec<ComponentConfig>> {
+            let key = kind.config_key();
+            let list = m.get(key)?.as_array()?;
+            Some(
+                list.iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| {
+                        let c = c.as_object()?;
+                        let cat = format!("{at}.{key}[{i}]");
+                        Some(ComponentConfig {
+                            name: c.get("Name").and_then(Value::as_str).map(str::to_string),
+                            id: c.get("ID").and_then(Value::as_i64),
+                            webhooks: c.get("Webhooks").and_then(Value::as_bool).unwrap_or(false),
+                            mock_rate: c.get("MockRate").and_then(Value::as_f64),
+                            requires_output: c.get("RequiresOutput").and_then(Value::as_str).map(str::to_string),
+                            custom: this.custom(c, builtin_item(kind), Some(kind), &cat),
+                        })
+                    })
+                    .collect(),
+            )
+        };
+        let inputs = components(self, ComponentKind::Input);
+        let outputs = components(self, ComponentKind::Output);
+        let meters = components(self, ComponentKind::Meter);
+        let temp_probes = components(self, ComponentKind::TempProbe);
+        let custom = self.custom(m, builtin_device(), None, at);
+        Some(DeviceConfig {
+            index,
+            name: str_of("Name"),
+            id: m.get("ID").and_then(Value::as_i64),
+            model: str_of("Model").unwrap_or_default(),
+            hostname: str_of("Hostname"),
+            port: m.get("Port").and_then(Value::as_u64).map(|p| p as u16),
+            simulate: bool_of("Simulate"),
+            expect_offline: bool_of("ExpectOffline"),
+            inputs,
+            outputs,
+            meters,
+            temp_probes,
+            custom,
+        })
+    }
+}
+
+/// The built-in rule of a device block (custom attributes are the keys it does not define).
+fn builtin_device() -> &'static Rule {
+    BUILTIN
+        .rule("SCSmartDevices.Devices")
+        .and_then(|r| r.items.as_deref())
+        .expect("built-in dictionary defines devices")
+}
+
+fn builtin_item(kind: ComponentKind) -> &'static Rule {
+    builtin_device()
+        .field(kind.config_key())
+        .and_then(|r| r.items.as_deref())
+        .expect("built-in dictionary defines every component kind")
+}

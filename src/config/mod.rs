@@ -1,0 +1,13 @@
+//! Configuration: YAML in both layouts, the validation dictionary, and the normalised [`Settings`].
+
+mod dictionary;
+mod loader;
+mod settings;
+mod validate;
+
+pub use dictionary::{Rule, ValidationDictionary, ValueType};
+pub use loader::ConfigLoader;
+pub use settings::{
+    ComponentConfig, DefaultWebhooks, DeviceConfig, Layout, LogSettings, Settings, WebhookSettings,
+};
+pub(crate) use validate::describe;

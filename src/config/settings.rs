@@ -1,0 +1,185 @@
+//! The normalised settings both configuration layouts load into.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Map;
+
+use crate::logging::Verbosity;
+use crate::models::ModelLibrary;
+use crate::objects::Attributes;
+
+/// Which configuration layout a document used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Root `ShellyDevices` / `VendorDevices`, flat webhook keys.
+    A,
+    /// Root `SCSmartDevices` / `SmartDevices`, webhook keys under `ShellyWebhooks` / `VendorWebhooks`.
+    B,
+}
+
+/// Settings of the whole installation, the same for both layouts.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Where the settings came from (file path or `<string>`), for messages.
+    pub source: String,
+    /// The layout the document used.
+    pub layout: Layout,
+    /// The root key as written (e.g. `SmartDevices`), used in key paths of messages.
+    pub root_key: String,
+    /// `AllowDebugLogging`: log request and response bodies at trace level.
+    pub allow_debug_logging: bool,
+    /// `ResponseTimeout`: limit for each device request (connect and read). Default 5 s.
+    pub response_timeout: Duration,
+    /// `RetryCount`: further attempts after a timeout or connection failure. Default 1.
+    pub retry_count: u32,
+    /// `RetryDelay`: wait between attempts. Default 2 s.
+    pub retry_delay: Duration,
+    /// `PingAllowed`: whether ICMP echo may be used for liveness. Default true.
+    pub ping_allowed: bool,
+    /// `RefreshInterval`: period of background refreshes; `None` when 0 (off). Default 30 s.
+    pub refresh_interval: Option<Duration>,
+    /// `SimulationFileFolder`, resolved against the config file's folder. Default `simulation_files`.
+    pub simulation_folder: PathBuf,
+    /// Webhook listener and installation settings.
+    pub webhooks: WebhookSettings,
+    /// The `Files` block, when present.
+    pub logging: Option<LogSettings>,
+    /// The configured devices, in order.
+    pub devices: Vec<DeviceConfig>,
+    /// Root keys the caller added to the dictionary for its own use, kept for it.
+    pub extra: Attributes,
+    /// The model library the settings were checked against.
+    pub models: Arc<ModelLibrary>,
+}
+
+/// Webhook settings (`ShellyWebhooks` in layout B, `Webhook*` keys in layout A).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookSettings {
+    /// Whether the listener runs. Default false.
+    pub enabled: bool,
+    /// Address to listen on and to put in callback URLs. Default `0.0.0.0`.
+    pub host: String,
+    /// Port. Default 8787.
+    pub port: u16,
+    /// URL path. Default `/shelly/webhook`.
+    pub path: String,
+    /// Events installed on inputs and outputs that ask for webhooks.
+    pub default_webhooks: DefaultWebhooks,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            enabled: false,
+            host: "0.0.0.0".into(),
+            port: 8787,
+            path: "/shelly/webhook".into(),
+            default_webhooks: DefaultWebhooks::default(),
+        }
+    }
+}
+
+/// The `DefaultWebhooks` mapping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DefaultWebhooks {
+    /// Events for inputs. Default `input.toggle_on`, `input.toggle_off`.
+    pub inputs: Vec<String>,
+    /// Events for outputs. Default `switch.on`, `switch.off`.
+    pub outputs: Vec<String>,
+    /// Events for meters. Default none.
+    pub meters: Vec<String>,
+}
+
+impl Default for DefaultWebhooks {
+    fn default() -> Self {
+        DefaultWebhooks {
+            inputs: vec!["input.toggle_on".into(), "input.toggle_off".into()],
+            outputs: vec!["switch.on".into(), "switch.off".into()],
+            meters: Vec::new(),
+        }
+    }
+}
+
+/// The `Files` block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogSettings {
+    /// `LogfileName`, resolved against the config file's folder.
+    pub logfile: Option<PathBuf>,
+    /// `LogfileVerbosity`. Default detailed.
+    pub logfile_verbosity: Verbosity,
+    /// `ConsoleVerbosity`. Default summary.
+    pub console_verbosity: Verbosity,
+}
+
+/// One element of `Devices`, as configured (IDs and names not yet assigned).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceConfig {
+    /// Position in the `Devices` list.
+    pub index: usize,
+    /// `Name`.
+    pub name: Option<String>,
+    /// `ID`.
+    pub id: Option<i64>,
+    /// `Model` as written.
+    pub model: String,
+    /// `Hostname`.
+    pub hostname: Option<String>,
+    /// `Port` (default 80).
+    pub port: Option<u16>,
+    /// `Simulate`.
+    pub simulate: bool,
+    /// `ExpectOffline`.
+    pub expect_offline: bool,
+    /// `Inputs`; `None` when not configured.
+    pub inputs: Option<Vec<ComponentConfig>>,
+    /// `Outputs`; `None` when not configured.
+    pub outputs: Option<Vec<ComponentConfig>>,
+    /// `Meters`; `None` when not configured.
+    pub meters: Option<Vec<ComponentConfig>>,
+    /// `TempProbes`; `None` when not configured.
+    pub temp_probes: Option<Vec<ComponentConfig>>,
+    /// Custom attributes, in order.
+    pub custom: Attributes,
+}
+
+/// One element of a component list.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ComponentConfig {
+    /// `Name`.
+    pub name: Option<String>,
+    /// `ID`.
+    pub id: Option<i64>,
+    /// `Webhooks` (inputs and outputs).
+    pub webhooks: bool,
+    /// `MockRate` in Wh per second (meters).
+    pub mock_rate: Option<f64>,
+    /// `RequiresOutput` (temperature probes).
+    pub requires_output: Option<String>,
+    /// Custom attributes, in order.
+    pub custom: Attributes,
+}
+
+impl Settings {
+    /// Settings with every default and no devices; handy for tests and programmatic set-up.
+    pub fn with_defaults(devices: Vec<DeviceConfig>) -> Self {
+        Settings {
+            source: "<code>".into(),
+            layout: Layout::B,
+            root_key: "SCSmartDevices".into(),
+            allow_debug_logging: false,
+            response_timeout: Duration::from_secs(5),
+            retry_count: 1,
+            retry_delay: Duration::from_secs(2),
+            ping_allowed: true,
+            refresh_interval: Some(Duration::from_secs(30)),
+            simulation_folder: PathBuf::from("simulation_files"),
+            webhooks: WebhookSettings::default(),
+            logging: None,
+            devices,
+            extra: Map::new(),
+            models: Arc::new(ModelLibrary::embedded()),
+        }
+    }
+}

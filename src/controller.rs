@@ -1,0 +1,442 @@
+//! The controller: the public entry point that owns the workers, the supervisor and the lookup tables.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
+
+use crate::actor::worker::{self, Command, Slot};
+use crate::actor::supervisor;
+use crate::config::Settings;
+use crate::driver::{self, OutputAction};
+use crate::error::{Error, Result};
+use crate::event::WebhookEvent;
+use crate::models::{ModelLibrary, PrintMode};
+use crate::objects::{Component, ComponentKind, Device, Identity, Input, Meter, Output, OutputChange, TempProbe};
+use crate::wake::WakeFlag;
+
+/// Where a component lives: device position and component position.
+type Place = (usize, usize);
+
+/// Name and ID lookups, built once at open (the configuration is fixed for the controller's life).
+#[derive(Default)]
+struct Directory {
+    device_by_id: HashMap<i64, usize>,
+    device_by_name: HashMap<String, usize>,
+    by_id: HashMap<(ComponentKind, i64), Place>,
+    by_name: HashMap<(ComponentKind, String), Place>,
+}
+
+impl Directory {
+    fn new(devices: &[Device]) -> Self {
+        let mut d = Directory::default();
+        for (di, dev) in devices.iter().enumerate() {
+            d.device_by_id.insert(dev.id, di);
+            d.device_by_name.insert(dev.name.clone(), di);
+            let mut add = |kind, list: Vec<(i64, &String)>| {
+                for (ci, (id, name)) in list.into_iter().enumerate() {
+                    d.by_id.insert((kind, id), (di, ci));
+                    d.by_name.insert((kind, name.clone()), (di, ci));
+                }
+            };
+            add(ComponentKind::Input, dev.inputs.iter().map(|c| (c.id, &c.name)).collect());
+            add(ComponentKind::Output, dev.outputs.iter().map(|c| (c.id, &c.name)).collect());
+            add(ComponentKind::Meter, dev.meters.iter().map(|c| (c.id, &c.name)).collect());
+            add(ComponentKind::TempProbe, dev.temp_probes.iter().map(|c| (c.id, &c.name)).collect());
+        }
+        d
+    }
+
+    fn device(&self, id: &Identity) -> Result<usize> {
+        match id {
+            Identity::Id(i) => self.device_by_id.get(i),
+            Identity::Name(n) => self.device_by_name.get(n),
+        }
+        .copied()
+        .ok_or_else(|| Error::NotFound {
+            kind: "device",
+            identity: id.to_string(),
+        })
+    }
+
+    fn component(&self, kind: ComponentKind, id: &Identity) -> Result<Place> {
+        match id {
+            Identity::Id(i) => self.by_id.get(&(kind, *i)),
+            Identity::Name(n) => self.by_name.get(&(kind, n.clone())),
+        }
+        .copied()
+        .ok_or_else(|| Error::NotFound {
+            kind: kind.as_str(),
+            identity: id.to_string(),
+        })
+    }
+}
+
+/// One failed device of a [`RefreshReport`].
+#[derive(Debug)]
+pub struct RefreshFailure {
+    /// The device's ID.
+    pub device_id: i64,
+    /// The device's name.
+    pub device_name: String,
+    /// What went wrong.
+    pub error: Error,
+}
+
+/// The outcome of `refresh_all`: every device is tried; failures do not stop the others.
+#[derive(Debug, Default)]
+pub struct RefreshReport {
+    /// Devices refreshed successfully.
+    pub refreshed: usize,
+    /// Devices that failed, with their errors.
+    pub failures: Vec<RefreshFailure>,
+}
+
+impl RefreshReport {
+    /// True when every device was refreshed.
+    pub fn is_ok(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+/// Manages all configured devices. Every method may be called from any thread at the same time.
+///
+/// Reads (`get_output`, `print_device_status`, `is_device_online`, ...) return the last known state without
+/// device I/O; `get_device` and `refresh_all` read the devices, and the supervisor refreshes them in the
+/// background every `RefreshInterval`. Dropping the controller closes it.
+pub struct Controller {
+    settings: Arc<Settings>,
+    directory: Directory,
+    slots: Vec<Slot>,
+    senders: RwLock<Option<Vec<Sender<Command>>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    stop_supervisor: Mutex<Option<Sender<()>>>,
+    #[allow(dead_code)] // Set by the webhook listener.
+    wake: Option<WakeFlag>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("source", &self.settings.source)
+            .field("devices", &self.slots.len())
+            .finish()
+    }
+}
+
+impl Controller {
+    /// Checks the settings, starts one worker per device and the supervisor, and reads every device once.
+    ///
+    /// Fails with [`Error::Init`] listing every rule violation (component counts, unknown models, duplicate
+    /// names or IDs, ...), or with [`Error::Simulation`] when a simulation file is unreadable. A device that is
+    /// offline does not make `open` fail. `wake` is set whenever a webhook event is queued.
+    pub fn open(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
+        let devices = crate::plan::plan(&settings).map_err(Error::Init)?;
+        let mut drivers = Vec::with_capacity(devices.len());
+        let mut problems = Vec::new();
+        for d in &devices {
+            match driver::for_device(d, &settings) {
+                Ok(drv) => drivers.push(drv),
+                Err(e) => problems.push(crate::error::Problem::new(d.label(), e.to_string())),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Error::Init(problems));
+        }
+        let directory = Directory::new(&devices);
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let mut controller = Controller {
+            settings: Arc::new(settings),
+            directory,
+            slots: Vec::with_capacity(devices.len()),
+            senders: RwLock::new(Some(Vec::with_capacity(devices.len()))),
+            threads: Mutex::new(Vec::with_capacity(devices.len() + 1)),
+            stop_supervisor: Mutex::new(None),
+            wake,
+        };
+        let count = devices.len();
+        for (dev, drv) in devices.into_iter().zip(drivers) {
+            let label = dev.label();
+            let w = worker::spawn(dev, drv, started_tx.clone()).map_err(|e| Error::Io {
+                context: format!("starting the worker thread of device {label}"),
+                source: e,
+            })?;
+            controller.slots.push(w.slot);
+            controller.lock_threads().push(w.thread);
+            if let Some(s) = controller.senders.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                s.push(w.tx);
+            }
+        }
+        drop(started_tx);
+        // Wait for every worker's first contact; a broken simulation file is the caller's to fix now.
+        let mut first_error = None;
+        for (_, result) in started_rx.iter().take(count) {
+            if let Err(e @ Error::Simulation { .. }) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            controller.close();
+            return Err(e);
+        }
+        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
+        let senders = controller.all_senders()?;
+        let sup = supervisor::spawn(senders, controller.settings.refresh_interval, stop_rx).map_err(|e| {
+            Error::Io {
+                context: "starting the supervisor thread".into(),
+                source: e,
+            }
+        })?;
+        controller.lock_threads().push(sup);
+        *controller.stop_supervisor.lock().unwrap_or_else(|e| e.into_inner()) = Some(stop_tx);
+        log::info!(
+            "smartdev opened {} device(s) from {}",
+            count,
+            controller.settings.source
+        );
+        Ok(controller)
+    }
+
+    fn lock_threads(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.threads.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn sender(&self, device: usize) -> Result<Sender<Command>> {
+        let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .and_then(|s| s.get(device).cloned())
+            .ok_or(Error::Closed)
+    }
+
+    fn all_senders(&self) -> Result<Vec<Sender<Command>>> {
+        let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().cloned().ok_or(Error::Closed)
+    }
+
+    fn snapshot(&self, device: usize) -> Arc<Device> {
+        worker::snapshot(&self.slots[device])
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        match self.senders.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(_) => Ok(()),
+            None => Err(Error::Closed),
+        }
+    }
+
+    /// Sends a refresh to one worker and waits for its answer.
+    fn refresh_index(&self, device: usize) -> Result<()> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.sender(device)?
+            .send(Command::Refresh { reply: Some(reply) })
+            .map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| self.worker_gone(device))?
+    }
+
+    fn worker_gone(&self, device: usize) -> Error {
+        let d = self.snapshot(device);
+        Error::WorkerFailed {
+            device: d.label(),
+            message: d
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "the worker thread stopped".into()),
+        }
+    }
+
+    /// The settings the controller was opened with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The model library in use.
+    pub fn model_library(&self) -> &ModelLibrary {
+        &self.settings.models
+    }
+
+    /// Text listing of the model library (`brief` or `detailed`), optionally for one model.
+    pub fn print_model_library(&self, mode: PrintMode, model: Option<&str>) -> Result<String> {
+        self.settings.models.print(mode, model)
+    }
+
+    /// Text listing of all devices (or one) with their components and custom attributes, as last read.
+    pub fn print_device_status(&self, device: Option<&Identity>) -> Result<String> {
+        let blocks: Vec<String> = match device {
+            Some(id) => vec![crate::print::device_status(&self.snapshot(self.directory.device(id)?))],
+            None => (0..self.slots.len())
+                .map(|i| crate::print::device_status(&self.snapshot(i)))
+                .collect(),
+        };
+        Ok(blocks.join("\n"))
+    }
+
+    /// Reads the device now and returns its object (model, online state, status fields, components, custom
+    /// attributes). Fails with a timeout, offline or device error when the device cannot be read.
+    pub fn get_device(&self, device: &Identity) -> Result<Device> {
+        let i = self.directory.device(device)?;
+        self.refresh_index(i)?;
+        Ok((*self.snapshot(i)).clone())
+    }
+
+    /// The device's object as last read, without device I/O.
+    pub fn device(&self, device: &Identity) -> Result<Device> {
+        let i = self.directory.device(device)?;
+        Ok((*self.snapshot(i)).clone())
+    }
+
+    /// Every device's object as last read, in configuration order.
+    pub fn devices(&self) -> Vec<Device> {
+        (0..self.slots.len()).map(|i| (*self.snapshot(i)).clone()).collect()
+    }
+
+    /// One component as last read: `State` for inputs and outputs, readings for meters and probes.
+    pub fn get_device_component(&self, kind: ComponentKind, component: &Identity) -> Result<Component> {
+        let (di, ci) = self.directory.component(kind, component)?;
+        let d = self.snapshot(di);
+        Ok(match kind {
+            ComponentKind::Input => Component::Input(d.inputs[ci].clone()),
+            ComponentKind::Output => Component::Output(d.outputs[ci].clone()),
+            ComponentKind::Meter => Component::Meter(d.meters[ci].clone()),
+            ComponentKind::TempProbe => Component::TempProbe(d.temp_probes[ci].clone()),
+        })
+    }
+
+    /// One input as last read.
+    pub fn get_input(&self, input: &Identity) -> Result<Input> {
+        let (di, ci) = self.directory.component(ComponentKind::Input, input)?;
+        Ok(self.snapshot(di).inputs[ci].clone())
+    }
+
+    /// One output as last read.
+    pub fn get_output(&self, output: &Identity) -> Result<Output> {
+        let (di, ci) = self.directory.component(ComponentKind::Output, output)?;
+        Ok(self.snapshot(di).outputs[ci].clone())
+    }
+
+    /// One meter as last read.
+    pub fn get_meter(&self, meter: &Identity) -> Result<Meter> {
+        let (di, ci) = self.directory.component(ComponentKind::Meter, meter)?;
+        Ok(self.snapshot(di).meters[ci].clone())
+    }
+
+    /// One temperature probe as last read.
+    pub fn get_temp_probe(&self, probe: &Identity) -> Result<TempProbe> {
+        let (di, ci) = self.directory.component(ComponentKind::TempProbe, probe)?;
+        Ok(self.snapshot(di).temp_probes[ci].clone())
+    }
+
+    /// All inputs of all devices, as last read.
+    pub fn get_inputs(&self) -> Vec<Input> {
+        self.collect(|d| d.inputs.clone())
+    }
+
+    /// All outputs of all devices, as last read.
+    pub fn get_outputs(&self) -> Vec<Output> {
+        self.collect(|d| d.outputs.clone())
+    }
+
+    /// All meters of all devices, as last read.
+    pub fn get_meters(&self) -> Vec<Meter> {
+        self.collect(|d| d.meters.clone())
+    }
+
+    /// All temperature probes of all devices, as last read.
+    pub fn get_temp_probes(&self) -> Vec<TempProbe> {
+        self.collect(|d| d.temp_probes.clone())
+    }
+
+    fn collect<T>(&self, f: impl Fn(&Device) -> Vec<T>) -> Vec<T> {
+        (0..self.slots.len()).flat_map(|i| f(&self.snapshot(i))).collect()
+    }
+
+    /// Switches an output on (`true`) or off. `did_change` is true exactly when the state changed, as the device
+    /// reports it.
+    pub fn change_output(&self, output: &Identity, desired: bool) -> Result<OutputChange> {
+        self.apply_output(output, OutputAction::set(desired))
+    }
+
+    /// Switches an output to the opposite of its current state.
+    pub fn toggle_output(&self, output: &Identity) -> Result<OutputChange> {
+        self.apply_output(output, OutputAction::Toggle)
+    }
+
+    fn apply_output(&self, output: &Identity, action: OutputAction) -> Result<OutputChange> {
+        let (di, ci) = self.directory.component(ComponentKind::Output, output)?;
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.sender(di)?
+            .send(Command::Switch {
+                index: ci,
+                action,
+                reply,
+            })
+            .map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| self.worker_gone(di))?
+    }
+
+    /// Reads every device at once (all workers in parallel) and reports which failed. One failing device never
+    /// stops the others.
+    pub fn refresh_all(&self) -> Result<RefreshReport> {
+        let senders = self.all_senders()?;
+        let mut pending = Vec::with_capacity(senders.len());
+        for (i, tx) in senders.iter().enumerate() {
+            let (reply, rx) = crossbeam_channel::bounded(1);
+            let sent = tx.send(Command::Refresh { reply: Some(reply) });
+            pending.push((i, sent.map(|()| rx)));
+        }
+        let mut report = RefreshReport::default();
+        for (i, rx) in pending {
+            let result = match rx {
+                Ok(rx) => rx.recv().unwrap_or_else(|_| Err(self.worker_gone(i))),
+                Err(_) => Err(Error::Closed),
+            };
+            match result {
+                Ok(()) => report.refreshed += 1,
+                Err(error) => {
+                    let d = self.snapshot(i);
+                    report.failures.push(RefreshFailure {
+                        device_id: d.id,
+                        device_name: d.name.clone(),
+                        error,
+                    });
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Whether the device was online at its last contact (no device I/O).
+    pub fn is_device_online(&self, device: &Identity) -> Result<bool> {
+        self.ensure_open()?;
+        let i = self.directory.device(device)?;
+        Ok(self.snapshot(i).online)
+    }
+
+    /// The oldest queued webhook event, if any.
+    pub fn pull_webhook_event(&self) -> Option<WebhookEvent> {
+        None
+    }
+
+    /// Stops the supervisor and every worker and joins their threads. Calls after this fail with
+    /// [`Error::Closed`]; closing twice is harmless.
+    pub fn close(&self) {
+        drop(self.stop_supervisor.lock().unwrap_or_else(|e| e.into_inner()).take());
+        // Dropping the senders ends each worker's loop once in-flight commands are answered.
+        drop(self.senders.write().unwrap_or_else(|e| e.into_inner()).take());
+        let threads: Vec<JoinHandle<()>> = self.lock_threads().drain(..).collect();
+        let n = threads.len();
+        for t in threads {
+            let _ = t.join();
+        }
+        if n > 0 {
+            log::info!("smartdev closed ({} thread(s) joined)", n);
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,291 @@
+//! The simulation file: format, reading into a device, patching single fields, atomic writes.
+//!
+//! The file is the device object (as `get_device` returns it) with `Inputs`, `Outputs`, `Meters` and
+//! `TempProbes` arrays. Components are matched by `ComponentIndex` (array position when absent), so files of
+//! the anchor library and files of renamed components still load. Unknown keys are kept untouched.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::objects::{ComponentKind, Device};
+
+/// Key of a meter's last MockRate update (Unix seconds).
+pub(crate) const MOCK_TIMESTAMP: &str = "MockTimestamp";
+
+/// Reads the file: `Ok(None)` when it does not exist, an error message when it is unreadable or not a JSON object.
+pub(crate) fn read(path: &Path) -> Result<Option<Map<String, Value>>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read it: {e}")),
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(Some(m)),
+        Ok(other) => Err(format!(
+            "must hold a JSON object, found {}",
+            crate::config::describe(&other)
+        )),
+        Err(e) => Err(format!(
+            "is not valid JSON ({e}); fix or delete it — it is left as it is"
+        )),
+    }
+}
+
+/// Writes the file atomically: a temporary file in the same folder, then a rename over the old one.
+pub(crate) fn write_atomic(path: &Path, doc: &Map<String, Value>) -> Result<(), String> {
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(folder) = folder {
+        std::fs::create_dir_all(folder)
+            .map_err(|e| format!("cannot create folder {}: {e}", folder.display()))?;
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let mut text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
+    text.push('\n');
+    let result = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write it: {e}")
+    })
+}
+
+/// The whole file for a device that has none yet.
+pub(crate) fn document(dev: &Device) -> Map<String, Value> {
+    match serde_json::to_value(dev) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Finds the array element of component `index` of `kind` in the file.
+fn element<'a>(doc: &'a Map<String, Value>, kind: ComponentKind, index: usize) -> Option<&'a Map<String, Value>> {
+    let list = doc.get(kind.config_key())?.as_array()?;
+    list.iter()
+        .filter_map(Value::as_object)
+        .find(|e| e.get("ComponentIndex").and_then(Value::as_u64) == Some(index as u64))
+        .or_else(|| {
+            let by_position = list.get(index)?.as_object()?;
+            by_position.get("ComponentIndex").is_none().then_some(by_position)
+        })
+}
+
+/// Sets `field` of component `index` of `kind`, creating the array or element if the user removed them.
+pub(crate) fn set(doc: &mut Map<String, Value>, kind: ComponentKind, index: usize, field: &str, value: Value) {
+    let list = doc
+        .entry(kind.config_key())
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    let arr = list.as_array_mut().expect("made an array above");
+    let pos = arr
+        .iter()
+        .position(|e| e.get("ComponentIndex").and_then(Value::as_u64) == Some(index as u64))
+        .or_else(|| (index < arr.len() && arr[index].get("ComponentIndex").is_none()).then_some(index));
+    let pos = match pos {
+        Some(p) if arr[p].is_object() => p,
+        _ => {
+            let mut e = Map::new();
+            e.insert("ComponentIndex".into(), index.into());
+            arr.push(Value::Object(e));
+            arr.len() - 1
+        }
+    };
+    if let Some(obj) = arr[pos].as_object_mut() {
+        obj.insert(field.to_string(), value);
+    }
+}
+
+/// Typed reads of file values with a message naming the key path on a wrong type.
+struct Reader<'a> {
+    doc: &'a Map<String, Value>,
+}
+
+fn bad(path: &str, want: &str, v: &Value) -> String {
+    format!("{path}: expected {want}, found {}", crate::config::describe(v))
+}
+
+fn number(v: &Value, path: &str) -> Result<Option<f64>, String> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Number(n) => Ok(n.as_f64()),
+        other => Err(bad(path, "a number or null", other)),
+    }
+}
+
+fn state(v: &Value, path: &str) -> Result<bool, String> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        // Gen1 inputs were stored as 0/1 by the anchor library.
+        Value::Number(n) if n.as_i64() == Some(0) => Ok(false),
+        Value::Number(n) if n.as_i64() == Some(1) => Ok(true),
+        other => Err(bad(path, "true or false", other)),
+    }
+}
+
+impl Reader<'_> {
+    fn component_fields<'b>(
+        &'b self,
+        kind: ComponentKind,
+        index: usize,
+        fields: &'b [&'b str],
+    ) -> impl Iterator<Item = (&'b str, &'b Value, String)> + 'b {
+        element(self.doc, kind, index).into_iter().flat_map(move |e| {
+            fields.iter().filter_map(move |f| {
+                e.get(*f)
+                    .map(|v| (*f, v, format!("{}[ComponentIndex {index}].{f}", kind.config_key())))
+            })
+        })
+    }
+}
+
+/// Copies the values a user may edit from the file into `dev`. Keys that are absent keep the device's value.
+/// Probes whose `RequiresOutput` is off keep their previous temperature.
+pub(crate) fn merge(doc: &Map<String, Value>, dev: &mut Device, now_rfc3339: &str) -> Result<(), String> {
+    let r = Reader { doc };
+    if let Some(v) = doc.get("Online") {
+        dev.online = state(v, "Online")?;
+    } else {
+        dev.online = true;
+    }
+    for key in ["MacAddress", "MACAddress"] {
+        match doc.get(key) {
+            Some(Value::String(s)) => dev.mac_address = Some(s.clone()),
+            Some(Value::Null) | None => {}
+            Some(other) => return Err(bad(key, "a string or null", other)),
+        }
+    }
+    match doc.get("Firmware") {
+        Some(Value::String(s)) => dev.firmware = Some(s.clone()),
+        Some(Value::Null) => dev.firmware = None,
+        None => {}
+        Some(other) => return Err(bad("Firmware", "a string or null", other)),
+    }
+    if let Some(v) = doc.get("Uptime") {
+        dev.uptime = number(v, "Uptime")?.map(|u| u.max(0.0) as u64);
+    }
+    if let Some(v) = doc.get("Temperature") {
+        dev.temperature = number(v, "Temperature")?;
+    }
+    for key in ["RestartRequired", "UpdateAvailable"] {
+        let slot = if key == "RestartRequired" {
+            &mut dev.restart_required
+        } else {
+            &mut dev.update_available
+        };
+        match doc.get(key) {
+            Some(Value::Null) => *slot = None,
+            Some(v) => *slot = Some(state(v, key)?),
+            None => {}
+        }
+    }
+    for i in 0..dev.inputs.len() {
+        for (_, v, path) in r.component_fields(ComponentKind::Input, i, &["State"]) {
+            dev.inputs[i].state = state(v, &path)?;
+        }
+    }
+    for i in 0..dev.outputs.len() {
+        for (f, v, path) in r.component_fields(ComponentKind::Output, i, &["State", "Temperature"]) {
+            match f {
+                "State" => dev.outputs[i].state = state(v, &path)?,
+                _ => dev.outputs[i].temperature = number(v, &path)?,
+            }
+        }
+    }
+    const METER: [&str; 6] = ["Power", "Voltage", "Current", "PowerFactor", "Energy", "ReturnedEnergy"];
+    for i in 0..dev.meters.len() {
+        for (f, v, path) in r.component_fields(ComponentKind::Meter, i, &METER) {
+            let n = number(v, &path)?;
+            let m = &mut dev.meters[i];
+            match f {
+                "Power" => m.power = n,
+                "Voltage" => m.voltage = n,
+                "Current" => m.current = n,
+                "PowerFactor" => m.power_factor = n,
+                "Energy" => m.energy = n,
+                _ => m.returned_energy = n,
+            }
+        }
+    }
+    for i in 0..dev.temp_probes.len() {
+        let allowed = match &dev.temp_probes[i].requires_output {
+            Some(out) => dev.outputs.iter().any(|o| &o.name == out && o.state),
+            None => true,
+        };
+        for (_, v, path) in r.component_fields(ComponentKind::TempProbe, i, &["Temperature"]) {
+            let t = number(v, &path)?;
+            if allowed {
+                let p = &mut dev.temp_probes[i];
+                p.temperature = t;
+                p.last_reading_time = t.map(|_| now_rfc3339.to_string());
+            }
+        }
+    }
+    dev.update_totals();
+    Ok(())
+}
+
+/// The MockRate timestamp of meter `index` in the file, if any.
+pub(crate) fn mock_timestamp(doc: &Map<String, Value>, index: usize) -> Result<Option<f64>, String> {
+    match element(doc, ComponentKind::Meter, index).and_then(|e| e.get(MOCK_TIMESTAMP)) {
+        Some(v) => number(v, &format!("Meters[ComponentIndex {index}].{MOCK_TIMESTAMP}")),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::{Meter, Output};
+
+    fn device() -> Device {
+        Device {
+            outputs: vec![
+                Output { component_index: 0, ..Output::default() },
+                Output { component_index: 1, ..Output::default() },
+            ],
+            meters: vec![Meter { component_index: 0, ..Meter::default() }],
+            ..Device::default()
+        }
+    }
+
+    #[test]
+    fn anchor_files_load_by_component_index() {
+        let doc: Map<String, Value> = serde_json::from_str(
+            r#"{"Name":"Old","MACAddress":"AA","Outputs":[{"ComponentIndex":1,"State":true},{"ComponentIndex":0,"State":false}],
+                "Meters":[{"Power":12.5,"Energy":null}],"Inputs":[]}"#,
+        )
+        .unwrap();
+        let mut d = device();
+        merge(&doc, &mut d, "t").unwrap();
+        assert!(!d.outputs[0].state && d.outputs[1].state);
+        assert_eq!(d.meters[0].power, Some(12.5));
+        assert_eq!(d.mac_address.as_deref(), Some("AA"));
+        assert!(d.online);
+        assert_eq!(d.total_power, Some(12.5));
+    }
+
+    #[test]
+    fn wrong_types_name_the_key() {
+        let doc: Map<String, Value> =
+            serde_json::from_str(r#"{"Outputs":[{"ComponentIndex":0,"State":"yes"}]}"#).unwrap();
+        let e = merge(&doc, &mut device(), "t").unwrap_err();
+        assert_eq!(e, "Outputs[ComponentIndex 0].State: expected true or false, found string \"yes\"");
+    }
+
+    #[test]
+    fn set_creates_missing_elements_and_keeps_other_keys() {
+        let mut doc: Map<String, Value> =
+            serde_json::from_str(r#"{"Note":"mine","Outputs":[{"ComponentIndex":0,"State":false,"X":1}]}"#).unwrap();
+        set(&mut doc, ComponentKind::Output, 0, "State", true.into());
+        set(&mut doc, ComponentKind::Output, 1, "State", true.into());
+        assert_eq!(doc["Outputs"][0]["X"], 1);
+        assert_eq!(doc["Outputs"][0]["State"], true);
+        assert_eq!(doc["Outputs"][1]["ComponentIndex"], 1);
+        assert_eq!(doc["Note"], "mine");
+    }
+}

@@ -1,0 +1,213 @@
+//! The one error type of the crate.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A single configuration problem: where it is (`SmartDevices.Devices[2].Outputs[0].Colour`) and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Full key path in the document, or a device label for rules that span keys.
+    pub path: String,
+    /// What is wrong and, where possible, how to fix it.
+    pub message: String,
+}
+
+impl Problem {
+    /// Builds a problem from a path and a message.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// Everything that can go wrong in smartdev. Every variant names what failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration (or a validation dictionary or schema extension) could not be read, parsed or validated.
+    /// Holds every problem found, not only the first.
+    Config {
+        /// Where the configuration came from (file path or `<string>`).
+        source: String,
+        /// Every problem found.
+        problems: Vec<Problem>,
+    },
+    /// The logger described by the `Files` block could not be set up.
+    Logger(String),
+    /// The model library could not be loaded or is inconsistent.
+    ModelLibrary(String),
+    /// The controller could not be initialised from valid settings (component counts, unknown model, duplicate
+    /// names or IDs, ...). Holds every rule violation found.
+    Init(Vec<Problem>),
+    /// No device or component matches the identity.
+    NotFound {
+        /// `device`, `input`, `output`, `meter`, `temp_probe` or `model`.
+        kind: &'static str,
+        /// The identity as given (`ID 7` or `name 'Kitchen'`).
+        identity: String,
+    },
+    /// A request argument is not usable (e.g. an unknown print mode).
+    InvalidArgument(String),
+    /// A device did not answer in time, after all retries.
+    Timeout {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// The request that timed out.
+        request: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// The device is offline (a simulated device whose file says `Online: false`, or a device that failed its
+    /// last contact), so the operation was not attempted.
+    Offline {
+        /// Device label `Name (ID: n)`.
+        device: String,
+    },
+    /// The device answered with an error, an unexpected status or an unreadable body.
+    Device {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The operation is not possible on this device (e.g. inputs on Tasmota).
+    Unsupported {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// What is not supported.
+        message: String,
+    },
+    /// A simulation file could not be read or written. The file is left as it was.
+    Simulation {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// The simulation file.
+        file: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The device's worker thread failed (panicked); the device stays unusable until the controller is reopened.
+    WorkerFailed {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// The panic message.
+        message: String,
+    },
+    /// The controller has been closed.
+    Closed,
+    /// A local I/O failure outside device communication (reading a config file, spawning a thread).
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Builds a `Config` error holding one problem.
+    pub(crate) fn config_one(source: &str, path: &str, message: impl Into<String>) -> Self {
+        Error::Config {
+            source: source.to_string(),
+            problems: vec![Problem::new(path, message)],
+        }
+    }
+
+    /// The configuration or init problems this error carries (empty for other kinds).
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            Error::Config { problems, .. } | Error::Init(problems) => problems,
+            _ => &[],
+        }
+    }
+
+    /// True for errors caused by the configuration, settings or arguments rather than by a device.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Error::Config { .. }
+                | Error::Logger(_)
+                | Error::ModelLibrary(_)
+                | Error::Init(_)
+                | Error::NotFound { .. }
+                | Error::InvalidArgument(_)
+        )
+    }
+}
+
+fn write_problems(f: &mut fmt::Formatter<'_>, problems: &[Problem]) -> fmt::Result {
+    for p in problems {
+        write!(f, "\n  - {p}")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config { source, problems } => {
+                write!(f, "configuration {source}: {} problem(s)", problems.len())?;
+                write_problems(f, problems)
+            }
+            Error::Logger(m) => write!(f, "logger: {m}"),
+            Error::ModelLibrary(m) => write!(f, "model library: {m}"),
+            Error::Init(problems) => {
+                write!(f, "initialisation failed: {} problem(s)", problems.len())?;
+                write_problems(f, problems)
+            }
+            Error::NotFound { kind, identity } => write!(f, "{kind} {identity} not found"),
+            Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::Timeout {
+                device,
+                request,
+                attempts,
+            } => write!(
+                f,
+                "device {device}: {request} timed out after {attempts} attempt(s)"
+            ),
+            Error::Offline { device } => write!(f, "device {device} is offline"),
+            Error::Device { device, message } => write!(f, "device {device}: {message}"),
+            Error::Unsupported { device, message } => {
+                write!(f, "device {device}: not supported: {message}")
+            }
+            Error::Simulation {
+                device,
+                file,
+                message,
+            } => write!(
+                f,
+                "device {device}: simulation file {}: {message}",
+                file.display()
+            ),
+            Error::WorkerFailed { device, message } => {
+                write!(f, "device {device}: worker failed: {message}")
+            }
+            Error::Closed => f.write_str("controller is closed"),
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

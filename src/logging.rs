@@ -1,0 +1,152 @@
+//! Logger set-up from the `Files` block (simplelog: console on stderr + optional file).
+//!
+//! Verbosity values map to `log` levels as follows:
+//!
+//! | value      | `log` level | what you see |
+//! |------------|-------------|--------------|
+//! | `none`     | off         | nothing |
+//! | `error`    | Error       | failures only |
+//! | `warning`  | Warn        | + devices unexpectedly offline, skipped webhooks, model mismatches |
+//! | `summary`  | Info        | + open/close, online transitions |
+//! | `detailed` | Debug       | + every device operation and rejected webhook request |
+//! | `debug`    | Trace       | + request/response bodies (only when `AllowDebugLogging` is true) |
+//! | `all`      | Trace       | same as `debug` |
+//!
+//! The library never installs a logger by itself: call [`init`] (as `sdctl` does) or install your own.
+
+use std::fs::OpenOptions;
+use std::str::FromStr;
+
+use log::LevelFilter;
+use simplelog::{CombinedLogger, ConfigBuilder, SharedLogger, WriteLogger};
+
+use crate::config::LogSettings;
+use crate::error::{Error, Result};
+
+/// A verbosity value of the `Files` block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verbosity {
+    /// Nothing.
+    None,
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warning,
+    /// Up to informational messages.
+    Summary,
+    /// Up to debug messages.
+    Detailed,
+    /// Everything, including request/response bodies when `AllowDebugLogging` is true.
+    Debug,
+    /// Same as `Debug`.
+    All,
+}
+
+impl Verbosity {
+    /// The `log` level this verbosity lets through.
+    pub fn level(self) -> LevelFilter {
+        match self {
+            Verbosity::None => LevelFilter::Off,
+            Verbosity::Error => LevelFilter::Error,
+            Verbosity::Warning => LevelFilter::Warn,
+            Verbosity::Summary => LevelFilter::Info,
+            Verbosity::Detailed => LevelFilter::Debug,
+            Verbosity::Debug | Verbosity::All => LevelFilter::Trace,
+        }
+    }
+}
+
+impl FromStr for Verbosity {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "none" => Verbosity::None,
+            "error" => Verbosity::Error,
+            "warning" => Verbosity::Warning,
+            "summary" => Verbosity::Summary,
+            "detailed" => Verbosity::Detailed,
+            "debug" => Verbosity::Debug,
+            "all" => Verbosity::All,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "verbosity '{other}' is unknown; use none, error, warning, summary, detailed, debug or all"
+                )));
+            }
+        })
+    }
+}
+
+/// Installs the process-wide logger described by `settings`.
+///
+/// Returns `Ok(false)` when another logger is already installed (the `log` crate allows one per process); the
+/// existing one is kept. A log file that cannot be opened for appending is an error naming the file.
+pub fn init(settings: &LogSettings) -> Result<bool> {
+    let config = ConfigBuilder::new()
+        .set_time_format_rfc3339()
+        .set_thread_level(LevelFilter::Debug)
+        .set_target_level(LevelFilter::Off)
+        .build();
+    let mut loggers: Vec<Box<dyn SharedLogger>> = vec![WriteLogger::new(
+        settings.console_verbosity.level(),
+        config.clone(),
+        std::io::stderr(),
+    )];
+    if let Some(path) = &settings.logfile {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Error::Logger(format!(
+                    "cannot create the folder of log file {}: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::Logger(format!("cannot open log file {}: {e}", path.display())))?;
+        loggers.push(WriteLogger::new(
+            settings.logfile_verbosity.level(),
+            config,
+            file,
+        ));
+    }
+    Ok(CombinedLogger::init(loggers).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_maps_to_a_level() {
+        let pairs = [
+            ("none", LevelFilter::Off),
+            ("error", LevelFilter::Error),
+            ("warning", LevelFilter::Warn),
+            ("summary", LevelFilter::Info),
+            ("detailed", LevelFilter::Debug),
+            ("debug", LevelFilter::Trace),
+            ("ALL", LevelFilter::Trace),
+        ];
+        for (s, level) in pairs {
+            assert_eq!(s.parse::<Verbosity>().unwrap().level(), level, "{s}");
+        }
+        assert!("loud".parse::<Verbosity>().is_err());
+    }
+
+    #[test]
+    fn unwritable_log_file_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("sd-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A directory cannot be opened as a log file.
+        let settings = LogSettings {
+            logfile: Some(dir.clone()),
+            logfile_verbosity: Verbosity::Detailed,
+            console_verbosity: Verbosity::None,
+        };
+        let e = init(&settings).unwrap_err().to_string();
+        assert!(e.contains("cannot open log file") && e.contains(&dir.display().to_string()), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

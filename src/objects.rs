@@ -1,0 +1,443 @@
+//! The objects the API hands out: devices and their components, as snapshots.
+//!
+//! Field names serialize in the PascalCase of the spec (`ID`, `Name`, `Online`, `State`, ...); custom attributes
+//! from the configuration follow the built-in fields in configuration order. Readings a device does not report
+//! are `None` (JSON `null`), never 0. Units: W, Wh, V, A, °C, seconds.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::models::Protocol;
+
+/// Custom attributes of a device or component, in configuration order.
+pub type Attributes = Map<String, Value>;
+
+/// A name or a numeric ID. The API never guesses between the two.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Identity {
+    /// The `Name` of a device or component.
+    Name(String),
+    /// The `ID` of a device or component.
+    Id(i64),
+}
+
+impl Identity {
+    /// Shorthand for `Identity::Name`.
+    pub fn name(n: impl Into<String>) -> Self {
+        Identity::Name(n.into())
+    }
+}
+
+impl From<i64> for Identity {
+    fn from(id: i64) -> Self {
+        Identity::Id(id)
+    }
+}
+
+impl From<&str> for Identity {
+    fn from(name: &str) -> Self {
+        Identity::Name(name.to_string())
+    }
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Identity::Name(n) => write!(f, "'{n}'"),
+            Identity::Id(i) => write!(f, "ID {i}"),
+        }
+    }
+}
+
+/// The four kinds of device component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentKind {
+    /// A digital input (switch or button terminal).
+    Input,
+    /// A relay output.
+    Output,
+    /// An energy meter.
+    Meter,
+    /// An add-on temperature probe.
+    TempProbe,
+}
+
+impl ComponentKind {
+    /// All kinds in configuration order.
+    pub const ALL: [ComponentKind; 4] = [
+        ComponentKind::Input,
+        ComponentKind::Output,
+        ComponentKind::Meter,
+        ComponentKind::TempProbe,
+    ];
+
+    /// The `ObjectType` string (`input`, `output`, `meter`, `temp_probe`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentKind::Input => "input",
+            ComponentKind::Output => "output",
+            ComponentKind::Meter => "meter",
+            ComponentKind::TempProbe => "temp_probe",
+        }
+    }
+
+    /// The configuration key of this kind's list (`Inputs`, `Outputs`, `Meters`, `TempProbes`).
+    pub fn config_key(self) -> &'static str {
+        match self {
+            ComponentKind::Input => "Inputs",
+            ComponentKind::Output => "Outputs",
+            ComponentKind::Meter => "Meters",
+            ComponentKind::TempProbe => "TempProbes",
+        }
+    }
+
+    /// The prefix of default names (`Input 3`, `TempProbe 1`).
+    pub fn default_name_prefix(self) -> &'static str {
+        match self {
+            ComponentKind::Input => "Input",
+            ComponentKind::Output => "Output",
+            ComponentKind::Meter => "Meter",
+            ComponentKind::TempProbe => "TempProbe",
+        }
+    }
+}
+
+impl std::str::FromStr for ComponentKind {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "input" => Ok(ComponentKind::Input),
+            "output" => Ok(ComponentKind::Output),
+            "meter" => Ok(ComponentKind::Meter),
+            "temp_probe" | "tempprobe" => Ok(ComponentKind::TempProbe),
+            other => Err(crate::Error::InvalidArgument(format!(
+                "component type '{other}' is unknown; use input, output, meter or temp_probe"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for ComponentKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A device and all its components, as last read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Device {
+    /// Numeric ID (configured or assigned).
+    #[serde(rename = "ID")]
+    pub id: i64,
+    /// Name (configured or `Device <ID>`).
+    pub name: String,
+    /// `"device"`.
+    pub object_type: &'static str,
+    /// Model id (`Shelly2PMG3`) or `Tasmota`.
+    pub model: String,
+    /// Marketing name of the model (`Tasmota` for Tasmota devices).
+    pub model_name: String,
+    /// Hardware generation (Shelly only).
+    pub generation: Option<u8>,
+    /// How the device is spoken to.
+    pub protocol: Option<Protocol>,
+    /// Network address (absent for simulated devices without one).
+    pub hostname: Option<String>,
+    /// HTTP port.
+    pub port: u16,
+    /// Whether the device is simulated from a local JSON file.
+    pub simulate: bool,
+    /// Whether the device is expected to be offline at times (no warnings then).
+    pub expect_offline: bool,
+    /// Whether the last contact succeeded.
+    pub online: bool,
+    /// MAC address as reported.
+    pub mac_address: Option<String>,
+    /// Device temperature in °C.
+    pub temperature: Option<f64>,
+    /// Seconds since the device started.
+    pub uptime: Option<u64>,
+    /// The device asks for a restart (Gen2+), if it says.
+    pub restart_required: Option<bool>,
+    /// A firmware update is available, if the device says.
+    pub update_available: Option<bool>,
+    /// Firmware version as reported.
+    pub firmware: Option<String>,
+    /// The model the device reports about itself, when it differs from the configured one or is known.
+    pub reported_model: Option<String>,
+    /// Sum of the power of the device's meters in W.
+    pub total_power: Option<f64>,
+    /// Sum of the energy of the device's meters in Wh.
+    pub total_energy: Option<f64>,
+    /// Webhook events the device can send.
+    pub supported_webhooks: Vec<String>,
+    /// The last failure talking to (or simulating) the device, cleared by the next success.
+    pub last_error: Option<String>,
+    /// The simulation file of a simulated device.
+    pub simulation_file: Option<PathBuf>,
+    /// Inputs in hardware order.
+    pub inputs: Vec<Input>,
+    /// Outputs in hardware order.
+    pub outputs: Vec<Output>,
+    /// Meters in hardware order.
+    pub meters: Vec<Meter>,
+    /// Add-on temperature probes.
+    pub temp_probes: Vec<TempProbe>,
+    /// Custom attributes from the configuration.
+    #[serde(flatten)]
+    pub custom: Attributes,
+}
+
+impl Device {
+    /// `Name (ID: n)`, the label used in messages.
+    pub fn label(&self) -> String {
+        format!("{} (ID: {})", self.name, self.id)
+    }
+
+    /// True for Tasmota devices.
+    pub fn is_tasmota(&self) -> bool {
+        self.protocol == Some(Protocol::Tasmota)
+    }
+
+    /// Recomputes `TotalPower` and `TotalEnergy` from the meters (absent when no meter reports a value).
+    pub fn update_totals(&mut self) {
+        fn sum(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+            values.flatten().fold(None, |acc, v| Some(acc.unwrap_or(0.0) + v))
+        }
+        self.total_power = sum(self.meters.iter().map(|m| m.power));
+        self.total_energy = sum(self.meters.iter().map(|m| m.energy));
+    }
+}
+
+/// A digital input.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Input {
+    /// Numeric ID, unique among inputs.
+    #[serde(rename = "ID")]
+    pub id: i64,
+    /// Name, unique among inputs.
+    pub name: String,
+    /// `"input"`.
+    pub object_type: &'static str,
+    /// ID of the device it belongs to.
+    #[serde(rename = "DeviceID")]
+    pub device_id: i64,
+    /// Hardware channel (0-based).
+    pub component_index: usize,
+    /// True when the input is on (closed).
+    pub state: bool,
+    /// Whether default webhooks are installed for it.
+    pub webhooks: bool,
+    /// Custom attributes from the configuration.
+    #[serde(flatten)]
+    pub custom: Attributes,
+}
+
+/// A relay output.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Output {
+    /// Numeric ID, unique among outputs.
+    #[serde(rename = "ID")]
+    pub id: i64,
+    /// Name, unique among outputs.
+    pub name: String,
+    /// `"output"`.
+    pub object_type: &'static str,
+    /// ID of the device it belongs to.
+    #[serde(rename = "DeviceID")]
+    pub device_id: i64,
+    /// Hardware channel (0-based).
+    pub component_index: usize,
+    /// True when the relay is on.
+    pub state: bool,
+    /// Temperature of the switch in °C, where reported.
+    pub temperature: Option<f64>,
+    /// Whether a meter measures this output.
+    pub has_meter: bool,
+    /// Whether default webhooks are installed for it.
+    pub webhooks: bool,
+    /// Custom attributes from the configuration.
+    #[serde(flatten)]
+    pub custom: Attributes,
+}
+
+/// An energy meter. Power keeps its sign: negative means energy flows back (e.g. solar export).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Meter {
+    /// Numeric ID, unique among meters.
+    #[serde(rename = "ID")]
+    pub id: i64,
+    /// Name, unique among meters.
+    pub name: String,
+    /// `"meter"`.
+    pub object_type: &'static str,
+    /// ID of the device it belongs to.
+    #[serde(rename = "DeviceID")]
+    pub device_id: i64,
+    /// Hardware channel (0-based).
+    pub component_index: usize,
+    /// ID of the output this meter measures, if it is part of one.
+    #[serde(rename = "OutputID")]
+    pub output_id: Option<i64>,
+    /// Active power in W.
+    pub power: Option<f64>,
+    /// Voltage in V.
+    pub voltage: Option<f64>,
+    /// Current in A.
+    pub current: Option<f64>,
+    /// Power factor (-1..1).
+    pub power_factor: Option<f64>,
+    /// Energy consumed in Wh (lifetime counter).
+    pub energy: Option<f64>,
+    /// Energy returned (exported) in Wh.
+    pub returned_energy: Option<f64>,
+    /// Simulated growth of `Energy` in Wh per second.
+    pub mock_rate: Option<f64>,
+    /// Custom attributes from the configuration.
+    #[serde(flatten)]
+    pub custom: Attributes,
+}
+
+/// An add-on temperature probe.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TempProbe {
+    /// Numeric ID, unique among probes.
+    #[serde(rename = "ID")]
+    pub id: i64,
+    /// Name, equal to the probe's name in the vendor app.
+    pub name: String,
+    /// `"temp_probe"`.
+    pub object_type: &'static str,
+    /// ID of the device it belongs to.
+    #[serde(rename = "DeviceID")]
+    pub device_id: i64,
+    /// Position in the device's probe list (0-based).
+    pub component_index: usize,
+    /// Temperature in °C.
+    pub temperature: Option<f64>,
+    /// When the temperature was last read (RFC 3339, UTC).
+    pub last_reading_time: Option<String>,
+    /// The device's own id of the probe (`temperature:100` → 100), once mapped.
+    #[serde(rename = "ProbeID")]
+    pub probe_id: Option<i64>,
+    /// Name of the output that must be on for the reading to be updated.
+    pub requires_output: Option<String>,
+    /// Custom attributes from the configuration.
+    #[serde(flatten)]
+    pub custom: Attributes,
+}
+
+/// Any one component, as returned by `get_device_component`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Component {
+    /// An input.
+    Input(Input),
+    /// An output.
+    Output(Output),
+    /// A meter.
+    Meter(Meter),
+    /// A temperature probe.
+    TempProbe(TempProbe),
+}
+
+impl Component {
+    /// The component's ID.
+    pub fn id(&self) -> i64 {
+        match self {
+            Component::Input(c) => c.id,
+            Component::Output(c) => c.id,
+            Component::Meter(c) => c.id,
+            Component::TempProbe(c) => c.id,
+        }
+    }
+
+    /// The component's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Component::Input(c) => &c.name,
+            Component::Output(c) => &c.name,
+            Component::Meter(c) => &c.name,
+            Component::TempProbe(c) => &c.name,
+        }
+    }
+}
+
+/// What `change_output` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct OutputChange {
+    /// The output's state after the call, as reported by the device.
+    pub state: bool,
+    /// True exactly when the state actually changed.
+    pub did_change: bool,
+}
+
+/// The keys an object of `kind` (or a device, for `None`) already uses; custom attributes must not reuse them.
+pub(crate) fn reserved_keys(kind: Option<ComponentKind>) -> Vec<String> {
+    let value = match kind {
+        None => serde_json::to_value(Device::default()),
+        Some(ComponentKind::Input) => serde_json::to_value(Input::default()),
+        Some(ComponentKind::Output) => serde_json::to_value(Output::default()),
+        Some(ComponentKind::Meter) => serde_json::to_value(Meter::default()),
+        Some(ComponentKind::TempProbe) => serde_json::to_value(TempProbe::default()),
+    };
+    match value {
+        Ok(Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_uses_spec_field_names_and_custom_attributes_follow() {
+        let mut o = Output {
+            id: 3,
+            name: "Pump".into(),
+            object_type: "output",
+            state: true,
+            ..Output::default()
+        };
+        o.custom.insert("Group".into(), "Garden".into());
+        let v = serde_json::to_value(&o).unwrap();
+        assert_eq!(v["ID"], 3);
+        assert_eq!(v["State"], true);
+        assert!(v["Temperature"].is_null());
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys.last().unwrap(), "Group");
+    }
+
+    #[test]
+    fn totals_are_absent_without_readings() {
+        let mut d = Device::default();
+        d.meters.push(Meter::default());
+        d.update_totals();
+        assert_eq!(d.total_power, None);
+        d.meters[0].power = Some(-12.5);
+        d.meters.push(Meter {
+            power: Some(2.5),
+            ..Meter::default()
+        });
+        d.update_totals();
+        assert_eq!(d.total_power, Some(-10.0));
+    }
+
+    #[test]
+    fn reserved_keys_list_builtin_fields() {
+        let keys = reserved_keys(Some(ComponentKind::Output));
+        assert!(keys.contains(&"State".to_string()));
+        assert!(reserved_keys(None).contains(&"Online".to_string()));
+    }
+}
