@@ -16,7 +16,9 @@ pub(crate) fn unix_now() -> f64 {
 /// The current time as RFC 3339 in UTC, e.g. `2026-11-21T10:15:30.123Z`.
 pub(crate) fn rfc3339_now() -> String {
     let now = OffsetDateTime::now_utc();
-    let millis = now.replace_nanosecond(now.millisecond() as u32 * 1_000_000).unwrap_or(now);
+    let millis = now
+        .replace_nanosecond(now.millisecond() as u32 * 1_000_000)
+        .unwrap_or(now);
     millis.format(&Rfc3339).unwrap_or_default()
 }
 

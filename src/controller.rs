@@ -6,14 +6,16 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 
-use crate::actor::worker::{self, Command, Slot};
 use crate::actor::supervisor;
+use crate::actor::worker::{self, Command, Slot};
 use crate::config::Settings;
 use crate::driver::{self, OutputAction};
 use crate::error::{Error, Result};
 use crate::event::WebhookEvent;
 use crate::models::{ModelLibrary, PrintMode};
-use crate::objects::{Component, ComponentKind, Device, Identity, Input, Meter, Output, OutputChange, TempProbe};
+use crate::objects::{
+    Component, ComponentKind, Device, Identity, Input, Meter, Output, OutputChange, TempProbe,
+};
 use crate::wake::WakeFlag;
 
 /// Where a component lives: device position and component position.
@@ -40,10 +42,22 @@ impl Directory {
                     d.by_name.insert((kind, name.clone()), (di, ci));
                 }
             };
-            add(ComponentKind::Input, dev.inputs.iter().map(|c| (c.id, &c.name)).collect());
-            add(ComponentKind::Output, dev.outputs.iter().map(|c| (c.id, &c.name)).collect());
-            add(ComponentKind::Meter, dev.meters.iter().map(|c| (c.id, &c.name)).collect());
-            add(ComponentKind::TempProbe, dev.temp_probes.iter().map(|c| (c.id, &c.name)).collect());
+            add(
+                ComponentKind::Input,
+                dev.inputs.iter().map(|c| (c.id, &c.name)).collect(),
+            );
+            add(
+                ComponentKind::Output,
+                dev.outputs.iter().map(|c| (c.id, &c.name)).collect(),
+            );
+            add(
+                ComponentKind::Meter,
+                dev.meters.iter().map(|c| (c.id, &c.name)).collect(),
+            );
+            add(
+                ComponentKind::TempProbe,
+                dev.temp_probes.iter().map(|c| (c.id, &c.name)).collect(),
+            );
         }
         d
     }
@@ -164,7 +178,12 @@ impl Controller {
             })?;
             controller.slots.push(w.slot);
             controller.lock_threads().push(w.thread);
-            if let Some(s) = controller.senders.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            if let Some(s) = controller
+                .senders
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_mut()
+            {
                 s.push(w.tx);
             }
         }
@@ -182,14 +201,16 @@ impl Controller {
         }
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
         let senders = controller.all_senders()?;
-        let sup = supervisor::spawn(senders, controller.settings.refresh_interval, stop_rx).map_err(|e| {
-            Error::Io {
+        let sup = supervisor::spawn(senders, controller.settings.refresh_interval, stop_rx)
+            .map_err(|e| Error::Io {
                 context: "starting the supervisor thread".into(),
                 source: e,
-            }
-        })?;
+            })?;
         controller.lock_threads().push(sup);
-        *controller.stop_supervisor.lock().unwrap_or_else(|e| e.into_inner()) = Some(stop_tx);
+        *controller
+            .stop_supervisor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(stop_tx);
         log::info!(
             "smartdev opened {} device(s) from {}",
             count,
@@ -220,7 +241,12 @@ impl Controller {
     }
 
     fn ensure_open(&self) -> Result<()> {
-        match self.senders.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        match self
+            .senders
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             Some(_) => Ok(()),
             None => Err(Error::Closed),
         }
@@ -264,7 +290,9 @@ impl Controller {
     /// Text listing of all devices (or one) with their components and custom attributes, as last read.
     pub fn print_device_status(&self, device: Option<&Identity>) -> Result<String> {
         let blocks: Vec<String> = match device {
-            Some(id) => vec![crate::print::device_status(&self.snapshot(self.directory.device(id)?))],
+            Some(id) => vec![crate::print::device_status(
+                &self.snapshot(self.directory.device(id)?),
+            )],
             None => (0..self.slots.len())
                 .map(|i| crate::print::device_status(&self.snapshot(i)))
                 .collect(),
@@ -288,11 +316,17 @@ impl Controller {
 
     /// Every device's object as last read, in configuration order.
     pub fn devices(&self) -> Vec<Device> {
-        (0..self.slots.len()).map(|i| (*self.snapshot(i)).clone()).collect()
+        (0..self.slots.len())
+            .map(|i| (*self.snapshot(i)).clone())
+            .collect()
     }
 
     /// One component as last read: `State` for inputs and outputs, readings for meters and probes.
-    pub fn get_device_component(&self, kind: ComponentKind, component: &Identity) -> Result<Component> {
+    pub fn get_device_component(
+        &self,
+        kind: ComponentKind,
+        component: &Identity,
+    ) -> Result<Component> {
         let (di, ci) = self.directory.component(kind, component)?;
         let d = self.snapshot(di);
         Ok(match kind {
@@ -348,7 +382,9 @@ impl Controller {
     }
 
     fn collect<T>(&self, f: impl Fn(&Device) -> Vec<T>) -> Vec<T> {
-        (0..self.slots.len()).flat_map(|i| f(&self.snapshot(i))).collect()
+        (0..self.slots.len())
+            .flat_map(|i| f(&self.snapshot(i)))
+            .collect()
     }
 
     /// Switches an output on (`true`) or off. `did_change` is true exactly when the state changed, as the device
@@ -421,9 +457,19 @@ impl Controller {
     /// Stops the supervisor and every worker and joins their threads. Calls after this fail with
     /// [`Error::Closed`]; closing twice is harmless.
     pub fn close(&self) {
-        drop(self.stop_supervisor.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(
+            self.stop_supervisor
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         // Dropping the senders ends each worker's loop once in-flight commands are answered.
-        drop(self.senders.write().unwrap_or_else(|e| e.into_inner()).take());
+        drop(
+            self.senders
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         let threads: Vec<JoinHandle<()>> = self.lock_threads().drain(..).collect();
         let n = threads.len();
         for t in threads {

@@ -146,7 +146,10 @@ mod tests {
             console_verbosity: Verbosity::None,
         };
         let e = init(&settings).unwrap_err().to_string();
-        assert!(e.contains("cannot open log file") && e.contains(&dir.display().to_string()), "{e}");
+        assert!(
+            e.contains("cannot open log file") && e.contains(&dir.display().to_string()),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

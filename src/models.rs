@@ -127,11 +127,12 @@ impl ModelInfo {
         if self.meters == 0 {
             return MeterSource::None;
         }
-        self.meter_source.unwrap_or(match (self.protocol, self.meters_separate) {
-            (Protocol::Rest, _) => MeterSource::Gen1Meters,
-            (_, false) => MeterSource::Switch,
-            (_, true) => MeterSource::Em1,
-        })
+        self.meter_source
+            .unwrap_or(match (self.protocol, self.meters_separate) {
+                (Protocol::Rest, _) => MeterSource::Gen1Meters,
+                (_, false) => MeterSource::Switch,
+                (_, true) => MeterSource::Em1,
+            })
     }
 
     /// The output a meter measures, if the meter is part of an output.
@@ -254,9 +255,8 @@ impl ModelLibrary {
     /// Reads a library file supplied by the caller.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::ModelLibrary(format!("cannot read {}: {e}", path.display()))
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::ModelLibrary(format!("cannot read {}: {e}", path.display())))?;
         Self::from_json_str(&text)
             .map_err(|e| Error::ModelLibrary(format!("{}: {e}", path.display())))
     }
@@ -290,11 +290,20 @@ impl ModelLibrary {
                 .collect()
         };
         let wanted = key(&canonical_id(id));
+        let exact: Vec<&str> = self
+            .models
+            .iter()
+            .filter(|m| key(&m.model) == wanted)
+            .map(|m| m.model.as_str())
+            .collect();
+        if !exact.is_empty() {
+            return exact;
+        }
         self.models
             .iter()
             .filter(|m| {
                 let k = key(&m.model);
-                k == wanted || (wanted.len() >= 4 && (k.contains(&wanted) || wanted.contains(&k)))
+                wanted.len() >= 4 && (k.contains(&wanted) || wanted.contains(&k))
             })
             .map(|m| m.model.as_str())
             .take(5)
@@ -371,7 +380,10 @@ mod tests {
         assert_eq!(lib.get("Vendor2PMG3").unwrap().model, "Shelly2PMG3");
         assert_eq!(lib.get("ShellyPro1PM").unwrap().meters, 1);
         assert_eq!(lib.get("ShellyEM").unwrap().protocol, Protocol::Rest);
-        assert!(matches!(lib.resolve("OtherVendor"), Some(ModelRef::Tasmota)));
+        assert!(matches!(
+            lib.resolve("OtherVendor"),
+            Some(ModelRef::Tasmota)
+        ));
         assert!(lib.resolve("Shelly9000").is_none());
     }
 
@@ -388,18 +400,25 @@ mod tests {
 
     #[test]
     fn inconsistent_library_is_refused_with_every_reason() {
-        let text = r#"[{"model":"A","outputs":1,"meters":2},{"model":"A"},{"model":"B","generation":1}]"#;
+        let text =
+            r#"[{"model":"A","outputs":1,"meters":2},{"model":"A"},{"model":"B","generation":1}]"#;
         let e = ModelLibrary::from_json_str(text).unwrap_err().to_string();
         assert!(e.contains("A: meters (2) must equal outputs (1)"), "{e}");
         assert!(e.contains("A: listed more than once"), "{e}");
-        assert!(e.contains("B: generation 1 does not match protocol RPC"), "{e}");
+        assert!(
+            e.contains("B: generation 1 does not match protocol RPC"),
+            "{e}"
+        );
     }
 
     #[test]
     fn print_modes_and_filter() {
         let lib = ModelLibrary::embedded();
         let brief = lib.print(PrintMode::Brief, None).unwrap();
-        assert!(brief.starts_with("Shelly Model Library:\n  ShellyEM — Shelly EM\n"), "{brief}");
+        assert!(
+            brief.starts_with("Shelly Model Library:\n  ShellyEM — Shelly EM\n"),
+            "{brief}"
+        );
         assert!(brief.ends_with("Tasmota Model Library:\n  Tasmota"));
         let one = lib.print(PrintMode::Detailed, Some("ShellyEM")).unwrap();
         assert_eq!(

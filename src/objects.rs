@@ -207,7 +207,9 @@ impl Device {
     /// Recomputes `TotalPower` and `TotalEnergy` from the meters (absent when no meter reports a value).
     pub fn update_totals(&mut self) {
         fn sum(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-            values.flatten().fold(None, |acc, v| Some(acc.unwrap_or(0.0) + v))
+            values
+                .flatten()
+                .fold(None, |acc, v| Some(acc.unwrap_or(0.0) + v))
         }
         self.total_power = sum(self.meters.iter().map(|m| m.power));
         self.total_energy = sum(self.meters.iter().map(|m| m.energy));

@@ -142,12 +142,15 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
             _ => {}
         }
 
-        let ids = |kind: ComponentKind, kind_ids: &mut HashMap<ComponentKind, Counter>| -> Vec<(i64, String)> {
+        let ids = |kind: ComponentKind,
+                   kind_ids: &mut HashMap<ComponentKind, Counter>|
+         -> Vec<(i64, String)> {
             list(cfg, kind)
                 .iter()
                 .flatten()
                 .map(|c| {
-                    let cid = c.id.unwrap_or_else(|| kind_ids.get_mut(&kind).expect("all kinds").next());
+                    let cid =
+                        c.id.unwrap_or_else(|| kind_ids.get_mut(&kind).expect("all kinds").next());
                     let cname = c
                         .name
                         .clone()
@@ -236,10 +239,12 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
             .enumerate()
             .map(|(i, (c, (cid, cname)))| TempProbe {
                 id: cid,
-                name: cname,
                 object_type: "temp_probe",
                 device_id: id,
                 component_index: i,
+                // A probe named like its device reports the device's own temperature (anchor behaviour).
+                probe_id: (cname == dev.name).then_some(-1),
+                name: cname,
                 requires_output: c.requires_output.clone(),
                 custom: c.custom.clone(),
                 ..TempProbe::default()
@@ -332,11 +337,18 @@ fn simulated_webhooks(dev: &Device) -> Vec<String> {
         Some(Protocol::Rpc) | Some(Protocol::Rest) => {
             if !dev.inputs.is_empty() {
                 events.extend(
-                    ["input.toggle_on", "input.toggle_off", "input.button_push", "input.button_longpush"]
-                        .map(String::from),
+                    [
+                        "input.toggle_on",
+                        "input.toggle_off",
+                        "input.button_push",
+                        "input.button_longpush",
+                    ]
+                    .map(String::from),
                 );
                 if dev.protocol == Some(Protocol::Rpc) {
-                    events.extend(["input.button_doublepush", "input.button_triplepush"].map(String::from));
+                    events.extend(
+                        ["input.button_doublepush", "input.button_triplepush"].map(String::from),
+                    );
                 }
             }
             if !dev.outputs.is_empty() {
@@ -367,23 +379,47 @@ fn check_unique(devices: &[Device], problems: &mut Vec<Problem>) {
             }
         }
     }
-    dupes(devices.iter().map(|d| (d.id, d.name.as_str())), "device", "ID", problems);
     dupes(
-        devices.iter().map(|d| (format!("'{}'", d.name), d.name.as_str())),
+        devices.iter().map(|d| (d.id, d.name.as_str())),
+        "device",
+        "ID",
+        problems,
+    );
+    dupes(
+        devices
+            .iter()
+            .map(|d| (format!("'{}'", d.name), d.name.as_str())),
         "device",
         "Name",
         problems,
     );
-    let labels: Vec<String> = devices.iter().map(|d| format!("device '{}'", d.name)).collect();
+    let labels: Vec<String> = devices
+        .iter()
+        .map(|d| format!("device '{}'", d.name))
+        .collect();
     macro_rules! per_kind {
         ($field:ident, $what:expr) => {
             let items: Vec<(i64, String, &str)> = devices
                 .iter()
                 .zip(&labels)
-                .flat_map(|(d, l)| d.$field.iter().map(move |c| (c.id, c.name.clone(), l.as_str())))
+                .flat_map(|(d, l)| {
+                    d.$field
+                        .iter()
+                        .map(move |c| (c.id, c.name.clone(), l.as_str()))
+                })
                 .collect();
-            dupes(items.iter().map(|(id, _, l)| (*id, *l)), $what, "ID", problems);
-            dupes(items.iter().map(|(_, n, l)| (format!("'{n}'"), *l)), $what, "Name", problems);
+            dupes(
+                items.iter().map(|(id, _, l)| (*id, *l)),
+                $what,
+                "ID",
+                problems,
+            );
+            dupes(
+                items.iter().map(|(_, n, l)| (format!("'{n}'"), *l)),
+                $what,
+                "Name",
+                problems,
+            );
         };
     }
     per_kind!(inputs, "input");
@@ -392,7 +428,12 @@ fn check_unique(devices: &[Device], problems: &mut Vec<Problem>) {
     per_kind!(temp_probes, "temp_probe");
     let files: Vec<(String, &str)> = devices
         .iter()
-        .filter_map(|d| Some((d.simulation_file.as_ref()?.display().to_string(), d.name.as_str())))
+        .filter_map(|d| {
+            Some((
+                d.simulation_file.as_ref()?.display().to_string(),
+                d.name.as_str(),
+            ))
+        })
         .collect();
     let mut seen: HashMap<&str, &str> = HashMap::new();
     for (file, name) in &files {
@@ -402,5 +443,13 @@ fn check_unique(devices: &[Device], problems: &mut Vec<Problem>) {
                 format!("simulated devices '{first}' and '{name}' would share the simulation file {file}; rename one"),
             ));
         }
+    }
+}
+
+impl Settings {
+    /// Checks every installation rule (models, component counts, hostnames, unique names and IDs, probe
+    /// limits, ...) without starting anything. Empty when `Controller::open` would accept the settings.
+    pub fn check(&self) -> Vec<Problem> {
+        plan(self).err().unwrap_or_default()
     }
 }

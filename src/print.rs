@@ -20,7 +20,8 @@ fn py_num(v: Option<f64>) -> String {
 }
 
 fn py_opt<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref().map_or_else(|| "None".to_string(), |x| x.to_string())
+    v.as_ref()
+        .map_or_else(|| "None".to_string(), |x| x.to_string())
 }
 
 fn py_value(v: &Value) -> String {
@@ -186,7 +187,10 @@ mod tests {
             ..Device::default()
         };
         let text = device_status(&d);
-        assert!(text.starts_with("Sydney Dev A (ID: 1) — online\n  Model: Shelly 2PM Gen3\n"), "{text}");
+        assert!(
+            text.starts_with("Sydney Dev A (ID: 1) — online\n  Model: Shelly 2PM Gen3\n"),
+            "{text}"
+        );
         assert!(text.contains("  Hostname: 192.168.86.30:80\n"));
         assert!(text.contains("  Generation: 3 / Protocol: RPC\n"));
         assert!(text.contains("    [0] id=1 name='Sydney Dev A O1' state=False temp=54.6, Group: Living Room, Colour: Red\n"));

@@ -44,7 +44,10 @@ impl WakeFlag {
             if left.is_zero() {
                 break;
             }
-            set = cv.wait_timeout(set, left).unwrap_or_else(|e| e.into_inner()).0;
+            set = cv
+                .wait_timeout(set, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         *set
     }

@@ -53,7 +53,10 @@ fn convert(y: Yaml, path: &str, problems: &mut Vec<Problem>) -> Value {
                 match Number::from_f64(f) {
                     Some(num) => Value::Number(num),
                     None => {
-                        problems.push(Problem::new(path, "number must be finite (not .nan or .inf)"));
+                        problems.push(Problem::new(
+                            path,
+                            "number must be finite (not .nan or .inf)",
+                        ));
                         Value::Null
                     }
                 }

@@ -129,7 +129,7 @@ impl State {
         let result = match outcome {
             Ok(r) => r,
             Err(payload) => {
-                let message = panic_message(&payload);
+                let message = panic_message(&*payload);
                 log::error!("device {}: worker panicked: {message}", self.device.label());
                 self.failed = Some(message.clone());
                 self.device.online = false;
@@ -152,7 +152,9 @@ impl State {
         let d = &self.device;
         match (was_online, d.online) {
             (false, true) => log::info!("device {} is online", d.label()),
-            (true, false) if d.expect_offline => log::debug!("device {} is offline (expected)", d.label()),
+            (true, false) if d.expect_offline => {
+                log::debug!("device {} is offline (expected)", d.label())
+            }
             (true, false) => log::warn!(
                 "device {} went offline: {}",
                 d.label(),
@@ -170,4 +172,68 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::Output;
+
+    /// A driver that panics when asked to switch, to prove a panic stays inside its worker.
+    struct Exploding;
+
+    impl Driver for Exploding {
+        fn start(&mut self, dev: &mut Device) -> Result<()> {
+            dev.online = true;
+            Ok(())
+        }
+        fn refresh(&mut self, _dev: &mut Device) -> Result<()> {
+            Ok(())
+        }
+        fn switch(
+            &mut self,
+            _dev: &mut Device,
+            _index: usize,
+            _action: OutputAction,
+        ) -> Result<OutputChange> {
+            panic!("driver bug")
+        }
+    }
+
+    #[test]
+    fn a_panic_marks_the_device_failed_and_the_worker_keeps_answering() {
+        let dev = Device {
+            id: 7,
+            name: "Boom".into(),
+            outputs: vec![Output::default()],
+            ..Device::default()
+        };
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(dev, Box::new(Exploding), started_tx).unwrap();
+        assert!(started_rx.recv().unwrap().1.is_ok());
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        w.tx.send(Command::Switch {
+            index: 0,
+            action: OutputAction::On,
+            reply,
+        })
+        .unwrap();
+        let err = rx.recv().unwrap().unwrap_err();
+        assert!(
+            matches!(&err, Error::WorkerFailed { message, .. } if message == "driver bug"),
+            "{err}"
+        );
+        // Later commands get the same error instead of hanging, and the snapshot says what happened.
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        w.tx.send(Command::Refresh { reply: Some(reply) }).unwrap();
+        assert!(matches!(
+            rx.recv().unwrap(),
+            Err(Error::WorkerFailed { .. })
+        ));
+        let snap = snapshot(&w.slot);
+        assert!(!snap.online);
+        assert!(snap.last_error.as_deref().unwrap().contains("driver bug"));
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
 }

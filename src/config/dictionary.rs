@@ -140,7 +140,10 @@ impl Rule {
     /// Parses a rule from its dictionary form, collecting every problem.
     fn from_value(v: &Value, path: &str, problems: &mut Vec<Problem>) -> Rule {
         let Some(map) = v.as_object() else {
-            problems.push(Problem::new(path, "a rule must be a mapping such as {type: string}"));
+            problems.push(Problem::new(
+                path,
+                "a rule must be a mapping such as {type: string}",
+            ));
             return Rule::default();
         };
         let mut rule = Rule::default();
@@ -207,7 +210,9 @@ impl Rule {
         if let Some((val, at)) = schema {
             match rule.kind {
                 ValueType::Dict => rule.fields = fields_from_value(val, &at, problems),
-                ValueType::List => rule.items = Some(Box::new(Rule::from_value(val, &at, problems))),
+                ValueType::List => {
+                    rule.items = Some(Box::new(Rule::from_value(val, &at, problems)))
+                }
                 other => problems.push(Problem::new(
                     at,
                     format!("'schema' needs type dict or list, not {other}"),
@@ -281,7 +286,16 @@ impl Rule {
         macro_rules! take {
             ($($f:ident),*) => { $( if ext.$f.is_some() { self.$f = ext.$f.clone(); } )* };
         }
-        take!(nullable, min, max, minlength, maxlength, empty, allowed, description);
+        take!(
+            nullable,
+            min,
+            max,
+            minlength,
+            maxlength,
+            empty,
+            allowed,
+            description
+        );
         for a in &ext.aliases {
             if !self.aliases.contains(a) {
                 self.aliases.push(a.clone());
@@ -329,19 +343,31 @@ fn fields_from_value(v: &Value, path: &str, problems: &mut Vec<Problem>) -> Vec<
         Some(map) => map
             .iter()
             .map(|(k, r)| {
-                let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let at = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 (k.clone(), Rule::from_value(r, &at, problems))
             })
             .collect(),
         None => {
-            problems.push(Problem::new(path, "must be a mapping of key names to rules"));
+            problems.push(Problem::new(
+                path,
+                "must be a mapping of key names to rules",
+            ));
             Vec::new()
         }
     }
 }
 
 fn fields_to_value(fields: &[(String, Rule)]) -> Value {
-    Value::Object(fields.iter().map(|(k, r)| (k.clone(), r.to_value())).collect())
+    Value::Object(
+        fields
+            .iter()
+            .map(|(k, r)| (k.clone(), r.to_value()))
+            .collect(),
+    )
 }
 
 /// The validation dictionary: one rule per root key of a configuration document.
@@ -528,7 +554,12 @@ mod tests {
         assert!(d.rule("ShellyDevices.WebhookPort").is_some());
         assert!(d.rule("VendorDevices.Devices.Outputs.Webhooks").is_some());
         assert!(d.rule("SmartDevices.VendorWebhooks.Port").is_some());
-        assert_eq!(d.rule("SCSmartDevices.Devices.TempProbes").unwrap().maxlength, Some(5));
+        assert_eq!(
+            d.rule("SCSmartDevices.Devices.TempProbes")
+                .unwrap()
+                .maxlength,
+            Some(5)
+        );
         assert!(d.rule("SCSmartDevices.Devices.Model").unwrap().required);
         assert!(d.rule("SCSmartDevices.Devices.Outputs.Colour").is_none());
     }
@@ -551,8 +582,11 @@ mod tests {
     #[test]
     fn define_by_dotted_path() {
         let mut d = ValidationDictionary::builtin();
-        d.define("SmartDevices.Devices.Meters.Tariff", Rule::optional(ValueType::Number))
-            .unwrap();
+        d.define(
+            "SmartDevices.Devices.Meters.Tariff",
+            Rule::optional(ValueType::Number),
+        )
+        .unwrap();
         assert_eq!(
             d.rule("SCSmartDevices.Devices.Meters.Tariff").unwrap().kind,
             ValueType::Number
@@ -567,14 +601,18 @@ mod tests {
     fn type_change_is_refused() {
         let mut d = ValidationDictionary::builtin();
         let e = d
-            .define("SmartDevices.Devices.Name", Rule::optional(ValueType::Integer))
+            .define(
+                "SmartDevices.Devices.Name",
+                Rule::optional(ValueType::Integer),
+            )
             .unwrap_err();
         assert!(e.to_string().contains("cannot change the type"), "{e}");
     }
 
     #[test]
     fn bad_rule_keys_are_reported_with_paths() {
-        let e = ValidationDictionary::from_yaml_str("A: {type: strng, requird: true}\n", "x").unwrap_err();
+        let e = ValidationDictionary::from_yaml_str("A: {type: strng, requird: true}\n", "x")
+            .unwrap_err();
         let text = e.to_string();
         assert!(text.contains("A.type"), "{text}");
         assert!(text.contains("A.requird"), "{text}");

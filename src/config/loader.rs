@@ -50,7 +50,11 @@ impl ConfigLoader {
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Settings> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::config_one(&path.display().to_string(), "", format!("cannot read the file: {e}"))
+            Error::config_one(
+                &path.display().to_string(),
+                "",
+                format!("cannot read the file: {e}"),
+            )
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         self.load(&text, &path.display().to_string(), &base)
@@ -67,17 +71,21 @@ impl ConfigLoader {
             problems,
         };
         let doc = crate::yaml::parse(text).map_err(fail)?;
-        let problems = validate(&doc, self.dictionary.root());
-        if !problems.is_empty() {
-            return Err(fail(problems));
-        }
+        let mut problems = validate(&doc, self.dictionary.root());
+        // Normalising tolerates wrong types (it reads what it can), so its checks run even when validation
+        // failed and every problem is reported at once; one per key path is enough.
         let mut n = Normaliser {
             problems: Vec::new(),
         };
         let settings = n.settings(&doc, source, base, self.models.clone());
+        for p in n.problems {
+            if !problems.iter().any(|q| q.path == p.path) {
+                problems.push(p);
+            }
+        }
         match settings {
-            Some(s) if n.problems.is_empty() => Ok(s),
-            _ => Err(fail(n.problems)),
+            Some(s) if problems.is_empty() => Ok(s),
+            _ => Err(fail(problems)),
         }
     }
 }
@@ -130,7 +138,13 @@ impl Normaliser {
         self.problems.push(Problem::new(path, message));
     }
 
-    fn settings(&mut self, doc: &Value, source: &str, base: &Path, models: Arc<ModelLibrary>) -> Option<Settings> {
+    fn settings(
+        &mut self,
+        doc: &Value,
+        source: &str,
+        base: &Path,
+        models: Arc<ModelLibrary>,
+    ) -> Option<Settings> {
         let doc = doc.as_object()?;
         let root_rule = BUILTIN.root();
         let mut found = None;
@@ -148,7 +162,11 @@ impl Normaliser {
             );
             return None;
         };
-        let canonical = if layout == Layout::A { "ShellyDevices" } else { "SCSmartDevices" };
+        let canonical = if layout == Layout::A {
+            "ShellyDevices"
+        } else {
+            "SCSmartDevices"
+        };
         let rule = root_rule.field(canonical)?;
         let root = root.as_object()?;
         let rk = root_key.as_str();
@@ -178,18 +196,29 @@ impl Normaliser {
             source: source.to_string(),
             layout,
             root_key: rk.to_string(),
-            allow_debug_logging: root.get("AllowDebugLogging").and_then(Value::as_bool).unwrap_or(false),
+            allow_debug_logging: root
+                .get("AllowDebugLogging")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             response_timeout: secs(root.get("ResponseTimeout"), 5.0),
             retry_count: root.get("RetryCount").and_then(Value::as_u64).unwrap_or(1) as u32,
             retry_delay: secs(root.get("RetryDelay"), 2.0),
-            ping_allowed: root.get("PingAllowed").and_then(Value::as_bool).unwrap_or(true),
+            ping_allowed: root
+                .get("PingAllowed")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
             refresh_interval: (!refresh.is_zero()).then_some(refresh),
             simulation_folder: resolve(
                 base,
-                root.get("SimulationFileFolder").and_then(Value::as_str).unwrap_or("simulation_files"),
+                root.get("SimulationFileFolder")
+                    .and_then(Value::as_str)
+                    .unwrap_or("simulation_files"),
             ),
             webhooks,
-            logging: doc.get("Files").and_then(Value::as_object).map(|f| self.files(f, base)),
+            logging: doc
+                .get("Files")
+                .and_then(Value::as_object)
+                .map(|f| self.files(f, base)),
             devices,
             extra,
             models,
@@ -204,7 +233,10 @@ impl Normaliser {
                 .unwrap_or(default)
         };
         LogSettings {
-            logfile: f.get("LogfileName").and_then(Value::as_str).map(|p| resolve(base, p)),
+            logfile: f
+                .get("LogfileName")
+                .and_then(Value::as_str)
+                .map(|p| resolve(base, p)),
             logfile_verbosity: verbosity("LogfileVerbosity", Verbosity::Detailed),
             console_verbosity: verbosity("ConsoleVerbosity", Verbosity::Summary),
         }
@@ -213,7 +245,13 @@ impl Normaliser {
     fn webhooks_a(&mut self, root: &Map<String, Value>, _rule: &Rule, rk: &str) -> WebhookSettings {
         self.webhook_common(
             root,
-            ["WebhooksEnabled", "WebhookHost", "WebhookPort", "WebhookPath", "DefaultWebhooks"],
+            [
+                "WebhooksEnabled",
+                "WebhookHost",
+                "WebhookPort",
+                "WebhookPath",
+                "DefaultWebhooks",
+            ],
             rk,
         )
     }
@@ -229,7 +267,12 @@ impl Normaliser {
         }
     }
 
-    fn webhook_common(&mut self, m: &Map<String, Value>, keys: [&str; 5], at: &str) -> WebhookSettings {
+    fn webhook_common(
+        &mut self,
+        m: &Map<String, Value>,
+        keys: [&str; 5],
+        at: &str,
+    ) -> WebhookSettings {
         let [enabled, host, port, path, defaults] = keys;
         let mut w = WebhookSettings::default();
         let nn = |k: &str| m.get(k).filter(|v| !v.is_null());
@@ -246,7 +289,11 @@ impl Normaliser {
             w.port = p as u16;
         }
         if let Some(p) = nn(path).and_then(Value::as_str) {
-            if !p.starts_with('/') || p.contains('?') || p.contains('#') || p.contains(char::is_whitespace) {
+            if !p.starts_with('/')
+                || p.contains('?')
+                || p.contains('#')
+                || p.contains(char::is_whitespace)
+            {
                 self.problem(
                     format!("{at}.{path}"),
                     format!("'{p}' must be a URL path starting with '/' (no query, no spaces)"),
@@ -267,7 +314,13 @@ impl Normaliser {
 
     /// Splits a block into its built-in keys (handled by the caller) and custom attributes, refusing custom keys
     /// that would clash with a field of the runtime object.
-    fn custom(&mut self, m: &Map<String, Value>, builtin: &Rule, kind: Option<ComponentKind>, at: &str) -> Attributes {
+    fn custom(
+        &mut self,
+        m: &Map<String, Value>,
+        builtin: &Rule,
+        kind: Option<ComponentKind>,
+        at: &str,
+    ) -> Attributes {
         let reserved = reserved_keys(kind);
         let mut out = Map::new();
         for (k, v) in m {
@@ -307,7 +360,10 @@ impl Normaliser {
                             id: c.get("ID").and_then(Value::as_i64),
                             webhooks: c.get("Webhooks").and_then(Value::as_bool).unwrap_or(false),
                             mock_rate: c.get("MockRate").and_then(Value::as_f64),
-                            requires_output: c.get("RequiresOutput").and_then(Value::as_str).map(str::to_string),
+                            requires_output: c
+                                .get("RequiresOutput")
+                                .and_then(Value::as_str)
+                                .map(str::to_string),
                             custom: this.custom(c, builtin_item(kind), Some(kind), &cat),
                         })
                     })

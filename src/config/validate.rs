@@ -78,23 +78,37 @@ fn check_value(v: &Value, rule: &Rule, path: &str, problems: &mut Vec<Problem>) 
     {
         let list: Vec<String> = allowed
             .iter()
-            .map(|a| a.as_str().map(str::to_string).unwrap_or_else(|| a.to_string()))
+            .map(|a| {
+                a.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| a.to_string())
+            })
             .collect();
         problems.push(Problem::new(
             path,
-            format!("{} is not allowed; use one of: {}", describe(v), list.join(", ")),
+            format!(
+                "{} is not allowed; use one of: {}",
+                describe(v),
+                list.join(", ")
+            ),
         ));
     }
     if let Some(n) = v.as_f64() {
         if let Some(min) = rule.min
             && n < min
         {
-            problems.push(Problem::new(path, format!("{n} is below the minimum {min}")));
+            problems.push(Problem::new(
+                path,
+                format!("{n} is below the minimum {min}"),
+            ));
         }
         if let Some(max) = rule.max
             && n > max
         {
-            problems.push(Problem::new(path, format!("{n} is above the maximum {max}")));
+            problems.push(Problem::new(
+                path,
+                format!("{n} is above the maximum {max}"),
+            ));
         }
     }
     match v {
@@ -167,16 +181,25 @@ fn check_map(
             let Some((_, other)) = seen.iter().find(|(c, w)| {
                 *c == excluded.as_str()
                     || *w == excluded.as_str()
-                    || rule.field(c).is_some_and(|r| r.aliases.iter().any(|a| a == excluded))
+                    || rule
+                        .field(c)
+                        .is_some_and(|r| r.aliases.iter().any(|a| a == excluded))
             }) else {
                 continue;
             };
-            let pair = if written < other { (*written, *other) } else { (*other, *written) };
+            let pair = if written < other {
+                (*written, *other)
+            } else {
+                (*other, *written)
+            };
             if !reported.contains(&pair) {
                 reported.push(pair);
                 problems.push(Problem::new(
                     path,
-                    format!("'{}' and '{}' cannot be used together; keep one layout", pair.0, pair.1),
+                    format!(
+                        "'{}' and '{}' cannot be used together; keep one layout",
+                        pair.0, pair.1
+                    ),
                 ));
             }
         }
@@ -207,10 +230,22 @@ mod tests {
             "SmartDevices:\n  ResponseTimeout: fast\n  RetryCount: 1.5\n  Devices:\n    - Model: X\n      \
              Outputs: [{Name: a, Colour: red}]\n    - Name: b\n",
         );
-        assert!(p.contains(&"SmartDevices.ResponseTimeout: expected number, found string \"fast\"".to_string()), "{p:?}");
-        assert!(p.iter().any(|s| s.starts_with("SmartDevices.RetryCount: expected integer")), "{p:?}");
+        assert!(
+            p.contains(
+                &"SmartDevices.ResponseTimeout: expected number, found string \"fast\"".to_string()
+            ),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|s| s.starts_with("SmartDevices.RetryCount: expected integer")),
+            "{p:?}"
+        );
         assert!(p.contains(&"SmartDevices.Devices[0].Outputs[0].Colour: unknown key; add it to the validation dictionary".to_string()), "{p:?}");
-        assert!(p.contains(&"SmartDevices.Devices[1].Model: required key is missing".to_string()), "{p:?}");
+        assert!(
+            p.contains(&"SmartDevices.Devices[1].Model: required key is missing".to_string()),
+            "{p:?}"
+        );
         assert_eq!(p.len(), 4, "{p:?}");
     }
 
@@ -226,23 +261,46 @@ mod tests {
         let p = problems(
             "SmartDevices:\n  RetryCount: 11\n  Devices:\n    - Model: M\n      TempProbes: [{Name: a},{Name: b},{Name: c},{Name: d},{Name: e},{Name: f}]\nFiles:\n  ConsoleVerbosity: loud\n",
         );
-        assert!(p.iter().any(|s| s == "SmartDevices.RetryCount: 11 is above the maximum 10"), "{p:?}");
-        assert!(p.iter().any(|s| s == "SmartDevices.Devices[0].TempProbes: has 6 item(s); at most 5 allowed"), "{p:?}");
-        assert!(p.iter().any(|s| s.starts_with("Files.ConsoleVerbosity: string \"loud\" is not allowed")), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|s| s == "SmartDevices.RetryCount: 11 is above the maximum 10"),
+            "{p:?}"
+        );
+        assert!(
+            p.iter().any(
+                |s| s == "SmartDevices.Devices[0].TempProbes: has 6 item(s); at most 5 allowed"
+            ),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|s| s.starts_with("Files.ConsoleVerbosity: string \"loud\" is not allowed")),
+            "{p:?}"
+        );
     }
 
     #[test]
     fn both_roots_and_alias_pairs_are_refused() {
         let p = problems("ShellyDevices:\n  Devices: []\nSCSmartDevices:\n  Devices: []\n");
-        assert!(p.iter().any(|s| s.contains("cannot be used together")), "{p:?}");
-        let p = problems("SmartDevices:\n  Devices: []\n  ShellyWebhooks: {}\n  VendorWebhooks: {}\n");
+        assert!(
+            p.iter().any(|s| s.contains("cannot be used together")),
+            "{p:?}"
+        );
+        let p =
+            problems("SmartDevices:\n  Devices: []\n  ShellyWebhooks: {}\n  VendorWebhooks: {}\n");
         assert!(p.iter().any(|s| s.contains("are the same key")), "{p:?}");
     }
 
     #[test]
     fn unknown_root_key_and_wrong_document_shape() {
         let p = problems("Email: {}\nSmartDevices:\n  Devices: []\n");
-        assert_eq!(p, ["Email: unknown key; add it to the validation dictionary"]);
-        assert_eq!(problems("- a\n"), ["the configuration must be a mapping of keys, found a list of 1 item(s)"]);
+        assert_eq!(
+            p,
+            ["Email: unknown key; add it to the validation dictionary"]
+        );
+        assert_eq!(
+            problems("- a\n"),
+            ["the configuration must be a mapping of keys, found a list of 1 item(s)"]
+        );
     }
 }

@@ -22,7 +22,11 @@ pub enum OutputAction {
 impl OutputAction {
     /// The action that sets `desired`.
     pub fn set(desired: bool) -> Self {
-        if desired { OutputAction::On } else { OutputAction::Off }
+        if desired {
+            OutputAction::On
+        } else {
+            OutputAction::Off
+        }
     }
 
     /// The state after applying this action to `current`.
@@ -45,7 +49,12 @@ pub(crate) trait Driver: Send {
 
     /// Applies `action` to output `index` (0-based channel) and reports the state before and after, as the
     /// device reports them.
-    fn switch(&mut self, dev: &mut Device, index: usize, action: OutputAction) -> Result<OutputChange>;
+    fn switch(
+        &mut self,
+        dev: &mut Device,
+        index: usize,
+        action: OutputAction,
+    ) -> Result<OutputChange>;
 }
 
 /// The driver for a planned device.

@@ -40,7 +40,10 @@ pub(crate) fn write_atomic(path: &Path, doc: &Map<String, Value>) -> Result<(), 
         std::fs::create_dir_all(folder)
             .map_err(|e| format!("cannot create folder {}: {e}", folder.display()))?;
     }
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let mut text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
     text.push('\n');
@@ -62,19 +65,32 @@ pub(crate) fn document(dev: &Device) -> Map<String, Value> {
 }
 
 /// Finds the array element of component `index` of `kind` in the file.
-fn element<'a>(doc: &'a Map<String, Value>, kind: ComponentKind, index: usize) -> Option<&'a Map<String, Value>> {
+fn element(
+    doc: &Map<String, Value>,
+    kind: ComponentKind,
+    index: usize,
+) -> Option<&Map<String, Value>> {
     let list = doc.get(kind.config_key())?.as_array()?;
     list.iter()
         .filter_map(Value::as_object)
         .find(|e| e.get("ComponentIndex").and_then(Value::as_u64) == Some(index as u64))
         .or_else(|| {
             let by_position = list.get(index)?.as_object()?;
-            by_position.get("ComponentIndex").is_none().then_some(by_position)
+            by_position
+                .get("ComponentIndex")
+                .is_none()
+                .then_some(by_position)
         })
 }
 
 /// Sets `field` of component `index` of `kind`, creating the array or element if the user removed them.
-pub(crate) fn set(doc: &mut Map<String, Value>, kind: ComponentKind, index: usize, field: &str, value: Value) {
+pub(crate) fn set(
+    doc: &mut Map<String, Value>,
+    kind: ComponentKind,
+    index: usize,
+    field: &str,
+    value: Value,
+) {
     let list = doc
         .entry(kind.config_key())
         .or_insert_with(|| Value::Array(Vec::new()));
@@ -85,7 +101,9 @@ pub(crate) fn set(doc: &mut Map<String, Value>, kind: ComponentKind, index: usiz
     let pos = arr
         .iter()
         .position(|e| e.get("ComponentIndex").and_then(Value::as_u64) == Some(index as u64))
-        .or_else(|| (index < arr.len() && arr[index].get("ComponentIndex").is_none()).then_some(index));
+        .or_else(|| {
+            (index < arr.len() && arr[index].get("ComponentIndex").is_none()).then_some(index)
+        });
     let pos = match pos {
         Some(p) if arr[p].is_object() => p,
         _ => {
@@ -106,7 +124,10 @@ struct Reader<'a> {
 }
 
 fn bad(path: &str, want: &str, v: &Value) -> String {
-    format!("{path}: expected {want}, found {}", crate::config::describe(v))
+    format!(
+        "{path}: expected {want}, found {}",
+        crate::config::describe(v)
+    )
 }
 
 fn number(v: &Value, path: &str) -> Result<Option<f64>, String> {
@@ -134,18 +155,29 @@ impl Reader<'_> {
         index: usize,
         fields: &'b [&'b str],
     ) -> impl Iterator<Item = (&'b str, &'b Value, String)> + 'b {
-        element(self.doc, kind, index).into_iter().flat_map(move |e| {
-            fields.iter().filter_map(move |f| {
-                e.get(*f)
-                    .map(|v| (*f, v, format!("{}[ComponentIndex {index}].{f}", kind.config_key())))
+        element(self.doc, kind, index)
+            .into_iter()
+            .flat_map(move |e| {
+                fields.iter().filter_map(move |f| {
+                    e.get(*f).map(|v| {
+                        (
+                            *f,
+                            v,
+                            format!("{}[ComponentIndex {index}].{f}", kind.config_key()),
+                        )
+                    })
+                })
             })
-        })
     }
 }
 
 /// Copies the values a user may edit from the file into `dev`. Keys that are absent keep the device's value.
 /// Probes whose `RequiresOutput` is off keep their previous temperature.
-pub(crate) fn merge(doc: &Map<String, Value>, dev: &mut Device, now_rfc3339: &str) -> Result<(), String> {
+pub(crate) fn merge(
+    doc: &Map<String, Value>,
+    dev: &mut Device,
+    now_rfc3339: &str,
+) -> Result<(), String> {
     let r = Reader { doc };
     if let Some(v) = doc.get("Online") {
         dev.online = state(v, "Online")?;
@@ -189,14 +221,22 @@ pub(crate) fn merge(doc: &Map<String, Value>, dev: &mut Device, now_rfc3339: &st
         }
     }
     for i in 0..dev.outputs.len() {
-        for (f, v, path) in r.component_fields(ComponentKind::Output, i, &["State", "Temperature"]) {
+        for (f, v, path) in r.component_fields(ComponentKind::Output, i, &["State", "Temperature"])
+        {
             match f {
                 "State" => dev.outputs[i].state = state(v, &path)?,
                 _ => dev.outputs[i].temperature = number(v, &path)?,
             }
         }
     }
-    const METER: [&str; 6] = ["Power", "Voltage", "Current", "PowerFactor", "Energy", "ReturnedEnergy"];
+    const METER: [&str; 6] = [
+        "Power",
+        "Voltage",
+        "Current",
+        "PowerFactor",
+        "Energy",
+        "ReturnedEnergy",
+    ];
     for i in 0..dev.meters.len() {
         for (f, v, path) in r.component_fields(ComponentKind::Meter, i, &METER) {
             let n = number(v, &path)?;
@@ -230,9 +270,15 @@ pub(crate) fn merge(doc: &Map<String, Value>, dev: &mut Device, now_rfc3339: &st
 }
 
 /// The MockRate timestamp of meter `index` in the file, if any.
-pub(crate) fn mock_timestamp(doc: &Map<String, Value>, index: usize) -> Result<Option<f64>, String> {
+pub(crate) fn mock_timestamp(
+    doc: &Map<String, Value>,
+    index: usize,
+) -> Result<Option<f64>, String> {
     match element(doc, ComponentKind::Meter, index).and_then(|e| e.get(MOCK_TIMESTAMP)) {
-        Some(v) => number(v, &format!("Meters[ComponentIndex {index}].{MOCK_TIMESTAMP}")),
+        Some(v) => number(
+            v,
+            &format!("Meters[ComponentIndex {index}].{MOCK_TIMESTAMP}"),
+        ),
         None => Ok(None),
     }
 }
@@ -245,10 +291,19 @@ mod tests {
     fn device() -> Device {
         Device {
             outputs: vec![
-                Output { component_index: 0, ..Output::default() },
-                Output { component_index: 1, ..Output::default() },
+                Output {
+                    component_index: 0,
+                    ..Output::default()
+                },
+                Output {
+                    component_index: 1,
+                    ..Output::default()
+                },
             ],
-            meters: vec![Meter { component_index: 0, ..Meter::default() }],
+            meters: vec![Meter {
+                component_index: 0,
+                ..Meter::default()
+            }],
             ..Device::default()
         }
     }
@@ -274,13 +329,18 @@ mod tests {
         let doc: Map<String, Value> =
             serde_json::from_str(r#"{"Outputs":[{"ComponentIndex":0,"State":"yes"}]}"#).unwrap();
         let e = merge(&doc, &mut device(), "t").unwrap_err();
-        assert_eq!(e, "Outputs[ComponentIndex 0].State: expected true or false, found string \"yes\"");
+        assert_eq!(
+            e,
+            "Outputs[ComponentIndex 0].State: expected true or false, found string \"yes\""
+        );
     }
 
     #[test]
     fn set_creates_missing_elements_and_keeps_other_keys() {
-        let mut doc: Map<String, Value> =
-            serde_json::from_str(r#"{"Note":"mine","Outputs":[{"ComponentIndex":0,"State":false,"X":1}]}"#).unwrap();
+        let mut doc: Map<String, Value> = serde_json::from_str(
+            r#"{"Note":"mine","Outputs":[{"ComponentIndex":0,"State":false,"X":1}]}"#,
+        )
+        .unwrap();
         set(&mut doc, ComponentKind::Output, 0, "State", true.into());
         set(&mut doc, ComponentKind::Output, 1, "State", true.into());
         assert_eq!(doc["Outputs"][0]["X"], 1);

@@ -46,8 +46,18 @@ impl Simulated {
                 dev.online = true;
                 let mut doc = simfile::document(dev);
                 let ts = clock::unix_now();
-                for m in dev.meters.iter().filter(|m| m.mock_rate.is_some_and(|r| r > 0.0)) {
-                    simfile::set(&mut doc, ComponentKind::Meter, m.component_index, MOCK_TIMESTAMP, ts.into());
+                for m in dev
+                    .meters
+                    .iter()
+                    .filter(|m| m.mock_rate.is_some_and(|r| r > 0.0))
+                {
+                    simfile::set(
+                        &mut doc,
+                        ComponentKind::Meter,
+                        m.component_index,
+                        MOCK_TIMESTAMP,
+                        ts.into(),
+                    );
                 }
                 self.save(dev, &doc)?;
                 Ok(doc)
@@ -83,8 +93,20 @@ impl Simulated {
                 meter.power = Some(0.0);
             }
             let ci = meter.component_index;
-            simfile::set(doc, ComponentKind::Meter, ci, "Energy", json_number(meter.energy));
-            simfile::set(doc, ComponentKind::Meter, ci, "Power", json_number(meter.power));
+            simfile::set(
+                doc,
+                ComponentKind::Meter,
+                ci,
+                "Energy",
+                json_number(meter.energy),
+            );
+            simfile::set(
+                doc,
+                ComponentKind::Meter,
+                ci,
+                "Power",
+                json_number(meter.power),
+            );
             simfile::set(doc, ComponentKind::Meter, ci, MOCK_TIMESTAMP, now.into());
             changed = true;
         }
@@ -93,7 +115,9 @@ impl Simulated {
     }
 
     fn offline(dev: &Device) -> Error {
-        Error::Offline { device: dev.label() }
+        Error::Offline {
+            device: dev.label(),
+        }
     }
 }
 
@@ -118,7 +142,12 @@ impl Driver for Simulated {
         Ok(())
     }
 
-    fn switch(&mut self, dev: &mut Device, index: usize, action: OutputAction) -> Result<OutputChange> {
+    fn switch(
+        &mut self,
+        dev: &mut Device,
+        index: usize,
+        action: OutputAction,
+    ) -> Result<OutputChange> {
         let mut doc = self.load(dev)?;
         if !dev.online {
             return Err(Self::offline(dev));
@@ -129,7 +158,13 @@ impl Driver for Simulated {
         let after = action.apply(before);
         if after != before {
             dev.outputs[index].state = after;
-            simfile::set(&mut doc, ComponentKind::Output, index, "State", after.into());
+            simfile::set(
+                &mut doc,
+                ComponentKind::Output,
+                index,
+                "State",
+                after.into(),
+            );
             // Power of MockRate meters follows the new state (no time has passed, so energy stays).
             self.advance_mock(dev, &mut doc)?;
             dirty = true;

@@ -1,0 +1,199 @@
+//! Command-line parsing for sdctl (no parser crate: the grammar is small).
+
+use std::path::PathBuf;
+
+use smartdev::{ComponentKind, Identity};
+
+pub const USAGE: &str = "\
+usage: sdctl [--config FILE] [--schema FILE]... [--models FILE] [--json] [--name] [--verbose] <command>
+
+commands:
+  status [DEVICE]                          refresh and print every device (or one)
+  models [--detailed] [MODEL]              print the model library
+  get device ID|NAME                       read a device now and print it as JSON
+  get input|output|meter|temp-probe ID|NAME
+                                           print one component as JSON
+  set OUTPUT on|off|toggle                 switch an output; prints the new state and whether it changed
+  check                                    validate the configuration and print every problem
+
+options:
+  --config FILE   configuration (YAML, either layout); without it an embedded demo of simulated devices is used
+  --schema FILE   validation-dictionary extension with custom attributes (repeatable)
+  --models FILE   model library to use instead of the built-in one
+  --json          print JSON instead of text (status, set)
+  --name          treat DEVICE/OUTPUT/... arguments as names even when they look like numbers
+  --verbose       log detailed messages to stderr
+
+An argument that is an integer is an ID, otherwise a name.
+exit codes: 0 ok, 1 operation failed (offline, timeout, device error), 2 usage or configuration error";
+
+/// What to do.
+#[derive(Debug, PartialEq)]
+pub enum Command {
+    Status(Option<String>),
+    Models {
+        detailed: bool,
+        model: Option<String>,
+    },
+    GetDevice(String),
+    GetComponent(ComponentKind, String),
+    Set {
+        output: String,
+        action: String,
+    },
+    Check,
+    Help,
+    Version,
+}
+
+/// Parsed command line.
+#[derive(Debug, Default)]
+pub struct Args {
+    pub config: Option<PathBuf>,
+    pub schemas: Vec<PathBuf>,
+    pub models: Option<PathBuf>,
+    pub json: bool,
+    pub force_name: bool,
+    pub verbose: bool,
+    pub command: Option<Command>,
+}
+
+impl Args {
+    /// `ID` when the text is an integer (unless `--name`), otherwise a name.
+    pub fn identity(&self, text: &str) -> Identity {
+        match text.parse::<i64>() {
+            Ok(id) if !self.force_name => Identity::Id(id),
+            _ => Identity::Name(text.to_string()),
+        }
+    }
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
+    let mut args = Args::default();
+    let mut words = Vec::new();
+    let mut detailed = false;
+    let mut it = raw.into_iter();
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+        match a.as_str() {
+            "--config" | "-c" => args.config = Some(value("--config")?.into()),
+            "--schema" => args.schemas.push(value("--schema")?.into()),
+            "--models" => args.models = Some(value("--models")?.into()),
+            "--json" => args.json = true,
+            "--name" => args.force_name = true,
+            "--verbose" | "-v" => args.verbose = true,
+            "--detailed" => detailed = true,
+            "--help" | "-h" => args.command = Some(Command::Help),
+            "--version" | "-V" => args.command = Some(Command::Version),
+            s if s.starts_with("--") && s.contains('=') => {
+                let (k, v) = s.split_once('=').expect("contains '='");
+                let rest: Vec<String> = vec![k.to_string(), v.to_string()];
+                let inner = parse(rest)?;
+                args.config = inner.config.or(args.config);
+                args.schemas.extend(inner.schemas);
+                args.models = inner.models.or(args.models);
+            }
+            s if s.starts_with('-') && s.len() > 1 && s.parse::<i64>().is_err() => {
+                return Err(format!("unknown option '{s}'"));
+            }
+            _ => words.push(a),
+        }
+    }
+    if args.command.is_some() {
+        return Ok(args);
+    }
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    let command = match w.as_slice() {
+        [] => return Err("a command is needed".into()),
+        ["help"] => Command::Help,
+        ["status"] => Command::Status(None),
+        ["status", d] => Command::Status(Some(d.to_string())),
+        ["models"] => Command::Models {
+            detailed,
+            model: None,
+        },
+        ["models", m] => Command::Models {
+            detailed,
+            model: Some(m.to_string()),
+        },
+        ["get", "device", id] => Command::GetDevice(id.to_string()),
+        ["get", kind, id] => match kind.parse::<ComponentKind>() {
+            Ok(k) => Command::GetComponent(k, id.to_string()),
+            Err(_) => {
+                return Err(format!(
+                    "cannot get '{kind}'; use device, input, output, meter or temp-probe"
+                ));
+            }
+        },
+        ["get", ..] => return Err("get needs a kind and an ID or name, e.g. get output 3".into()),
+        ["set", output, action] => match *action {
+            "on" | "off" | "toggle" => Command::Set {
+                output: output.to_string(),
+                action: action.to_string(),
+            },
+            other => return Err(format!("set needs on, off or toggle, not '{other}'")),
+        },
+        ["set", ..] => {
+            return Err("set needs an output and on|off|toggle, e.g. set 'Pool Pump' on".into());
+        }
+        ["check"] => Command::Check,
+        [cmd, ..] => return Err(format!("unknown command or wrong arguments: '{cmd}'")),
+    };
+    if detailed && !matches!(command, Command::Models { .. }) {
+        return Err("--detailed only applies to models".into());
+    }
+    args.command = Some(command);
+    Ok(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &[&str]) -> Result<Args, String> {
+        parse(s.iter().map(|x| x.to_string()))
+    }
+
+    #[test]
+    fn commands_and_options() {
+        let a = p(&["--json", "--config", "c.yaml", "status"]).unwrap();
+        assert!(a.json);
+        assert_eq!(a.config.unwrap(), PathBuf::from("c.yaml"));
+        assert_eq!(a.command, Some(Command::Status(None)));
+        let a = p(&["get", "temp-probe", "2"]).unwrap();
+        assert_eq!(
+            a.command,
+            Some(Command::GetComponent(ComponentKind::TempProbe, "2".into()))
+        );
+        assert_eq!(a.identity("2"), Identity::Id(2));
+        let a = p(&["--name", "set", "7", "toggle"]).unwrap();
+        assert_eq!(a.identity("7"), Identity::Name("7".into()));
+        let a = p(&["models", "--detailed", "--config=x.yaml"]).unwrap();
+        assert_eq!(
+            a.command,
+            Some(Command::Models {
+                detailed: true,
+                model: None
+            })
+        );
+        assert_eq!(a.config.unwrap(), PathBuf::from("x.yaml"));
+    }
+
+    #[test]
+    fn mistakes_are_explained() {
+        assert!(p(&[]).unwrap_err().contains("command"));
+        assert!(
+            p(&["set", "x", "up"])
+                .unwrap_err()
+                .contains("on, off or toggle")
+        );
+        assert!(
+            p(&["get", "thing", "1"])
+                .unwrap_err()
+                .contains("cannot get 'thing'")
+        );
+        assert!(p(&["--bogus", "status"]).unwrap_err().contains("--bogus"));
+        assert!(p(&["--config"]).unwrap_err().contains("needs a value"));
+    }
+}

@@ -1,0 +1,193 @@
+//! `sdctl`: the command-line face of smartdev. Run without `--config` it uses an embedded demo of simulated
+//! devices (files in `./simulation_files/`).
+
+mod args;
+
+use std::process::ExitCode;
+
+use args::{Args, Command};
+use smartdev::config::LogSettings;
+use smartdev::logging::{self, Verbosity};
+use smartdev::{
+    ConfigLoader, Controller, Error, ModelLibrary, PrintMode, Settings, ValidationDictionary,
+};
+
+const DEMO: &str = include_str!("demo.yaml");
+const DEMO_SCHEMA: &str = include_str!("demo-schema.yaml");
+
+/// Exit code for usage and configuration errors.
+const USAGE_ERROR: u8 = 2;
+/// Exit code for failed operations (offline, timeout, device error).
+const FAILED: u8 = 1;
+
+fn main() -> ExitCode {
+    let args = match args::parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sdctl: {e}\n\n{}", args::USAGE);
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sdctl: {e}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn exit_code(e: &Error) -> u8 {
+    if e.is_usage() { USAGE_ERROR } else { FAILED }
+}
+
+fn loader(args: &Args) -> Result<ConfigLoader, Error> {
+    let mut dictionary = ValidationDictionary::builtin();
+    if args.config.is_none() {
+        dictionary.merge(&ValidationDictionary::from_yaml_str(
+            DEMO_SCHEMA,
+            "<demo schema>",
+        )?)?;
+    }
+    for s in &args.schemas {
+        dictionary.merge_file(s)?;
+    }
+    let mut loader = ConfigLoader::new().with_dictionary(dictionary);
+    if let Some(m) = &args.models {
+        loader = loader.with_models(ModelLibrary::from_file(m)?);
+    }
+    Ok(loader)
+}
+
+fn load(args: &Args) -> Result<Settings, Error> {
+    let loader = loader(args)?;
+    match &args.config {
+        Some(path) => loader.load_file(path),
+        None => {
+            eprintln!(
+                "sdctl: no --config given; using the embedded demo configuration of simulated devices \
+                 (simulation files in ./simulation_files/)"
+            );
+            loader.load_str(DEMO)
+        }
+    }
+}
+
+fn init_logging(args: &Args, settings: &Settings) -> Result<(), Error> {
+    let mut log = settings.logging.clone().unwrap_or(LogSettings {
+        logfile: None,
+        logfile_verbosity: Verbosity::None,
+        console_verbosity: Verbosity::Warning,
+    });
+    if args.verbose {
+        log.console_verbosity = Verbosity::Detailed;
+    }
+    logging::init(&log).map(|_| ())
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::InvalidArgument(format!("cannot render JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn run(args: &Args) -> Result<(), Error> {
+    let command = args.command.as_ref().expect("parse sets a command");
+    match command {
+        Command::Help => {
+            println!("{}", args::USAGE);
+            return Ok(());
+        }
+        Command::Version => {
+            println!("sdctl {}", smartdev::VERSION);
+            return Ok(());
+        }
+        Command::Models { detailed, model } => {
+            let models = match &args.models {
+                Some(m) => ModelLibrary::from_file(m)?,
+                None => ModelLibrary::embedded(),
+            };
+            let mode = if *detailed {
+                PrintMode::Detailed
+            } else {
+                PrintMode::Brief
+            };
+            println!("{}", models.print(mode, model.as_deref())?);
+            return Ok(());
+        }
+        Command::Check => return check(args),
+        _ => {}
+    }
+    let settings = load(args)?;
+    init_logging(args, &settings)?;
+    let ctl = Controller::open(settings, None)?;
+    match command {
+        Command::Status(device) => {
+            let report = ctl.refresh_all()?;
+            for f in &report.failures {
+                eprintln!("sdctl: {}", f.error);
+            }
+            let id = device.as_deref().map(|d| args.identity(d));
+            if args.json {
+                match &id {
+                    Some(id) => print_json(&ctl.device(id)?)?,
+                    None => print_json(&ctl.devices())?,
+                }
+            } else {
+                println!("{}", ctl.print_device_status(id.as_ref())?);
+            }
+            if !report.is_ok() {
+                return Err(report.failures.into_iter().next().expect("not ok").error);
+            }
+        }
+        Command::GetDevice(d) => print_json(&ctl.get_device(&args.identity(d))?)?,
+        Command::GetComponent(kind, c) => {
+            print_json(&ctl.get_device_component(*kind, &args.identity(c))?)?
+        }
+        Command::Set { output, action } => {
+            let id = args.identity(output);
+            let change = match action.as_str() {
+                "on" => ctl.change_output(&id, true)?,
+                "off" => ctl.change_output(&id, false)?,
+                _ => ctl.toggle_output(&id)?,
+            };
+            if args.json {
+                print_json(&change)?;
+            } else {
+                let o = ctl.get_output(&id)?;
+                println!(
+                    "{} (ID: {}): {}{}",
+                    o.name,
+                    o.id,
+                    if change.state { "on" } else { "off" },
+                    if change.did_change {
+                        " (changed)"
+                    } else {
+                        " (unchanged)"
+                    }
+                );
+            }
+        }
+        _ => unreachable!("handled above"),
+    }
+    ctl.close();
+    Ok(())
+}
+
+/// Validates the configuration and the installation rules without starting anything; prints every problem.
+fn check(args: &Args) -> Result<(), Error> {
+    let settings = load(args)?;
+    let problems = settings.check();
+    if problems.is_empty() {
+        println!(
+            "{}: valid ({} device(s), layout {:?})",
+            settings.source,
+            settings.devices.len(),
+            settings.layout
+        );
+        Ok(())
+    } else {
+        Err(Error::Init(problems))
+    }
+}
