@@ -472,3 +472,14 @@ fn logger_set_up_failure_is_a_clear_error() {
     assert!(matches!(e, Error::Logger(_)));
     assert!(e.to_string().contains(&dir.path().display().to_string()));
 }
+
+#[test]
+fn the_readme_configuration_example_is_valid() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.find("```yaml\n").expect("README has a YAML example") + 8;
+    let end = start + readme[start..].find("```").unwrap();
+    let s = Settings::from_yaml_str(&readme[start..end]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.devices.len(), 3);
+    assert!(s.check().is_empty(), "{:?}", s.check());
+}

@@ -73,7 +73,15 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut args = Args::default();
     let mut words = Vec::new();
     let mut detailed = false;
-    let mut it = raw.into_iter();
+    // `--config=FILE` is the same as `--config FILE`.
+    let expanded: Vec<String> = raw
+        .into_iter()
+        .flat_map(|a| match a.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => vec![k.to_string(), v.to_string()],
+            _ => vec![a],
+        })
+        .collect();
+    let mut it = expanded.into_iter();
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
         match a.as_str() {
@@ -86,14 +94,6 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--detailed" => detailed = true,
             "--help" | "-h" => args.command = Some(Command::Help),
             "--version" | "-V" => args.command = Some(Command::Version),
-            s if s.starts_with("--") && s.contains('=') => {
-                let (k, v) = s.split_once('=').expect("contains '='");
-                let rest: Vec<String> = vec![k.to_string(), v.to_string()];
-                let inner = parse(rest)?;
-                args.config = inner.config.or(args.config);
-                args.schemas.extend(inner.schemas);
-                args.models = inner.models.or(args.models);
-            }
             s if s.starts_with('-') && s.len() > 1 && s.parse::<i64>().is_err() => {
                 return Err(format!("unknown option '{s}'"));
             }

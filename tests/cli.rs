@@ -1,0 +1,220 @@
+//! sdctl end to end, run as a separate process: output, JSON, exit codes.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{TempDir, read_json, write_json};
+use serde_json::{Value, json};
+
+fn sdctl(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("sdctl runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_out(o: &Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+#[test]
+fn the_demo_runs_without_a_config_and_says_where_its_files_go() {
+    let dir = TempDir::new("cli-demo");
+    let o = sdctl(dir.path(), &["status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("Demo 2PM (ID: 1) — online"), "{out}");
+    assert!(
+        out.contains("    [0] id=1 name='Hall Light' state=False temp=None, Group: Lighting"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Demo Plug (ID: 3) — online\n  Model: Tasmota"),
+        "{out}"
+    );
+    assert!(stderr(&o).contains("embedded demo") && stderr(&o).contains("./simulation_files/"));
+    for f in ["Demo_2PM.json", "Demo_Pump.json", "Demo_Plug.json"] {
+        assert!(dir.join("simulation_files").join(f).exists(), "{f}");
+    }
+
+    let all = json_out(&sdctl(dir.path(), &["--json", "status"]));
+    assert_eq!(all.as_array().unwrap().len(), 3);
+    assert_eq!(all[0]["Outputs"][0]["Group"], "Lighting");
+    assert_eq!(all[1]["Room"], "Garden");
+    assert_eq!(all[2]["Model"], "Tasmota");
+    let one = json_out(&sdctl(dir.path(), &["--json", "status", "Demo Pump"]));
+    assert_eq!(one["Meters"][0]["MockRate"], 0.25);
+}
+
+#[test]
+fn set_and_get_through_the_demo() {
+    let dir = TempDir::new("cli-set");
+    let o = sdctl(dir.path(), &["set", "Hall Light", "on"]);
+    assert_eq!(
+        stdout(&o).trim(),
+        "Hall Light (ID: 1): on (changed)",
+        "{}",
+        stderr(&o)
+    );
+    let o = sdctl(dir.path(), &["set", "Hall Light", "on"]);
+    assert_eq!(stdout(&o).trim(), "Hall Light (ID: 1): on (unchanged)");
+    let change = json_out(&sdctl(dir.path(), &["--json", "set", "1", "toggle"]));
+    assert_eq!(change, json!({"State": false, "DidChange": true}));
+
+    let out = json_out(&sdctl(dir.path(), &["get", "output", "Stair Light"]));
+    assert_eq!(out["ID"], 2);
+    assert_eq!(out["State"], false);
+    assert_eq!(out["ObjectType"], "output");
+    let dev = json_out(&sdctl(dir.path(), &["get", "device", "3"]));
+    assert_eq!(dev["Name"], "Demo Plug");
+    let probe = json_out(&sdctl(dir.path(), &["get", "temp-probe", "Pool Water"]));
+    assert_eq!(probe["RequiresOutput"], "Pool Pump");
+    let input = json_out(&sdctl(dir.path(), &["get", "input", "3"]));
+    assert_eq!(input["Name"], "Input 3");
+}
+
+#[test]
+fn exit_codes_separate_usage_errors_from_failed_operations() {
+    let dir = TempDir::new("cli-codes");
+    let usage = sdctl(dir.path(), &[]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(stderr(&usage).contains("usage: sdctl"));
+    assert_eq!(
+        sdctl(dir.path(), &["set", "x", "up"]).status.code(),
+        Some(2)
+    );
+    let o = sdctl(dir.path(), &["--name", "get", "output", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("output '1' not found"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A simulated device that is offline makes the operation fail with exit code 1.
+    let cfg = dir.write(
+        "c.yaml",
+        "SmartDevices:\n  SimulationFileFolder: sims\n  Devices:\n    - {Name: Plug, Model: Tasmota, Simulate: true, Outputs: [{Name: Heater}]}\n",
+    );
+    assert_eq!(
+        sdctl(dir.path(), &["--config", "c.yaml", "status"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let file = dir.join("sims/Plug.json");
+    let mut doc = read_json(&file);
+    doc["Online"] = json!(false);
+    write_json(&file, &doc);
+    let o = sdctl(
+        dir.path(),
+        &["--config", cfg.to_str().unwrap(), "set", "Heater", "on"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("device Plug (ID: 1) is offline"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sdctl(dir.path(), &["--config", "c.yaml", "status"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("Plug (ID: 1) — offline"));
+}
+
+#[test]
+fn check_prints_every_problem_and_schema_files_add_custom_attributes() {
+    let dir = TempDir::new("cli-check");
+    dir.write(
+        "bad.yaml",
+        "SmartDevices:\n  RetryCount: 99\n  Devices:\n    - {Name: A, Model: Shelly2PMG3, Simulate: true, Outputs: [{Colour: red}]}\n",
+    );
+    let o = sdctl(dir.path(), &["--config", "bad.yaml", "check"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("SmartDevices.RetryCount: 99 is above the maximum 10"),
+        "{err}"
+    );
+    assert!(
+        err.contains("SmartDevices.Devices[0].Outputs[0].Colour: unknown key"),
+        "{err}"
+    );
+
+    dir.write(
+        "good.yaml",
+        "SmartDevices:\n  Devices:\n    - {Name: A, Model: Shelly2PMG3, Simulate: true, Outputs: [{Colour: red}, {}]}\n",
+    );
+    dir.write(
+        "schema.yaml",
+        "SmartDevices:\n  type: dict\n  schema:\n    Devices:\n      type: list\n      schema:\n        type: dict\n        schema:\n          Outputs:\n            type: list\n            schema:\n              type: dict\n              schema:\n                Colour: {type: string}\n",
+    );
+    assert_eq!(
+        sdctl(dir.path(), &["--config", "good.yaml", "check"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let o = sdctl(
+        dir.path(),
+        &["--config", "good.yaml", "--schema", "schema.yaml", "check"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("valid (1 device(s)"));
+    let o = sdctl(
+        dir.path(),
+        &[
+            "--config",
+            "good.yaml",
+            "--schema",
+            "schema.yaml",
+            "--json",
+            "status",
+        ],
+    );
+    assert_eq!(json_out(&o)[0]["Outputs"][0]["Colour"], "red");
+
+    // Installation rules are part of check too.
+    dir.write("rules.yaml", "SmartDevices:\n  Devices:\n    - {Name: A, Model: Shelly2PMG3, Simulate: true, Outputs: [{}]}\n");
+    let o = sdctl(dir.path(), &["--config", "rules.yaml", "check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("has 2 output(s) but 1 are configured"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn models_command_lists_the_library() {
+    let dir = TempDir::new("cli-models");
+    let o = sdctl(dir.path(), &["models"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    assert!(out.starts_with("Shelly Model Library:\n"));
+    assert!(out.contains("  Shelly2PMG3 — Shelly 2PM Gen3\n"));
+    assert!(
+        out.trim_end()
+            .ends_with("Tasmota Model Library:\n  Tasmota")
+    );
+    let o = sdctl(dir.path(), &["models", "--detailed", "Vendor2PMG3"]);
+    assert_eq!(
+        stdout(&o).trim(),
+        "Shelly Model Library:\n  Shelly2PMG3 — Shelly 2PM Gen3 gen3 in=2 out=2 meters=2 protocol=RPC meter_source=switch"
+    );
+    assert_eq!(
+        sdctl(dir.path(), &["models", "Nope"]).status.code(),
+        Some(2)
+    );
+}
