@@ -1,6 +1,7 @@
 //! The controller: the public entry point that owns the workers, the supervisor and the lookup tables.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -9,7 +10,8 @@ use crossbeam_channel::Sender;
 use crate::actor::supervisor;
 use crate::actor::worker::{self, Command, Slot};
 use crate::config::Settings;
-use crate::driver::{self, OutputAction};
+use crate::driver::http::Http;
+use crate::driver::{self, Liveness, OutputAction};
 use crate::error::{Error, Result};
 use crate::event::WebhookEvent;
 use crate::models::{ModelLibrary, PrintMode};
@@ -126,6 +128,7 @@ pub struct Controller {
     senders: RwLock<Option<Vec<Sender<Command>>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     stop_supervisor: Mutex<Option<Sender<()>>>,
+    closing: Arc<AtomicBool>,
     #[allow(dead_code)] // Set by the webhook listener.
     wake: Option<WakeFlag>,
 }
@@ -140,17 +143,25 @@ impl std::fmt::Debug for Controller {
 }
 
 impl Controller {
-    /// Checks the settings, starts one worker per device and the supervisor, and reads every device once.
+    /// Checks the settings, starts one worker per device and the supervisor, and contacts every device once
+    /// (all in parallel, one attempt each, so `open` takes at most about `ResponseTimeout`).
     ///
     /// Fails with [`Error::Init`] listing every rule violation (component counts, unknown models, duplicate
     /// names or IDs, ...), or with [`Error::Simulation`] when a simulation file is unreadable. A device that is
-    /// offline does not make `open` fail. `wake` is set whenever a webhook event is queued.
+    /// unreachable does not make `open` fail: it is marked offline with its `LastError` and retried in the
+    /// background. `wake` is set whenever a webhook event is queued.
     pub fn open(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
         let devices = crate::plan::plan(&settings).map_err(Error::Init)?;
+        let closing = Arc::new(AtomicBool::new(false));
+        let http = Http::new(&settings, closing.clone());
+        let liveness = Liveness {
+            ping_allowed: settings.ping_allowed,
+            timeout: settings.response_timeout,
+        };
         let mut drivers = Vec::with_capacity(devices.len());
         let mut problems = Vec::new();
         for d in &devices {
-            match driver::for_device(d, &settings) {
+            match driver::for_device(d, &settings, &http) {
                 Ok(drv) => drivers.push(drv),
                 Err(e) => problems.push(crate::error::Problem::new(d.label(), e.to_string())),
             }
@@ -167,15 +178,17 @@ impl Controller {
             senders: RwLock::new(Some(Vec::with_capacity(devices.len()))),
             threads: Mutex::new(Vec::with_capacity(devices.len() + 1)),
             stop_supervisor: Mutex::new(None),
+            closing,
             wake,
         };
         let count = devices.len();
         for (dev, drv) in devices.into_iter().zip(drivers) {
             let label = dev.label();
-            let w = worker::spawn(dev, drv, started_tx.clone()).map_err(|e| Error::Io {
-                context: format!("starting the worker thread of device {label}"),
-                source: e,
-            })?;
+            let w =
+                worker::spawn(dev, drv, liveness, started_tx.clone()).map_err(|e| Error::Io {
+                    context: format!("starting the worker thread of device {label}"),
+                    source: e,
+                })?;
             controller.slots.push(w.slot);
             controller.lock_threads().push(w.thread);
             if let Some(s) = controller
@@ -457,6 +470,8 @@ impl Controller {
     /// Stops the supervisor and every worker and joins their threads. Calls after this fail with
     /// [`Error::Closed`]; closing twice is harmless.
     pub fn close(&self) {
+        // Retry waits end early; requests already on the wire finish within ResponseTimeout.
+        self.closing.store(true, Ordering::Relaxed);
         drop(
             self.stop_supervisor
                 .lock()

@@ -82,6 +82,17 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A Gen2+ device answered an RPC call with an error object.
+    Rpc {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// The RPC method called.
+        method: String,
+        /// The device's error code (e.g. -105 "not found", 401 "unauthorized").
+        code: i64,
+        /// The device's error message.
+        message: String,
+    },
     /// The operation is not possible on this device (e.g. inputs on Tasmota).
     Unsupported {
         /// Device label `Name (ID: n)`.
@@ -179,6 +190,15 @@ impl fmt::Display for Error {
             ),
             Error::Offline { device } => write!(f, "device {device} is offline"),
             Error::Device { device, message } => write!(f, "device {device}: {message}"),
+            Error::Rpc {
+                device,
+                method,
+                code,
+                message,
+            } => write!(
+                f,
+                "device {device}: {method} failed with error {code}: {message}"
+            ),
             Error::Unsupported { device, message } => {
                 write!(f, "device {device}: not supported: {message}")
             }

@@ -1,4 +1,4 @@
-//! Hostname checks for configured devices and webhook hosts.
+//! Hostname checks for configured devices and webhook hosts, and URL formatting (IPv6 needs brackets).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -49,6 +49,15 @@ pub(crate) fn check(host: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The host as written in a URL authority (`[fe80::1]` for IPv6).
+pub(crate) fn url_host(host: &str) -> String {
+    if host.parse::<Ipv6Addr>().is_ok() {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +86,11 @@ mod tests {
         assert!(check("http://x").unwrap_err().contains("URL"));
         assert!(check("-bad").is_err());
         assert!(check(" x").is_err());
+    }
+
+    #[test]
+    fn ipv6_gets_brackets_in_urls() {
+        assert_eq!(url_host("fe80::1"), "[fe80::1]");
+        assert_eq!(url_host("10.1.1.1"), "10.1.1.1");
     }
 }

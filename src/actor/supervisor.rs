@@ -1,4 +1,4 @@
-//! The supervisor thread (`sd-supervisor`): schedules background refreshes of every device.
+//! The supervisor thread (`sd-supervisor`): schedules the background refresh and liveness check of every device.
 
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -24,8 +24,8 @@ pub(crate) fn spawn(
                     recv(stop) -> _ => break,
                     recv(ticker) -> _ => {
                         for w in &workers {
-                            // A busy worker already has work queued; skip rather than pile up refreshes.
-                            let _ = w.try_send(Command::Refresh { reply: None });
+                            // A busy worker already has work queued; skip rather than pile up checks.
+                            let _ = w.try_send(Command::Tick);
                         }
                     }
                 }

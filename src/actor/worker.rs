@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::driver::{Driver, OutputAction};
+use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
 use crate::objects::{Device, OutputChange};
 
@@ -22,6 +22,9 @@ pub(crate) enum Command {
         /// Where the result goes.
         reply: Option<Sender<Result<()>>>,
     },
+    /// Background check from the supervisor: refresh an online device; probe an offline one and refresh it
+    /// when it is back.
+    Tick,
     /// Apply an action to output `index`.
     Switch {
         /// Output channel (0-based).
@@ -55,6 +58,7 @@ pub(crate) struct Worker {
 pub(crate) fn spawn(
     device: Device,
     driver: Box<dyn Driver>,
+    liveness: Liveness,
     started: Sender<(i64, Result<()>)>,
 ) -> std::io::Result<Worker> {
     // Callers block on their replies, so a small inbox is enough; when it is full, senders wait (back-pressure)
@@ -64,6 +68,7 @@ pub(crate) fn spawn(
     let state = State {
         device,
         driver,
+        liveness,
         failed: None,
         slot: slot.clone(),
     };
@@ -77,6 +82,7 @@ pub(crate) fn spawn(
 struct State {
     device: Device,
     driver: Box<dyn Driver>,
+    liveness: Liveness,
     failed: Option<String>,
     slot: Slot,
 }
@@ -94,6 +100,18 @@ impl State {
                     if let Some(reply) = reply {
                         let _ = reply.send(r);
                     }
+                }
+                Command::Tick => {
+                    let liveness = self.liveness;
+                    let _ = self.op(|dev, drv| {
+                        if dev.simulate || dev.online || liveness.worth_refresh(dev, drv) {
+                            drv.refresh(dev)
+                        } else {
+                            Err(Error::Offline {
+                                device: dev.label(),
+                            })
+                        }
+                    });
                 }
                 Command::Switch {
                     index,
@@ -209,7 +227,11 @@ mod tests {
             ..Device::default()
         };
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
-        let w = spawn(dev, Box::new(Exploding), started_tx).unwrap();
+        let liveness = Liveness {
+            ping_allowed: false,
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let w = spawn(dev, Box::new(Exploding), liveness, started_tx).unwrap();
         assert!(started_rx.recv().unwrap().1.is_ok());
         let (reply, rx) = crossbeam_channel::bounded(1);
         w.tx.send(Command::Switch {

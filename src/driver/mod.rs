@@ -1,11 +1,20 @@
 //! Device drivers: one per way of reaching a device, behind one small trait. A driver is owned by the device's
 //! worker thread, so it never needs locks.
 
+mod gen1;
+pub(crate) mod http;
+mod icmp;
+mod json;
+mod rpc;
 mod simfile;
 pub(crate) mod simulated;
+mod tasmota;
+
+use std::time::Duration;
 
 use crate::config::Settings;
 use crate::error::Result;
+use crate::models::{ModelInfo, ModelRef};
 use crate::objects::{Device, OutputChange};
 
 /// What to do with an output.
@@ -55,15 +64,98 @@ pub(crate) trait Driver: Send {
         index: usize,
         action: OutputAction,
     ) -> Result<OutputChange>;
+
+    /// One light, unauthenticated attempt to see whether an offline device answers at all.
+    fn probe(&mut self, _dev: &mut Device) -> bool {
+        true
+    }
+}
+
+/// How the worker decides whether an offline device is back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Liveness {
+    /// `PingAllowed`: try ICMP first.
+    pub ping_allowed: bool,
+    /// Wait for an echo reply this long.
+    pub timeout: Duration,
+}
+
+impl Liveness {
+    /// Whether an offline device is worth a full refresh now. ICMP silence keeps it offline; ICMP that is not
+    /// permitted here never does — the driver's HTTP probe decides instead.
+    pub(crate) fn worth_refresh(&self, dev: &mut Device, driver: &mut dyn Driver) -> bool {
+        if self.ping_allowed
+            && let Some(host) = dev.hostname.clone()
+        {
+            match icmp::ping(&host, self.timeout) {
+                icmp::Echo::Reply => return true,
+                icmp::Echo::NoReply => return false,
+                icmp::Echo::Unavailable => {}
+            }
+        }
+        driver.probe(dev)
+    }
+}
+
+/// Records what the device says it is and warns once when that differs from the configured model.
+pub(crate) fn identify(
+    dev: &mut Device,
+    model: &ModelInfo,
+    reported: Option<&str>,
+    looks_gen1: bool,
+) {
+    let Some(reported) = reported else {
+        return;
+    };
+    let changed = dev.reported_model.as_deref() != Some(reported);
+    dev.reported_model = Some(reported.to_string());
+    let wrong_family = looks_gen1 != (model.protocol == crate::models::Protocol::Rest);
+    let known = &model.reported_models;
+    let mismatch = wrong_family
+        || (!known.is_empty() && !known.iter().any(|k| k.eq_ignore_ascii_case(reported)));
+    if mismatch && changed {
+        log::warn!(
+            "device {}: configured as {} ({}, expects {}) but the device reports itself as '{reported}' ({}); check Model",
+            dev.label(),
+            model.model,
+            model.protocol,
+            if known.is_empty() {
+                "any".to_string()
+            } else {
+                known.join(" or ")
+            },
+            if looks_gen1 { "Gen1" } else { "Gen2+" }
+        );
+    }
 }
 
 /// The driver for a planned device.
-pub(crate) fn for_device(dev: &Device, _settings: &Settings) -> Result<Box<dyn Driver>> {
-    match &dev.simulation_file {
-        Some(file) if dev.simulate => Ok(Box::new(simulated::Simulated::new(file.clone()))),
-        _ => Err(crate::Error::Unsupported {
-            device: dev.label(),
-            message: "only simulated devices (Simulate: true) can be driven in this version".into(),
-        }),
+pub(crate) fn for_device(
+    dev: &Device,
+    settings: &Settings,
+    http: &http::Http,
+) -> Result<Box<dyn Driver>> {
+    if dev.simulate {
+        let file = dev
+            .simulation_file
+            .clone()
+            .unwrap_or_else(|| crate::plan::simulation_file(settings, &dev.name));
+        return Ok(Box::new(simulated::Simulated::new(file)));
     }
+    let host = dev.hostname.as_deref().unwrap_or_default();
+    let base = format!("http://{}:{}", crate::hostname::url_host(host), dev.port);
+    let http = http.clone();
+    Ok(match settings.models.resolve(&dev.model) {
+        Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {
+            Box::new(gen1::Gen1::new(http, base, m.clone()))
+        }
+        Some(ModelRef::Vendor(m)) => Box::new(rpc::Rpc::new(http, base, m.clone())),
+        Some(ModelRef::Tasmota) => Box::new(tasmota::Tasmota::new(http, base)),
+        None => {
+            return Err(crate::Error::Unsupported {
+                device: dev.label(),
+                message: format!("model '{}' is not in the model library", dev.model),
+            });
+        }
+    })
 }

@@ -1,0 +1,277 @@
+//! Shelly Gen1 over HTTP REST (`/shelly`, `/status`, `/relay/N`).
+//!
+//! Relay meters (`meters[]`) count watt-minutes; they are reported in Wh. `emeters[]` (EM, 3EM) are Wh already.
+//! Add-on probes (`ext_temperature`) have no names on the device, so configured probe i reads sensor i.
+
+use serde_json::Value;
+
+use super::http::Http;
+use super::json::{flag, num, text};
+use super::{Driver, OutputAction, identify};
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::models::ModelInfo;
+use crate::objects::{Device, OutputChange};
+
+/// Drives one Gen1 device.
+pub(crate) struct Gen1 {
+    http: Http,
+    base: String,
+    model: ModelInfo,
+    introduced: bool,
+}
+
+impl Gen1 {
+    /// A driver for the device at `base` (`http://host:port`).
+    pub(crate) fn new(http: Http, base: String, model: ModelInfo) -> Self {
+        Gen1 {
+            http,
+            base,
+            model,
+            introduced: false,
+        }
+    }
+
+    fn get(&self, dev: &mut Device, path: &str, attempts: Option<u32>) -> Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let what = format!("GET {}", path.split('?').next().unwrap_or(path));
+        self.http.request(dev, &url, None, &what, attempts)
+    }
+
+    fn contact(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
+        if !dev.online {
+            self.introduced = false;
+        }
+        if !self.introduced {
+            let info = self.get(dev, "/shelly", attempts)?;
+            dev.firmware = text(&info, &["fw"]);
+            if let Some(mac) = text(&info, &["mac"]) {
+                dev.mac_address = Some(mac);
+            }
+            let reported = text(&info, &["type"]).or_else(|| text(&info, &["model"]));
+            identify(
+                dev,
+                &self.model,
+                reported.as_deref(),
+                info.get("gen").is_none(),
+            );
+            self.introduced = true;
+        }
+        let status = self.get(dev, "/status", attempts)?;
+        apply_status(dev, &self.model, &status, &clock::rfc3339_now());
+        Ok(())
+    }
+
+    fn relay_state(dev: &Device, relay: &Value, what: &str) -> Result<bool> {
+        flag(relay, &["ison"]).ok_or_else(|| Error::Device {
+            device: dev.label(),
+            message: format!("{what}: the answer has no ison"),
+        })
+    }
+}
+
+impl Driver for Gen1 {
+    fn start(&mut self, dev: &mut Device) -> Result<()> {
+        self.contact(dev, Some(1))
+    }
+
+    fn refresh(&mut self, dev: &mut Device) -> Result<()> {
+        self.contact(dev, None)
+    }
+
+    fn switch(
+        &mut self,
+        dev: &mut Device,
+        index: usize,
+        action: OutputAction,
+    ) -> Result<OutputChange> {
+        let path = format!("/relay/{index}");
+        // Gen1 answers with the new state only, so read the old one first (a toggle needs no read).
+        let before = match action {
+            OutputAction::Toggle => None,
+            _ => {
+                let relay = self.get(dev, &path, None)?;
+                Some(Self::relay_state(dev, &relay, "GET /relay")?)
+            }
+        };
+        let turn = match action {
+            OutputAction::On => "on",
+            OutputAction::Off => "off",
+            OutputAction::Toggle => "toggle",
+        };
+        let answer = self.get(dev, &format!("{path}?turn={turn}"), None)?;
+        let now = Self::relay_state(dev, &answer, "GET /relay")?;
+        dev.outputs[index].state = now;
+        let before = before.unwrap_or(!now);
+        Ok(OutputChange {
+            state: now,
+            did_change: now != before,
+        })
+    }
+
+    fn probe(&mut self, dev: &mut Device) -> bool {
+        self.get(dev, "/shelly", Some(1)).is_ok()
+    }
+}
+
+/// Copies a Gen1 `/status` answer into the device. Values the device does not report become `None`.
+pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: &str) {
+    dev.mac_address = text(s, &["mac"]).or(dev.mac_address.take());
+    dev.uptime = num(s, &["uptime"]).map(|u| u.max(0.0) as u64);
+    // Gen1's update.has_update means "firmware update available", not "restart required".
+    dev.update_available = flag(s, &["update", "has_update"]);
+    dev.temperature = num(s, &["temperature"])
+        .or_else(|| num(s, &["tmp", "tC"]))
+        .filter(|_| model.temperature_monitoring);
+    for (i, input) in dev.inputs.iter_mut().enumerate() {
+        input.state = s
+            .get("inputs")
+            .and_then(|a| a.get(i))
+            .and_then(|x| flag(x, &["input"]))
+            .unwrap_or(false);
+    }
+    let temperature = dev.temperature;
+    for (i, out) in dev.outputs.iter_mut().enumerate() {
+        if let Some(on) = s
+            .get("relays")
+            .and_then(|a| a.get(i))
+            .and_then(|r| flag(r, &["ison"]))
+        {
+            out.state = on;
+        }
+        out.temperature = temperature;
+    }
+    let emeters = s
+        .get("emeters")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty());
+    let voltage = num(s, &["voltage"]);
+    for (i, m) in dev.meters.iter_mut().enumerate() {
+        match emeters {
+            Some(list) => {
+                let e = list.get(i).unwrap_or(&Value::Null);
+                m.power = num(e, &["power"]);
+                m.voltage = num(e, &["voltage"]);
+                m.current = num(e, &["current"]);
+                m.power_factor = num(e, &["pf"]);
+                m.energy = num(e, &["total"]);
+                m.returned_energy = num(e, &["total_returned"]);
+            }
+            None => {
+                let e = s
+                    .get("meters")
+                    .and_then(|a| a.get(i))
+                    .unwrap_or(&Value::Null);
+                m.power = num(e, &["power"]);
+                m.voltage = voltage;
+                m.current = None;
+                m.power_factor = None;
+                m.energy = num(e, &["total"]).map(|watt_minutes| watt_minutes / 60.0);
+                m.returned_energy = None;
+            }
+        }
+    }
+    dev.update_totals();
+    let outputs: Vec<(String, bool)> = dev
+        .outputs
+        .iter()
+        .map(|o| (o.name.clone(), o.state))
+        .collect();
+    let mut sensor = 0;
+    for p in &mut dev.temp_probes {
+        let t = if p.probe_id == Some(-1) {
+            temperature
+        } else {
+            let key = sensor.to_string();
+            sensor += 1;
+            p.probe_id = Some(sensor as i64 - 1);
+            num(s, &["ext_temperature", &key, "tC"])
+        };
+        if let Some(req) = &p.requires_output
+            && !outputs.iter().any(|(n, on)| n == req && *on)
+        {
+            continue;
+        }
+        p.temperature = t;
+        if t.is_some() {
+            p.last_reading_time = Some(now.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::ModelLibrary;
+    use crate::objects::{Input, Meter, Output, TempProbe};
+    use serde_json::json;
+
+    fn device(model: &ModelInfo) -> Device {
+        Device {
+            inputs: (0..model.inputs).map(|_| Input::default()).collect(),
+            outputs: (0..model.outputs).map(|_| Output::default()).collect(),
+            meters: (0..model.meters).map(|_| Meter::default()).collect(),
+            ..Device::default()
+        }
+    }
+
+    #[test]
+    fn relay_meters_are_watt_minutes_reported_as_wh() {
+        let lib = ModelLibrary::embedded();
+        let model = lib.get("Shelly2.5").unwrap();
+        let mut d = device(model);
+        d.temp_probes = vec![TempProbe::default()];
+        let s = json!({"mac": "3494547BF36C", "uptime": 788600, "temperature": 51.61, "voltage": 240.98,
+            "update": {"has_update": true},
+            "inputs": [{"input": 1}, {"input": 0}],
+            "relays": [{"ison": true}, {"ison": false}],
+            "meters": [{"power": -10.5, "total": 600}, {"power": 0, "total": 0}],
+            "ext_temperature": {"0": {"hwID": "0300", "tC": 21.5}}});
+        apply_status(&mut d, model, &s, "T");
+        assert!(d.inputs[0].state && !d.inputs[1].state);
+        assert!(d.outputs[0].state);
+        assert_eq!(d.meters[0].energy, Some(10.0));
+        assert_eq!(d.meters[0].power, Some(-10.5));
+        assert_eq!(d.meters[0].voltage, Some(240.98));
+        assert_eq!(d.meters[0].current, None);
+        assert_eq!(d.update_available, Some(true));
+        assert_eq!(d.restart_required, None);
+        assert_eq!(d.outputs[1].temperature, Some(51.61));
+        assert_eq!(d.temp_probes[0].temperature, Some(21.5));
+    }
+
+    #[test]
+    fn emeters_are_wh_with_returned_energy() {
+        let lib = ModelLibrary::embedded();
+        let model = lib.get("Shelly3EM").unwrap();
+        let mut d = device(model);
+        let s = json!({"relays": [{"ison": false}], "emeters": [
+            {"power": 12.3, "pf": 0.5, "current": 0.1, "voltage": 231.2, "total": 5000.1, "total_returned": 7.0},
+            {"power": -3.0, "voltage": 230.0, "total": 1.0, "total_returned": 0},
+            {"power": 0, "total": 0}]});
+        apply_status(&mut d, model, &s, "T");
+        let m = &d.meters[0];
+        assert_eq!(
+            (m.power, m.voltage, m.current, m.power_factor),
+            (Some(12.3), Some(231.2), Some(0.1), Some(0.5))
+        );
+        assert_eq!((m.energy, m.returned_energy), (Some(5000.1), Some(7.0)));
+        assert_eq!(d.total_power, Some(9.3));
+        assert_eq!(d.temperature, None, "3EM has no temperature monitoring");
+    }
+
+    #[test]
+    fn short_arrays_leave_values_absent_instead_of_failing() {
+        let lib = ModelLibrary::embedded();
+        let model = lib.get("Shelly2.5").unwrap();
+        let mut d = device(model);
+        apply_status(
+            &mut d,
+            model,
+            &json!({"inputs": [{"input": 1}], "meters": []}),
+            "T",
+        );
+        assert!(d.inputs[0].state && !d.inputs[1].state);
+        assert_eq!(d.meters[1].energy, None);
+    }
+}

@@ -1,0 +1,450 @@
+//! Shelly Gen2/Gen3/Gen4 over JSON-RPC (`POST /rpc`).
+//!
+//! One `Shelly.GetStatus` per refresh gives every component (switch, input, em, em1, pm1, temperature), so
+//! separate meter calls are not needed. `Shelly.GetConfig` maps add-on probe names to `temperature:N` ids
+//! (N ≥ 100, every id, gaps allowed) on first contact and after the device comes back.
+
+use serde_json::{Value, json};
+
+use super::http::Http;
+use super::json::{at, flag, num, text};
+use super::{Driver, OutputAction, identify};
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::models::{MeterSource, ModelInfo};
+use crate::objects::{Device, OutputChange};
+
+/// Drives one Gen2+ device.
+pub(crate) struct Rpc {
+    http: Http,
+    base: String,
+    model: ModelInfo,
+    introduced: bool,
+    probes_mapped: bool,
+    next_id: u64,
+}
+
+impl Rpc {
+    /// A driver for the device at `base` (`http://host:port`).
+    pub(crate) fn new(http: Http, base: String, model: ModelInfo) -> Self {
+        Rpc {
+            http,
+            base,
+            model,
+            introduced: false,
+            probes_mapped: false,
+            next_id: 1,
+        }
+    }
+
+    /// Calls one RPC method and returns its `result`.
+    fn call(
+        &mut self,
+        dev: &mut Device,
+        method: &str,
+        params: Option<Value>,
+        attempts: Option<u32>,
+    ) -> Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = json!({"id": id, "src": "smartdev", "method": method});
+        if let Some(p) = params {
+            frame["params"] = p;
+        }
+        let url = format!("{}/rpc", self.base);
+        let reply =
+            self.http
+                .request(dev, &url, Some(&frame), &format!("RPC {method}"), attempts)?;
+        parse_frame(&reply, method).map_err(|e| match e {
+            FrameError::Rpc(code, message) => Error::Rpc {
+                device: dev.label(),
+                method: method.to_string(),
+                code,
+                message,
+            },
+            FrameError::Malformed(m) => Error::Device {
+                device: dev.label(),
+                message: format!("RPC {method}: {m}"),
+            },
+        })
+    }
+
+    /// Reads `/shelly` once per contact period: firmware, MAC and the self-reported model.
+    fn introduce(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
+        let url = format!("{}/shelly", self.base);
+        let info = self
+            .http
+            .request(dev, &url, None, "GET /shelly", attempts)?;
+        dev.firmware = text(&info, &["ver"]).or_else(|| text(&info, &["fw_id"]));
+        if let Some(mac) = text(&info, &["mac"]) {
+            dev.mac_address = Some(mac);
+        }
+        let reported = text(&info, &["model"]);
+        let generation = num(&info, &["gen"]);
+        identify(dev, &self.model, reported.as_deref(), generation.is_none());
+        self.introduced = true;
+        Ok(())
+    }
+
+    /// Maps configured probe names to `temperature:N` ids from `Shelly.GetConfig`. Failures are logged and
+    /// retried at the next refresh.
+    fn map_probes(&mut self, dev: &mut Device, attempts: Option<u32>) {
+        match self.call(dev, "Shelly.GetConfig", None, attempts) {
+            Ok(config) => {
+                let found = probe_ids(&config);
+                let label = dev.label();
+                for p in dev
+                    .temp_probes
+                    .iter_mut()
+                    .filter(|p| p.probe_id != Some(-1))
+                {
+                    p.probe_id = found.iter().find(|(_, n)| *n == p.name).map(|(id, _)| *id);
+                    if p.probe_id.is_none() {
+                        let names: Vec<&str> = found.iter().map(|(_, n)| n.as_str()).collect();
+                        log::warn!(
+                            "device {label}: add-on probe '{}' not found (the device names its probes: {})",
+                            p.name,
+                            if names.is_empty() {
+                                "none".into()
+                            } else {
+                                names.join(", ")
+                            }
+                        );
+                    }
+                }
+                self.probes_mapped = true;
+            }
+            Err(e) => log::debug!("device {}: probe mapping postponed: {e}", dev.label()),
+        }
+    }
+
+    fn contact(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
+        if !dev.online {
+            // Coming back: the firmware or add-on may have changed meanwhile.
+            self.introduced = false;
+            self.probes_mapped = false;
+        }
+        if !self.introduced {
+            self.introduce(dev, attempts)?;
+        }
+        if !self.probes_mapped && dev.temp_probes.iter().any(|p| p.probe_id != Some(-1)) {
+            self.map_probes(dev, attempts);
+        }
+        let status = self.call(dev, "Shelly.GetStatus", None, attempts)?;
+        apply_status(dev, &self.model, &status, &clock::rfc3339_now());
+        Ok(())
+    }
+}
+
+impl Driver for Rpc {
+    fn start(&mut self, dev: &mut Device) -> Result<()> {
+        self.contact(dev, Some(1))
+    }
+
+    fn refresh(&mut self, dev: &mut Device) -> Result<()> {
+        self.contact(dev, None)
+    }
+
+    fn switch(
+        &mut self,
+        dev: &mut Device,
+        index: usize,
+        action: OutputAction,
+    ) -> Result<OutputChange> {
+        let (method, params) = match action {
+            OutputAction::Toggle => ("Switch.Toggle", json!({"id": index})),
+            _ => (
+                "Switch.Set",
+                json!({"id": index, "on": action.apply(false)}),
+            ),
+        };
+        let result = self.call(dev, method, Some(params), None)?;
+        let was_on = flag(&result, &["was_on"]).ok_or_else(|| Error::Device {
+            device: dev.label(),
+            message: format!("RPC {method}: the answer has no was_on"),
+        })?;
+        let now = action.apply(was_on);
+        dev.outputs[index].state = now;
+        Ok(OutputChange {
+            state: now,
+            did_change: now != was_on,
+        })
+    }
+
+    fn probe(&mut self, dev: &mut Device) -> bool {
+        let url = format!("{}/shelly", self.base);
+        self.http
+            .request(dev, &url, None, "GET /shelly", Some(1))
+            .is_ok()
+    }
+}
+
+/// Why an RPC answer frame is not a result.
+#[derive(Debug, PartialEq)]
+pub(crate) enum FrameError {
+    /// The device's error object: code and message.
+    Rpc(i64, String),
+    /// Neither result nor error.
+    Malformed(String),
+}
+
+/// Takes the `result` out of an RPC answer frame, or its error.
+pub(crate) fn parse_frame(frame: &Value, method: &str) -> std::result::Result<Value, FrameError> {
+    if let Some(err) = frame.get("error").filter(|e| !e.is_null()) {
+        let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
+        let message = err
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("no message")
+            .to_string();
+        return Err(FrameError::Rpc(code, message));
+    }
+    match frame.get("result") {
+        Some(r) if !r.is_null() => Ok(r.clone()),
+        _ => Err(FrameError::Malformed(format!(
+            "the answer to {method} has neither result nor error"
+        ))),
+    }
+}
+
+/// Add-on probe ids and names from a `Shelly.GetConfig` result: every `temperature:N` with N ≥ 100.
+pub(crate) fn probe_ids(config: &Value) -> Vec<(i64, String)> {
+    let Some(map) = config.as_object() else {
+        return Vec::new();
+    };
+    let mut found: Vec<(i64, String)> = map
+        .iter()
+        .filter_map(|(k, v)| {
+            let id: i64 = k.strip_prefix("temperature:")?.parse().ok()?;
+            (id >= 100).then(|| (id, text(v, &["name"]).unwrap_or_default()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Copies a `Shelly.GetStatus` result into the device. Values the device does not report become `None`.
+pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: &str) {
+    dev.mac_address = text(s, &["sys", "mac"]).or(dev.mac_address.take());
+    dev.uptime = num(s, &["sys", "uptime"]).map(|u| u.max(0.0) as u64);
+    dev.restart_required = flag(s, &["sys", "restart_required"]);
+    dev.update_available = at(s, &["sys", "available_updates"])
+        .and_then(Value::as_object)
+        .map(|u| !u.is_empty());
+    for (i, input) in dev.inputs.iter_mut().enumerate() {
+        // Inputs in button mode report state null: not pressed.
+        input.state = flag(s, &[&format!("input:{i}"), "state"]).unwrap_or(false);
+    }
+    let mut temps = Vec::new();
+    for (i, out) in dev.outputs.iter_mut().enumerate() {
+        let key = format!("switch:{i}");
+        if let Some(on) = flag(s, &[&key, "output"]) {
+            out.state = on;
+        }
+        out.temperature =
+            num(s, &[&key, "temperature", "tC"]).filter(|_| model.temperature_monitoring);
+        temps.extend(out.temperature);
+    }
+    dev.temperature = if temps.is_empty() {
+        num(s, &["temperature:0", "tC"])
+    } else {
+        Some(temps.iter().sum::<f64>() / temps.len() as f64)
+    };
+    let source = model.meter_source();
+    for (i, m) in dev.meters.iter_mut().enumerate() {
+        let r = match source {
+            MeterSource::Switch => {
+                let k = format!("switch:{i}");
+                [
+                    num(s, &[&k, "apower"]),
+                    num(s, &[&k, "voltage"]),
+                    num(s, &[&k, "current"]),
+                    num(s, &[&k, "pf"]),
+                    num(s, &[&k, "aenergy", "total"]),
+                    num(s, &[&k, "ret_aenergy", "total"]),
+                ]
+            }
+            MeterSource::Em1 => {
+                let (k, d) = (format!("em1:{i}"), format!("em1data:{i}"));
+                [
+                    num(s, &[&k, "act_power"]),
+                    num(s, &[&k, "voltage"]),
+                    num(s, &[&k, "current"]),
+                    num(s, &[&k, "pf"]),
+                    num(s, &[&d, "total_act_energy"]),
+                    num(s, &[&d, "total_act_ret_energy"]),
+                ]
+            }
+            MeterSource::Em => {
+                let p = ["a", "b", "c"].get(i).copied().unwrap_or("?");
+                [
+                    num(s, &["em:0", &format!("{p}_act_power")]),
+                    num(s, &["em:0", &format!("{p}_voltage")]),
+                    num(s, &["em:0", &format!("{p}_current")]),
+                    num(s, &["em:0", &format!("{p}_pf")]),
+                    num(s, &["emdata:0", &format!("{p}_total_act_energy")]),
+                    num(s, &["emdata:0", &format!("{p}_total_act_ret_energy")]),
+                ]
+            }
+            MeterSource::Pm1 => {
+                let k = format!("pm1:{i}");
+                [
+                    num(s, &[&k, "apower"]),
+                    num(s, &[&k, "voltage"]),
+                    num(s, &[&k, "current"]),
+                    num(s, &[&k, "pf"]),
+                    num(s, &[&k, "aenergy", "total"]),
+                    num(s, &[&k, "ret_aenergy", "total"]),
+                ]
+            }
+            _ => [None; 6],
+        };
+        [
+            m.power,
+            m.voltage,
+            m.current,
+            m.power_factor,
+            m.energy,
+            m.returned_energy,
+        ] = r;
+    }
+    dev.update_totals();
+    if source == MeterSource::Em {
+        // The 3-phase meter reports its own totals.
+        dev.total_power = num(s, &["em:0", "total_act_power"]).or(dev.total_power);
+        dev.total_energy = num(s, &["emdata:0", "total_act"]).or(dev.total_energy);
+    }
+    let device_temp = dev.temperature;
+    let outputs: Vec<(String, bool)> = dev
+        .outputs
+        .iter()
+        .map(|o| (o.name.clone(), o.state))
+        .collect();
+    for p in &mut dev.temp_probes {
+        if let Some(req) = &p.requires_output
+            && !outputs.iter().any(|(n, on)| n == req && *on)
+        {
+            continue;
+        }
+        let t = match p.probe_id {
+            Some(-1) => device_temp,
+            Some(id) => num(s, &[&format!("temperature:{id}"), "tC"]),
+            None => None,
+        };
+        p.temperature = t;
+        if t.is_some() {
+            p.last_reading_time = Some(now.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::ModelLibrary;
+    use crate::objects::{Input, Meter, Output, TempProbe};
+
+    fn device(model: &ModelInfo) -> Device {
+        Device {
+            inputs: (0..model.inputs).map(|_| Input::default()).collect(),
+            outputs: (0..model.outputs)
+                .map(|i| Output {
+                    name: format!("O{i}"),
+                    ..Output::default()
+                })
+                .collect(),
+            meters: (0..model.meters).map(|_| Meter::default()).collect(),
+            ..Device::default()
+        }
+    }
+
+    #[test]
+    fn switch_embedded_meters_keep_sign_and_units() {
+        let lib = ModelLibrary::embedded();
+        let model = lib.get("ShellyPlus2PM").unwrap();
+        let mut d = device(model);
+        d.temp_probes = vec![
+            TempProbe {
+                probe_id: Some(101),
+                ..TempProbe::default()
+            },
+            TempProbe {
+                probe_id: Some(100),
+                requires_output: Some("O1".into()),
+                ..TempProbe::default()
+            },
+        ];
+        let s = json!({
+            "sys": {"mac": "AA", "uptime": 99, "restart_required": false, "available_updates": {}},
+            "input:0": {"id": 0, "state": true}, "input:1": {"id": 1, "state": null},
+            "switch:0": {"id": 0, "output": true, "apower": -12.5, "voltage": 230.2, "current": 0.06, "pf": -0.9,
+                          "aenergy": {"total": 1000.5}, "ret_aenergy": {"total": 20.25}, "temperature": {"tC": 50.0}},
+            "switch:1": {"id": 1, "output": false, "apower": 0, "voltage": 230.2, "aenergy": {"total": 0},
+                          "temperature": {"tC": 40.0}},
+            "temperature:100": {"id": 100, "tC": 20.0}, "temperature:101": {"id": 101, "tC": 22.5}
+        });
+        apply_status(&mut d, model, &s, "T");
+        assert!(d.inputs[0].state && !d.inputs[1].state);
+        assert!(d.outputs[0].state && !d.outputs[1].state);
+        let m = &d.meters[0];
+        assert_eq!(
+            (m.power, m.voltage, m.current, m.power_factor),
+            (Some(-12.5), Some(230.2), Some(0.06), Some(-0.9))
+        );
+        assert_eq!((m.energy, m.returned_energy), (Some(1000.5), Some(20.25)));
+        assert_eq!(d.meters[1].power, Some(0.0));
+        assert_eq!(d.meters[1].current, None, "not reported is None, not 0");
+        assert_eq!(d.temperature, Some(45.0));
+        assert_eq!(d.total_power, Some(-12.5));
+        assert_eq!(d.update_available, Some(false));
+        assert_eq!(d.temp_probes[0].temperature, Some(22.5));
+        assert_eq!(d.temp_probes[0].last_reading_time.as_deref(), Some("T"));
+        assert_eq!(d.temp_probes[1].temperature, None, "O1 is off");
+    }
+
+    #[test]
+    fn three_phase_meters_and_totals() {
+        let lib = ModelLibrary::embedded();
+        let model = lib.get("ShellyPro3EM").unwrap();
+        let mut d = device(model);
+        let s = json!({
+            "em:0": {"a_act_power": 100.0, "a_voltage": 230.0, "a_current": 0.5, "a_pf": 0.87,
+                     "b_act_power": -50.0, "b_voltage": 231.0, "c_act_power": 10.0, "total_act_power": 60.0},
+            "emdata:0": {"a_total_act_energy": 1.0, "b_total_act_energy": 2.0, "c_total_act_energy": 3.0,
+                         "b_total_act_ret_energy": 7.5, "total_act": 6.0},
+            "temperature:0": {"tC": 38.5}
+        });
+        apply_status(&mut d, model, &s, "T");
+        assert_eq!(d.meters[1].power, Some(-50.0));
+        assert_eq!(d.meters[1].returned_energy, Some(7.5));
+        assert_eq!(d.meters[2].voltage, None);
+        assert_eq!(d.total_power, Some(60.0));
+        assert_eq!(d.total_energy, Some(6.0));
+        assert_eq!(d.temperature, Some(38.5));
+    }
+
+    #[test]
+    fn frames_errors_and_probe_ids() {
+        assert_eq!(
+            parse_frame(&json!({"id": 1, "result": {"was_on": true}}), "m").unwrap()["was_on"],
+            true
+        );
+        assert_eq!(
+            parse_frame(
+                &json!({"id": 1, "error": {"code": -105, "message": "not found"}}),
+                "m"
+            ),
+            Err(FrameError::Rpc(-105, "not found".into()))
+        );
+        assert!(matches!(
+            parse_frame(&json!({"id": 1}), "m"),
+            Err(FrameError::Malformed(_))
+        ));
+        let cfg = json!({"temperature:0": {"name": "internal"}, "temperature:102": {"name": "Roof"},
+                         "temperature:100": {"name": "Pool"}, "switch:0": {}});
+        assert_eq!(
+            probe_ids(&cfg),
+            [(100, "Pool".to_string()), (102, "Roof".to_string())]
+        );
+    }
+}
