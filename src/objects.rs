@@ -204,6 +204,26 @@ impl Device {
         self.protocol == Some(Protocol::Tasmota)
     }
 
+    /// Stores new probe readings from `read`, except for probes whose `RequiresOutput` is off (they keep their
+    /// last reading); stamps `LastReadingTime` with `now` when a value arrives.
+    pub(crate) fn update_probes(
+        &mut self,
+        now: &str,
+        mut read: impl FnMut(&TempProbe) -> Option<f64>,
+    ) {
+        for p in &mut self.temp_probes {
+            if let Some(req) = &p.requires_output
+                && !self.outputs.iter().any(|o| &o.name == req && o.state)
+            {
+                continue;
+            }
+            p.temperature = read(p);
+            if p.temperature.is_some() {
+                p.last_reading_time = Some(now.to_string());
+            }
+        }
+    }
+
     /// Recomputes `TotalPower` and `TotalEnergy` from the meters (absent when no meter reports a value).
     pub fn update_totals(&mut self) {
         fn sum(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {

@@ -166,19 +166,19 @@ impl State {
         result
     }
 
+    /// Logs each Online change once: a warning for an unexpected loss, nothing above debug for devices that
+    /// are expected to go offline.
     fn log_transition(&self, was_online: bool) {
         let d = &self.device;
-        match (was_online, d.online) {
-            (false, true) => log::info!("device {} is online", d.label()),
-            (true, false) if d.expect_offline => {
-                log::debug!("device {} is offline (expected)", d.label())
-            }
-            (true, false) => log::warn!(
-                "device {} went offline: {}",
-                d.label(),
-                d.last_error.as_deref().unwrap_or("no answer")
-            ),
-            _ => {}
+        if was_online == d.online {
+            return;
+        }
+        let why = d.last_error.as_deref().unwrap_or("no answer");
+        match (d.online, d.expect_offline) {
+            (true, false) => log::info!("device {} is online", d.label()),
+            (true, true) => log::debug!("device {} is online", d.label()),
+            (false, false) => log::warn!("device {} went offline: {why}", d.label()),
+            (false, true) => log::debug!("device {} is offline (expected): {why}", d.label()),
         }
     }
 }

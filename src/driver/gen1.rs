@@ -172,31 +172,21 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
         }
     }
     dev.update_totals();
-    let outputs: Vec<(String, bool)> = dev
-        .outputs
-        .iter()
-        .map(|o| (o.name.clone(), o.state))
-        .collect();
+    // Probes have no names on Gen1: configured probe i (not counting one named like the device) is sensor i.
     let mut sensor = 0;
-    for p in &mut dev.temp_probes {
-        let t = if p.probe_id == Some(-1) {
-            temperature
-        } else {
-            let key = sensor.to_string();
-            sensor += 1;
-            p.probe_id = Some(sensor as i64 - 1);
-            num(s, &["ext_temperature", &key, "tC"])
-        };
-        if let Some(req) = &p.requires_output
-            && !outputs.iter().any(|(n, on)| n == req && *on)
-        {
-            continue;
-        }
-        p.temperature = t;
-        if t.is_some() {
-            p.last_reading_time = Some(now.to_string());
-        }
+    for p in dev
+        .temp_probes
+        .iter_mut()
+        .filter(|p| p.probe_id != Some(-1))
+    {
+        p.probe_id = Some(sensor);
+        sensor += 1;
     }
+    dev.update_probes(now, |p| match p.probe_id {
+        Some(-1) => temperature,
+        Some(n) => num(s, &["ext_temperature", &n.to_string(), "tC"]),
+        None => None,
+    });
 }
 
 #[cfg(test)]

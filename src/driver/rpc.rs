@@ -315,27 +315,11 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
         dev.total_energy = num(s, &["emdata:0", "total_act"]).or(dev.total_energy);
     }
     let device_temp = dev.temperature;
-    let outputs: Vec<(String, bool)> = dev
-        .outputs
-        .iter()
-        .map(|o| (o.name.clone(), o.state))
-        .collect();
-    for p in &mut dev.temp_probes {
-        if let Some(req) = &p.requires_output
-            && !outputs.iter().any(|(n, on)| n == req && *on)
-        {
-            continue;
-        }
-        let t = match p.probe_id {
-            Some(-1) => device_temp,
-            Some(id) => num(s, &[&format!("temperature:{id}"), "tC"]),
-            None => None,
-        };
-        p.temperature = t;
-        if t.is_some() {
-            p.last_reading_time = Some(now.to_string());
-        }
-    }
+    dev.update_probes(now, |p| match p.probe_id {
+        Some(-1) => device_temp,
+        Some(id) => num(s, &[&format!("temperature:{id}"), "tC"]),
+        None => None,
+    });
 }
 
 #[cfg(test)]

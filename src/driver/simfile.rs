@@ -251,20 +251,15 @@ pub(crate) fn merge(
             }
         }
     }
+    let mut probe_values = Vec::with_capacity(dev.temp_probes.len());
     for i in 0..dev.temp_probes.len() {
-        let allowed = match &dev.temp_probes[i].requires_output {
-            Some(out) => dev.outputs.iter().any(|o| &o.name == out && o.state),
-            None => true,
-        };
+        let mut value = dev.temp_probes[i].temperature;
         for (_, v, path) in r.component_fields(ComponentKind::TempProbe, i, &["Temperature"]) {
-            let t = number(v, &path)?;
-            if allowed {
-                let p = &mut dev.temp_probes[i];
-                p.temperature = t;
-                p.last_reading_time = t.map(|_| now_rfc3339.to_string());
-            }
+            value = number(v, &path)?;
         }
+        probe_values.push(value);
     }
+    dev.update_probes(now_rfc3339, |p| probe_values[p.component_index]);
     dev.update_totals();
     Ok(())
 }

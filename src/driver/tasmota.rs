@@ -213,36 +213,18 @@ pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) {
         .iter()
         .find_map(|k| num(sns, &[k, "Temperature"]));
     dev.temperature = chip;
-    let outputs: Vec<(String, bool)> = dev
-        .outputs
-        .iter()
-        .map(|o| (o.name.clone(), o.state))
-        .collect();
     let device_name = dev.name.clone();
-    for p in &mut dev.temp_probes {
-        if let Some(req) = &p.requires_output
-            && !outputs.iter().any(|(n, on)| n == req && *on)
-        {
-            continue;
+    dev.update_probes(now, |p| {
+        if p.name == device_name {
+            return chip;
         }
-        let t = if p.name == device_name {
-            chip
-        } else {
-            sns.as_object().and_then(|o| {
-                o.iter().find_map(|(key, v)| {
-                    let id = text(v, &["Id"]);
-                    (key.starts_with("DS18B20")
-                        && (id.as_deref() == Some(p.name.as_str()) || *key == p.name))
-                        .then(|| num(v, &["Temperature"]))
-                        .flatten()
-                })
-            })
-        };
-        p.temperature = t;
-        if t.is_some() {
-            p.last_reading_time = Some(now.to_string());
-        }
-    }
+        sns.as_object()?.iter().find_map(|(key, v)| {
+            let id = text(v, &["Id"]);
+            let mine = key.starts_with("DS18B20")
+                && (id.as_deref() == Some(p.name.as_str()) || *key == p.name);
+            if mine { num(v, &["Temperature"]) } else { None }
+        })
+    });
 }
 
 #[cfg(test)]
