@@ -218,6 +218,11 @@ impl Emulator {
         self.dev(device).port
     }
 
+    /// The id a device reports (`/shelly` `id`, Gen1 hostname, Tasmota hostname).
+    pub fn device_id(&self, device: usize) -> &str {
+        &self.dev(device).ident.id
+    }
+
     /// The admin endpoint's port.
     pub fn admin_port(&self) -> u16 {
         self.admin.as_ref().map_or(0, Server::port)
