@@ -18,9 +18,9 @@ pub(crate) fn key(req: &Request) -> String {
 pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
     let path = req.path.trim_end_matches('/');
     match path {
-        "/shelly" => Response::json(200, &shelly(dev)),
-        "/status" => Response::json(200, &status(dev, &dev.state())),
-        "/settings" => Response::json(200, &settings(dev, &dev.state())),
+        "/shelly" => Response::json_whole(200, &shelly(dev)),
+        "/status" => Response::json_whole(200, &status(dev, &dev.state())),
+        "/settings" => Response::json_whole(200, &settings(dev, &dev.state())),
         "/settings/actions" => actions(dev, req),
         _ => match path.strip_prefix("/relay/") {
             Some(n) => relay(dev, n, req),
@@ -295,7 +295,7 @@ fn relay(dev: &Device, n: &str, req: &Request) -> Response {
     if let Some(on) = on {
         s.set_output(i, on, Source::Remote);
     }
-    Response::json(200, &relay_json(&s, i))
+    Response::json_whole(200, &relay_json(&s, i))
 }
 
 /// Lists action URLs, or sets one (`index`, `name`, `enabled`, `urls[]`).
@@ -317,7 +317,7 @@ fn actions(dev: &Device, req: &Request) -> Response {
         json!({ "actions": m })
     };
     let Some(name) = get("name") else {
-        return Response::json(200, &list(&dev.state(), None));
+        return Response::json_whole(200, &list(&dev.state(), None));
     };
     let Some(&(name, n)) = names.iter().find(|(a, _)| *a == name) else {
         return Response::text(400, &format!("Unknown action name '{name}'"));
@@ -347,5 +347,5 @@ fn actions(dev: &Device, req: &Request) -> Response {
         Some(_) => return Response::text(400, "Bad enabled!"),
     };
     s.hooks.set_action(name, index, enabled, urls);
-    Response::json(200, &list(&s, Some(name)))
+    Response::json_whole(200, &list(&s, Some(name)))
 }

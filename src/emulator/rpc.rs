@@ -94,7 +94,7 @@ pub(crate) fn key(req: &Request) -> String {
 
 pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
     match req.path.as_str() {
-        "/shelly" => Response::json(200, &device_info(dev)),
+        "/shelly" => Response::json_whole(200, &device_info(dev)),
         "/rpc" if req.method == "POST" => frame(dev, req),
         p => match p.strip_prefix("/rpc/") {
             Some(method) if !method.is_empty() => direct(dev, method, req),
@@ -110,7 +110,7 @@ fn frame(dev: &Device, req: &Request) -> Response {
             code: -32700,
             message: "Parse error".into(),
         };
-        return Response::json(
+        return Response::json_whole(
             400,
             &json!({"id": null, "src": dev.ident.id, "error": e.to_json()}),
         );
@@ -133,7 +133,7 @@ fn frame(dev: &Device, req: &Request) -> Response {
         Ok(v) => out.insert("result".into(), v),
         Err(e) => out.insert("error".into(), e.to_json()),
     };
-    Response::json(200, &Value::Object(out))
+    Response::json_whole(200, &Value::Object(out))
 }
 
 /// `GET /rpc/<Method>?a=1` or `POST /rpc/<Method>` with a params body: the bare result, or the bare error
@@ -144,7 +144,7 @@ fn direct(dev: &Device, method: &str, req: &Request) -> Response {
         match serde_json::from_slice::<Value>(&req.body) {
             Ok(Value::Object(p)) => p,
             Ok(Value::Null) => Map::new(),
-            _ => return Response::json(400, &invalid("params").to_json()),
+            _ => return Response::json_whole(400, &invalid("params").to_json()),
         }
     } else {
         req.query_pairs()
@@ -153,8 +153,8 @@ fn direct(dev: &Device, method: &str, req: &Request) -> Response {
             .collect()
     };
     match call(dev, method, &params) {
-        Ok(v) => Response::json(200, &v),
-        Err(e) => Response::json(if e.code == -114 { 404 } else { 400 }, &e.to_json()),
+        Ok(v) => Response::json_whole(200, &v),
+        Err(e) => Response::json_whole(if e.code == -114 { 404 } else { 400 }, &e.to_json()),
     }
 }
 

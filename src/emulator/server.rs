@@ -75,12 +75,35 @@ impl Response {
         }
     }
 
+    /// JSON with whole numbers printed without a fraction (`50`, not `50.0`), as Shelly firmware prints them.
+    pub(crate) fn json_whole(status: u16, value: &Value) -> Self {
+        let mut v = value.clone();
+        whole_numbers(&mut v);
+        Self::json(status, &v)
+    }
+
     pub(crate) fn text(status: u16, text: &str) -> Self {
         Response {
             status,
             content_type: "text/plain",
             body: text.as_bytes().to_vec(),
         }
+    }
+}
+
+fn whole_numbers(v: &mut Value) {
+    match v {
+        Value::Number(n) => {
+            if let Some(f) = n
+                .as_f64()
+                .filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9e15)
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(whole_numbers),
+        Value::Object(o) => o.values_mut().for_each(whole_numbers),
+        _ => {}
     }
 }
 

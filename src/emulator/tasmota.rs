@@ -302,10 +302,17 @@ fn sns(s: &DeviceState) -> Map<String, Value> {
 fn energy(s: &DeviceState) -> Map<String, Value> {
     let views: Vec<MeterView> = (0..s.meters.len()).map(|i| s.meter(i)).collect();
     let per = |f: &dyn Fn(&MeterView) -> f64, digits: i32| -> Value {
-        let vals: Vec<f64> = views.iter().map(|v| round(f(v), digits)).collect();
+        // Tasmota prints fixed decimals: whole-number resolutions (W, V) as integers.
+        let vals: Vec<Value> = views
+            .iter()
+            .map(|v| match round(f(v), digits) {
+                x if digits == 0 => json!(x as i64),
+                x => json!(x),
+            })
+            .collect();
         match vals.as_slice() {
-            [one] => json!(one),
-            _ => json!(vals),
+            [one] => one.clone(),
+            _ => Value::Array(vals),
         }
     };
     let apparent = |v: &MeterView| v.voltage * v.current;
