@@ -1287,3 +1287,31 @@ fn admin_endpoint_routes() {
     );
     assert_eq!(emu.total_requests(0), 0);
 }
+
+#[test]
+fn many_devices_start_answer_and_stop_quickly() {
+    let models = [
+        "ShellyPlus1PM",
+        "Shelly2.5",
+        "Tasmota",
+        "ShellyPro3EM",
+        "ShellyEMG3",
+    ];
+    let specs: Vec<DeviceSpec> = (0..200)
+        .map(|i| DeviceSpec::new(models[i % models.len()]))
+        .collect();
+    let t = Instant::now();
+    let emu = start(specs);
+    let mut ids = std::collections::HashSet::new();
+    for i in 0..emu.len() {
+        let target = if i % 5 == 2 {
+            "/cm?cmnd=Status%205"
+        } else {
+            "/shelly"
+        };
+        assert_eq!(get(emu.port(i), target).status, 200, "device {i}");
+        assert!(ids.insert(emu.device_id(i).to_string()), "ids are unique");
+    }
+    emu.stop();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
