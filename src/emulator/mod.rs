@@ -22,6 +22,7 @@
 //! ```
 
 mod admin;
+mod components;
 mod device;
 mod faults;
 mod gen1;
@@ -234,7 +235,8 @@ impl Emulator {
         self.dev(device).set_fault(fault);
     }
 
-    /// A delay added before every answer (also faulted ones).
+    /// A delay added before every answer (also faulted ones). The request acts at once; only the answer waits,
+    /// and the port answers nothing else meanwhile (requests are handled one after another).
     pub fn set_latency(&self, device: usize, latency: Duration) {
         self.dev(device).set_latency(latency);
     }
