@@ -26,6 +26,7 @@ mod clock;
 pub mod config;
 mod controller;
 mod driver;
+pub mod emulator;
 mod error;
 mod event;
 mod hostname;

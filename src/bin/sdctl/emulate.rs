@@ -1,0 +1,239 @@
+//! `sdctl emulate`: runs emulated devices (and the admin endpoint) until killed.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use smartdev::ModelLibrary;
+use smartdev::emulator::{DeviceSpec, Emulator};
+use smartdev::models::is_tasmota;
+
+pub const USAGE: &str = "\
+usage: sdctl emulate [--admin-port P] [--models FILE] DEVICE...
+
+DEVICE is MODEL[:PORT][,outputs=N][,meters=N][,probes=A;B][,id=X][,reports=MODEL][,latency=MS]
+  MODEL       a model id of the library (see `sdctl models`) or Tasmota
+  PORT        port on 127.0.0.1 (default: a free one)
+  outputs, meters
+              Tasmota only: relay and meter counts (default 1; meters default to outputs)
+  probes      add-on temperature probe names, separated by ';' (quote it in the shell)
+  id          the device id to report
+  reports     the model /shelly reports instead of the library's (Shelly only)
+  latency     milliseconds added before every answer
+
+Prints `MODEL <id> http://127.0.0.1:<port>` per device and `admin http://127.0.0.1:<port>`, then serves until
+killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes and webhooks:
+  GET /devices   POST /devices/<i>/fault?kind=none|blackhole|refuse|http500|malformed|truncated|flapping&ms=P
+  POST /devices/<i>/latency?ms=N   GET /devices/<i>/counts   POST /devices/<i>/output?id=N&state=true
+  POST /devices/<i>/input?id=N&state=..   POST /devices/<i>/load?id=N&watts=W
+  POST /devices/<i>/probe?id=N[&celsius=T]   POST /devices/<i>/fire?event=E&id=CID   GET /devices/<i>/webhooks";
+
+const USAGE_ERROR: u8 = 2;
+const FAILED: u8 = 1;
+
+/// One device argument plus its start-up latency.
+#[derive(Debug, PartialEq)]
+struct Device {
+    spec: DeviceSpec,
+    latency: Option<Duration>,
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct Options {
+    admin_port: u16,
+    models: Option<String>,
+    devices: Vec<Device>,
+    help: bool,
+}
+
+fn number<T: std::str::FromStr>(what: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{what} must be a number, got '{v}'"))
+}
+
+fn parse_device(text: &str) -> Result<Device, String> {
+    let mut parts = text.split(',');
+    let head = parts.next().unwrap_or("");
+    let (model, port) = match head.split_once(':') {
+        Some((m, p)) => (m, number::<u16>("the port", p)?),
+        None => (head, 0),
+    };
+    if model.is_empty() {
+        return Err(format!("device '{text}' has no model"));
+    }
+    let mut spec = DeviceSpec::new(model);
+    spec.port = port;
+    let mut latency = None;
+    for opt in parts {
+        let (k, v) = opt
+            .split_once('=')
+            .ok_or_else(|| format!("device option '{opt}' is not KEY=VALUE"))?;
+        match k {
+            "outputs" => spec.outputs = Some(number("outputs", v)?),
+            "meters" => spec.meters = Some(number("meters", v)?),
+            "probes" => {
+                spec.probes = v
+                    .split(';')
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            }
+            "id" if !v.is_empty() => spec.id = Some(v.to_string()),
+            "reports" if !v.is_empty() => spec.reported_model = Some(v.to_string()),
+            "latency" => latency = Some(Duration::from_millis(number("latency", v)?)),
+            _ => {
+                return Err(format!(
+                    "unknown device option '{opt}'; use outputs, meters, probes, id, reports or latency"
+                ));
+            }
+        }
+    }
+    Ok(Device { spec, latency })
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag {
+            "-h" | "--help" => o.help = true,
+            "--admin-port" => o.admin_port = number("--admin-port", &value("--admin-port")?)?,
+            "--models" => o.models = Some(value("--models")?),
+            f if f.starts_with('-') => return Err(format!("unknown option '{f}'")),
+            _ => o.devices.push(parse_device(a)?),
+        }
+    }
+    if o.devices.is_empty() && !o.help {
+        return Err("name at least one DEVICE to emulate".into());
+    }
+    Ok(o)
+}
+
+/// Runs `sdctl emulate` with the arguments after `emulate`; returns only on errors (or `--help`).
+pub fn run(args: &[String]) -> ExitCode {
+    let o = match parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sdctl emulate: {e}\n\n{USAGE}");
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
+    if o.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let models = match &o.models {
+        Some(path) => match ModelLibrary::from_file(path) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("sdctl emulate: {e}");
+                return ExitCode::from(USAGE_ERROR);
+            }
+        },
+        None => ModelLibrary::embedded(),
+    };
+    // Unknown models are usage errors; ports in use are failures.
+    if let Some(d) = o
+        .devices
+        .iter()
+        .find(|d| !is_tasmota(&d.spec.model) && models.get(&d.spec.model).is_none())
+    {
+        let hint = models.suggest(&d.spec.model);
+        let hint = if hint.is_empty() {
+            String::new()
+        } else {
+            format!(" (did you mean {}?)", hint.join(", "))
+        };
+        eprintln!(
+            "sdctl emulate: unknown model '{}'{hint}; see `sdctl models`",
+            d.spec.model
+        );
+        return ExitCode::from(USAGE_ERROR);
+    }
+    let specs = o.devices.iter().map(|d| d.spec.clone()).collect();
+    let emu = match Emulator::start_with_admin_port(specs, &models, o.admin_port) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("sdctl emulate: {e}");
+            return ExitCode::from(FAILED);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    for (i, d) in o.devices.iter().enumerate() {
+        if let Some(l) = d.latency {
+            emu.set_latency(i, l);
+        }
+        let _ = writeln!(
+            out,
+            "{} {} http://127.0.0.1:{}",
+            d.spec.model,
+            emu.device_id(i),
+            emu.port(i)
+        );
+    }
+    let _ = writeln!(out, "admin http://127.0.0.1:{}", emu.admin_port());
+    let _ = out.flush();
+    drop(out);
+    // Serve until killed; the default signal handling ends the process.
+    loop {
+        std::thread::park();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn devices_and_options_parse() {
+        let o = parse(&args(
+            "--admin-port=9000 --models lib.json Shelly2PMG3:18001,probes=Roof;Pool,latency=50 \
+             Tasmota,outputs=3,meters=2,id=tasmota-A1B2C3 ShellyPlus1PM,reports=X",
+        ))
+        .unwrap();
+        assert_eq!(o.admin_port, 9000);
+        assert_eq!(o.models.as_deref(), Some("lib.json"));
+        let d = &o.devices;
+        assert_eq!(
+            (d[0].spec.model.as_str(), d[0].spec.port),
+            ("Shelly2PMG3", 18001)
+        );
+        assert_eq!(d[0].spec.probes, ["Roof", "Pool"]);
+        assert_eq!(d[0].latency, Some(Duration::from_millis(50)));
+        assert_eq!((d[1].spec.outputs, d[1].spec.meters), (Some(3), Some(2)));
+        assert_eq!(d[1].spec.id.as_deref(), Some("tasmota-A1B2C3"));
+        assert_eq!(d[2].spec.reported_model.as_deref(), Some("X"));
+    }
+
+    #[test]
+    fn usage_errors_are_clear() {
+        for (a, want) in [
+            ("", "at least one DEVICE"),
+            ("--admin-port", "needs a value"),
+            ("--admin-port x Tasmota", "must be a number"),
+            ("Tasmota:99999", "port must be a number"),
+            ("Tasmota,colour=red", "unknown device option"),
+            ("Tasmota,outputs", "KEY=VALUE"),
+            ("--fast Tasmota", "unknown option"),
+            (":80", "no model"),
+        ] {
+            let e = parse(&args(a)).unwrap_err();
+            assert!(e.contains(want), "{a}: {e}");
+        }
+        assert!(parse(&args("--help")).unwrap().help);
+    }
+}

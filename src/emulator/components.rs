@@ -1,0 +1,359 @@
+//! Shelly Gen2+ component payloads (`Shelly.GetStatus`, `Shelly.GetConfig`, `/shelly`), generated from the
+//! device state in the shape real devices use.
+
+use serde_json::{Map, Value, json};
+
+use super::device::Device;
+use super::state::{DeviceState, MeterView, Source, fahrenheit, round};
+use crate::models::MeterSource;
+
+const FW_ID: &str = "20260311-095847/1.7.5-emulator";
+const VER: &str = "1.7.5";
+pub(crate) const CFG_REV: u64 = 10;
+
+pub(crate) fn device_info(dev: &Device) -> Value {
+    let id = &dev.ident;
+    let mut m = Map::new();
+    m.insert("name".into(), json!(id.name));
+    m.insert("id".into(), json!(id.id));
+    m.insert("mac".into(), json!(id.mac));
+    m.insert("slot".into(), json!(0));
+    m.insert("model".into(), json!(id.reported));
+    m.insert("gen".into(), json!(id.info.generation));
+    m.insert("fw_id".into(), json!(FW_ID));
+    m.insert("ver".into(), json!(VER));
+    m.insert("app".into(), json!(id.app()));
+    m.insert("auth_en".into(), json!(false));
+    m.insert("auth_domain".into(), Value::Null);
+    if let Some(p) = id.profile() {
+        m.insert("profile".into(), json!(p));
+    }
+    Value::Object(m)
+}
+
+fn hhmm(unix: f64) -> String {
+    let secs = unix as i64;
+    format!("{:02}:{:02}", secs / 3600 % 24, secs / 60 % 60)
+}
+
+pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
+    let now = s.now();
+    json!({
+        "mac": dev.ident.mac,
+        "restart_required": false,
+        "time": hhmm(now),
+        "unixtime": now as i64,
+        "last_sync_ts": s.started_unix as i64,
+        "uptime": s.uptime(),
+        "ram_size": 250_596,
+        "ram_free": 127_644,
+        "ram_min_free": 102_668,
+        "fs_size": 524_288,
+        "fs_free": 188_416,
+        "cfg_rev": CFG_REV,
+        "kvs_rev": 0,
+        "schedule_rev": 0,
+        "webhook_rev": s.hooks.rev,
+        "available_updates": {},
+        "reset_reason": 3,
+        "utc_offset": 0,
+    })
+}
+
+fn energy(total_wh: f64, by_minute: &[f64; 3], minute_ts: i64) -> Value {
+    json!({
+        "total": round(total_wh, 3),
+        "by_minute": by_minute.iter().map(|v| round(*v, 3)).collect::<Vec<_>>(),
+        "minute_ts": minute_ts,
+    })
+}
+
+fn temperature(c: f64) -> Value {
+    json!({"tC": round(c, 1), "tF": fahrenheit(c)})
+}
+
+pub(crate) fn switch_status(dev: &Device, s: &DeviceState, i: usize) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(i));
+    let source = match s.sources[i] {
+        Source::Init => "init",
+        Source::Remote => "HTTP_in",
+        Source::Local => "button",
+    };
+    m.insert("source".into(), json!(source));
+    m.insert("output".into(), json!(s.outputs[i]));
+    if dev.ident.meter_source() == MeterSource::Switch && i < s.meters.len() {
+        let v = s.meter(i);
+        m.insert("apower".into(), json!(round(v.power, 1)));
+        m.insert("voltage".into(), json!(round(v.voltage, 1)));
+        m.insert("freq".into(), json!(round(v.freq, 1)));
+        m.insert("current".into(), json!(round(v.current, 3)));
+        m.insert("pf".into(), json!(round(v.pf, 2)));
+        m.insert(
+            "aenergy".into(),
+            energy(v.energy_wh, &v.by_minute, v.minute_ts),
+        );
+        m.insert(
+            "ret_aenergy".into(),
+            energy(v.returned_wh, &v.ret_by_minute, v.minute_ts),
+        );
+    }
+    if s.layout.temperature {
+        m.insert("temperature".into(), temperature(s.temperature));
+    }
+    Value::Object(m)
+}
+
+pub(crate) fn em1(i: usize, v: &MeterView) -> Value {
+    json!({
+        "id": i,
+        "current": round(v.current, 3),
+        "voltage": round(v.voltage, 1),
+        "act_power": round(v.power, 1),
+        "aprt_power": round(v.voltage * v.current, 1),
+        "pf": round(v.pf, 2),
+        "freq": round(v.freq, 1),
+        "calibration": "factory",
+    })
+}
+
+pub(crate) fn em1data(i: usize, v: &MeterView) -> Value {
+    json!({
+        "id": i,
+        "total_act_energy": round(v.energy_wh, 2),
+        "total_act_ret_energy": round(v.returned_wh, 2),
+    })
+}
+
+const PHASES: [&str; 3] = ["a", "b", "c"];
+
+/// Three-phase meter; totals are sums of the rounded phase values, so they add up exactly as shown.
+pub(crate) fn em(s: &DeviceState) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(0));
+    let (mut current, mut act, mut aprt) = (0.0, 0.0, 0.0);
+    for (i, p) in PHASES.iter().enumerate() {
+        let v = (i < s.meters.len()).then(|| s.meter(i));
+        let f = |g: fn(&MeterView) -> f64, d: i32| v.as_ref().map_or(0.0, |v| round(g(v), d));
+        let vals = [
+            ("current", f(|v| v.current, 3)),
+            ("voltage", f(|v| v.voltage, 1)),
+            ("act_power", f(|v| v.power, 1)),
+            ("aprt_power", f(|v| v.voltage * v.current, 1)),
+            ("pf", f(|v| v.pf, 2)),
+            ("freq", f(|v| v.freq, 1)),
+        ];
+        current += vals[0].1;
+        act += vals[2].1;
+        aprt += vals[3].1;
+        for (k, x) in vals {
+            m.insert(format!("{p}_{k}"), json!(x));
+        }
+    }
+    m.insert("n_current".into(), Value::Null);
+    m.insert("total_current".into(), json!(round(current, 3)));
+    m.insert("total_act_power".into(), json!(round(act, 3)));
+    m.insert("total_aprt_power".into(), json!(round(aprt, 3)));
+    m.insert("user_calibrated_phase".into(), json!([]));
+    Value::Object(m)
+}
+
+pub(crate) fn emdata(s: &DeviceState) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(0));
+    let (mut act, mut ret) = (0.0, 0.0);
+    for (i, p) in PHASES.iter().enumerate() {
+        let (e, r) = if i < s.meters.len() {
+            let v = s.meter(i);
+            (round(v.energy_wh, 2), round(v.returned_wh, 2))
+        } else {
+            (0.0, 0.0)
+        };
+        act += e;
+        ret += r;
+        m.insert(format!("{p}_total_act_energy"), json!(e));
+        m.insert(format!("{p}_total_act_ret_energy"), json!(r));
+    }
+    m.insert("total_act".into(), json!(round(act, 2)));
+    m.insert("total_act_ret".into(), json!(round(ret, 2)));
+    Value::Object(m)
+}
+
+pub(crate) fn pm1(i: usize, v: &MeterView) -> Value {
+    json!({
+        "id": i,
+        "voltage": round(v.voltage, 1),
+        "current": round(v.current, 3),
+        "apower": round(v.power, 1),
+        "freq": round(v.freq, 1),
+        "aenergy": energy(v.energy_wh, &v.by_minute, v.minute_ts),
+        "ret_aenergy": energy(v.returned_wh, &v.ret_by_minute, v.minute_ts),
+    })
+}
+
+pub(crate) fn probe_status(s: &DeviceState, i: usize) -> Value {
+    let c = s.probes[i].celsius;
+    json!({
+        "id": 100 + i,
+        "tC": c.map(|c| round(c, 1)),
+        "tF": c.map(fahrenheit),
+    })
+}
+
+pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
+    let src = dev.ident.meter_source();
+    let mut m = Map::new();
+    m.insert("ble".into(), json!({}));
+    m.insert("cloud".into(), json!({"connected": false}));
+    match src {
+        MeterSource::Em => {
+            m.insert("em:0".into(), em(s));
+            m.insert("emdata:0".into(), emdata(s));
+        }
+        MeterSource::Em1 => {
+            for i in 0..s.meters.len() {
+                m.insert(format!("em1:{i}"), em1(i, &s.meter(i)));
+            }
+            for i in 0..s.meters.len() {
+                m.insert(format!("em1data:{i}"), em1data(i, &s.meter(i)));
+            }
+        }
+        _ => {}
+    }
+    for (i, on) in s.inputs.iter().enumerate() {
+        m.insert(format!("input:{i}"), json!({"id": i, "state": on}));
+    }
+    m.insert("mqtt".into(), json!({"connected": false}));
+    if src == MeterSource::Pm1 {
+        for i in 0..s.meters.len() {
+            m.insert(format!("pm1:{i}"), pm1(i, &s.meter(i)));
+        }
+    }
+    for i in 0..s.outputs.len() {
+        m.insert(format!("switch:{i}"), switch_status(dev, s, i));
+    }
+    m.insert("sys".into(), sys_status(dev, s));
+    for i in 0..s.probes.len() {
+        m.insert(format!("temperature:{}", 100 + i), probe_status(s, i));
+    }
+    m.insert(
+        "wifi".into(),
+        json!({"sta_ip": "127.0.0.1", "status": "got ip", "ssid": "emulator", "rssi": -55}),
+    );
+    m.insert("ws".into(), json!({"connected": false}));
+    m
+}
+
+pub(crate) fn input_config(i: usize) -> Value {
+    json!({"id": i, "name": null, "type": "switch", "enable": true, "invert": false, "factory_reset": true})
+}
+
+pub(crate) fn switch_config(dev: &Device, i: usize) -> Value {
+    let mut c = json!({
+        "id": i, "name": null, "in_mode": "detached", "in_locked": false, "initial_state": "off",
+        "auto_on": false, "auto_on_delay": 60.0, "auto_off": false, "auto_off_delay": 60.0,
+    });
+    if dev.ident.meter_source() == MeterSource::Switch
+        && let Some(o) = c.as_object_mut()
+    {
+        o.insert("power_limit".into(), json!(4480));
+        o.insert("voltage_limit".into(), json!(280));
+        o.insert("current_limit".into(), json!(16.0));
+    }
+    c
+}
+
+pub(crate) fn probe_config(s: &DeviceState, i: usize) -> Value {
+    json!({"id": 100 + i, "name": s.probes[i].name, "report_thr_C": 0.1, "offset_C": 0.0})
+}
+
+pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
+    let id = &dev.ident;
+    let src = id.meter_source();
+    let mut m = Map::new();
+    m.insert(
+        "ble".into(),
+        json!({"enable": false, "rpc": {"enable": false}}),
+    );
+    m.insert("cloud".into(), json!({"enable": false, "server": null}));
+    match src {
+        MeterSource::Em => {
+            m.insert(
+                "em:0".into(),
+                json!({"id": 0, "name": null, "blink_mode_selector": "active_energy", "phase_selector": "all",
+                       "monitor_phase_sequence": false, "ct_type": "120A", "reverse": {}}),
+            );
+            m.insert("emdata:0".into(), json!({}));
+        }
+        MeterSource::Em1 => {
+            for i in 0..s.meters.len() {
+                m.insert(
+                    format!("em1:{i}"),
+                    json!({"id": i, "name": null, "reverse": false, "ct_type": "50A"}),
+                );
+            }
+            for i in 0..s.meters.len() {
+                m.insert(format!("em1data:{i}"), json!({}));
+            }
+        }
+        _ => {}
+    }
+    for i in 0..s.inputs.len() {
+        m.insert(format!("input:{i}"), input_config(i));
+    }
+    m.insert(
+        "mqtt".into(),
+        json!({"enable": false, "server": null, "client_id": id.id, "topic_prefix": id.id}),
+    );
+    if src == MeterSource::Pm1 {
+        for i in 0..s.meters.len() {
+            m.insert(
+                format!("pm1:{i}"),
+                json!({"id": i, "name": null, "reverse": false}),
+            );
+        }
+    }
+    for i in 0..s.outputs.len() {
+        m.insert(format!("switch:{i}"), switch_config(dev, i));
+    }
+    let mut device = Map::new();
+    device.insert("name".into(), json!(id.name));
+    device.insert("mac".into(), json!(id.mac));
+    device.insert("fw_id".into(), json!(FW_ID));
+    device.insert("discoverable".into(), json!(true));
+    device.insert("eco_mode".into(), json!(false));
+    if let Some(p) = id.profile() {
+        device.insert("profile".into(), json!(p));
+    }
+    let addon = if s.probes.is_empty() {
+        Value::Null
+    } else {
+        json!("sensor")
+    };
+    device.insert("addon_type".into(), addon);
+    m.insert(
+        "sys".into(),
+        json!({
+            "device": device,
+            "location": null,
+            "debug": {"level": 2, "file_level": null, "mqtt": {"enable": false}, "websocket": {"enable": false}},
+            "ui_data": {},
+            "rpc_udp": {"dst_addr": null, "listen_port": null},
+            "sntp": {"server": "time.cloudflare.com"},
+            "cfg_rev": CFG_REV,
+        }),
+    );
+    for i in 0..s.probes.len() {
+        m.insert(format!("temperature:{}", 100 + i), probe_config(s, i));
+    }
+    m.insert(
+        "wifi".into(),
+        json!({"ap": {"ssid": id.id, "is_open": true, "enable": false},
+               "sta": {"ssid": "emulator", "is_open": false, "enable": true, "ipv4mode": "dhcp", "ip": null}}),
+    );
+    m.insert(
+        "ws".into(),
+        json!({"enable": false, "server": null, "ssl_ca": "ca.pem"}),
+    );
+    m
+}

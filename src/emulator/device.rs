@@ -1,0 +1,419 @@
+//! One emulated device: who it is (id, MAC, model), its state, its port's network controls, and the
+//! operations the API and the admin endpoint perform on it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::faults::NetControl;
+use super::server::{self, Request, Response, Service};
+use super::state::{DeviceState, Layout, Source};
+use super::{DeviceSpec, Fault, MeterReading, gen1, rpc, tasmota, webhooks};
+use crate::models::{self, MeterSource, ModelInfo, ModelLibrary, Protocol};
+
+/// How long `set_fault` waits for the port to actually close or reopen.
+const APPLY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The API family a device speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// Shelly Gen1 REST.
+    Gen1,
+    /// Shelly Gen2+ JSON-RPC.
+    Rpc,
+    /// Tasmota `/cm`.
+    Tasmota,
+}
+
+/// What a device reports about itself; fixed for its lifetime.
+#[derive(Clone, Debug)]
+pub(crate) struct Identity {
+    pub family: Family,
+    /// The library entry (synthetic for Tasmota).
+    pub info: ModelInfo,
+    pub id: String,
+    /// 12 upper-case hex digits.
+    pub mac: String,
+    /// `type` (Gen1) or `model` (Gen2+) in `/shelly`.
+    pub reported: String,
+    /// Display name (`sys.device.name`, Gen1 `name`).
+    pub name: String,
+}
+
+impl Identity {
+    /// Resolves a spec against the library; errors name the problem.
+    pub(crate) fn from_spec(
+        index: usize,
+        spec: &DeviceSpec,
+        models: &ModelLibrary,
+    ) -> Result<(Identity, Layout), String> {
+        let (info, family, layout) = if models::is_tasmota(&spec.model) {
+            if spec.reported_model.is_some() {
+                return Err(format!(
+                    "device {index} ({}): reported_model applies to Shelly models only",
+                    spec.model
+                ));
+            }
+            let outputs = spec.outputs.unwrap_or(1);
+            let meters = spec.meters.unwrap_or(outputs);
+            if outputs > 32 || meters > 32 {
+                return Err(format!(
+                    "device {index} (Tasmota): at most 32 outputs and 32 meters"
+                ));
+            }
+            let info = ModelInfo {
+                model: models::TASMOTA.into(),
+                name: "Tasmota".into(),
+                url: None,
+                generation: 0,
+                protocol: Protocol::Tasmota,
+                inputs: 0,
+                outputs,
+                meters,
+                meters_separate: meters != outputs,
+                temperature_monitoring: true,
+                meter_source: None,
+                reported_models: Vec::new(),
+            };
+            let layout = Layout {
+                inputs: 0,
+                outputs,
+                meters,
+                meter_output: (0..meters).map(|i| (i < outputs).then_some(i)).collect(),
+                temperature: true,
+            };
+            (info, Family::Tasmota, layout)
+        } else {
+            let Some(info) = models.get(&spec.model) else {
+                let hint = models.suggest(&spec.model);
+                let hint = if hint.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (did you mean {}?)", hint.join(", "))
+                };
+                return Err(format!("unknown model '{}'{hint}", spec.model));
+            };
+            if spec.outputs.is_some() || spec.meters.is_some() {
+                return Err(format!(
+                    "device {index} ({}): outputs and meters apply to Tasmota only; a Shelly model has fixed counts",
+                    spec.model
+                ));
+            }
+            let family = if info.protocol == Protocol::Rest {
+                Family::Gen1
+            } else {
+                Family::Rpc
+            };
+            let layout = Layout {
+                inputs: info.inputs,
+                outputs: info.outputs,
+                meters: info.meters,
+                meter_output: (0..info.meters).map(|i| info.meter_output(i)).collect(),
+                temperature: info.temperature_monitoring,
+            };
+            (info.clone(), family, layout)
+        };
+        let slug: String = info
+            .model
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let (id, mac) = match &spec.id {
+            Some(id) => (id.clone(), mac_from_id(id)),
+            None => {
+                let mac = fake_mac(&format!("{}#{index}", info.model));
+                let id = match family {
+                    Family::Gen1 => format!("{slug}-{mac}"),
+                    Family::Rpc => format!("{slug}-{}", mac.to_ascii_lowercase()),
+                    Family::Tasmota => format!("tasmota-{}", &mac[6..]),
+                };
+                (id, mac)
+            }
+        };
+        let reported = spec
+            .reported_model
+            .clone()
+            .or_else(|| info.reported_models.first().cloned())
+            .unwrap_or_else(|| info.model.clone());
+        let name = info.name.clone();
+        Ok((
+            Identity {
+                family,
+                info,
+                id,
+                mac,
+                reported,
+                name,
+            },
+            layout,
+        ))
+    }
+
+    /// `AA:BB:CC:DD:EE:FF`.
+    pub(crate) fn mac_colon(&self) -> String {
+        self.mac
+            .as_bytes()
+            .chunks(2)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    pub(crate) fn meter_source(&self) -> MeterSource {
+        self.info.meter_source()
+    }
+
+    /// Gen2+ `app` (the model id without the vendor prefix).
+    pub(crate) fn app(&self) -> &str {
+        self.info
+            .model
+            .strip_prefix("Shelly")
+            .unwrap_or(&self.info.model)
+    }
+
+    /// Devices with switchable profiles report theirs.
+    pub(crate) fn profile(&self) -> Option<&'static str> {
+        match self.meter_source() {
+            MeterSource::Em => Some("triphase"),
+            _ if self.family == Family::Rpc && self.info.model.contains("2PM") => Some("switch"),
+            _ => None,
+        }
+    }
+}
+
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A stable, locally administered MAC (first byte `x2`) from any text.
+fn fake_mac(seed: &str) -> String {
+    let b = fnv(seed).to_be_bytes();
+    let first = (b[2] & 0xF0) | 0x02;
+    format!(
+        "{first:02X}{:02X}{:02X}{:02X}{:02X}{:02X}",
+        b[3], b[4], b[5], b[6], b[7]
+    )
+}
+
+/// The hex digits after the id's last `-` end the MAC (all 12 when present); the rest comes from a hash.
+fn mac_from_id(id: &str) -> String {
+    let base = fake_mac(id);
+    let tail = id.rsplit('-').next().unwrap_or("");
+    if tail.is_empty() || tail.len() > 12 || !tail.chars().all(|c| c.is_ascii_hexdigit()) {
+        return base;
+    }
+    let tail = tail.to_ascii_uppercase();
+    format!("{}{tail}", &base[..12 - tail.len()])
+}
+
+/// A device: identity, state and port controls.
+pub(crate) struct Device {
+    pub index: usize,
+    pub ident: Identity,
+    pub port: u16,
+    pub net: Arc<NetControl>,
+    state: Mutex<DeviceState>,
+}
+
+impl Device {
+    pub(crate) fn new(
+        index: usize,
+        ident: Identity,
+        layout: Layout,
+        probes: &[String],
+        port: u16,
+    ) -> Self {
+        Device {
+            index,
+            ident,
+            port,
+            net: Arc::new(NetControl::new()),
+            state: Mutex::new(DeviceState::new(layout, probes, crate::clock::unix_now())),
+        }
+    }
+
+    /// The state, with energy accounted up to now.
+    pub(crate) fn state(&self) -> MutexGuard<'_, DeviceState> {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        g.advance(crate::clock::unix_now());
+        g
+    }
+
+    fn check(&self, what: &str, i: usize, n: usize) -> Result<(), String> {
+        if i < n {
+            Ok(())
+        } else {
+            Err(format!(
+                "device {} ({}) has no {what} {i}; it has {n}",
+                self.index, self.ident.info.model
+            ))
+        }
+    }
+
+    pub(crate) fn set_fault(&self, fault: Fault) {
+        if self.net.set_fault(fault) {
+            server::wake(self.port);
+        }
+        match fault {
+            Fault::Refuse => {
+                self.net.await_listening(false, APPLY_TIMEOUT);
+            }
+            Fault::Flapping(_) => {}
+            _ => {
+                self.net.await_listening(true, APPLY_TIMEOUT);
+            }
+        }
+    }
+
+    pub(crate) fn set_latency(&self, latency: Duration) {
+        self.net.set_latency(latency);
+    }
+
+    pub(crate) fn counts(&self) -> BTreeMap<String, u64> {
+        self.net.counts()
+    }
+
+    pub(crate) fn set_input(&self, i: usize, on: bool) -> Result<(), String> {
+        let mut s = self.state();
+        self.check("input", i, s.inputs.len())?;
+        s.inputs[i] = on;
+        Ok(())
+    }
+
+    pub(crate) fn set_output(&self, i: usize, on: bool) -> Result<(), String> {
+        let mut s = self.state();
+        self.check("output", i, s.outputs.len())?;
+        s.set_output(i, on, Source::Local);
+        Ok(())
+    }
+
+    pub(crate) fn output(&self, i: usize) -> Result<bool, String> {
+        let s = self.state();
+        self.check("output", i, s.outputs.len())?;
+        Ok(s.outputs[i])
+    }
+
+    pub(crate) fn set_load(&self, i: usize, watts: f64) -> Result<(), String> {
+        let mut s = self.state();
+        self.check("meter", i, s.meters.len())?;
+        finite("watts", watts)?;
+        s.meters[i].set_load(watts);
+        Ok(())
+    }
+
+    pub(crate) fn set_meter(&self, i: usize, r: &MeterReading) -> Result<(), String> {
+        let mut s = self.state();
+        self.check("meter", i, s.meters.len())?;
+        for (n, v) in [
+            ("power", r.power),
+            ("voltage", r.voltage),
+            ("current", r.current),
+            ("pf", r.pf),
+            ("energy_wh", r.energy_wh),
+            ("returned_wh", r.returned_wh),
+        ] {
+            finite(n, v)?;
+        }
+        s.meters[i].set_reading(r);
+        Ok(())
+    }
+
+    pub(crate) fn set_probe(&self, i: usize, celsius: Option<f64>) -> Result<(), String> {
+        let mut s = self.state();
+        self.check("probe", i, s.probes.len())?;
+        if let Some(c) = celsius {
+            finite("celsius", c)?;
+        }
+        s.probes[i].celsius = celsius;
+        Ok(())
+    }
+
+    pub(crate) fn set_temperature(&self, celsius: f64) -> Result<(), String> {
+        finite("celsius", celsius)?;
+        self.state().temperature = celsius;
+        Ok(())
+    }
+
+    pub(crate) fn set_power_text(&self, on: &str, off: &str) {
+        self.state().power_text = [on.to_string(), off.to_string()];
+    }
+
+    pub(crate) fn webhooks(&self) -> Vec<Value> {
+        self.state().hooks.list()
+    }
+
+    /// Calls every enabled URL for the event (outside the state lock: the peer may query us back).
+    pub(crate) fn fire_event(&self, event: &str, cid: usize) -> usize {
+        let urls = self.state().hooks.urls(event, cid);
+        urls.iter().filter(|u| webhooks::call(u)).count()
+    }
+}
+
+fn finite(name: &str, v: f64) -> Result<(), String> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(format!("{name} must be a finite number"))
+    }
+}
+
+impl Service for Device {
+    fn key(&self, req: &Request) -> String {
+        match self.ident.family {
+            Family::Gen1 => gen1::key(req),
+            Family::Rpc => rpc::key(req),
+            Family::Tasmota => tasmota::key(req),
+        }
+    }
+
+    fn handle(&self, req: &Request) -> Response {
+        match self.ident.family {
+            Family::Gen1 => gen1::handle(self, req),
+            Family::Rpc => rpc::handle(self, req),
+            Family::Tasmota => tasmota::handle(self, req),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_macs() {
+        let lib = ModelLibrary::embedded();
+        let (a, _) = Identity::from_spec(0, &DeviceSpec::new("ShellyPlus1PM"), &lib).unwrap();
+        assert!(a.id.starts_with("shellyplus1pm-"), "{}", a.id);
+        assert_eq!(
+            a.id,
+            format!("shellyplus1pm-{}", a.mac.to_ascii_lowercase())
+        );
+        assert_eq!(a.reported, "SNSW-001P16EU");
+        let (b, _) = Identity::from_spec(1, &DeviceSpec::new("ShellyPlus1PM"), &lib).unwrap();
+        assert_ne!(a.mac, b.mac);
+        assert_eq!(mac_from_id(&a.id), a.mac, "the MAC follows from the id");
+        let (g1, _) = Identity::from_spec(0, &DeviceSpec::new("Shelly2.5"), &lib).unwrap();
+        assert_eq!(g1.id, format!("shelly25-{}", g1.mac));
+        let (t, l) = Identity::from_spec(0, &DeviceSpec::new("Tasmota"), &lib).unwrap();
+        assert_eq!(t.id.len(), "tasmota-".len() + 6);
+        assert_eq!((l.outputs, l.meters), (1, 1));
+        assert_eq!(mac_from_id("tasmota-A1B2C3")[6..], *"A1B2C3");
+        assert_eq!(mac_from_id("kitchen").len(), 12);
+        assert_eq!(t.mac.len(), 12);
+    }
+
+    #[test]
+    fn spec_errors_name_the_problem() {
+        let lib = ModelLibrary::embedded();
+        let e = Identity::from_spec(0, &DeviceSpec::new("Shelly9000"), &lib).unwrap_err();
+        assert!(e.contains("'Shelly9000'"), "{e}");
+        let mut s = DeviceSpec::new("Shelly2PMG3");
+        s.outputs = Some(3);
+        assert!(Identity::from_spec(0, &s, &lib).is_err());
+    }
+}

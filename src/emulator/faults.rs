@@ -1,0 +1,244 @@
+//! The network side of one emulated port: its fault, latency, held (blackholed) sockets, request counts and
+//! the stop signal, shared between the API and the port's accept thread.
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::Fault;
+
+/// What the accept thread should do now; the instant is when that changes by itself (flapping).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Listen and answer.
+    Serve(Option<Instant>),
+    /// Do not listen.
+    Refuse(Option<Instant>),
+    /// Leave the accept loop.
+    Stop,
+}
+
+struct Inner {
+    fault: Fault,
+    since: Instant,
+    generation: u64,
+    latency: Duration,
+    held: Vec<TcpStream>,
+    listening: bool,
+    stopping: bool,
+}
+
+/// Shared by the API (writer) and the accept thread (reader); one condvar signals every change.
+pub(crate) struct NetControl {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+    counts: Mutex<BTreeMap<String, u64>>,
+}
+
+impl NetControl {
+    pub(crate) fn new() -> Self {
+        NetControl {
+            inner: Mutex::new(Inner {
+                fault: Fault::None,
+                since: Instant::now(),
+                generation: 0,
+                latency: Duration::ZERO,
+                held: Vec::new(),
+                listening: true,
+                stopping: false,
+            }),
+            changed: Condvar::new(),
+            counts: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    // A panic elsewhere must not make the emulator unusable: the state stays consistent between statements.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait_timeout<'a>(&self, g: MutexGuard<'a, Inner>, d: Duration) -> MutexGuard<'a, Inner> {
+        match self.changed.wait_timeout(g, d) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        }
+    }
+
+    /// Sets the fault and releases blackholed sockets. True when the accept thread must be woken (it may be
+    /// blocked in `accept` and now has to close its listener).
+    pub(crate) fn set_fault(&self, fault: Fault) -> bool {
+        let held = {
+            let mut g = self.lock();
+            g.fault = fault;
+            g.since = Instant::now();
+            g.generation += 1;
+            self.changed.notify_all();
+            std::mem::take(&mut g.held)
+        };
+        drop(held);
+        matches!(fault, Fault::Refuse | Fault::Flapping(_))
+    }
+
+    pub(crate) fn fault(&self) -> Fault {
+        self.lock().fault
+    }
+
+    pub(crate) fn set_latency(&self, latency: Duration) {
+        self.lock().latency = latency;
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        self.lock().latency
+    }
+
+    pub(crate) fn phase(&self, now: Instant) -> Phase {
+        let g = self.lock();
+        if g.stopping {
+            return Phase::Stop;
+        }
+        match g.fault {
+            Fault::Refuse => Phase::Refuse(None),
+            Fault::Flapping(period) => flap(g.since, period, now),
+            _ => Phase::Serve(None),
+        }
+    }
+
+    /// Waits until the fault changes, the port stops, or `until` passes.
+    pub(crate) fn wait_change(&self, until: Option<Instant>) {
+        let mut g = self.lock();
+        let generation = g.generation;
+        while !g.stopping && g.generation == generation {
+            match until {
+                None => g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner()),
+                Some(t) => {
+                    let now = Instant::now();
+                    if now >= t {
+                        break;
+                    }
+                    g = self.wait_timeout(g, t - now);
+                }
+            }
+        }
+    }
+
+    /// Sleeps, cut short by `stop`.
+    pub(crate) fn sleep(&self, d: Duration) {
+        let deadline = Instant::now() + d;
+        let mut g = self.lock();
+        while !g.stopping {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            g = self.wait_timeout(g, deadline - now);
+        }
+    }
+
+    /// Called by the accept thread when it opens or closes its listener.
+    pub(crate) fn set_listening(&self, listening: bool) {
+        self.lock().listening = listening;
+        self.changed.notify_all();
+    }
+
+    /// Waits (at most `timeout`) until the accept thread has opened or closed its listener, so that a caller
+    /// who sets `Refuse` sees refused connections right away.
+    pub(crate) fn await_listening(&self, listening: bool, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.lock();
+        while g.listening != listening && !g.stopping {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            g = self.wait_timeout(g, deadline - now);
+        }
+        g.listening == listening
+    }
+
+    /// Keeps a blackholed connection open until the fault changes or the port stops.
+    pub(crate) fn hold(&self, stream: TcpStream) {
+        let mut g = self.lock();
+        if !g.stopping && g.fault == Fault::Blackhole {
+            g.held.push(stream);
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        let held = {
+            let mut g = self.lock();
+            g.stopping = true;
+            self.changed.notify_all();
+            std::mem::take(&mut g.held)
+        };
+        drop(held);
+    }
+
+    pub(crate) fn count(&self, key: String) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        *c.entry(key).or_insert(0) += 1;
+    }
+
+    pub(crate) fn counts(&self) -> BTreeMap<String, u64> {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn reset_counts(&self) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
+/// Flapping starts refusing; phases alternate every `period`, counted from when the fault was set.
+fn flap(since: Instant, period: Duration, now: Instant) -> Phase {
+    let p = period.max(Duration::from_millis(1)).as_nanos();
+    let k = now.saturating_duration_since(since).as_nanos() / p;
+    let end = since + Duration::from_nanos(u64::try_from((k + 1) * p).unwrap_or(u64::MAX));
+    if k.is_multiple_of(2) {
+        Phase::Refuse(Some(end))
+    } else {
+        Phase::Serve(Some(end))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flapping_alternates_from_refuse() {
+        let t0 = Instant::now();
+        let p = Duration::from_millis(100);
+        assert_eq!(flap(t0, p, t0), Phase::Refuse(Some(t0 + p)));
+        assert_eq!(
+            flap(t0, p, t0 + Duration::from_millis(150)),
+            Phase::Serve(Some(t0 + 2 * p))
+        );
+        assert_eq!(
+            flap(t0, p, t0 + Duration::from_millis(250)),
+            Phase::Refuse(Some(t0 + 3 * p))
+        );
+    }
+
+    #[test]
+    fn phases_follow_fault_and_stop() {
+        let n = NetControl::new();
+        assert_eq!(n.phase(Instant::now()), Phase::Serve(None));
+        assert!(n.set_fault(Fault::Refuse));
+        assert_eq!(n.phase(Instant::now()), Phase::Refuse(None));
+        assert!(!n.set_fault(Fault::Http500));
+        assert_eq!(n.phase(Instant::now()), Phase::Serve(None));
+        n.stop();
+        assert_eq!(n.phase(Instant::now()), Phase::Stop);
+        n.count("a".into());
+        n.count("a".into());
+        assert_eq!(n.counts()["a"], 2);
+        n.reset_counts();
+        assert!(n.counts().is_empty());
+    }
+}

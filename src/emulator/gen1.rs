@@ -1,0 +1,351 @@
+//! Shelly Gen1 REST: `/shelly`, `/status`, `/settings`, `/relay/<n>`, `/settings/actions`.
+
+use serde_json::{Map, Value, json};
+
+use super::device::Device;
+use super::server::{Request, Response};
+use super::state::{DeviceState, Source, fahrenheit, round};
+use super::webhooks::{Channel, GEN1_ACTIONS};
+use crate::models::MeterSource;
+
+/// Firmware string reported by emulated Gen1 devices.
+const FW: &str = "20230913-112003/v1.14.0-emulator";
+
+pub(crate) fn key(req: &Request) -> String {
+    format!("{} {}", req.method, req.path)
+}
+
+pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
+    let path = req.path.trim_end_matches('/');
+    match path {
+        "/shelly" => Response::json_whole(200, &shelly(dev)),
+        "/status" => Response::json_whole(200, &status(dev, &dev.state())),
+        "/settings" => Response::json_whole(200, &settings(dev, &dev.state())),
+        "/settings/actions" => actions(dev, req),
+        _ => match path.strip_prefix("/relay/") {
+            Some(n) => relay(dev, n, req),
+            None => Response::text(404, "Not Found"),
+        },
+    }
+}
+
+fn emeters(dev: &Device) -> bool {
+    dev.ident.meter_source() == MeterSource::Gen1Emeters
+}
+
+fn counts(dev: &Device, m: &mut Map<String, Value>) {
+    let info = &dev.ident.info;
+    m.insert("num_outputs".into(), json!(info.outputs));
+    if emeters(dev) {
+        m.insert("num_meters".into(), json!(0));
+        m.insert("num_emeters".into(), json!(info.meters));
+    } else if info.meters > 0 {
+        m.insert("num_meters".into(), json!(info.meters));
+    }
+}
+
+fn shelly(dev: &Device) -> Value {
+    let mut m = Map::new();
+    m.insert("type".into(), json!(dev.ident.reported));
+    m.insert("mac".into(), json!(dev.ident.mac));
+    m.insert("auth".into(), json!(false));
+    m.insert("fw".into(), json!(FW));
+    m.insert("discoverable".into(), json!(false));
+    m.insert("longid".into(), json!(1));
+    counts(dev, &mut m);
+    Value::Object(m)
+}
+
+fn hhmm(unix: f64) -> String {
+    let secs = unix as i64;
+    format!("{:02}:{:02}", secs / 3600 % 24, secs / 60 % 60)
+}
+
+fn relay_json(s: &DeviceState, i: usize) -> Value {
+    let source = match s.sources[i] {
+        Source::Init | Source::Local => "input",
+        Source::Remote => "http",
+    };
+    json!({
+        "ison": s.outputs[i],
+        "has_timer": false,
+        "timer_started": 0,
+        "timer_duration": 0,
+        "timer_remaining": 0,
+        "overpower": false,
+        "is_valid": true,
+        "source": source,
+    })
+}
+
+fn status(dev: &Device, s: &DeviceState) -> Value {
+    let now = s.now();
+    let mut m = Map::new();
+    m.insert(
+        "wifi_sta".into(),
+        json!({"connected": true, "ssid": "emulator", "ip": "127.0.0.1", "rssi": -55}),
+    );
+    m.insert(
+        "cloud".into(),
+        json!({"enabled": false, "connected": false}),
+    );
+    m.insert("mqtt".into(), json!({"connected": false}));
+    m.insert("time".into(), json!(hhmm(now)));
+    m.insert("unixtime".into(), json!(now as i64));
+    m.insert("serial".into(), json!(1));
+    m.insert("has_update".into(), json!(false));
+    m.insert("mac".into(), json!(dev.ident.mac));
+    m.insert("cfg_changed_cnt".into(), json!(0));
+    m.insert("actions_stats".into(), json!({"skipped": 0}));
+    let relays: Vec<Value> = (0..s.outputs.len()).map(|i| relay_json(s, i)).collect();
+    m.insert("relays".into(), Value::Array(relays));
+    if emeters(dev) {
+        let mut total = 0.0;
+        let list: Vec<Value> = (0..s.meters.len())
+            .map(|i| {
+                let v = s.meter(i);
+                let power = round(v.power, 2);
+                total += power;
+                json!({
+                    "power": power,
+                    "pf": round(v.pf, 2),
+                    "current": round(v.current, 2),
+                    "voltage": round(v.voltage, 2),
+                    "is_valid": true,
+                    "total": round(v.energy_wh, 1),
+                    "total_returned": round(v.returned_wh, 1),
+                })
+            })
+            .collect();
+        m.insert("emeters".into(), Value::Array(list));
+        m.insert("total_power".into(), json!(round(total, 2)));
+    } else if !s.meters.is_empty() {
+        let list: Vec<Value> = (0..s.meters.len())
+            .map(|i| {
+                let v = s.meter(i);
+                // Gen1 relay meters count watt-minutes; by_minute is mWh.
+                let counters: Vec<f64> =
+                    v.by_minute.iter().map(|mwh| round(mwh * 0.06, 3)).collect();
+                json!({
+                    "power": round(v.power, 2),
+                    "overpower": 0,
+                    "is_valid": true,
+                    "timestamp": now as i64,
+                    "counters": counters,
+                    "total": (v.energy_wh * 60.0).round() as i64,
+                })
+            })
+            .collect();
+        m.insert("meters".into(), Value::Array(list));
+    }
+    if !s.inputs.is_empty() {
+        let list: Vec<Value> = s
+            .inputs
+            .iter()
+            .map(|on| json!({"input": u8::from(*on), "event": "", "event_cnt": 0}))
+            .collect();
+        m.insert("inputs".into(), Value::Array(list));
+    }
+    if !s.probes.is_empty() {
+        m.insert("ext_sensors".into(), json!({"temperature_unit": "C"}));
+        let mut ext = Map::new();
+        for (i, p) in s.probes.iter().enumerate() {
+            if let Some(c) = p.celsius {
+                ext.insert(
+                    i.to_string(),
+                    json!({"hwID": hw_id(dev, i), "tC": round(c, 2), "tF": fahrenheit(c)}),
+                );
+            }
+        }
+        m.insert("ext_temperature".into(), Value::Object(ext));
+    }
+    if s.layout.temperature {
+        let t = round(s.temperature, 2);
+        m.insert("temperature".into(), json!(t));
+        m.insert("overtemperature".into(), json!(false));
+        m.insert(
+            "tmp".into(),
+            json!({"tC": t, "tF": fahrenheit(t), "is_valid": true}),
+        );
+    }
+    m.insert(
+        "update".into(),
+        json!({"status": "idle", "has_update": false, "new_version": FW, "old_version": FW}),
+    );
+    m.insert("ram_total".into(), json!(51688));
+    m.insert("ram_free".into(), json!(39000));
+    m.insert("fs_size".into(), json!(233681));
+    m.insert("fs_free".into(), json!(150000));
+    m.insert("uptime".into(), json!(s.uptime()));
+    Value::Object(m)
+}
+
+/// A DS18B20-style ROM id, stable per device and probe.
+fn hw_id(dev: &Device, i: usize) -> String {
+    format!("28{}{:02x}", dev.ident.mac.to_ascii_lowercase(), i)
+}
+
+fn action_names(dev: &Device) -> Vec<(&'static str, usize)> {
+    let info = &dev.ident.info;
+    GEN1_ACTIONS
+        .iter()
+        .map(|(name, _, ch)| {
+            let n = match ch {
+                Channel::Input => info.inputs,
+                Channel::Output => info.outputs,
+            };
+            (*name, n)
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+fn settings(dev: &Device, s: &DeviceState) -> Value {
+    let hostname = dev.ident.id.clone();
+    let mut device = Map::new();
+    device.insert("type".into(), json!(dev.ident.reported));
+    device.insert("mac".into(), json!(dev.ident.mac));
+    device.insert("hostname".into(), json!(hostname));
+    counts(dev, &mut device);
+    let mut names = Vec::new();
+    for i in 0..s.outputs.len().max(s.inputs.len()) {
+        for (name, n) in action_names(dev) {
+            if i < n {
+                names.push(name);
+            }
+        }
+    }
+    let relays: Vec<Value> = s
+        .outputs
+        .iter()
+        .map(|on| {
+            json!({
+                "name": null, "appliance_type": "General", "ison": on, "has_timer": false,
+                "default_state": "off", "btn_type": "detached", "btn_reverse": 0,
+                "auto_on": 0, "auto_off": 0, "schedule": false, "schedule_rules": [],
+            })
+        })
+        .collect();
+    let mut m = Map::new();
+    m.insert("device".into(), Value::Object(device));
+    m.insert(
+        "wifi_sta".into(),
+        json!({"enabled": true, "ssid": "emulator", "ipv4_method": "dhcp", "ip": null}),
+    );
+    m.insert(
+        "mqtt".into(),
+        json!({"enable": false, "server": "", "id": hostname}),
+    );
+    m.insert(
+        "coiot".into(),
+        json!({"enabled": false, "update_period": 15, "peer": ""}),
+    );
+    m.insert(
+        "login".into(),
+        json!({"enabled": false, "unprotected": false, "username": "admin"}),
+    );
+    m.insert("name".into(), json!(dev.ident.name));
+    m.insert("fw".into(), json!(FW));
+    m.insert("discoverable".into(), json!(false));
+    m.insert(
+        "cloud".into(),
+        json!({"enabled": false, "connected": false}),
+    );
+    m.insert("time".into(), json!(hhmm(s.now())));
+    m.insert("unixtime".into(), json!(s.now() as i64));
+    m.insert(
+        "actions".into(),
+        json!({"active": s.hooks.hooks.iter().any(|h| h.enable), "names": names}),
+    );
+    m.insert("relays".into(), Value::Array(relays));
+    if emeters(dev) {
+        let list: Vec<Value> = (0..s.meters.len())
+            .map(|_| json!({"name": null, "appliance_type": "General", "max_power": 0}))
+            .collect();
+        m.insert("emeters".into(), Value::Array(list));
+    }
+    if !s.probes.is_empty() {
+        m.insert("ext_sensors".into(), json!({"temperature_unit": "C"}));
+        let ext: Map<String, Value> = (0..s.probes.len())
+            .map(|i| {
+                (
+                    i.to_string(),
+                    json!({"overtemp_act": "disabled", "undertemp_act": "disabled", "offset_tC": 0}),
+                )
+            })
+            .collect();
+        m.insert("ext_temperature".into(), Value::Object(ext));
+    }
+    m.insert("eco_mode_enabled".into(), json!(false));
+    Value::Object(m)
+}
+
+fn relay(dev: &Device, n: &str, req: &Request) -> Response {
+    let mut s = dev.state();
+    let Some(i) = n.parse::<usize>().ok().filter(|i| *i < s.outputs.len()) else {
+        return Response::text(404, "Not Found");
+    };
+    let on = match req.param("turn").as_deref() {
+        None => None,
+        Some("on") => Some(true),
+        Some("off") => Some(false),
+        Some("toggle") => Some(!s.outputs[i]),
+        Some(_) => return Response::text(400, "Bad turn!"),
+    };
+    if let Some(on) = on {
+        s.set_output(i, on, Source::Remote);
+    }
+    Response::json_whole(200, &relay_json(&s, i))
+}
+
+/// Lists action URLs, or sets one (`index`, `name`, `enabled`, `urls[]`).
+fn actions(dev: &Device, req: &Request) -> Response {
+    let pairs = req.query_pairs();
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let names = action_names(dev);
+    let list = |s: &DeviceState, only: Option<&str>| {
+        let mut m = Map::new();
+        for (name, n) in names.iter().filter(|(a, _)| only.is_none_or(|o| o == *a)) {
+            let entries: Vec<Value> = (0..*n)
+                .map(|i| match s.hooks.action(name, i) {
+                    Some(h) => json!({"index": i, "enabled": h.enable, "urls": h.urls}),
+                    None => json!({"index": i, "enabled": false, "urls": []}),
+                })
+                .collect();
+            m.insert(name.to_string(), Value::Array(entries));
+        }
+        json!({ "actions": m })
+    };
+    let Some(name) = get("name") else {
+        return Response::json_whole(200, &list(&dev.state(), None));
+    };
+    let Some(&(name, n)) = names.iter().find(|(a, _)| *a == name) else {
+        return Response::text(400, &format!("Unknown action name '{name}'"));
+    };
+    let index = match get("index").unwrap_or("0").parse::<usize>() {
+        Ok(i) if i < n => i,
+        _ => return Response::text(400, "Bad index!"),
+    };
+    let mut s = dev.state();
+    // Without any `urls` parameter only `enabled` changes.
+    let urls: Vec<String> = if pairs.iter().any(|(k, _)| k.starts_with("urls")) {
+        pairs
+            .iter()
+            .filter(|(k, v)| k.starts_with("urls") && !v.is_empty())
+            .map(|(_, v)| v.clone())
+            .collect()
+    } else {
+        s.hooks
+            .action(name, index)
+            .map(|h| h.urls.clone())
+            .unwrap_or_default()
+    };
+    let enabled = match get("enabled") {
+        None => !urls.is_empty(),
+        Some("true" | "1") => true,
+        Some("false" | "0") => false,
+        Some(_) => return Response::text(400, "Bad enabled!"),
+    };
+    s.hooks.set_action(name, index, enabled, urls);
+    Response::json_whole(200, &list(&s, Some(name)))
+}

@@ -1,0 +1,339 @@
+//! Device emulator: Shelly Gen1 (REST), Shelly Gen2+ (JSON-RPC) and Tasmota devices served over real HTTP on
+//! 127.0.0.1, for testing applications without hardware.
+//!
+//! Every device listens on its own port and generates its payloads from its own state (outputs, inputs, meters
+//! with energy accumulated over wall time, add-on temperature probes, installed webhooks), shaped like real
+//! devices' answers. Faults and latency can be injected per device; an admin HTTP endpoint exposes the same
+//! controls to other processes (`sdctl emulate` runs one from the command line).
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use smartdev::ModelLibrary;
+//! use smartdev::emulator::{DeviceSpec, Emulator};
+//!
+//! let emu = Emulator::start(vec![DeviceSpec::new("Shelly2PMG3")], &ModelLibrary::embedded())?;
+//! let mut s = std::net::TcpStream::connect(("127.0.0.1", emu.port(0))).unwrap();
+//! s.write_all(b"GET /rpc/Switch.Set?id=1&on=true HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+//! let mut answer = String::new();
+//! s.read_to_string(&mut answer).unwrap();
+//! assert!(answer.ends_with(r#"{"was_on":false}"#));
+//! assert!(emu.output(0, 1));
+//! # Ok::<(), String>(())
+//! ```
+
+mod admin;
+mod components;
+mod device;
+mod faults;
+mod gen1;
+mod rpc;
+mod server;
+mod state;
+mod tasmota;
+mod url;
+mod webhooks;
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::models::ModelLibrary;
+use device::{Device, Identity};
+use faults::NetControl;
+use server::{Server, Service};
+
+/// What to emulate.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceSpec {
+    /// A model id of the library (e.g. `Shelly2PMG3`, `ShellyEM`, `ShellyPro3EM`) or `Tasmota`.
+    pub model: String,
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Device id as reported; default `<model>-<12 hex of a fake MAC>` (Tasmota `tasmota-XXXXXX`). The MAC is
+    /// derived from the id.
+    pub id: Option<String>,
+    /// Tasmota only (Shelly counts come from the model library); default 1.
+    pub outputs: Option<usize>,
+    /// Tasmota only; default = outputs. Meter i measures output i while i < outputs, otherwise it is separate.
+    pub meters: Option<usize>,
+    /// Add-on temperature probe names (RPC `temperature:100`…, Gen1 `ext_temperature` `"0"`…, Tasmota
+    /// `DS18B20-1`… with `Id` = the name).
+    pub probes: Vec<String>,
+    /// Overrides what `/shelly` reports as the model (to test model-mismatch warnings). Shelly models only.
+    pub reported_model: Option<String>,
+}
+
+impl DeviceSpec {
+    /// A spec for `model` on a free port with every other field at its default.
+    pub fn new(model: &str) -> Self {
+        DeviceSpec {
+            model: model.to_string(),
+            ..DeviceSpec::default()
+        }
+    }
+}
+
+/// A network fault of one device. Faulted requests are still counted. `Http500`, `MalformedJson` and
+/// `Blackhole` do not act on the request (no switching); `TruncatedBody` does and then cuts the answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fault {
+    /// Serve normally.
+    #[default]
+    None,
+    /// Accept and read the request, then hold the connection open without answering (released when the
+    /// fault changes or the emulator stops).
+    Blackhole,
+    /// Stop listening: connections are refused until the fault changes; then the same port listens again.
+    Refuse,
+    /// Answer `500 Internal Server Error` with a short text body.
+    Http500,
+    /// Answer 200 with the body `{"broken":`.
+    MalformedJson,
+    /// Answer 200 with a `Content-Length` larger than the bytes sent, then close.
+    TruncatedBody,
+    /// Alternately refuse and serve, each for the period, starting with refusing.
+    Flapping(Duration),
+}
+
+/// All values of one meter at once (see [`Emulator::set_meter`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MeterReading {
+    /// Active power in W while the load flows; negative = export.
+    pub power: f64,
+    /// Voltage in V.
+    pub voltage: f64,
+    /// Current in A while the load flows.
+    pub current: f64,
+    /// Power factor (0–1) while the load flows.
+    pub pf: f64,
+    /// Lifetime energy drawn, Wh.
+    pub energy_wh: f64,
+    /// Lifetime energy returned (exported), Wh.
+    pub returned_wh: f64,
+}
+
+/// Running emulated devices plus the admin endpoint. Stops (and frees every port) on [`Emulator::stop`] or
+/// drop.
+///
+/// Methods taking `device` (an index into the specs given to [`Emulator::start`]) or a component index panic
+/// when the index does not exist, like slice indexing.
+pub struct Emulator {
+    devices: Arc<Vec<Arc<Device>>>,
+    servers: Vec<Server>,
+    admin: Option<Server>,
+}
+
+impl Emulator {
+    /// Starts every device and the admin endpoint (on a free port). An unknown model, an option that does not
+    /// apply to the model, or a port that cannot be bound is an error naming it; nothing keeps running then.
+    pub fn start(specs: Vec<DeviceSpec>, models: &ModelLibrary) -> Result<Emulator, String> {
+        Self::start_with_admin_port(specs, models, 0)
+    }
+
+    /// Like [`Emulator::start`] with the admin endpoint on `admin_port` (0 = a free port).
+    pub fn start_with_admin_port(
+        specs: Vec<DeviceSpec>,
+        models: &ModelLibrary,
+        admin_port: u16,
+    ) -> Result<Emulator, String> {
+        let resolved = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Identity::from_spec(i, s, models))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bind = |port: u16, what: &str| {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+                .and_then(|l| Ok((l.local_addr()?.port(), l)))
+                .map_err(|e| format!("{what}: cannot listen on 127.0.0.1:{port}: {e}"))
+        };
+        let mut listeners = Vec::with_capacity(specs.len());
+        for (i, s) in specs.iter().enumerate() {
+            listeners.push(bind(s.port, &format!("device {i} ({})", s.model))?);
+        }
+        let admin_listener = bind(admin_port, "admin endpoint")?;
+
+        let devices: Vec<Arc<Device>> = resolved
+            .into_iter()
+            .zip(&listeners)
+            .zip(&specs)
+            .enumerate()
+            .map(|(i, (((ident, layout), (port, _)), spec))| {
+                Arc::new(Device::new(i, ident, layout, &spec.probes, *port))
+            })
+            .collect();
+        let devices = Arc::new(devices);
+        let mut emu = Emulator {
+            devices: Arc::clone(&devices),
+            servers: Vec::with_capacity(listeners.len()),
+            admin: None,
+        };
+        // On an error below, dropping `emu` stops what already runs.
+        for (dev, (port, listener)) in devices.iter().zip(listeners) {
+            let service: Arc<dyn Service> = Arc::clone(dev) as Arc<dyn Service>;
+            let server = Server::spawn(
+                format!("sd-emu-{port}"),
+                listener,
+                service,
+                Arc::clone(&dev.net),
+            )
+            .map_err(|e| format!("cannot start a thread for port {port}: {e}"))?;
+            emu.servers.push(server);
+        }
+        let admin: Arc<dyn Service> = Arc::new(admin::Admin::new(Arc::clone(&devices)));
+        let (_, listener) = admin_listener;
+        emu.admin = Some(
+            Server::spawn(
+                "sd-emu-admin".into(),
+                listener,
+                admin,
+                Arc::new(NetControl::new()),
+            )
+            .map_err(|e| format!("cannot start the admin thread: {e}"))?,
+        );
+        Ok(emu)
+    }
+
+    fn dev(&self, device: usize) -> &Device {
+        match self.devices.get(device) {
+            Some(d) => d,
+            None => panic!(
+                "the emulator has no device {device}; it has {}",
+                self.devices.len()
+            ),
+        }
+    }
+
+    /// Number of devices.
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// True when no devices run (the admin endpoint still does).
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+
+    /// The port a device listens on.
+    pub fn port(&self, device: usize) -> u16 {
+        self.dev(device).port
+    }
+
+    /// The id a device reports (`/shelly` `id`, Gen1 hostname, Tasmota hostname).
+    pub fn device_id(&self, device: usize) -> &str {
+        &self.dev(device).ident.id
+    }
+
+    /// The admin endpoint's port.
+    pub fn admin_port(&self) -> u16 {
+        self.admin.as_ref().map_or(0, Server::port)
+    }
+
+    /// Sets a device's fault. Returns once a `Refuse` port is closed, or a serving port is listening again
+    /// (waiting at most a few seconds while a request is still being answered).
+    pub fn set_fault(&self, device: usize, fault: Fault) {
+        self.dev(device).set_fault(fault);
+    }
+
+    /// A delay added before every answer (also faulted ones). The request acts at once; only the answer waits,
+    /// and the port answers nothing else meanwhile (requests are handled one after another).
+    pub fn set_latency(&self, device: usize, latency: Duration) {
+        self.dev(device).set_latency(latency);
+    }
+
+    /// Requests per endpoint since start or the last reset: Gen1 `GET /status` (path without query), RPC
+    /// `rpc <Method>` (frames and `/rpc/<Method>`) and `GET /shelly`, Tasmota `cm <command>`. Refused
+    /// connections are not counted, faulted and blackholed requests are.
+    pub fn counts(&self, device: usize) -> BTreeMap<String, u64> {
+        self.dev(device).counts()
+    }
+
+    /// Sum of [`Emulator::counts`].
+    pub fn total_requests(&self, device: usize) -> u64 {
+        self.counts(device).values().sum()
+    }
+
+    /// Clears a device's request counts.
+    pub fn reset_counts(&self, device: usize) {
+        self.dev(device).net.reset_counts();
+    }
+
+    /// Sets an input's state (does not switch outputs or fire webhooks).
+    pub fn set_input(&self, device: usize, input: usize, on: bool) {
+        or_panic(self.dev(device).set_input(input, on));
+    }
+
+    /// Switches an output as a physical switch would.
+    pub fn set_output(&self, device: usize, output: usize, on: bool) {
+        or_panic(self.dev(device).set_output(output, on));
+    }
+
+    /// An output's state.
+    pub fn output(&self, device: usize, output: usize) -> bool {
+        or_panic(self.dev(device).output(output))
+    }
+
+    /// The power a meter draws while its output is on (a separate meter: always); negative = export. Current
+    /// follows as P / (V · pf); energy (or returned energy) accumulates over wall time.
+    pub fn set_load(&self, device: usize, meter: usize, watts: f64) {
+        or_panic(self.dev(device).set_load(meter, watts));
+    }
+
+    /// Sets every value of a meter at once, including its energy counters.
+    pub fn set_meter(&self, device: usize, meter: usize, reading: MeterReading) {
+        or_panic(self.dev(device).set_meter(meter, &reading));
+    }
+
+    /// A probe's temperature; `None` = sensor missing.
+    pub fn set_probe(&self, device: usize, probe: usize, celsius: Option<f64>) {
+        or_panic(self.dev(device).set_probe(probe, celsius));
+    }
+
+    /// The device's internal (switch/chip) temperature.
+    pub fn set_temperature(&self, device: usize, celsius: f64) {
+        or_panic(self.dev(device).set_temperature(celsius));
+    }
+
+    /// Tasmota: the texts of `POWER` values (default `ON`/`OFF`), e.g. `EIN`/`AUS` like localised builds.
+    pub fn set_localised_power_text(&self, device: usize, on: &str, off: &str) {
+        self.dev(device).set_power_text(on, off);
+    }
+
+    /// Installed webhooks as `Webhook.List` returns them (Gen1: action URLs in the same shape, `name` = the
+    /// action, `event` = the matching RPC event).
+    pub fn webhooks(&self, device: usize) -> Vec<serde_json::Value> {
+        self.dev(device).webhooks()
+    }
+
+    /// GETs every enabled installed URL for `event` on component `component_id` (Gen1: the mapped action URL),
+    /// one after another; URL tokens like `${...}` are sent as written. Returns how many calls were delivered.
+    pub fn fire_event(&self, device: usize, event: &str, component_id: usize) -> usize {
+        self.dev(device).fire_event(event, component_id)
+    }
+
+    /// Stops every port and joins the threads; the ports are free afterwards.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        for s in self.servers.iter().chain(&self.admin) {
+            s.begin_stop();
+        }
+        for s in self.servers.iter_mut().chain(&mut self.admin) {
+            s.join();
+        }
+        self.servers.clear();
+        self.admin = None;
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn or_panic<T>(r: Result<T, String>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}

@@ -1,0 +1,480 @@
+//! Shelly Gen2+ JSON-RPC over HTTP: `POST /rpc` frames, `GET|POST /rpc/<Method>`, and `GET /shelly`.
+
+use serde_json::{Map, Value, json};
+
+use super::components::{
+    CFG_REV, config, device_info, em, em1, em1data, emdata, input_config, pm1, probe_config,
+    probe_status, status, switch_config, switch_status, sys_status,
+};
+use super::device::Device;
+use super::server::{Request, Response};
+use super::state::{DeviceState, Source};
+use super::webhooks::{Hook, MAX_HOOKS, supported_events};
+use crate::models::MeterSource;
+
+/// Most URLs one hook may call.
+const MAX_URLS: usize = 5;
+
+const METHODS: &[&str] = &[
+    "Shelly.GetDeviceInfo",
+    "Shelly.GetStatus",
+    "Shelly.GetConfig",
+    "Shelly.GetComponents",
+    "Shelly.ListMethods",
+    "Sys.GetStatus",
+    "Switch.Set",
+    "Switch.Toggle",
+    "Switch.GetStatus",
+    "Switch.GetConfig",
+    "Input.GetStatus",
+    "Input.GetConfig",
+    "EM1.GetStatus",
+    "EM1Data.GetStatus",
+    "EM.GetStatus",
+    "EMData.GetStatus",
+    "PM1.GetStatus",
+    "Temperature.GetStatus",
+    "Temperature.GetConfig",
+    "Webhook.ListSupported",
+    "Webhook.List",
+    "Webhook.Create",
+    "Webhook.Update",
+    "Webhook.Delete",
+    "Webhook.DeleteAll",
+];
+
+/// An RPC error object.
+#[derive(Debug, PartialEq)]
+struct RpcError {
+    code: i64,
+    message: String,
+}
+
+impl RpcError {
+    fn to_json(&self) -> Value {
+        json!({"code": self.code, "message": self.message})
+    }
+}
+
+fn missing(name: &str) -> RpcError {
+    RpcError {
+        code: -103,
+        message: format!("Missing required argument '{name}'!"),
+    }
+}
+
+fn invalid(name: &str) -> RpcError {
+    RpcError {
+        code: -103,
+        message: format!("Invalid argument '{name}'!"),
+    }
+}
+
+fn not_found(name: &str, value: u64) -> RpcError {
+    RpcError {
+        code: -105,
+        message: format!("Argument '{name}', value {value} not found!"),
+    }
+}
+
+pub(crate) fn key(req: &Request) -> String {
+    if req.path == "/rpc" && req.method == "POST" {
+        let method = serde_json::from_slice::<Value>(&req.body)
+            .ok()
+            .and_then(|v| v.get("method")?.as_str().map(str::to_string));
+        return match method {
+            Some(m) => format!("rpc {m}"),
+            None => "POST /rpc".into(),
+        };
+    }
+    match req.path.strip_prefix("/rpc/") {
+        Some(m) if !m.is_empty() => format!("rpc {m}"),
+        _ => format!("{} {}", req.method, req.path),
+    }
+}
+
+pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
+    match req.path.as_str() {
+        "/shelly" => Response::json_whole(200, &device_info(dev)),
+        "/rpc" if req.method == "POST" => frame(dev, req),
+        p => match p.strip_prefix("/rpc/") {
+            Some(method) if !method.is_empty() => direct(dev, method, req),
+            _ => Response::text(404, "Not Found"),
+        },
+    }
+}
+
+/// `POST /rpc`: a whole request frame in, a whole response frame out (errors too, with status 200).
+fn frame(dev: &Device, req: &Request) -> Response {
+    let Ok(Value::Object(f)) = serde_json::from_slice::<Value>(&req.body) else {
+        let e = RpcError {
+            code: -32700,
+            message: "Parse error".into(),
+        };
+        return Response::json_whole(
+            400,
+            &json!({"id": null, "src": dev.ident.id, "error": e.to_json()}),
+        );
+    };
+    let mut out = Map::new();
+    out.insert("id".into(), f.get("id").cloned().unwrap_or(Value::Null));
+    out.insert("src".into(), json!(dev.ident.id));
+    if let Some(src) = f.get("src") {
+        out.insert("dst".into(), src.clone());
+    }
+    let result = match f.get("method").and_then(Value::as_str) {
+        None => Err(missing("method")),
+        Some(m) => match f.get("params") {
+            None | Some(Value::Null) => call(dev, m, &Map::new()),
+            Some(Value::Object(p)) => call(dev, m, p),
+            Some(_) => Err(invalid("params")),
+        },
+    };
+    match result {
+        Ok(v) => out.insert("result".into(), v),
+        Err(e) => out.insert("error".into(), e.to_json()),
+    };
+    Response::json_whole(200, &Value::Object(out))
+}
+
+/// `GET /rpc/<Method>?a=1` or `POST /rpc/<Method>` with a params body: the bare result, or the bare error
+/// with a non-2xx status.
+fn direct(dev: &Device, method: &str, req: &Request) -> Response {
+    let has_body = !req.body.iter().all(u8::is_ascii_whitespace);
+    let params = if req.method == "POST" && has_body {
+        match serde_json::from_slice::<Value>(&req.body) {
+            Ok(Value::Object(p)) => p,
+            Ok(Value::Null) => Map::new(),
+            _ => return Response::json_whole(400, &invalid("params").to_json()),
+        }
+    } else {
+        req.query_pairs()
+            .into_iter()
+            .map(|(k, v)| (k, query_value(&v)))
+            .collect()
+    };
+    match call(dev, method, &params) {
+        Ok(v) => Response::json_whole(200, &v),
+        Err(e) => Response::json_whole(if e.code == -114 { 404 } else { 400 }, &e.to_json()),
+    }
+}
+
+/// Query values: `true`/`false`/`null`, numbers, JSON objects/arrays/quoted strings; anything else a string.
+fn query_value(v: &str) -> Value {
+    match v {
+        "true" => return Value::Bool(true),
+        "false" => return Value::Bool(false),
+        "null" => return Value::Null,
+        _ => {}
+    }
+    if let Ok(n) = v.parse::<i64>() {
+        return json!(n);
+    }
+    if let Ok(f) = v.parse::<f64>()
+        && f.is_finite()
+    {
+        return json!(f);
+    }
+    if v.starts_with(['{', '[', '"'])
+        && let Ok(j) = serde_json::from_str::<Value>(v)
+    {
+        return j;
+    }
+    Value::String(v.to_string())
+}
+
+fn id_param(p: &Map<String, Value>, name: &str) -> Result<u64, RpcError> {
+    match p.get(name) {
+        None | Some(Value::Null) => Err(missing(name)),
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .ok_or_else(|| invalid(name)),
+    }
+}
+
+/// The `id` argument as an index below `n`, with ids starting at `base` (add-on components: 100).
+fn index(p: &Map<String, Value>, base: u64, n: usize) -> Result<usize, RpcError> {
+    let id = id_param(p, "id")?;
+    match id.checked_sub(base) {
+        Some(i) if (i as usize) < n => Ok(i as usize),
+        _ => Err(not_found("id", id)),
+    }
+}
+
+fn bool_param(p: &Map<String, Value>, name: &str) -> Result<bool, RpcError> {
+    match p.get(name) {
+        None | Some(Value::Null) => Err(missing(name)),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::String(s)) if s == "true" || s == "false" => Ok(s == "true"),
+        Some(_) => Err(invalid(name)),
+    }
+}
+
+fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    let lower = method.to_ascii_lowercase();
+    let src = dev.ident.meter_source();
+    let info = &dev.ident.info;
+    let probes = dev.state().probes.len();
+    match lower.as_str() {
+        "shelly.getdeviceinfo" => Ok(device_info(dev)),
+        "shelly.getstatus" => Ok(Value::Object(status(dev, &dev.state()))),
+        "shelly.getconfig" => Ok(Value::Object(config(dev, &dev.state()))),
+        "shelly.getcomponents" => components(dev, p),
+        "shelly.listmethods" => Ok(json!({ "methods": METHODS })),
+        "sys.getstatus" => Ok(sys_status(dev, &dev.state())),
+        "switch.set" | "switch.toggle" | "switch.getstatus" | "switch.getconfig"
+            if info.outputs > 0 =>
+        {
+            switch(dev, &lower, p)
+        }
+        "input.getstatus" | "input.getconfig" if info.inputs > 0 => {
+            let s = dev.state();
+            let i = index(p, 0, s.inputs.len())?;
+            Ok(if lower.ends_with("status") {
+                json!({"id": i, "state": s.inputs[i]})
+            } else {
+                input_config(i)
+            })
+        }
+        "em1.getstatus" | "em1data.getstatus" if src == MeterSource::Em1 => {
+            let s = dev.state();
+            let i = index(p, 0, s.meters.len())?;
+            Ok(if lower.starts_with("em1data") {
+                em1data(i, &s.meter(i))
+            } else {
+                em1(i, &s.meter(i))
+            })
+        }
+        "em.getstatus" | "emdata.getstatus" if src == MeterSource::Em => {
+            index(p, 0, 1)?;
+            let s = dev.state();
+            Ok(if lower.starts_with("emdata") {
+                emdata(&s)
+            } else {
+                em(&s)
+            })
+        }
+        "pm1.getstatus" if src == MeterSource::Pm1 => {
+            let s = dev.state();
+            let i = index(p, 0, s.meters.len())?;
+            Ok(pm1(i, &s.meter(i)))
+        }
+        "temperature.getstatus" | "temperature.getconfig" if probes > 0 => {
+            let s = dev.state();
+            let i = index(p, 100, s.probes.len())?;
+            Ok(if lower.ends_with("status") {
+                probe_status(&s, i)
+            } else {
+                probe_config(&s, i)
+            })
+        }
+        "webhook.listsupported"
+        | "webhook.list"
+        | "webhook.create"
+        | "webhook.update"
+        | "webhook.delete"
+        | "webhook.deleteall" => webhook(dev, &lower, p),
+        _ => Err(RpcError {
+            code: -114,
+            message: format!("Method {method} failed: Method not found!"),
+        }),
+    }
+}
+
+fn switch(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    let mut s = dev.state();
+    let i = index(p, 0, s.outputs.len())?;
+    match method {
+        "switch.set" => {
+            let on = bool_param(p, "on")?;
+            Ok(json!({"was_on": s.set_output(i, on, Source::Remote)}))
+        }
+        "switch.toggle" => {
+            let on = !s.outputs[i];
+            Ok(json!({"was_on": s.set_output(i, on, Source::Remote)}))
+        }
+        "switch.getstatus" => Ok(switch_status(dev, &s, i)),
+        _ => Ok(switch_config(dev, i)),
+    }
+}
+
+/// Every component present in both status and config, from `offset`.
+fn components(dev: &Device, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    let offset = match p.get("offset") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v.as_u64().ok_or_else(|| invalid("offset"))? as usize,
+    };
+    let s = dev.state();
+    let status = status(dev, &s);
+    let config = config(dev, &s);
+    let all: Vec<Value> = status
+        .iter()
+        .filter_map(|(k, st)| {
+            let c = config.get(k)?;
+            Some(json!({"key": k, "status": st, "config": c}))
+        })
+        .collect();
+    let total = all.len();
+    let page: Vec<Value> = all.into_iter().skip(offset).collect();
+    Ok(json!({"components": page, "cfg_rev": CFG_REV, "offset": offset, "total": total}))
+}
+
+// ---- webhooks ----
+
+fn opt_string(v: &Value, name: &str) -> Result<Option<String>, RpcError> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        _ => Err(invalid(name)),
+    }
+}
+
+/// Applies the optional fields of `Webhook.Create`/`Update`.
+fn apply(h: &mut Hook, p: &Map<String, Value>) -> Result<(), RpcError> {
+    if let Some(v) = p.get("enable") {
+        h.enable = v.as_bool().ok_or_else(|| invalid("enable"))?;
+    }
+    if let Some(v) = p.get("name") {
+        h.name = opt_string(v, "name")?;
+    }
+    if let Some(v) = p.get("ssl_ca") {
+        h.ssl_ca = opt_string(v, "ssl_ca")?;
+    }
+    if let Some(v) = p.get("condition") {
+        h.condition = opt_string(v, "condition")?;
+    }
+    if let Some(v) = p.get("repeat_period") {
+        h.repeat_period = v.as_i64().ok_or_else(|| invalid("repeat_period"))?;
+    }
+    if let Some(v) = p.get("urls") {
+        let list = v.as_array().ok_or_else(|| invalid("urls"))?;
+        if list.len() > MAX_URLS {
+            return Err(invalid("urls"));
+        }
+        h.urls = list
+            .iter()
+            .map(|u| {
+                u.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| invalid("urls"))
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(())
+}
+
+/// The event must be supported and its component instance must exist.
+fn check_target(
+    s: &DeviceState,
+    supported: &[(&str, Value)],
+    event: &str,
+    cid: u64,
+) -> Result<(), RpcError> {
+    if !supported.iter().any(|(e, _)| *e == event) {
+        return Err(invalid("event"));
+    }
+    let ok = match event.split('.').next() {
+        Some("input") => cid < s.inputs.len() as u64,
+        Some("switch") => cid < s.outputs.len() as u64,
+        Some("temperature") => (100..100 + s.probes.len() as u64).contains(&cid),
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(not_found("cid", cid))
+    }
+}
+
+fn webhook(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    let mut s = dev.state();
+    let supported = supported_events(s.inputs.len(), s.outputs.len(), s.probes.len());
+    match method {
+        "webhook.listsupported" => {
+            let types: Map<String, Value> = supported
+                .into_iter()
+                .map(|(e, v)| (e.to_string(), v))
+                .collect();
+            Ok(json!({ "types": types }))
+        }
+        "webhook.list" => Ok(json!({"hooks": s.hooks.list(), "rev": s.hooks.rev})),
+        "webhook.create" => {
+            let event = match p.get("event") {
+                None | Some(Value::Null) => return Err(missing("event")),
+                Some(v) => v.as_str().ok_or_else(|| invalid("event"))?.to_string(),
+            };
+            let cid = id_param(p, "cid")?;
+            check_target(&s, &supported, &event, cid)?;
+            if !p.contains_key("urls") {
+                return Err(missing("urls"));
+            }
+            if s.hooks.hooks.len() >= MAX_HOOKS {
+                return Err(RpcError {
+                    code: -108,
+                    message: "resource exhausted".into(),
+                });
+            }
+            let mut h = Hook::new(&event, cid as usize);
+            apply(&mut h, p)?;
+            let id = s.hooks.insert(h);
+            Ok(json!({"id": id, "rev": s.hooks.rev}))
+        }
+        "webhook.update" => {
+            let id = id_param(p, "id")?;
+            let Some(mut h) = s.hooks.hooks.iter().find(|h| h.id == id).cloned() else {
+                return Err(not_found("id", id));
+            };
+            if let Some(v) = p.get("event") {
+                h.event = v.as_str().ok_or_else(|| invalid("event"))?.to_string();
+            }
+            if p.contains_key("cid") {
+                h.cid = id_param(p, "cid")? as usize;
+            }
+            check_target(&s, &supported, &h.event, h.cid as u64)?;
+            apply(&mut h, p)?;
+            if let Some(slot) = s.hooks.get_mut(id) {
+                *slot = h;
+            }
+            Ok(json!({"rev": s.hooks.touch()}))
+        }
+        "webhook.delete" => {
+            let id = id_param(p, "id")?;
+            if !s.hooks.remove(id) {
+                return Err(not_found("id", id));
+            }
+            Ok(json!({"rev": s.hooks.rev}))
+        }
+        _ => {
+            s.hooks.clear();
+            Ok(json!({"rev": s.hooks.rev}))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_typed() {
+        assert_eq!(query_value("true"), json!(true));
+        assert_eq!(query_value("0"), json!(0));
+        assert_eq!(query_value("2.5"), json!(2.5));
+        assert_eq!(query_value("abc"), json!("abc"));
+        assert_eq!(query_value("\"1\""), json!("1"));
+        assert_eq!(query_value("[\"http://x\"]"), json!(["http://x"]));
+        assert_eq!(query_value("{bad"), json!("{bad"));
+    }
+
+    #[test]
+    fn ids_offset_and_errors() {
+        let p: Map<String, Value> = serde_json::from_str(r#"{"id":101}"#).unwrap();
+        assert_eq!(index(&p, 100, 2), Ok(1));
+        assert_eq!(index(&p, 100, 1), Err(not_found("id", 101)));
+        assert_eq!(index(&p, 0, 1).unwrap_err().code, -105);
+        assert_eq!(index(&Map::new(), 0, 1).unwrap_err().code, -103);
+        let e = not_found("id", 7);
+        assert_eq!(e.message, "Argument 'id', value 7 not found!");
+    }
+}

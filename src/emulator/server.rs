@@ -1,0 +1,427 @@
+//! A minimal HTTP/1.1 server: one accept thread per port, requests handled one after another, one request per
+//! connection (`Connection: close`). The port's fault and latency are applied around the handler; raw sockets
+//! give the control that truncated bodies, blackholes and refused connections need.
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::Fault;
+use super::faults::{NetControl, Phase};
+use super::url;
+
+/// Idle clients are dropped after this, so they cannot hang a port.
+const READ_TIMEOUT: Duration = Duration::from_secs(2);
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_BODY: usize = 4 * 1024 * 1024;
+/// Handlers build small JSON documents; a small stack keeps many emulated devices cheap.
+const STACK: usize = 256 * 1024;
+/// How often a flapping port polls `accept`: a timer cannot wake a blocking `accept`.
+const POLL: Duration = Duration::from_millis(2);
+
+/// One parsed request.
+#[derive(Debug, Default)]
+pub(crate) struct Request {
+    pub method: String,
+    /// Percent-decoded path, without the query.
+    pub path: String,
+    /// Raw query string (after `?`).
+    pub query: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn query_pairs(&self) -> Vec<(String, String)> {
+        url::query_pairs(&self.query)
+    }
+
+    /// The first value of a query parameter, decoded.
+    pub(crate) fn param(&self, name: &str) -> Option<String> {
+        self.query_pairs()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
+}
+
+/// One response.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub(crate) fn json(status: u16, value: &Value) -> Self {
+        Response {
+            status,
+            content_type: "application/json",
+            body: value.to_string().into_bytes(),
+        }
+    }
+
+    /// JSON with whole numbers printed without a fraction (`50`, not `50.0`), as Shelly firmware prints them.
+    pub(crate) fn json_whole(status: u16, value: &Value) -> Self {
+        let mut v = value.clone();
+        whole_numbers(&mut v);
+        Self::json(status, &v)
+    }
+
+    pub(crate) fn text(status: u16, text: &str) -> Self {
+        Response {
+            status,
+            content_type: "text/plain",
+            body: text.as_bytes().to_vec(),
+        }
+    }
+}
+
+fn whole_numbers(v: &mut Value) {
+    match v {
+        Value::Number(n) => {
+            if let Some(f) = n
+                .as_f64()
+                .filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9e15)
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(whole_numbers),
+        Value::Object(o) => o.values_mut().for_each(whole_numbers),
+        _ => {}
+    }
+}
+
+/// What a port serves.
+pub(crate) trait Service: Send + Sync {
+    /// The request-count key of a request.
+    fn key(&self, req: &Request) -> String;
+    /// The answer when no fault intervenes.
+    fn handle(&self, req: &Request) -> Response;
+}
+
+/// A running port.
+pub(crate) struct Server {
+    port: u16,
+    net: Arc<NetControl>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts the accept thread on an already bound listener.
+    pub(crate) fn spawn(
+        name: String,
+        listener: TcpListener,
+        service: Arc<dyn Service>,
+        net: Arc<NetControl>,
+    ) -> io::Result<Server> {
+        let port = listener.local_addr()?.port();
+        let n = Arc::clone(&net);
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .stack_size(STACK)
+            .spawn(move || accept_loop(listener, port, &*service, &n))?;
+        Ok(Server {
+            port,
+            net,
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Signals the thread to end; `join` waits for it.
+    pub(crate) fn begin_stop(&self) {
+        self.net.stop();
+        wake(self.port);
+    }
+
+    pub(crate) fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Connects to our own port so that a thread blocked in `accept` returns and sees the new state.
+pub(crate) fn wake(port: u16) {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(500));
+}
+
+fn accept_loop(first: TcpListener, port: u16, service: &dyn Service, net: &NetControl) {
+    let mut listener = Some(first);
+    loop {
+        let until = match net.phase(Instant::now()) {
+            Phase::Stop => return,
+            Phase::Refuse(until) => {
+                if listener.take().is_some() {
+                    net.set_listening(false);
+                }
+                net.wait_change(until);
+                continue;
+            }
+            Phase::Serve(until) => until,
+        };
+        let l = match listener {
+            Some(ref l) => l,
+            // std sets SO_REUSEADDR on Unix, so the same port can be bound again at once.
+            None => match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+                Ok(l) => {
+                    net.set_listening(true);
+                    listener.insert(l)
+                }
+                Err(e) => {
+                    log::debug!("emulator: cannot listen again on port {port}: {e}");
+                    net.sleep(Duration::from_millis(20));
+                    continue;
+                }
+            },
+        };
+        match accept(l, until, net) {
+            Ok(Some(stream)) => serve(stream, service, net),
+            Ok(None) => {}
+            Err(e) => {
+                // E.g. out of file descriptors: do not spin.
+                log::debug!("emulator: accept on port {port} failed: {e}");
+                net.sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+fn accept(
+    l: &TcpListener,
+    until: Option<Instant>,
+    net: &NetControl,
+) -> io::Result<Option<TcpStream>> {
+    let Some(end) = until else {
+        l.set_nonblocking(false)?;
+        return l.accept().map(|(s, _)| Some(s));
+    };
+    l.set_nonblocking(true)?;
+    loop {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                return Ok(Some(s));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if net.phase(Instant::now()) != Phase::Serve(Some(end)) {
+                    return Ok(None);
+                }
+                std::thread::sleep(POLL);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn serve(mut stream: TcpStream, service: &dyn Service, net: &NetControl) {
+    // Our own wake-up connection, or a client that raced a fault change: close without reading.
+    if !matches!(net.phase(Instant::now()), Phase::Serve(_)) {
+        return;
+    }
+    let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
+    let request = match read_request(&mut stream) {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(e) => {
+            log::trace!("emulator: bad or idle request: {e}");
+            return;
+        }
+    };
+    net.count(service.key(&request));
+    let (response, truncate) = match net.fault() {
+        Fault::Blackhole => {
+            net.hold(stream);
+            return;
+        }
+        Fault::Http500 => (Response::text(500, "Internal Server Error"), false),
+        Fault::MalformedJson => (
+            Response {
+                status: 200,
+                content_type: "application/json",
+                body: b"{\"broken\":".to_vec(),
+            },
+            false,
+        ),
+        Fault::TruncatedBody => (handle(service, &request), true),
+        _ => (handle(service, &request), false),
+    };
+    net.sleep(net.latency());
+    if let Err(e) = write_response(&mut stream, &response, truncate) {
+        log::trace!("emulator: cannot answer: {e}");
+    }
+}
+
+/// A bug in a handler answers 500 instead of killing the port.
+fn handle(service: &dyn Service, req: &Request) -> Response {
+    catch_unwind(AssertUnwindSafe(|| service.handle(req)))
+        .unwrap_or_else(|_| Response::text(500, "emulator handler panicked"))
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
+    let mut chunk = [0u8; 4096];
+    let n = stream.read(&mut chunk)?;
+    if n == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(())
+}
+
+/// Reads one request; `None` when the peer sent nothing usable (e.g. our own wake-up connection).
+fn read_request(stream: &mut TcpStream) -> io::Result<Option<Request>> {
+    let mut buf = Vec::with_capacity(1024);
+    let head_end = loop {
+        if let Some(p) = find(&buf, b"\r\n\r\n") {
+            break p;
+        }
+        if buf.len() > MAX_HEAD {
+            return Ok(None);
+        }
+        match fill(stream, &mut buf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or("").split_whitespace();
+    let (Some(method), Some(target)) = (first.next(), first.next()) else {
+        return Ok(None);
+    };
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut req = Request {
+        method: method.to_string(),
+        headers,
+        ..Request::default()
+    };
+    // Absolute-form targets (proxies) carry scheme and authority.
+    let target = match target.strip_prefix("http://") {
+        Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => target,
+    };
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    req.path = url::decode(path, false);
+    req.query = query.to_string();
+
+    let mut body = buf[head_end + 4..].to_vec();
+    let chunked = req
+        .header("transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    let length = req
+        .header("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    if length > MAX_BODY {
+        return Ok(None);
+    }
+    if (chunked || body.len() < length)
+        && req
+            .header("expect")
+            .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+    {
+        stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+    }
+    if chunked {
+        body = read_chunked(stream, body)?;
+    } else {
+        while body.len() < length {
+            fill(stream, &mut body)?;
+        }
+        body.truncate(length);
+    }
+    req.body = body;
+    Ok(Some(req))
+}
+
+fn read_chunked(stream: &mut TcpStream, mut raw: Vec<u8>) -> io::Result<Vec<u8>> {
+    let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_string());
+    let mut out = Vec::new();
+    let mut pos = 0;
+    loop {
+        let line_end = loop {
+            if let Some(p) = find(&raw[pos..], b"\r\n") {
+                break pos + p;
+            }
+            fill(stream, &mut raw)?;
+        };
+        let line = String::from_utf8_lossy(&raw[pos..line_end]).into_owned();
+        let size_text = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_text, 16).map_err(|_| bad("bad chunk size"))?;
+        pos = line_end + 2;
+        if out.len() + size > MAX_BODY {
+            return Err(bad("body too large"));
+        }
+        // Data plus its CRLF (for the last chunk: the final CRLF), so nothing stays unread.
+        while raw.len() < pos + size + 2 {
+            fill(stream, &mut raw)?;
+        }
+        if size == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&raw[pos..pos + size]);
+        pos += size + 2;
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        500 => "Internal Server Error",
+        _ => "Unknown",
+    }
+}
+
+/// `truncate` announces the whole length but sends only half the body, then closes.
+fn write_response(stream: &mut TcpStream, r: &Response, truncate: bool) -> io::Result<()> {
+    let len = r.body.len();
+    let (announced, sent) = if truncate {
+        (len.max(len / 2 + 1), len / 2)
+    } else {
+        (len, len)
+    };
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nServer: smartdev-emulator\r\nContent-Type: {}\r\nContent-Length: {announced}\r\n\
+         Connection: close\r\n\r\n",
+        r.status,
+        reason(r.status),
+        r.content_type
+    );
+    let mut out = head.into_bytes();
+    out.extend_from_slice(&r.body[..sent]);
+    stream.write_all(&out)?;
+    stream.flush()?;
+    stream.shutdown(Shutdown::Write)
+}
