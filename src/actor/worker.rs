@@ -90,6 +90,20 @@ struct State {
 impl State {
     fn run(mut self, rx: Receiver<Command>, started: Sender<(i64, Result<()>)>) {
         let result = self.op(|dev, drv| drv.start(dev));
+        if let Err(e) = &result
+            && !self.device.online
+        {
+            // No transition happened (it starts offline), but an unreachable device at start deserves a word.
+            let d = &self.device;
+            if d.expect_offline {
+                log::debug!("device {} is offline at start (expected): {e}", d.label());
+            } else {
+                log::warn!(
+                    "device {} is offline at start: {e}; retrying in the background",
+                    d.label()
+                );
+            }
+        }
         let _ = started.send((self.device.id, result));
         drop(started);
         // The loop ends when every sender is gone: the controller is closing.

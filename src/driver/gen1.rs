@@ -173,14 +173,12 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
     }
     dev.update_totals();
     // Probes have no names on Gen1: configured probe i (not counting one named like the device) is sensor i.
-    let mut sensor = 0;
-    for p in dev
+    let sensors = dev
         .temp_probes
         .iter_mut()
-        .filter(|p| p.probe_id != Some(-1))
-    {
+        .filter(|p| p.probe_id != Some(-1));
+    for (sensor, p) in (0..).zip(sensors) {
         p.probe_id = Some(sensor);
-        sensor += 1;
     }
     dev.update_probes(now, |p| match p.probe_id {
         Some(-1) => temperature,

@@ -79,7 +79,8 @@ impl Rpc {
         if let Some(mac) = text(&info, &["mac"]) {
             dev.mac_address = Some(mac);
         }
-        let reported = text(&info, &["model"]);
+        // A Gen1 device at this address answers with `type` instead of `model`.
+        let reported = text(&info, &["model"]).or_else(|| text(&info, &["type"]));
         let generation = num(&info, &["gen"]);
         identify(dev, &self.model, reported.as_deref(), generation.is_none());
         self.introduced = true;

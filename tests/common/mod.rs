@@ -67,3 +67,4 @@ pub fn threads_named(prefix: &str) -> Vec<String> {
     }
     out
 }
+pub mod emu;

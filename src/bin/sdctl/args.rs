@@ -15,6 +15,7 @@ commands:
                                            print one component as JSON
   set OUTPUT on|off|toggle                 switch an output; prints the new state and whether it changed
   check                                    validate the configuration and print every problem
+  emulate DEVICE...                        serve emulated devices on 127.0.0.1 (sdctl emulate --help)
 
 options:
   --config FILE   configuration (YAML, either layout); without it an embedded demo of simulated devices is used

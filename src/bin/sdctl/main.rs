@@ -2,6 +2,7 @@
 //! devices (files in `./simulation_files/`).
 
 mod args;
+mod emulate;
 
 use std::process::ExitCode;
 
@@ -21,7 +22,12 @@ const USAGE_ERROR: u8 = 2;
 const FAILED: u8 = 1;
 
 fn main() -> ExitCode {
-    let args = match args::parse(std::env::args().skip(1)) {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    // `emulate` has its own grammar (device specs), so it is dispatched before the common options.
+    if raw.first().map(String::as_str) == Some("emulate") {
+        return emulate::run(&raw[1..]);
+    }
+    let args = match args::parse(raw) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("sdctl: {e}\n\n{}", args::USAGE);
