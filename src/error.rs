@@ -144,6 +144,36 @@ impl Error {
         }
     }
 
+    /// The device label this error is about, if any.
+    pub fn device(&self) -> Option<&str> {
+        match self {
+            Error::Timeout { device, .. }
+            | Error::Offline { device }
+            | Error::Device { device, .. }
+            | Error::Rpc { device, .. }
+            | Error::Unsupported { device, .. }
+            | Error::Simulation { device, .. }
+            | Error::WorkerFailed { device, .. } => Some(device),
+            _ => None,
+        }
+    }
+
+    /// The message without the leading `device <label>:`, for places that already name the device (its
+    /// `LastError`, log lines about it).
+    pub fn reason(&self) -> String {
+        let full = self.to_string();
+        if let Error::Offline { .. } = self {
+            return "offline".into();
+        }
+        match self.device() {
+            Some(d) => full
+                .strip_prefix(&format!("device {d}: "))
+                .map(str::to_string)
+                .unwrap_or(full),
+            None => full,
+        }
+    }
+
     /// True for errors caused by the configuration, settings or arguments rather than by a device.
     pub fn is_usage(&self) -> bool {
         matches!(

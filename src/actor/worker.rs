@@ -173,7 +173,7 @@ impl State {
         };
         match &result {
             Ok(_) => self.device.last_error = None,
-            Err(e) => self.device.last_error = Some(e.to_string()),
+            Err(e) => self.device.last_error = Some(e.reason()),
         }
         self.log_transition(was_online);
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(self.device.clone());

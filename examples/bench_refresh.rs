@@ -1,0 +1,66 @@
+//! `refresh_all` time for N emulated devices, each answering after an added latency.
+//!
+//! `cargo run --release --example bench_refresh -- [N=100] [LATENCY_MS=20] [ROUNDS=30] [BLACKHOLED_PERCENT=0]`
+//! Prints median and p99 over the rounds. Blackholed devices never answer; with them the call returns once
+//! their attempts time out (ResponseTimeout 1 s, RetryCount 0 here) while healthy devices are not delayed.
+
+use std::time::{Duration, Instant};
+
+use smartdev::emulator::{DeviceSpec, Emulator, Fault};
+use smartdev::{Controller, ModelLibrary, Settings};
+
+fn main() {
+    let arg = |i: usize, d: u64| {
+        std::env::args()
+            .nth(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(d)
+    };
+    let (n, latency, rounds, dead_pct) = (
+        arg(1, 100) as usize,
+        arg(2, 20),
+        arg(3, 30) as usize,
+        arg(4, 0) as usize,
+    );
+    let specs = (0..n).map(|_| DeviceSpec::new("ShellyPlus1PM")).collect();
+    let emu = Emulator::start(specs, &ModelLibrary::embedded()).expect("emulator");
+    let dead = n * dead_pct / 100;
+    let mut yaml = String::from(
+        "SmartDevices:\n  ResponseTimeout: 1\n  RetryCount: 0\n  PingAllowed: false\n  RefreshInterval: 0\n  Devices:\n",
+    );
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}}}\n",
+            emu.port(i)
+        ));
+    }
+    let ctl = Controller::open(Settings::from_yaml_str(&yaml).expect("valid"), None).expect("open");
+    for i in 0..n {
+        emu.set_latency(i, Duration::from_millis(latency));
+    }
+    for i in 0..dead {
+        emu.set_fault(i, Fault::Blackhole);
+    }
+    let mut times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let report = ctl.refresh_all().expect("open");
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(
+            report.refreshed,
+            n - dead,
+            "{:?}",
+            report.failures.first().map(|f| f.error.to_string())
+        );
+    }
+    times.sort_by(f64::total_cmp);
+    let p = |q: f64| times[((times.len() as f64 - 1.0) * q).round() as usize];
+    println!(
+        "refresh_all: {n} devices, {latency} ms latency, {dead} blackholed, {rounds} rounds, {} cores: median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        std::thread::available_parallelism().map_or(0, |c| c.get()),
+        p(0.5),
+        p(0.99),
+        times[times.len() - 1]
+    );
+    ctl.close();
+}

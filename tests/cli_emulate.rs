@@ -1,0 +1,116 @@
+//! `sdctl` against `sdctl emulate`, both as separate processes, over real HTTP.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+
+use common::TempDir;
+
+struct Emulate(Child);
+
+impl Drop for Emulate {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sdctl(dir: &TempDir, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+}
+
+fn admin(port: u16, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn sdctl_drives_emulated_devices_end_to_end() {
+    let dir = TempDir::new("cli-emulate");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args(["emulate", "Shelly2PMG3", "Tasmota,outputs=1", "Shelly2.5"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let _guard = Emulate(child);
+    let mut ports = Vec::new();
+    let mut admin_port = 0;
+    for line in out.lines() {
+        let line = line.unwrap();
+        let port: u16 = line.rsplit(':').next().unwrap().parse().unwrap();
+        if line.starts_with("admin ") {
+            admin_port = port;
+            break;
+        }
+        ports.push(port);
+    }
+    assert_eq!(ports.len(), 3);
+    dir.write(
+        "c.yaml",
+        &format!(
+            "SmartDevices:
+  ResponseTimeout: 0.5
+  RetryCount: 1
+  RetryDelay: 0.1
+  PingAllowed: false
+  Devices:
+    - {{Name: Hall, Model: Shelly2PMG3, Hostname: 127.0.0.1, Port: {}}}
+    - {{Name: Plug, Model: Tasmota, Hostname: 127.0.0.1, Port: {}, Outputs: [{{Name: Heater}}], Meters: [{{Name: Heater Meter}}]}}
+    - {{Name: Shed, Model: Shelly2.5, Hostname: 127.0.0.1, Port: {}}}
+",
+            ports[0], ports[1], ports[2]
+        ),
+    );
+    let o = sdctl(&dir, &["--config", "c.yaml", "status"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("Hall (ID: 1) — online"), "{text}");
+    assert!(text.contains("Plug (ID: 2) — online"), "{text}");
+    assert!(
+        text.contains("Shed (ID: 3) — online\n  Model: Shelly 2.5"),
+        "{text}"
+    );
+
+    let o = sdctl(&dir, &["--config", "c.yaml", "set", "Heater", "on"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "Heater (ID: 3): on (changed)"
+    );
+    let o = sdctl(
+        &dir,
+        &["--config", "c.yaml", "--json", "set", "Output 2", "toggle"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v, serde_json::json!({"State": true, "DidChange": true}));
+    let o = sdctl(&dir, &["--config", "c.yaml", "get", "output", "Output 2"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["State"], true);
+
+    // Blackhole the first device through the admin endpoint: reading it now fails with exit code 1.
+    assert!(admin(admin_port, "/devices/0/fault?kind=blackhole").starts_with("HTTP/1.1 200"));
+    let o = sdctl(&dir, &["--config", "c.yaml", "get", "device", "Hall"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("sdctl: device Hall (ID: 1): GET /shelly timed out after 2 attempt(s)"),
+        "{err}"
+    );
+}
