@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
@@ -13,12 +13,17 @@ use crate::config::Settings;
 use crate::driver::http::Http;
 use crate::driver::{self, Liveness, OutputAction};
 use crate::error::{Error, Result};
-use crate::event::WebhookEvent;
+use crate::event::{EventFilter, WebhookEvent};
 use crate::models::{ModelLibrary, PrintMode};
 use crate::objects::{
     Component, ComponentKind, Device, Identity, Input, Meter, Output, OutputChange, TempProbe,
 };
 use crate::wake::WakeFlag;
+use crate::webhook::HookSink;
+use crate::webhook::install;
+use crate::webhook::listener::Listener;
+use crate::webhook::queue::EventQueue;
+use crate::webhook::request::Hook;
 
 /// Where a component lives: device position and component position.
 type Place = (usize, usize);
@@ -123,21 +128,101 @@ impl RefreshReport {
 /// background every `RefreshInterval`. Dropping the controller closes it.
 pub struct Controller {
     settings: Arc<Settings>,
-    directory: Directory,
-    slots: Vec<Slot>,
-    senders: RwLock<Option<Vec<Sender<Command>>>>,
+    shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     stop_supervisor: Mutex<Option<Sender<()>>>,
     closing: Arc<AtomicBool>,
-    #[allow(dead_code)] // Set by the webhook listener.
+    listener: Mutex<Option<Listener>>,
+    queue: Arc<EventQueue>,
     wake: Option<WakeFlag>,
+}
+
+/// What the controller shares with the webhook listener: lookups, snapshots and worker inboxes.
+struct Shared {
+    directory: Directory,
+    slots: Vec<Slot>,
+    senders: RwLock<Option<Vec<Sender<Command>>>>,
+}
+
+/// The listener starts before the workers exist (its port goes into the hooks the workers install), so it
+/// reaches them through this, filled in once they run. Events arriving earlier are queued unresolved.
+#[derive(Default)]
+struct LateSink(OnceLock<Arc<Shared>>);
+
+impl HookSink for LateSink {
+    fn resolve(&self, hook: &Hook) -> (String, String) {
+        match self.0.get() {
+            Some(shared) => shared.resolve(hook),
+            None => (String::new(), String::new()),
+        }
+    }
+}
+
+impl Shared {
+    /// Names the device and component of a webhook, takes the state it implies at once, and asks the device's
+    /// worker to read the device.
+    fn resolve(&self, hook: &Hook) -> (String, String) {
+        let Some(di) = hook
+            .device_id
+            .and_then(|id| self.directory.device_by_id.get(&id).copied())
+        else {
+            return (String::new(), String::new());
+        };
+        let snap = worker::snapshot(&self.slots[di]);
+        let kind = match hook.object_type.as_deref() {
+            Some("input") => Some(ComponentKind::Input),
+            Some("output" | "switch") => Some(ComponentKind::Output),
+            Some("meter") => Some(ComponentKind::Meter),
+            Some("temp_probe") => Some(ComponentKind::TempProbe),
+            _ => None,
+        };
+        let place = kind.zip(hook.component_id).and_then(|(k, id)| {
+            let (cdi, ci) = self.directory.by_id.get(&(k, id)).copied()?;
+            (cdi == di).then_some((k, ci))
+        });
+        let Some((kind, ci)) = place else {
+            return (snap.name.clone(), String::new());
+        };
+        let component = match kind {
+            ComponentKind::Input => snap.inputs[ci].name.clone(),
+            ComponentKind::Output => snap.outputs[ci].name.clone(),
+            ComponentKind::Meter => snap.meters[ci].name.clone(),
+            ComponentKind::TempProbe => snap.temp_probes[ci].name.clone(),
+        };
+        let state =
+            match (kind, hook.event.as_str()) {
+                (ComponentKind::Input, "input.toggle_on")
+                | (ComponentKind::Output, "switch.on") => Some(true),
+                (ComponentKind::Input, "input.toggle_off")
+                | (ComponentKind::Output, "switch.off") => Some(false),
+                _ => None,
+            };
+        if matches!(kind, ComponentKind::Input | ComponentKind::Output) && !snap.simulate {
+            if state.is_some() {
+                // Visible to readers now; the worker takes the same state and then reads the device.
+                let mut d = (*snap).clone();
+                worker::apply_hook_state(&mut d, kind, ci, state);
+                *self.slots[di].write().unwrap_or_else(|e| e.into_inner()) = Arc::new(d);
+            }
+            let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(tx) = guard.as_ref().and_then(|s| s.get(di)) {
+                // A full inbox already has work queued that will read the device.
+                let _ = tx.try_send(Command::Hook {
+                    kind,
+                    index: ci,
+                    state,
+                });
+            }
+        }
+        (snap.name.clone(), component)
+    }
 }
 
 impl std::fmt::Debug for Controller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Controller")
             .field("source", &self.settings.source)
-            .field("devices", &self.slots.len())
+            .field("devices", &self.shared.slots.len())
             .finish()
     }
 }
@@ -158,10 +243,29 @@ impl Controller {
             ping_allowed: settings.ping_allowed,
             timeout: settings.response_timeout,
         };
+        let queue = Arc::new(EventQueue::new(settings.webhooks.queue_capacity));
+        let sink = Arc::new(LateSink::default());
+        let listener = if settings.webhooks.enabled {
+            let allowed = settings
+                .webhooks
+                .only_from_devices
+                .then(|| device_addresses(&devices));
+            Some(Listener::start(
+                &settings.webhooks,
+                allowed,
+                queue.clone(),
+                wake.clone(),
+                sink.clone(),
+            )?)
+        } else {
+            None
+        };
+        let port = listener.as_ref().map_or(0, |l| l.addr().port());
         let mut drivers = Vec::with_capacity(devices.len());
         let mut problems = Vec::new();
         for d in &devices {
-            match driver::for_device(d, &settings, &http) {
+            let hooks = install::plan(d, &settings.webhooks, port);
+            match driver::for_device(d, &settings, &http, hooks) {
                 Ok(drv) => drivers.push(drv),
                 Err(e) => problems.push(crate::error::Problem::new(d.label(), e.to_string())),
             }
@@ -171,36 +275,46 @@ impl Controller {
         }
         let directory = Directory::new(&devices);
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
-        let mut controller = Controller {
-            settings: Arc::new(settings),
-            directory,
-            slots: Vec::with_capacity(devices.len()),
-            senders: RwLock::new(Some(Vec::with_capacity(devices.len()))),
-            threads: Mutex::new(Vec::with_capacity(devices.len() + 1)),
-            stop_supervisor: Mutex::new(None),
-            closing,
-            wake,
-        };
         let count = devices.len();
+        let (mut slots, mut senders, mut threads) = (Vec::new(), Vec::new(), Vec::new());
         for (dev, drv) in devices.into_iter().zip(drivers) {
             let label = dev.label();
-            let w =
-                worker::spawn(dev, drv, liveness, started_tx.clone()).map_err(|e| Error::Io {
-                    context: format!("starting the worker thread of device {label}"),
-                    source: e,
-                })?;
-            controller.slots.push(w.slot);
-            controller.lock_threads().push(w.thread);
-            if let Some(s) = controller
-                .senders
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_mut()
-            {
-                s.push(w.tx);
+            match worker::spawn(dev, drv, liveness, started_tx.clone()) {
+                Ok(w) => {
+                    slots.push(w.slot);
+                    senders.push(w.tx);
+                    threads.push(w.thread);
+                }
+                Err(e) => {
+                    // Stop what already runs before reporting.
+                    drop(senders);
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(Error::Io {
+                        context: format!("starting the worker thread of device {label}"),
+                        source: e,
+                    });
+                }
             }
         }
         drop(started_tx);
+        let shared = Arc::new(Shared {
+            directory,
+            slots,
+            senders: RwLock::new(Some(senders)),
+        });
+        let _ = sink.0.set(shared.clone());
+        let controller = Controller {
+            settings: Arc::new(settings),
+            shared,
+            threads: Mutex::new(threads),
+            stop_supervisor: Mutex::new(None),
+            closing,
+            listener: Mutex::new(listener),
+            queue,
+            wake,
+        };
         // Wait for every worker's first contact; a broken simulation file is the caller's to fix now.
         let mut first_error = None;
         for (_, result) in started_rx.iter().take(count) {
@@ -237,7 +351,11 @@ impl Controller {
     }
 
     fn sender(&self, device: usize) -> Result<Sender<Command>> {
-        let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
+        let guard = self
+            .shared
+            .senders
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
         guard
             .as_ref()
             .and_then(|s| s.get(device).cloned())
@@ -245,16 +363,21 @@ impl Controller {
     }
 
     fn all_senders(&self) -> Result<Vec<Sender<Command>>> {
-        let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
+        let guard = self
+            .shared
+            .senders
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
         guard.as_ref().cloned().ok_or(Error::Closed)
     }
 
     fn snapshot(&self, device: usize) -> Arc<Device> {
-        worker::snapshot(&self.slots[device])
+        worker::snapshot(&self.shared.slots[device])
     }
 
     fn ensure_open(&self) -> Result<()> {
         match self
+            .shared
             .senders
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -304,9 +427,9 @@ impl Controller {
     pub fn print_device_status(&self, device: Option<&Identity>) -> Result<String> {
         let blocks: Vec<String> = match device {
             Some(id) => vec![crate::print::device_status(
-                &self.snapshot(self.directory.device(id)?),
+                &self.snapshot(self.shared.directory.device(id)?),
             )],
-            None => (0..self.slots.len())
+            None => (0..self.shared.slots.len())
                 .map(|i| crate::print::device_status(&self.snapshot(i)))
                 .collect(),
         };
@@ -316,20 +439,20 @@ impl Controller {
     /// Reads the device now and returns its object (model, online state, status fields, components, custom
     /// attributes). Fails with a timeout, offline or device error when the device cannot be read.
     pub fn get_device(&self, device: &Identity) -> Result<Device> {
-        let i = self.directory.device(device)?;
+        let i = self.shared.directory.device(device)?;
         self.refresh_index(i)?;
         Ok((*self.snapshot(i)).clone())
     }
 
     /// The device's object as last read, without device I/O.
     pub fn device(&self, device: &Identity) -> Result<Device> {
-        let i = self.directory.device(device)?;
+        let i = self.shared.directory.device(device)?;
         Ok((*self.snapshot(i)).clone())
     }
 
     /// Every device's object as last read, in configuration order.
     pub fn devices(&self) -> Vec<Device> {
-        (0..self.slots.len())
+        (0..self.shared.slots.len())
             .map(|i| (*self.snapshot(i)).clone())
             .collect()
     }
@@ -340,7 +463,7 @@ impl Controller {
         kind: ComponentKind,
         component: &Identity,
     ) -> Result<Component> {
-        let (di, ci) = self.directory.component(kind, component)?;
+        let (di, ci) = self.shared.directory.component(kind, component)?;
         let d = self.snapshot(di);
         Ok(match kind {
             ComponentKind::Input => Component::Input(d.inputs[ci].clone()),
@@ -352,25 +475,37 @@ impl Controller {
 
     /// One input as last read.
     pub fn get_input(&self, input: &Identity) -> Result<Input> {
-        let (di, ci) = self.directory.component(ComponentKind::Input, input)?;
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::Input, input)?;
         Ok(self.snapshot(di).inputs[ci].clone())
     }
 
     /// One output as last read.
     pub fn get_output(&self, output: &Identity) -> Result<Output> {
-        let (di, ci) = self.directory.component(ComponentKind::Output, output)?;
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::Output, output)?;
         Ok(self.snapshot(di).outputs[ci].clone())
     }
 
     /// One meter as last read.
     pub fn get_meter(&self, meter: &Identity) -> Result<Meter> {
-        let (di, ci) = self.directory.component(ComponentKind::Meter, meter)?;
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::Meter, meter)?;
         Ok(self.snapshot(di).meters[ci].clone())
     }
 
     /// One temperature probe as last read.
     pub fn get_temp_probe(&self, probe: &Identity) -> Result<TempProbe> {
-        let (di, ci) = self.directory.component(ComponentKind::TempProbe, probe)?;
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::TempProbe, probe)?;
         Ok(self.snapshot(di).temp_probes[ci].clone())
     }
 
@@ -395,7 +530,7 @@ impl Controller {
     }
 
     fn collect<T>(&self, f: impl Fn(&Device) -> Vec<T>) -> Vec<T> {
-        (0..self.slots.len())
+        (0..self.shared.slots.len())
             .flat_map(|i| f(&self.snapshot(i)))
             .collect()
     }
@@ -412,7 +547,10 @@ impl Controller {
     }
 
     fn apply_output(&self, output: &Identity, action: OutputAction) -> Result<OutputChange> {
-        let (di, ci) = self.directory.component(ComponentKind::Output, output)?;
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::Output, output)?;
         let (reply, rx) = crossbeam_channel::bounded(1);
         self.sender(di)?
             .send(Command::Switch {
@@ -458,18 +596,51 @@ impl Controller {
     /// Whether the device was online at its last contact (no device I/O).
     pub fn is_device_online(&self, device: &Identity) -> Result<bool> {
         self.ensure_open()?;
-        let i = self.directory.device(device)?;
+        let i = self.shared.directory.device(device)?;
         Ok(self.snapshot(i).online)
     }
 
-    /// The oldest queued webhook event, if any.
+    /// Removes and returns the oldest queued webhook event, if any.
     pub fn pull_webhook_event(&self) -> Option<WebhookEvent> {
-        None
+        self.queue.pull(&EventFilter::default())
+    }
+
+    /// Removes and returns the oldest queued event matching `filter` (by device and/or component).
+    pub fn pull_webhook_event_matching(&self, filter: &EventFilter) -> Option<WebhookEvent> {
+        self.queue.pull(filter)
+    }
+
+    /// Events waiting in the queue, and events dropped so far because it was full.
+    pub fn webhook_queue_stats(&self) -> (usize, u64) {
+        (self.queue.len(), self.queue.dropped())
+    }
+
+    /// The address the webhook listener is bound to (its real port even when 0 was configured), when it runs.
+    pub fn webhook_address(&self) -> Option<std::net::SocketAddr> {
+        self.listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(Listener::addr)
+    }
+
+    /// The wake flag given to `open`, if any.
+    pub fn wake_flag(&self) -> Option<&WakeFlag> {
+        self.wake.as_ref()
     }
 
     /// Stops the supervisor and every worker and joins their threads. Calls after this fail with
     /// [`Error::Closed`]; closing twice is harmless.
     pub fn close(&self) {
+        // No new webhooks first (they would send commands to the workers), then the threads.
+        if let Some(mut l) = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            l.stop();
+        }
         // Retry waits end early; requests already on the wire finish within ResponseTimeout.
         self.closing.store(true, Ordering::Relaxed);
         drop(
@@ -480,7 +651,8 @@ impl Controller {
         );
         // Dropping the senders ends each worker's loop once in-flight commands are answered.
         drop(
-            self.senders
+            self.shared
+                .senders
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .take(),
@@ -494,6 +666,23 @@ impl Controller {
             log::info!("smartdev closed ({} thread(s) joined)", n);
         }
     }
+}
+
+/// The addresses of the configured devices (what `AllowedSources: devices` accepts).
+fn device_addresses(devices: &[Device]) -> Vec<std::net::IpAddr> {
+    use std::net::ToSocketAddrs;
+    let mut out = Vec::new();
+    for d in devices {
+        let Some(host) = &d.hostname else { continue };
+        match (host.trim_matches(['[', ']']), d.port).to_socket_addrs() {
+            Ok(addrs) => out.extend(addrs.map(|a| a.ip())),
+            Err(e) => log::warn!(
+                "device {}: cannot resolve {host} for AllowedSources: {e}",
+                d.label()
+            ),
+        }
+    }
+    out
 }
 
 impl Drop for Controller {

@@ -2,7 +2,42 @@
 
 use serde::Serialize;
 
-use crate::objects::Attributes;
+use crate::objects::{Attributes, Identity};
+
+/// Event names the listener accepts: every event Shelly devices are known to send (Gen1 action URLs are
+/// installed under the same names).
+pub const KNOWN_EVENTS: &[&str] = &[
+    "input.toggle_on",
+    "input.toggle_off",
+    "input.button_push",
+    "input.button_longpush",
+    "input.button_doublepush",
+    "input.button_triplepush",
+    "input.analog_change",
+    "input.analog_measurement",
+    "switch.on",
+    "switch.off",
+    "cover.open",
+    "cover.closed",
+    "cover.opening",
+    "cover.closing",
+    "cover.stopped",
+    "em.active_power_change",
+    "em.voltage_change",
+    "em.current_change",
+    "em1.active_power_change",
+    "em1.voltage_change",
+    "em1.current_change",
+    "pm1.apower_change",
+    "pm1.voltage_change",
+    "pm1.current_change",
+    "temperature.change",
+    "humidity.change",
+    "flood.alarm",
+    "flood.alarm_off",
+    "smoke.alarm",
+    "smoke.alarm_off",
+];
 
 /// One webhook a device sent, resolved against the configuration where possible.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -28,4 +63,72 @@ pub struct WebhookEvent {
     pub source: String,
     /// Any other query or body fields.
     pub params: Attributes,
+}
+
+/// Which events `pull_webhook_event_matching` takes: every given criterion must match.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EventFilter {
+    /// The device, by name or ID.
+    pub device: Option<Identity>,
+    /// The component, by name or ID.
+    pub component: Option<Identity>,
+}
+
+impl EventFilter {
+    /// Whether `e` matches. Events whose device or component was not resolved never match a filter on it.
+    pub fn matches(&self, e: &WebhookEvent) -> bool {
+        let fits = |want: &Option<Identity>, name: &str, id: Option<i64>| match want {
+            None => true,
+            Some(Identity::Name(n)) => !name.is_empty() && n == name,
+            Some(Identity::Id(i)) => !name.is_empty() && id == Some(*i),
+        };
+        fits(&self.device, &e.device, e.device_id)
+            && fits(&self.component, &e.component, e.component_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_match_resolved_names_and_ids_only() {
+        let e = WebhookEvent {
+            device: "Hall".into(),
+            device_id: Some(1),
+            component: "".into(),
+            component_id: Some(7),
+            ..WebhookEvent::default()
+        };
+        assert!(EventFilter::default().matches(&e));
+        assert!(
+            EventFilter {
+                device: Some(Identity::Id(1)),
+                component: None
+            }
+            .matches(&e)
+        );
+        assert!(
+            EventFilter {
+                device: Some(Identity::name("Hall")),
+                component: None
+            }
+            .matches(&e)
+        );
+        assert!(
+            !EventFilter {
+                device: Some(Identity::Id(2)),
+                component: None
+            }
+            .matches(&e)
+        );
+        assert!(
+            !EventFilter {
+                device: None,
+                component: Some(Identity::Id(7))
+            }
+            .matches(&e),
+            "component unresolved"
+        );
+    }
 }

@@ -35,14 +35,16 @@ pub mod models;
 mod objects;
 mod plan;
 mod print;
+mod url;
 mod wake;
+mod webhook;
 mod yaml;
 
 pub use config::{ConfigLoader, Rule, Settings, ValidationDictionary, ValueType};
 pub use controller::{Controller, RefreshFailure, RefreshReport};
 pub use driver::OutputAction;
 pub use error::{Error, Problem, Result};
-pub use event::WebhookEvent;
+pub use event::{EventFilter, KNOWN_EVENTS, WebhookEvent};
 pub use models::{ModelLibrary, PrintMode};
 pub use objects::{
     Attributes, Component, ComponentKind, Device, Identity, Input, Meter, Output, OutputChange,

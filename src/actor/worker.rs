@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
-use crate::objects::{Device, OutputChange};
+use crate::objects::{ComponentKind, Device, OutputChange};
 
 /// Worker threads mostly wait on sockets and parse small JSON bodies; 256 KiB is ample and keeps 1,000 workers
 /// cheap in address space.
@@ -21,6 +21,15 @@ pub(crate) enum Command {
     Refresh {
         /// Where the result goes.
         reply: Option<Sender<Result<()>>>,
+    },
+    /// A webhook said a component changed: take the new state at once, then read the device.
+    Hook {
+        /// Input or output.
+        kind: ComponentKind,
+        /// Channel (0-based).
+        index: usize,
+        /// The state the event implies, if any.
+        state: Option<bool>,
     },
     /// Background check from the supervisor: refresh an online device; probe an offline one and refresh it
     /// when it is back.
@@ -115,6 +124,16 @@ impl State {
                         let _ = reply.send(r);
                     }
                 }
+                Command::Hook { kind, index, state } => {
+                    let _ = self.op(|dev, drv| {
+                        if dev.simulate {
+                            // The simulation file is the truth for simulated devices.
+                            return Ok(());
+                        }
+                        apply_hook_state(dev, kind, index, state);
+                        drv.refresh(dev)
+                    });
+                }
                 Command::Tick => {
                     let liveness = self.liveness;
                     let _ = self.op(|dev, drv| {
@@ -194,6 +213,29 @@ impl State {
             (false, false) => log::warn!("device {} went offline: {why}", d.label()),
             (false, true) => log::debug!("device {} is offline (expected): {why}", d.label()),
         }
+    }
+}
+
+/// Sets the state a webhook implies on an input or output (no-op for other kinds or unknown channels).
+pub(crate) fn apply_hook_state(
+    dev: &mut Device,
+    kind: ComponentKind,
+    index: usize,
+    state: Option<bool>,
+) {
+    let Some(on) = state else { return };
+    match kind {
+        ComponentKind::Input => {
+            if let Some(i) = dev.inputs.get_mut(index) {
+                i.state = on;
+            }
+        }
+        ComponentKind::Output => {
+            if let Some(o) = dev.outputs.get_mut(index) {
+                o.state = on;
+            }
+        }
+        _ => {}
     }
 }
 

@@ -251,6 +251,9 @@ impl Normaliser {
                 "WebhookPort",
                 "WebhookPath",
                 "DefaultWebhooks",
+                "WebhookToken",
+                "WebhookAllowedSources",
+                "WebhookQueueCapacity",
             ],
             rk,
         )
@@ -260,7 +263,16 @@ impl Normaliser {
         match get(root, rule, "ShellyWebhooks").and_then(Value::as_object) {
             Some(section) => self.webhook_common(
                 section,
-                ["Enabled", "Host", "Port", "Path", "DefaultWebhooks"],
+                [
+                    "Enabled",
+                    "Host",
+                    "Port",
+                    "Path",
+                    "DefaultWebhooks",
+                    "Token",
+                    "AllowedSources",
+                    "QueueCapacity",
+                ],
                 &format!("{rk}.ShellyWebhooks"),
             ),
             None => WebhookSettings::default(),
@@ -270,10 +282,19 @@ impl Normaliser {
     fn webhook_common(
         &mut self,
         m: &Map<String, Value>,
-        keys: [&str; 5],
+        keys: [&str; 8],
         at: &str,
     ) -> WebhookSettings {
-        let [enabled, host, port, path, defaults] = keys;
+        let [
+            enabled,
+            host,
+            port,
+            path,
+            defaults,
+            token,
+            sources,
+            capacity,
+        ] = keys;
         let mut w = WebhookSettings::default();
         let nn = |k: &str| m.get(k).filter(|v| !v.is_null());
         if let Some(b) = nn(enabled).and_then(Value::as_bool) {
@@ -300,6 +321,11 @@ impl Normaliser {
                 );
             }
             w.path = p.to_string();
+        }
+        w.token = nn(token).and_then(Value::as_str).map(str::to_string);
+        w.only_from_devices = nn(sources).and_then(Value::as_str) == Some("devices");
+        if let Some(c) = nn(capacity).and_then(Value::as_u64) {
+            w.queue_capacity = c as usize;
         }
         if let Some(d) = nn(defaults).and_then(Value::as_object) {
             let builtin = DefaultWebhooks::default();

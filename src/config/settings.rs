@@ -67,6 +67,12 @@ pub struct WebhookSettings {
     pub path: String,
     /// Events installed on inputs and outputs that ask for webhooks.
     pub default_webhooks: DefaultWebhooks,
+    /// Shared secret put in every callback URL and required on every request (`Token` / `WebhookToken`).
+    pub token: Option<String>,
+    /// Accept requests only from configured devices' addresses (`AllowedSources: devices`).
+    pub only_from_devices: bool,
+    /// Events kept in the queue before the oldest is dropped (default 65,536).
+    pub queue_capacity: usize,
 }
 
 impl Default for WebhookSettings {
@@ -77,6 +83,9 @@ impl Default for WebhookSettings {
             port: 8787,
             path: "/shelly/webhook".into(),
             default_webhooks: DefaultWebhooks::default(),
+            token: None,
+            only_from_devices: false,
+            queue_capacity: 65_536,
         }
     }
 }

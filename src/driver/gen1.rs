@@ -12,6 +12,8 @@ use crate::clock;
 use crate::error::{Error, Result};
 use crate::models::ModelInfo;
 use crate::objects::{Device, OutputChange};
+use crate::url::encode_component;
+use crate::webhook::install::{HookPlan, gen1_action, gen1_event};
 
 /// Drives one Gen1 device.
 pub(crate) struct Gen1 {
@@ -19,17 +21,103 @@ pub(crate) struct Gen1 {
     base: String,
     model: ModelInfo,
     introduced: bool,
+    hooks: Option<HookPlan>,
+    hooks_synced: bool,
 }
 
 impl Gen1 {
     /// A driver for the device at `base` (`http://host:port`).
-    pub(crate) fn new(http: Http, base: String, model: ModelInfo) -> Self {
+    pub(crate) fn new(http: Http, base: String, model: ModelInfo, hooks: Option<HookPlan>) -> Self {
         Gen1 {
             http,
             base,
             model,
             introduced: false,
+            hooks,
+            hooks_synced: false,
         }
+    }
+
+    /// Reads the action URLs and records the events they stand for as the device's supported webhooks.
+    fn read_actions(
+        &self,
+        dev: &mut Device,
+        attempts: Option<u32>,
+    ) -> Result<serde_json::Map<String, Value>> {
+        let listed = self.get(dev, "/settings/actions", attempts)?;
+        let actions = listed
+            .get("actions")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        dev.supported_webhooks = actions
+            .keys()
+            .filter_map(|a| gen1_event(a).map(str::to_string))
+            .collect();
+        Ok(actions)
+    }
+
+    /// Gen1 "webhooks" are action URLs: one URL list per action and channel. smartdev's URLs are recognised by
+    /// the listener's base URL; other URLs in a list are kept as they are.
+    fn sync_actions(&mut self, dev: &mut Device) -> Result<()> {
+        let Some(plan) = self.hooks.clone() else {
+            return Ok(());
+        };
+        let actions = self.read_actions(dev, None)?;
+        for w in &plan.wanted {
+            if gen1_action(&w.event).is_none_or(|a| !actions.contains_key(a)) {
+                log::warn!(
+                    "device {}: webhook event '{}' has no action URL on this device; skipped",
+                    dev.label(),
+                    w.event
+                );
+            }
+        }
+        let ours = |u: &str| u.starts_with(&format!("{}?", plan.base));
+        for (action, entries) in &actions {
+            for entry in entries.as_array().into_iter().flatten() {
+                let Some(index) = entry.get("index").and_then(Value::as_u64) else {
+                    continue;
+                };
+                let current: Vec<String> = entry
+                    .get("urls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|u| u.as_str().map(str::to_string))
+                    .collect();
+                let mut desired: Vec<String> =
+                    current.iter().filter(|u| !ours(u)).cloned().collect();
+                desired.extend(
+                    plan.wanted
+                        .iter()
+                        .filter(|w| {
+                            gen1_action(&w.event) == Some(action.as_str())
+                                && w.channel as u64 == index
+                        })
+                        .map(|w| w.url.clone()),
+                );
+                let enabled = entry
+                    .get("enabled")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                if desired == current && enabled != desired.is_empty() {
+                    continue;
+                }
+                let mut path = format!(
+                    "/settings/actions?index={index}&name={action}&enabled={}",
+                    !desired.is_empty()
+                );
+                if desired.is_empty() {
+                    path.push_str("&urls[]=");
+                }
+                for u in &desired {
+                    path.push_str(&format!("&urls[]={}", encode_component(u)));
+                }
+                self.get(dev, &path, None)?;
+            }
+        }
+        Ok(())
     }
 
     fn get(&self, dev: &mut Device, path: &str, attempts: Option<u32>) -> Result<Value> {
@@ -41,6 +129,7 @@ impl Gen1 {
     fn contact(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
         if !dev.online {
             self.introduced = false;
+            self.hooks_synced = false;
         }
         if !self.introduced {
             let info = self.get(dev, "/shelly", attempts)?;
@@ -59,6 +148,16 @@ impl Gen1 {
         }
         let status = self.get(dev, "/status", attempts)?;
         apply_status(dev, &self.model, &status, &clock::rfc3339_now());
+        if !self.hooks_synced {
+            match self.sync_actions(dev) {
+                Ok(()) => self.hooks_synced = true,
+                Err(e) => log::warn!(
+                    "device {}: action URLs not installed yet: {}",
+                    dev.label(),
+                    e.reason()
+                ),
+            }
+        }
         Ok(())
     }
 

@@ -134,6 +134,7 @@ pub(crate) fn for_device(
     dev: &Device,
     settings: &Settings,
     http: &http::Http,
+    hooks: Option<crate::webhook::install::HookPlan>,
 ) -> Result<Box<dyn Driver>> {
     if dev.simulate {
         let file = dev
@@ -147,9 +148,9 @@ pub(crate) fn for_device(
     let http = http.clone();
     Ok(match settings.models.resolve(&dev.model) {
         Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {
-            Box::new(gen1::Gen1::new(http, base, m.clone()))
+            Box::new(gen1::Gen1::new(http, base, m.clone(), hooks))
         }
-        Some(ModelRef::Vendor(m)) => Box::new(rpc::Rpc::new(http, base, m.clone())),
+        Some(ModelRef::Vendor(m)) => Box::new(rpc::Rpc::new(http, base, m.clone(), hooks)),
         Some(ModelRef::Tasmota) => Box::new(tasmota::Tasmota::new(http, base)),
         None => {
             return Err(crate::Error::Unsupported {

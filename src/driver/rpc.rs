@@ -13,6 +13,7 @@ use crate::clock;
 use crate::error::{Error, Result};
 use crate::models::{MeterSource, ModelInfo};
 use crate::objects::{Device, OutputChange};
+use crate::webhook::install::{HookPlan, NAME_PREFIX, supported_events};
 
 /// Drives one Gen2+ device.
 pub(crate) struct Rpc {
@@ -22,11 +23,13 @@ pub(crate) struct Rpc {
     introduced: bool,
     probes_mapped: bool,
     next_id: u64,
+    hooks: Option<HookPlan>,
+    hooks_synced: bool,
 }
 
 impl Rpc {
     /// A driver for the device at `base` (`http://host:port`).
-    pub(crate) fn new(http: Http, base: String, model: ModelInfo) -> Self {
+    pub(crate) fn new(http: Http, base: String, model: ModelInfo, hooks: Option<HookPlan>) -> Self {
         Rpc {
             http,
             base,
@@ -34,6 +37,8 @@ impl Rpc {
             introduced: false,
             probes_mapped: false,
             next_id: 1,
+            hooks,
+            hooks_synced: false,
         }
     }
 
@@ -83,7 +88,82 @@ impl Rpc {
         let reported = text(&info, &["model"]).or_else(|| text(&info, &["type"]));
         let generation = num(&info, &["gen"]);
         identify(dev, &self.model, reported.as_deref(), generation.is_none());
+        match self.call(dev, "Webhook.ListSupported", None, attempts) {
+            Ok(r) => dev.supported_webhooks = supported_events(&r),
+            Err(e) => log::debug!("device {}: no webhook list: {}", dev.label(), e.reason()),
+        }
         self.introduced = true;
+        Ok(())
+    }
+
+    /// Makes smartdev's hooks on the device (named `smartdev:`…) match the plan: creates what is missing,
+    /// updates what differs, deletes only its own stale ones. Other software's hooks are never touched.
+    fn sync_hooks(&mut self, dev: &mut Device) -> Result<()> {
+        let Some(plan) = self.hooks.clone() else {
+            return Ok(());
+        };
+        let mut wanted = Vec::new();
+        for w in &plan.wanted {
+            if dev.supported_webhooks.contains(&w.event) {
+                wanted.push(w);
+            } else {
+                log::warn!(
+                    "device {}: webhook event '{}' is not supported by the device; skipped",
+                    dev.label(),
+                    w.event
+                );
+            }
+        }
+        let list = self.call(dev, "Webhook.List", None, None)?;
+        let ours: Vec<Value> = list
+            .get("hooks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|h| text(h, &["name"]).is_some_and(|n| n.starts_with(NAME_PREFIX)))
+            .cloned()
+            .collect();
+        for w in &wanted {
+            let desired = json!({"cid": w.channel, "enable": true, "event": w.event, "name": w.name, "urls": [w.url]});
+            let existing = ours
+                .iter()
+                .find(|h| text(h, &["name"]).as_deref() == Some(w.name.as_str()));
+            match existing {
+                Some(h)
+                    if ["cid", "enable", "event", "urls"]
+                        .iter()
+                        .all(|k| h.get(*k) == desired.get(*k)) => {}
+                Some(h) => {
+                    let mut update = desired.clone();
+                    update["id"] = h.get("id").cloned().unwrap_or(Value::Null);
+                    self.call(dev, "Webhook.Update", Some(update), None)?;
+                }
+                None => {
+                    self.call(dev, "Webhook.Create", Some(desired), None).map_err(|e| match e {
+                        Error::Rpc { code: -108, device, .. } => Error::Device {
+                            device,
+                            message: format!(
+                                "the device's webhook limit is reached, so '{}' could not be created; delete hooks you no longer need",
+                                w.name
+                            ),
+                        },
+                        other => other,
+                    })?;
+                }
+            }
+        }
+        for h in &ours {
+            let name = text(h, &["name"]).unwrap_or_default();
+            if !wanted.iter().any(|w| w.name == name) {
+                let id = h.get("id").cloned().unwrap_or(Value::Null);
+                self.call(dev, "Webhook.Delete", Some(json!({ "id": id })), None)?;
+            }
+        }
+        log::debug!(
+            "device {}: {} webhook(s) in place",
+            dev.label(),
+            wanted.len()
+        );
         Ok(())
     }
 
@@ -121,9 +201,10 @@ impl Rpc {
 
     fn contact(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
         if !dev.online {
-            // Coming back: the firmware or add-on may have changed meanwhile.
+            // Coming back: the firmware, add-on or hooks may have changed meanwhile.
             self.introduced = false;
             self.probes_mapped = false;
+            self.hooks_synced = false;
         }
         if !self.introduced {
             self.introduce(dev, attempts)?;
@@ -133,6 +214,17 @@ impl Rpc {
         }
         let status = self.call(dev, "Shelly.GetStatus", None, attempts)?;
         apply_status(dev, &self.model, &status, &clock::rfc3339_now());
+        if !self.hooks_synced {
+            // Installation problems never fail the refresh; they are logged and retried next time.
+            match self.sync_hooks(dev) {
+                Ok(()) => self.hooks_synced = true,
+                Err(e) => log::warn!(
+                    "device {}: webhooks not installed yet: {}",
+                    dev.label(),
+                    e.reason()
+                ),
+            }
+        }
         Ok(())
     }
 }

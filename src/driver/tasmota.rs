@@ -53,7 +53,11 @@ impl Tasmota {
     }
 
     fn command(&self, dev: &mut Device, cmnd: &str, attempts: Option<u32>) -> Result<Value> {
-        let url = format!("{}/cm?cmnd={}", self.base, cmnd.replace(' ', "%20"));
+        let url = format!(
+            "{}/cm?cmnd={}",
+            self.base,
+            crate::url::encode_component(cmnd)
+        );
         let reply = self
             .http
             .request(dev, &url, None, &format!("command '{cmnd}'"), attempts)?;

@@ -30,7 +30,7 @@ mod rpc;
 mod server;
 mod state;
 mod tasmota;
-mod url;
+
 mod webhooks;
 
 use std::collections::BTreeMap;

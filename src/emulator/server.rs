@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::Fault;
 use super::faults::{NetControl, Phase};
-use super::url;
+use crate::url;
 
 /// Idle clients are dropped after this, so they cannot hang a port.
 const READ_TIMEOUT: Duration = Duration::from_secs(2);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::url;
+use crate::url;
 
 /// Most hooks an RPC device accepts.
 pub(crate) const MAX_HOOKS: usize = 20;

@@ -1,5 +1,5 @@
-//! Percent-decoding, query strings and request targets (the emulator needs only these few pieces of URL
-//! handling, so no crate).
+//! Percent-encoding and decoding, query strings and request targets: the few pieces of URL handling the
+//! webhook listener, the drivers and the emulator need, so no crate.
 
 /// Decodes `%XX` escapes; `+` becomes a space when `plus_is_space` (query strings, not paths). Invalid escapes
 /// are kept as written, invalid UTF-8 is replaced.
@@ -40,6 +40,19 @@ pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Percent-encodes a query value or key: everything except unreserved characters (RFC 3986).
+pub(crate) fn encode_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &c in s.as_bytes() {
+        if c.is_ascii_alphanumeric() || b"-._~".contains(&c) {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("%{c:02X}"));
+        }
+    }
+    out
+}
+
 /// Makes a URL's path-and-query sendable in a request line: spaces, controls and non-ASCII bytes are
 /// percent-encoded, everything else (including `${...}` tokens) is left as written.
 pub(crate) fn encode_target(target: &str) -> String {
@@ -57,6 +70,14 @@ pub(crate) fn encode_target(target: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn component_encoding_round_trips() {
+        let raw = "a b&c=d/é~";
+        let enc = encode_component(raw);
+        assert_eq!(enc, "a%20b%26c%3Dd%2F%C3%A9~");
+        assert_eq!(decode(&enc, true), raw);
+    }
 
     #[test]
     fn decodes_escapes_and_plus() {

@@ -1,0 +1,207 @@
+//! What to install on a device: the hooks smartdev owns, their callback URLs, and the Gen1 action-URL names.
+
+use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+
+use serde_json::Value;
+
+use crate::config::WebhookSettings;
+use crate::objects::Device;
+use crate::url::encode_component;
+
+/// Every hook smartdev creates is named with this prefix, so it never touches anyone else's.
+pub(crate) const NAME_PREFIX: &str = "smartdev:";
+
+/// One hook smartdev wants on a device.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WantedHook {
+    /// Event name (`input.toggle_on`).
+    pub event: String,
+    /// Component channel on the device (`cid`).
+    pub channel: usize,
+    /// Unique name on the device, starting with [`NAME_PREFIX`].
+    pub name: String,
+    /// The callback URL.
+    pub url: String,
+}
+
+/// The address this machine uses to reach `host` (what a device should call back when we listen on 0.0.0.0).
+/// Connecting a UDP socket sends nothing; it only picks the route.
+pub(crate) fn local_address_towards(host: &str, port: u16) -> Option<IpAddr> {
+    let target = (host.trim_matches(['[', ']']), port);
+    let probe = match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(_)) => UdpSocket::bind("[::]:0").ok()?,
+        _ => UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?,
+    };
+    probe.connect(target).ok()?;
+    probe.local_addr().ok().map(|a| a.ip())
+}
+
+/// What smartdev keeps on one device: its callback base and the hooks it wants there.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HookPlan {
+    /// `http://host:port/path`: every URL smartdev installs starts with this (Gen1 URLs are recognised by it).
+    pub base: String,
+    /// The hooks wanted (possibly none: then smartdev's old hooks are removed).
+    pub wanted: Vec<WantedHook>,
+}
+
+/// The hooks a device should carry: the default events of its inputs and outputs that ask for webhooks.
+/// `port` is the listener's actual port. Support is checked later against what the device lists. `None` when
+/// webhooks are off or the device takes no part (simulated, Tasmota).
+pub(crate) fn plan(dev: &Device, w: &WebhookSettings, port: u16) -> Option<HookPlan> {
+    if !w.enabled || dev.simulate || dev.is_tasmota() {
+        return None;
+    }
+    let host = match w.host.as_str() {
+        "0.0.0.0" | "::" | "[::]" => dev
+            .hostname
+            .as_deref()
+            .and_then(|h| local_address_towards(h, dev.port))
+            .map(|ip| ip.to_string())
+            .unwrap_or_else(|| w.host.clone()),
+        h => h.to_string(),
+    };
+    let base = format!(
+        "http://{}:{port}{}",
+        crate::hostname::url_host(&host),
+        w.path
+    );
+    let token = w
+        .token
+        .as_deref()
+        .map(|t| format!("&token={}", encode_component(t)))
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    let mut add = |object: &str, id: i64, channel: usize, events: &[String]| {
+        for e in events {
+            out.push(WantedHook {
+                event: e.clone(),
+                channel,
+                name: format!("{NAME_PREFIX}{object}:{id}:{e}"),
+                url: format!(
+                    "{base}?Event={}&DeviceID={}&ObjectType={object}&ComponentID={id}{token}",
+                    encode_component(e),
+                    dev.id
+                ),
+            });
+        }
+    };
+    for i in dev.inputs.iter().filter(|i| i.webhooks) {
+        add("input", i.id, i.component_index, &w.default_webhooks.inputs);
+    }
+    for o in dev.outputs.iter().filter(|o| o.webhooks) {
+        add(
+            "output",
+            o.id,
+            o.component_index,
+            &w.default_webhooks.outputs,
+        );
+    }
+    Some(HookPlan { base, wanted: out })
+}
+
+/// Event names from a `Webhook.ListSupported` result, in either shape: `{"types": {name: {...}}}` (current
+/// firmware) or `{"hook_types": [name, ...]}` (early firmware).
+pub(crate) fn supported_events(result: &Value) -> Vec<String> {
+    if let Some(types) = result.get("types").and_then(Value::as_object) {
+        return types.keys().cloned().collect();
+    }
+    result
+        .get("hook_types")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Gen1 action-URL names and the events they stand for.
+pub(crate) const GEN1_ACTIONS: &[(&str, &str)] = &[
+    ("btn_on_url", "input.toggle_on"),
+    ("btn_off_url", "input.toggle_off"),
+    ("shortpush_url", "input.button_push"),
+    ("longpush_url", "input.button_longpush"),
+    ("out_on_url", "switch.on"),
+    ("out_off_url", "switch.off"),
+];
+
+/// The Gen1 action name for an event.
+pub(crate) fn gen1_action(event: &str) -> Option<&'static str> {
+    GEN1_ACTIONS
+        .iter()
+        .find(|(_, e)| *e == event)
+        .map(|(a, _)| *a)
+}
+
+/// The event of a Gen1 action name.
+pub(crate) fn gen1_event(action: &str) -> Option<&'static str> {
+    GEN1_ACTIONS
+        .iter()
+        .find(|(a, _)| *a == action)
+        .map(|(_, e)| *e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::{Input, Output};
+    use serde_json::json;
+
+    #[test]
+    fn urls_carry_ids_and_the_encoded_token() {
+        let dev = Device {
+            id: 4,
+            hostname: Some("127.0.0.1".into()),
+            inputs: vec![Input {
+                id: 9,
+                component_index: 1,
+                webhooks: true,
+                ..Input::default()
+            }],
+            outputs: vec![Output {
+                id: 3,
+                webhooks: false,
+                ..Output::default()
+            }],
+            ..Device::default()
+        };
+        let w = WebhookSettings {
+            enabled: true,
+            token: Some("a b&c".into()),
+            ..WebhookSettings::default()
+        };
+        let p = plan(&dev, &w, 8787).unwrap();
+        assert_eq!(p.base, "http://127.0.0.1:8787/shelly/webhook");
+        let hooks = p.wanted;
+        assert_eq!(hooks.len(), 2);
+        assert_eq!(hooks[0].name, "smartdev:input:9:input.toggle_on");
+        assert_eq!(hooks[0].channel, 1);
+        assert_eq!(
+            hooks[0].url,
+            "http://127.0.0.1:8787/shelly/webhook?Event=input.toggle_on&DeviceID=4&ObjectType=input&ComponentID=9&token=a%20b%26c"
+        );
+        let off = WebhookSettings::default();
+        assert!(plan(&dev, &off, 8787).is_none());
+    }
+
+    #[test]
+    fn both_list_supported_shapes() {
+        let now = json!({"types": {"input.toggle_on": {}, "switch.on": {"attrs": []}}});
+        assert_eq!(supported_events(&now), ["input.toggle_on", "switch.on"]);
+        let early = json!({"hook_types": ["switch.off"]});
+        assert_eq!(supported_events(&early), ["switch.off"]);
+        assert!(supported_events(&json!({})).is_empty());
+        assert_eq!(gen1_action("switch.on"), Some("out_on_url"));
+        assert_eq!(gen1_event("longpush_url"), Some("input.button_longpush"));
+    }
+
+    #[test]
+    fn loopback_routes_from_loopback() {
+        assert_eq!(
+            local_address_towards("127.0.0.1", 80),
+            Some(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! Webhooks: the listener, the event queue, the request parser, and what to install on devices.
+
+pub(crate) mod install;
+pub(crate) mod listener;
+pub(crate) mod queue;
+pub(crate) mod request;
+
+/// Resolves a valid webhook against the configuration and applies it to the device state.
+pub(crate) trait HookSink: Send + Sync {
+    /// Returns the device name and component name (empty when unknown) and updates the component's state.
+    fn resolve(&self, hook: &request::Hook) -> (String, String);
+}
