@@ -114,3 +114,84 @@ fn sdctl_drives_emulated_devices_end_to_end() {
         "{err}"
     );
 }
+
+#[test]
+fn sdctl_events_prints_one_json_line_per_event() {
+    use smartdev::ModelLibrary;
+    use smartdev::emulator::{DeviceSpec, Emulator};
+    let dir = TempDir::new("cli-events");
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    dir.write(
+        "c.yaml",
+        &format!(
+            "SmartDevices:
+  PingAllowed: false
+  ShellyWebhooks: {{Enabled: false, Port: 0}}
+  Devices:
+    - {{Name: Pump, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}, Outputs: [{{Name: Pump Out, Webhooks: true}}]}}
+",
+            emu.port(0)
+        ),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args([
+            "--config",
+            "c.yaml",
+            "events",
+            "--count",
+            "2",
+            "--timeout",
+            "20",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening for webhooks") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "sdctl ended early");
+    }
+    // The listener installed its hooks on the device before it said so; let the device fire them.
+    assert!(emu.webhooks(0).len() >= 2, "{:?}", emu.webhooks(0));
+    assert_eq!(emu.fire_event(0, "switch.on", 0), 1);
+    assert_eq!(emu.fire_event(0, "switch.off", 0), 1);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["Event"], "switch.on");
+    assert_eq!(lines[0]["Component"], "Pump Out");
+    assert_eq!(lines[1]["Event"], "switch.off");
+    assert_eq!(lines[1]["Device"], "Pump");
+
+    // Waiting for an event that never comes ends with exit code 1.
+    let o = Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args([
+            "--config",
+            "c.yaml",
+            "events",
+            "--count",
+            "1",
+            "--timeout",
+            "0.3",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

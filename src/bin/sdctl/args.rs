@@ -15,6 +15,7 @@ commands:
                                            print one component as JSON
   set OUTPUT on|off|toggle                 switch an output; prints the new state and whether it changed
   check                                    validate the configuration and print every problem
+  events [--count N] [--timeout SECS]      run the webhook listener, print one JSON line per event
   emulate DEVICE...                        serve emulated devices on 127.0.0.1 (sdctl emulate --help)
 
 options:
@@ -43,6 +44,10 @@ pub enum Command {
         action: String,
     },
     Check,
+    Events {
+        count: Option<u64>,
+        timeout: Option<f64>,
+    },
     Help,
     Version,
 }
@@ -74,6 +79,8 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut args = Args::default();
     let mut words = Vec::new();
     let mut detailed = false;
+    let mut count = None;
+    let mut timeout = None;
     // `--config=FILE` is the same as `--config FILE`.
     let expanded: Vec<String> = raw
         .into_iter()
@@ -93,6 +100,23 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--name" => args.force_name = true,
             "--verbose" | "-v" => args.verbose = true,
             "--detailed" => detailed = true,
+            "--count" => {
+                let v = value("--count")?;
+                count = Some(
+                    v.parse()
+                        .map_err(|_| format!("--count needs a whole number, not '{v}'"))?,
+                );
+            }
+            "--timeout" => {
+                let v = value("--timeout")?;
+                let secs: f64 = v
+                    .parse()
+                    .map_err(|_| format!("--timeout needs seconds, not '{v}'"))?;
+                if !(secs.is_finite() && secs >= 0.0) {
+                    return Err(format!("--timeout needs seconds ≥ 0, not '{v}'"));
+                }
+                timeout = Some(secs);
+            }
             "--help" | "-h" => args.command = Some(Command::Help),
             "--version" | "-V" => args.command = Some(Command::Version),
             s if s.starts_with('-') && s.len() > 1 && s.parse::<i64>().is_err() => {
@@ -139,10 +163,14 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             return Err("set needs an output and on|off|toggle, e.g. set 'Pool Pump' on".into());
         }
         ["check"] => Command::Check,
+        ["events"] => Command::Events { count, timeout },
         [cmd, ..] => return Err(format!("unknown command or wrong arguments: '{cmd}'")),
     };
     if detailed && !matches!(command, Command::Models { .. }) {
         return Err("--detailed only applies to models".into());
+    }
+    if (count.is_some() || timeout.is_some()) && !matches!(command, Command::Events { .. }) {
+        return Err("--count and --timeout only apply to events".into());
     }
     args.command = Some(command);
     Ok(args)
@@ -196,5 +224,23 @@ mod tests {
         );
         assert!(p(&["--bogus", "status"]).unwrap_err().contains("--bogus"));
         assert!(p(&["--config"]).unwrap_err().contains("needs a value"));
+        assert!(
+            p(&["events", "--count", "x"])
+                .unwrap_err()
+                .contains("--count")
+        );
+        assert!(
+            p(&["status", "--count", "2"])
+                .unwrap_err()
+                .contains("only apply to events")
+        );
+        let a = p(&["events", "--count", "3", "--timeout", "1.5"]).unwrap();
+        assert_eq!(
+            a.command,
+            Some(Command::Events {
+                count: Some(3),
+                timeout: Some(1.5)
+            })
+        );
     }
 }

@@ -11,6 +11,7 @@ use smartdev::config::LogSettings;
 use smartdev::logging::{self, Verbosity};
 use smartdev::{
     ConfigLoader, Controller, Error, ModelLibrary, PrintMode, Settings, ValidationDictionary,
+    WakeFlag,
 };
 
 const DEMO: &str = include_str!("demo.yaml");
@@ -125,8 +126,13 @@ fn run(args: &Args) -> Result<(), Error> {
         Command::Check => return check(args),
         _ => {}
     }
-    let settings = load(args)?;
+    let mut settings = load(args)?;
     init_logging(args, &settings)?;
+    if let Command::Events { count, timeout } = command {
+        // Listening is the point of this command, so the listener runs even when the file leaves it off.
+        settings.webhooks.enabled = true;
+        return events(settings, *count, *timeout);
+    }
     let ctl = Controller::open(settings, None)?;
     match command {
         Command::Status(device) => {
@@ -179,6 +185,53 @@ fn run(args: &Args) -> Result<(), Error> {
     }
     ctl.close();
     Ok(())
+}
+
+/// Runs the listener and prints one JSON line per event until `count` events or `timeout` seconds.
+fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Result<(), Error> {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    let path = settings.webhooks.path.clone();
+    let wake = WakeFlag::new();
+    let ctl = Controller::open(settings, Some(wake.clone()))?;
+    if let Some(addr) = ctl.webhook_address() {
+        eprintln!("sdctl: listening for webhooks on http://{addr}{path}");
+    }
+    let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t));
+    let mut seen = 0u64;
+    let mut out = std::io::stdout().lock();
+    while count.is_none_or(|c| seen < c) {
+        let left = deadline.map_or(Duration::from_secs(3600), |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        if deadline.is_some() && left.is_zero() {
+            break;
+        }
+        if !wake.wait(left) {
+            continue;
+        }
+        // Clear first, then drain: an event arriving in between sets the flag again.
+        wake.clear();
+        while count.is_none_or(|c| seen < c) {
+            let Some(e) = ctl.pull_webhook_event() else {
+                break;
+            };
+            let line =
+                serde_json::to_string(&e).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+            seen += 1;
+        }
+    }
+    ctl.close();
+    match count {
+        Some(c) if seen < c => Err(Error::Timeout {
+            device: "listener".into(),
+            request: format!("waiting for {c} webhook event(s) ({seen} received)"),
+            attempts: 1,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Validates the configuration and the installation rules without starting anything; prints every problem.
