@@ -470,3 +470,38 @@ fn close_stops_the_listener_while_requests_are_in_flight() {
     )
     .is_err()));
 }
+
+#[test]
+fn a_port_in_use_makes_open_fail_naming_the_address() {
+    let emu = emulator();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let extra = format!("  ShellyWebhooks: {{Enabled: true, Host: 127.0.0.1, Port: {port}}}\n");
+    let e = Controller::open(settings(&emu, &DEVICES, &extra), None).unwrap_err();
+    assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
+}
+
+#[test]
+fn hooks_are_installed_again_when_a_device_comes_back() {
+    let emu = emulator();
+    let extra = format!("{HOOKS}  RefreshInterval: 0.1\n");
+    let ctl = Controller::open(settings(&emu, &DEVICES, &extra), None).unwrap();
+    assert_eq!(emu.webhooks(0).len(), 5);
+    emu.set_fault(0, smartdev::emulator::Fault::Refuse);
+    assert!(wait_for(Duration::from_secs(5), || !ctl
+        .is_device_online(&Identity::Id(1))
+        .unwrap()));
+    // Coming back, the hooks are checked again (and repaired if the device lost them meanwhile).
+    emu.reset_counts(0);
+    emu.set_fault(0, smartdev::emulator::Fault::None);
+    assert!(wait_for(Duration::from_secs(5), || ctl
+        .is_device_online(&Identity::Id(1))
+        .unwrap()));
+    assert!(wait_for(Duration::from_secs(5), || emu
+        .counts(0)
+        .get("rpc Webhook.List")
+        .copied()
+        .unwrap_or(0)
+        >= 1));
+    assert_eq!(emu.webhooks(0).len(), 5, "no duplicates");
+}

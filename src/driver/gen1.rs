@@ -208,8 +208,9 @@ impl Driver for Gen1 {
         })
     }
 
-    fn probe(&mut self, dev: &mut Device) -> bool {
-        self.get(dev, "/shelly", Some(1)).is_ok()
+    fn probe(&mut self, dev: &Device) -> bool {
+        let url = format!("{}/shelly", self.base);
+        self.http.answers(dev, &url, "GET /shelly")
     }
 }
 

@@ -137,6 +137,11 @@ impl Http {
         }
     }
 
+    /// Whether the device answers `url` at all (one attempt, Online left alone): the light liveness probe.
+    pub(crate) fn answers(&self, dev: &Device, url: &str, what: &str) -> bool {
+        self.call(dev, url, None, what, Some(1)).is_ok()
+    }
+
     fn call(
         &self,
         dev: &Device,

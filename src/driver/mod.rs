@@ -65,8 +65,9 @@ pub(crate) trait Driver: Send {
         action: OutputAction,
     ) -> Result<OutputChange>;
 
-    /// One light, unauthenticated attempt to see whether an offline device answers at all.
-    fn probe(&mut self, _dev: &mut Device) -> bool {
+    /// One light, unauthenticated attempt to see whether an offline device answers at all. It does not change
+    /// the device: only a real refresh decides Online (and sees that the device came back).
+    fn probe(&mut self, _dev: &Device) -> bool {
         true
     }
 }
@@ -83,7 +84,7 @@ pub(crate) struct Liveness {
 impl Liveness {
     /// Whether an offline device is worth a full refresh now. ICMP silence keeps it offline; ICMP that is not
     /// permitted here never does — the driver's HTTP probe decides instead.
-    pub(crate) fn worth_refresh(&self, dev: &mut Device, driver: &mut dyn Driver) -> bool {
+    pub(crate) fn worth_refresh(&self, dev: &Device, driver: &mut dyn Driver) -> bool {
         if self.ping_allowed
             && let Some(host) = dev.hostname.clone()
         {

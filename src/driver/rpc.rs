@@ -264,11 +264,9 @@ impl Driver for Rpc {
         })
     }
 
-    fn probe(&mut self, dev: &mut Device) -> bool {
+    fn probe(&mut self, dev: &Device) -> bool {
         let url = format!("{}/shelly", self.base);
-        self.http
-            .request(dev, &url, None, "GET /shelly", Some(1))
-            .is_ok()
+        self.http.answers(dev, &url, "GET /shelly")
     }
 }
 

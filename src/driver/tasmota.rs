@@ -134,8 +134,9 @@ impl Driver for Tasmota {
         })
     }
 
-    fn probe(&mut self, dev: &mut Device) -> bool {
-        self.command(dev, "Status", Some(1)).is_ok()
+    fn probe(&mut self, dev: &Device) -> bool {
+        let url = format!("{}/cm?cmnd=Status", self.base);
+        self.http.answers(dev, &url, "command 'Status'")
     }
 }
 
