@@ -29,6 +29,7 @@ mod driver;
 pub mod emulator;
 mod error;
 mod event;
+pub mod ffi;
 mod hostname;
 pub mod logging;
 pub mod models;

@@ -1,0 +1,860 @@
+//! The exported `sd_` functions. Contract (also in the README's C section): every fallible function returns
+//! `sd_result`; out-parameters are written only on `SD_OK` (and `*needed` also on `SD_INSUFFICIENT_SIZE`);
+//! the handle comes first, then inputs, then outputs; identities are a name (`const char *`, NULL when unused)
+//! plus an ID (`int64_t`), and the name wins when given; strings in are UTF-8 and borrowed for the call; text out
+//! goes into caller-owned buffers, NUL-terminated.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::boundary::{
+    fail, fail_with, guard, last_error, put, require, required_text, text, write_quiet, write_text,
+};
+use super::log::sd_log_callback;
+use super::result::sd_result;
+use crate::{
+    ComponentKind, ConfigLoader, Controller, Identity, ModelLibrary, PrintMode, Settings,
+    ValidationDictionary, WakeFlag,
+};
+
+/// An open installation: configuration, one worker per device, the supervisor and the webhook listener.
+///
+/// Created by `sd_open` or `sd_open_yaml`, destroyed by `sd_close`. Every function taking a
+/// `const sd_controller *` may be called from any thread at the same time; `sd_close` must not run while
+/// another call on the same controller is in progress.
+///
+/// Methods:
+/// - sd_open / sd_open_yaml: load a configuration and start everything.
+/// - sd_close: stop every thread, free the controller, set the caller's pointer to NULL.
+/// - sd_get_device / sd_get_devices: device objects as JSON (sd_get_device reads the device now).
+/// - sd_get_device_component: one component as JSON (last known state).
+/// - sd_get_output_state / sd_get_input_state / sd_get_meter / sd_get_device_online: typed hot-path getters.
+/// - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
+/// - sd_refresh_all: read every device in parallel.
+/// - sd_is_device_online: read the device now and say whether it answered.
+/// - sd_pull_event: take the oldest webhook event as JSON.
+/// - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
+/// - sd_webhook_address: where the webhook listener listens.
+/// - sd_print_device_status / sd_print_model_library: the text listings.
+pub struct sd_controller {
+    _private: [u8; 0],
+}
+
+/// What `sd_controller` points to.
+struct Handle {
+    ctl: Controller,
+    wake: Option<WakeFlag>,
+    /// An event taken from the queue that did not fit the caller's buffer; delivered first next time.
+    pending: Mutex<Option<String>>,
+}
+
+/// Options for `sd_open` / `sd_open_yaml`. Initialise with `sd_open_options_init`, then set what you need.
+#[repr(C)]
+pub struct sd_open_options {
+    /// A validation-dictionary extension file (YAML or JSON) defining custom attributes, or NULL.
+    pub schema_path: *const c_char,
+    /// The same as YAML text, or NULL.
+    pub schema_yaml: *const c_char,
+    /// A model library file used instead of the built-in one, or NULL.
+    pub models_path: *const c_char,
+    /// Receives log records, or NULL (then a `Files` block in the configuration sets up file/stderr logging).
+    pub log_callback: sd_log_callback,
+    /// Passed to `log_callback` unchanged.
+    pub log_user: *mut c_void,
+    /// Highest level forwarded to `log_callback`: 0 off, 1 error … 5 trace.
+    pub log_level: c_int,
+    /// Create the wake flag and its descriptor (for `sd_wake_*`). Default true.
+    pub wake: bool,
+}
+
+/// Component kind: input.
+pub const SD_KIND_INPUT: c_int = 0;
+/// Component kind: output (relay).
+pub const SD_KIND_OUTPUT: c_int = 1;
+/// Component kind: energy meter.
+pub const SD_KIND_METER: c_int = 2;
+/// Component kind: temperature probe.
+pub const SD_KIND_TEMP_PROBE: c_int = 3;
+
+/// One meter's readings. A `has_` flag is false when the device does not report that value (the value is
+/// then 0 and must not be used).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct sd_meter_reading {
+    /// Active power in W (negative: energy flows back).
+    pub power: f64,
+    /// Voltage in V.
+    pub voltage: f64,
+    /// Current in A.
+    pub current: f64,
+    /// Power factor.
+    pub power_factor: f64,
+    /// Energy consumed in Wh.
+    pub energy: f64,
+    /// Energy returned in Wh.
+    pub returned_energy: f64,
+    /// `power` is valid.
+    pub has_power: bool,
+    /// `voltage` is valid.
+    pub has_voltage: bool,
+    /// `current` is valid.
+    pub has_current: bool,
+    /// `power_factor` is valid.
+    pub has_power_factor: bool,
+    /// `energy` is valid.
+    pub has_energy: bool,
+    /// `returned_energy` is valid.
+    pub has_returned_energy: bool,
+}
+
+fn handle<'a>(ctl: *const sd_controller) -> &'a Handle {
+    // SAFETY: callers check for NULL first; a non-NULL pointer came from sd_open (a leaked Box<Handle>) and,
+    // by contract, has not been closed.
+    unsafe { &*ctl.cast::<Handle>() }
+}
+
+/// The identity from a name (wins when non-NULL) and an ID.
+///
+/// # Safety
+/// `name` must be NULL or a valid C string.
+unsafe fn identity(name: *const c_char, id: i64) -> Result<Identity, sd_result> {
+    // SAFETY: forwarded contract.
+    Ok(match unsafe { text(name, "name") }? {
+        Some(n) => Identity::Name(n.to_string()),
+        None => Identity::Id(id),
+    })
+}
+
+fn kind_of(kind: c_int) -> Result<ComponentKind, sd_result> {
+    match kind {
+        SD_KIND_INPUT => Ok(ComponentKind::Input),
+        SD_KIND_OUTPUT => Ok(ComponentKind::Output),
+        SD_KIND_METER => Ok(ComponentKind::Meter),
+        SD_KIND_TEMP_PROBE => Ok(ComponentKind::TempProbe),
+        other => Err(fail(
+            sd_result::SD_INVALID_PARAMETER,
+            format!(
+                "kind {other} is not one of SD_KIND_INPUT (0), SD_KIND_OUTPUT (1), SD_KIND_METER (2), SD_KIND_TEMP_PROBE (3)"
+            ),
+        )),
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<String, sd_result> {
+    serde_json::to_string(v)
+        .map_err(|e| fail(sd_result::SD_PANIC, format!("cannot render JSON: {e}")))
+}
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(code) => return code,
+        }
+    };
+}
+
+macro_rules! lib {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return fail_with(&e),
+        }
+    };
+}
+
+/// The library version, e.g. `"0.1.0"` (static; never free it).
+#[unsafe(no_mangle)]
+pub extern "C" fn sd_version() -> *const c_char {
+    guard(|| concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast())
+}
+
+/// The name of a result code (e.g. `"SD_TIMEOUT"`), static; `"SD_UNKNOWN"` for numbers that are not codes.
+#[unsafe(no_mangle)]
+pub extern "C" fn sd_result_name(code: c_int) -> *const c_char {
+    guard(|| {
+        const ALL: [sd_result; 20] = [
+            sd_result::SD_OK,
+            sd_result::SD_NULL_PARAMETER,
+            sd_result::SD_INVALID_PARAMETER,
+            sd_result::SD_INSUFFICIENT_SIZE,
+            sd_result::SD_NOT_FOUND,
+            sd_result::SD_NO_EVENT,
+            sd_result::SD_CLOSED,
+            sd_result::SD_PANIC,
+            sd_result::SD_CONFIG,
+            sd_result::SD_INIT,
+            sd_result::SD_LOGGER,
+            sd_result::SD_MODEL_LIBRARY,
+            sd_result::SD_TIMEOUT,
+            sd_result::SD_OFFLINE,
+            sd_result::SD_DEVICE,
+            sd_result::SD_UNSUPPORTED,
+            sd_result::SD_SIMULATION,
+            sd_result::SD_WORKER_FAILED,
+            sd_result::SD_AUTH,
+            sd_result::SD_IO,
+        ];
+        ALL.iter()
+            .find(|r| **r as c_int == code)
+            .map_or(c"SD_UNKNOWN".as_ptr(), |r| r.name().as_ptr())
+    })
+}
+
+/// Copies the message of the last failure on the calling thread into `buf` (NUL-terminated).
+///
+/// # Safety
+/// `buf` must be NULL (with `len` 0) or valid for `len` bytes; `needed` must be valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_last_error_message(
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        let msg = last_error();
+        // SAFETY: forwarded contract. Reporting must not overwrite the message it reports.
+        unsafe { write_quiet(&msg, buf, len, needed) }
+    })
+}
+
+/// Fills `opts` with the defaults (no schema, built-in models, no log callback, wake flag on).
+///
+/// # Safety
+/// `opts` must be valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_open_options_init(opts: *mut sd_open_options) -> sd_result {
+    guard(|| {
+        require!(opts, "opts");
+        let defaults = sd_open_options {
+            schema_path: std::ptr::null(),
+            schema_yaml: std::ptr::null(),
+            models_path: std::ptr::null(),
+            log_callback: None,
+            log_user: std::ptr::null_mut(),
+            log_level: super::log::SD_LOG_INFO,
+            wake: true,
+        };
+        // SAFETY: checked above; valid by contract.
+        unsafe { put(opts, defaults) };
+        sd_result::SD_OK
+    })
+}
+
+enum Source<'a> {
+    File(&'a str),
+    Yaml(&'a str),
+}
+
+/// Shared body of `sd_open` and `sd_open_yaml`.
+///
+/// # Safety
+/// `opts` must be NULL or valid; its strings NULL or valid C strings; `out` valid.
+unsafe fn open(
+    source: Source,
+    opts: *const sd_open_options,
+    out: *mut *mut sd_controller,
+) -> sd_result {
+    require!(out, "ctl");
+    // SAFETY: NULL or valid by contract.
+    let opts = unsafe { opts.as_ref() };
+    let mut dictionary = ValidationDictionary::builtin();
+    let mut loader = ConfigLoader::new();
+    let mut wake = true;
+    if let Some(o) = opts {
+        // SAFETY: the strings are NULL or valid C strings by contract.
+        let (schema_path, schema_yaml, models_path) = unsafe {
+            (
+                tri!(text(o.schema_path, "schema_path")),
+                tri!(text(o.schema_yaml, "schema_yaml")),
+                tri!(text(o.models_path, "models_path")),
+            )
+        };
+        if let Some(p) = schema_path {
+            lib!(dictionary.merge_file(p));
+        }
+        if let Some(y) = schema_yaml {
+            lib!(dictionary.merge(&lib!(ValidationDictionary::from_yaml_str(
+                y,
+                "<schema_yaml>"
+            ))));
+        }
+        if let Some(m) = models_path {
+            loader = loader.with_models(lib!(ModelLibrary::from_file(m)));
+        }
+        if let Some(cb) = o.log_callback {
+            super::log::install(cb, o.log_user, o.log_level);
+        }
+        wake = o.wake;
+    }
+    loader = loader.with_dictionary(dictionary);
+    let settings: Settings = lib!(match source {
+        Source::File(p) => loader.load_file(p),
+        Source::Yaml(y) => loader.load_str(y),
+    });
+    if opts.is_none_or(|o| o.log_callback.is_none())
+        && let Some(files) = &settings.logging
+    {
+        lib!(crate::logging::init(files));
+    }
+    let wake = wake.then(WakeFlag::new);
+    let ctl = lib!(Controller::open(settings, wake.clone()));
+    let h = Box::new(Handle {
+        ctl,
+        wake,
+        pending: Mutex::new(None),
+    });
+    // SAFETY: checked above; valid by contract. Ownership passes to the caller until sd_close.
+    unsafe { put(out, Box::into_raw(h).cast::<sd_controller>()) };
+    sd_result::SD_OK
+}
+
+/// Opens the installation described by the YAML file `config_path` (either layout). `opts` may be NULL.
+/// On `SD_OK`, `*ctl` is the new controller; on failure it is untouched and `sd_last_error_message` lists
+/// every problem (`SD_CONFIG`, `SD_INIT`, `SD_SIMULATION`, `SD_IO`, ...). Unreachable devices do not fail it.
+///
+/// # Safety
+/// `config_path` must be a valid C string; `opts` NULL or valid; `ctl` valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_open(
+    config_path: *const c_char,
+    opts: *const sd_open_options,
+    ctl: *mut *mut sd_controller,
+) -> sd_result {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let path = tri!(unsafe { required_text(config_path, "config_path") });
+        // SAFETY: forwarded contract.
+        unsafe { open(Source::File(path), opts, ctl) }
+    })
+}
+
+/// Like `sd_open`, with the configuration given as YAML text (relative paths resolve against the current
+/// directory).
+///
+/// # Safety
+/// `yaml_text` must be a valid C string; `opts` NULL or valid; `ctl` valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_open_yaml(
+    yaml_text: *const c_char,
+    opts: *const sd_open_options,
+    ctl: *mut *mut sd_controller,
+) -> sd_result {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let yaml = tri!(unsafe { required_text(yaml_text, "yaml_text") });
+        // SAFETY: forwarded contract.
+        unsafe { open(Source::Yaml(yaml), opts, ctl) }
+    })
+}
+
+/// Stops every thread, frees the controller and sets `*ctl` to NULL. `ctl == NULL` or `*ctl == NULL` is a
+/// no-op, so closing twice through the same variable is harmless. Must not run concurrently with other calls
+/// on the same controller.
+///
+/// # Safety
+/// `ctl` must be NULL or valid; `*ctl` NULL or a controller from `sd_open` that was not closed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_close(ctl: *mut *mut sd_controller) {
+    guard(|| {
+        if ctl.is_null() {
+            return;
+        }
+        // SAFETY: valid by contract.
+        let p = unsafe { std::ptr::replace(ctl, std::ptr::null_mut()) };
+        if !p.is_null() {
+            // SAFETY: `p` came from Box::into_raw in sd_open and is freed exactly once (the caller's pointer
+            // is now NULL).
+            let h = unsafe { Box::from_raw(p.cast::<Handle>()) };
+            h.ctl.close();
+        }
+    })
+}
+
+/// Reads the device now and writes its object as JSON (same fields as the Rust API and `sdctl --json`).
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `buf` valid for `len` bytes (or NULL with `len` 0); `needed`
+/// valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_device(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let dev = lib!(handle(ctl).ctl.get_device(&who));
+        let text = tri!(json(&dev));
+        // SAFETY: forwarded contract.
+        unsafe { write_text(&text, buf, len, needed) }
+    })
+}
+
+/// Writes every device's object as a JSON array, as last read (no device I/O).
+///
+/// # Safety
+/// As for `sd_get_device`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_devices(
+    ctl: *const sd_controller,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        let text = tri!(json(&handle(ctl).ctl.devices()));
+        // SAFETY: forwarded contract.
+        unsafe { write_text(&text, buf, len, needed) }
+    })
+}
+
+/// Writes one component (`SD_KIND_*`) as JSON, as last read.
+///
+/// # Safety
+/// As for `sd_get_device`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_device_component(
+    ctl: *const sd_controller,
+    kind: c_int,
+    name: *const c_char,
+    id: i64,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        let kind = tri!(kind_of(kind));
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let c = lib!(handle(ctl).ctl.get_device_component(kind, &who));
+        let text = tri!(json(&c));
+        // SAFETY: forwarded contract.
+        unsafe { write_text(&text, buf, len, needed) }
+    })
+}
+
+/// Switches an output on (`desired` true) or off. On `SD_OK`, `*state` is the new state as the device reports
+/// it and `*did_change` is true exactly when it changed.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `state` and `did_change` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_change_output(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    desired: bool,
+    state: *mut bool,
+    did_change: *mut bool,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(state, "state");
+        require!(did_change, "did_change");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let c = lib!(handle(ctl).ctl.change_output(&who, desired));
+        // SAFETY: checked above; valid by contract.
+        unsafe {
+            put(state, c.state);
+            put(did_change, c.did_change);
+        }
+        sd_result::SD_OK
+    })
+}
+
+/// Switches an output to the opposite state; outputs as for `sd_change_output`.
+///
+/// # Safety
+/// As for `sd_change_output`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_toggle_output(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    state: *mut bool,
+    did_change: *mut bool,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(state, "state");
+        require!(did_change, "did_change");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let c = lib!(handle(ctl).ctl.toggle_output(&who));
+        // SAFETY: checked above; valid by contract.
+        unsafe {
+            put(state, c.state);
+            put(did_change, c.did_change);
+        }
+        sd_result::SD_OK
+    })
+}
+
+/// Reads every device at once. On `SD_OK` all were refreshed; otherwise the code and message are those of the
+/// first failure and `*failures` (when not NULL) is written with how many failed.
+///
+/// # Safety
+/// `ctl` valid; `failures` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_refresh_all(
+    ctl: *const sd_controller,
+    failures: *mut usize,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        let report = lib!(handle(ctl).ctl.refresh_all());
+        if !failures.is_null() {
+            // SAFETY: non-NULL and valid by contract.
+            unsafe { put(failures, report.failures.len()) };
+        }
+        match report.failures.first() {
+            None => sd_result::SD_OK,
+            Some(f) => {
+                let code = fail_with(&f.error);
+                let more = report.failures.len() - 1;
+                if more > 0 {
+                    let _ = fail(
+                        code,
+                        format!("{} (and {more} more device(s) failed)", f.error),
+                    );
+                }
+                code
+            }
+        }
+    })
+}
+
+/// Reads the device now; `*online` is whether it answered. A device that cannot be reached is not an error
+/// here: the result is `SD_OK` with `*online` false.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `online` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_is_device_online(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    online: *mut bool,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(online, "online");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let h = handle(ctl);
+        match h.ctl.get_device(&who) {
+            Ok(d) => {
+                // SAFETY: checked above.
+                unsafe { put(online, d.online) };
+                sd_result::SD_OK
+            }
+            Err(
+                e @ (crate::Error::NotFound { .. }
+                | crate::Error::Closed
+                | crate::Error::InvalidArgument(_)),
+            ) => fail_with(&e),
+            Err(_) => {
+                let now = lib!(h.ctl.is_device_online(&who));
+                // SAFETY: checked above.
+                unsafe { put(online, now) };
+                sd_result::SD_OK
+            }
+        }
+    })
+}
+
+/// Takes the oldest webhook event and writes it as JSON; `SD_NO_EVENT` when none is queued. An event that
+/// does not fit the buffer is kept and returned by the next call.
+///
+/// # Safety
+/// `ctl` valid; `buf` valid for `len` bytes (or NULL with `len` 0); `needed` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_pull_event(
+    ctl: *const sd_controller,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(needed, "needed");
+        let h = handle(ctl);
+        let mut pending = h.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.is_none() {
+            match h.ctl.pull_webhook_event() {
+                Some(e) => *pending = Some(tri!(json(&e))),
+                None => return fail(sd_result::SD_NO_EVENT, "no webhook event is queued"),
+            }
+        }
+        let text = pending.as_deref().unwrap_or_default();
+        // SAFETY: forwarded contract.
+        let r = unsafe { write_text(text, buf, len, needed) };
+        if r == sd_result::SD_OK {
+            *pending = None;
+        }
+        r
+    })
+}
+
+/// The descriptor that is readable while webhook events wait (level-triggered), or -1 when the controller
+/// has no wake flag. Owned by the controller: never read or close it; valid until `sd_close`.
+///
+/// # Safety
+/// `ctl` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_wake_fd(ctl: *const sd_controller) -> c_int {
+    guard(|| {
+        if ctl.is_null() {
+            let _ = fail(sd_result::SD_NULL_PARAMETER, "argument 'ctl' is NULL");
+            return -1;
+        }
+        #[cfg(unix)]
+        {
+            handle(ctl)
+                .wake
+                .as_ref()
+                .and_then(WakeFlag::fd)
+                .unwrap_or(-1)
+        }
+        #[cfg(not(unix))]
+        {
+            -1
+        }
+    })
+}
+
+/// Clears the wake flag (and drains its descriptor). Call it before pulling events, so none is missed.
+///
+/// # Safety
+/// `ctl` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_wake_clear(ctl: *const sd_controller) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        if let Some(w) = &handle(ctl).wake {
+            w.clear();
+        }
+        sd_result::SD_OK
+    })
+}
+
+/// Waits until the wake flag is set (`SD_OK`) or `timeout_ms` passes (`SD_TIMEOUT`); a negative timeout
+/// waits indefinitely. `SD_INVALID_PARAMETER` when the controller was opened without a wake flag.
+///
+/// # Safety
+/// `ctl` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_wake_wait(ctl: *const sd_controller, timeout_ms: i64) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        let Some(w) = &handle(ctl).wake else {
+            return fail(
+                sd_result::SD_INVALID_PARAMETER,
+                "the controller was opened with wake = false",
+            );
+        };
+        let timeout = if timeout_ms < 0 {
+            Duration::from_secs(u64::from(u32::MAX))
+        } else {
+            Duration::from_millis(timeout_ms as u64)
+        };
+        if w.wait(timeout) {
+            sd_result::SD_OK
+        } else {
+            fail(
+                sd_result::SD_TIMEOUT,
+                format!("no webhook event within {timeout_ms} ms"),
+            )
+        }
+    })
+}
+
+/// Writes the webhook listener's address (`"127.0.0.1:8787"`, the real port even when 0 was configured);
+/// `SD_NOT_FOUND` when the listener is not running.
+///
+/// # Safety
+/// `ctl` valid; `buf` valid for `len` bytes (or NULL with `len` 0); `needed` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_webhook_address(
+    ctl: *const sd_controller,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        let Some(addr) = handle(ctl).ctl.webhook_address() else {
+            return fail(
+                sd_result::SD_NOT_FOUND,
+                "the webhook listener is not running (enable it in the configuration)",
+            );
+        };
+        // SAFETY: forwarded contract.
+        unsafe { write_text(&addr.to_string(), buf, len, needed) }
+    })
+}
+
+/// Writes the status listing of every device (the `print_device_status` text).
+///
+/// # Safety
+/// `ctl` valid; `buf` valid for `len` bytes (or NULL with `len` 0); `needed` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_print_device_status(
+    ctl: *const sd_controller,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        let text = lib!(handle(ctl).ctl.print_device_status(None));
+        // SAFETY: forwarded contract.
+        unsafe { write_text(&text, buf, len, needed) }
+    })
+}
+
+/// Writes the model library listing. `mode` is `"brief"` or `"detailed"`; `model` limits it to one model
+/// (NULL for all). `ctl` may be NULL to list the built-in library before opening anything.
+///
+/// # Safety
+/// `ctl` NULL or valid; `mode` a valid C string; `model` NULL or a valid C string; `buf`/`needed` as usual.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_print_model_library(
+    ctl: *const sd_controller,
+    mode: *const c_char,
+    model: *const c_char,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let mode: PrintMode = lib!(tri!(unsafe { required_text(mode, "mode") }).parse());
+        // SAFETY: forwarded contract.
+        let model = tri!(unsafe { text(model, "model") });
+        let text = if ctl.is_null() {
+            lib!(ModelLibrary::embedded().print(mode, model))
+        } else {
+            lib!(handle(ctl).ctl.print_model_library(mode, model))
+        };
+        // SAFETY: forwarded contract.
+        unsafe { write_text(&text, buf, len, needed) }
+    })
+}
+
+/// Whether an output is on, as last read (no device I/O).
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `state` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_output_state(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    state: *mut bool,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(state, "state");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let o = lib!(handle(ctl).ctl.get_output(&who));
+        // SAFETY: checked above.
+        unsafe { put(state, o.state) };
+        sd_result::SD_OK
+    })
+}
+
+/// Whether an input is on, as last read (no device I/O).
+///
+/// # Safety
+/// As for `sd_get_output_state`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_input_state(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    state: *mut bool,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(state, "state");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let i = lib!(handle(ctl).ctl.get_input(&who));
+        // SAFETY: checked above.
+        unsafe { put(state, i.state) };
+        sd_result::SD_OK
+    })
+}
+
+/// A meter's readings as last read, with a validity flag per value.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `reading` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_meter(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    reading: *mut sd_meter_reading,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(reading, "reading");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let m = lib!(handle(ctl).ctl.get_meter(&who));
+        let r = sd_meter_reading {
+            power: m.power.unwrap_or(0.0),
+            voltage: m.voltage.unwrap_or(0.0),
+            current: m.current.unwrap_or(0.0),
+            power_factor: m.power_factor.unwrap_or(0.0),
+            energy: m.energy.unwrap_or(0.0),
+            returned_energy: m.returned_energy.unwrap_or(0.0),
+            has_power: m.power.is_some(),
+            has_voltage: m.voltage.is_some(),
+            has_current: m.current.is_some(),
+            has_power_factor: m.power_factor.is_some(),
+            has_energy: m.energy.is_some(),
+            has_returned_energy: m.returned_energy.is_some(),
+        };
+        // SAFETY: checked above.
+        unsafe { put(reading, r) };
+        sd_result::SD_OK
+    })
+}
+
+/// Whether the device was online at its last contact (no device I/O; see `sd_is_device_online` for a fresh
+/// check).
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `online` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_device_online(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    online: *mut bool,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(online, "online");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        let now = lib!(handle(ctl).ctl.is_device_online(&who));
+        // SAFETY: checked above.
+        unsafe { put(online, now) };
+        sd_result::SD_OK
+    })
+}

@@ -1,0 +1,99 @@
+//! `sd_result`: the one result code of the C API, with explicit numbers that are never reused.
+
+use crate::Error;
+
+/// Result of every fallible `sd_` function. `SD_OK` is 0; numbers are grouped (1xx argument and usage, 2xx
+/// configuration and start-up, 3xx devices, 4xx local system) and never change meaning.
+#[repr(C)]
+#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum sd_result {
+    /// Success.
+    SD_OK = 0,
+    /// A required pointer argument was NULL.
+    SD_NULL_PARAMETER = 100,
+    /// An argument is not acceptable (invalid UTF-8, unknown kind or mode, negative size, ...).
+    SD_INVALID_PARAMETER = 101,
+    /// The caller's buffer is too small; `*needed` holds the size required (including the final NUL).
+    SD_INSUFFICIENT_SIZE = 102,
+    /// No device, component or model matches the identity.
+    SD_NOT_FOUND = 103,
+    /// No webhook event is queued.
+    SD_NO_EVENT = 104,
+    /// The controller was closed.
+    SD_CLOSED = 105,
+    /// A Rust panic was caught at the API boundary; the message is in `sd_last_error_message`.
+    SD_PANIC = 106,
+    /// The configuration (or a dictionary extension) could not be read or failed validation.
+    SD_CONFIG = 200,
+    /// Valid settings could not be turned into an installation (component counts, unknown model, ...).
+    SD_INIT = 201,
+    /// The logger could not be set up.
+    SD_LOGGER = 202,
+    /// The model library could not be loaded.
+    SD_MODEL_LIBRARY = 203,
+    /// A device did not answer in time, after all retries.
+    SD_TIMEOUT = 300,
+    /// The device is offline.
+    SD_OFFLINE = 301,
+    /// The device answered with an error or an unusable answer (RPC errors included).
+    SD_DEVICE = 302,
+    /// The operation is not possible on this device.
+    SD_UNSUPPORTED = 303,
+    /// A simulation file is unreadable.
+    SD_SIMULATION = 304,
+    /// The device's worker failed; the device is unusable until the controller is reopened.
+    SD_WORKER_FAILED = 305,
+    /// The device refused the credentials.
+    SD_AUTH = 306,
+    /// A local I/O failure (a file, a socket, a thread).
+    SD_IO = 400,
+}
+
+impl sd_result {
+    /// The code for a library error (the one place that maps errors to codes).
+    pub(crate) fn from_error(e: &Error) -> Self {
+        match e {
+            Error::Config { .. } => sd_result::SD_CONFIG,
+            Error::Logger(_) => sd_result::SD_LOGGER,
+            Error::ModelLibrary(_) => sd_result::SD_MODEL_LIBRARY,
+            Error::Init(_) => sd_result::SD_INIT,
+            Error::NotFound { .. } => sd_result::SD_NOT_FOUND,
+            Error::InvalidArgument(_) => sd_result::SD_INVALID_PARAMETER,
+            Error::Timeout { .. } => sd_result::SD_TIMEOUT,
+            Error::Offline { .. } => sd_result::SD_OFFLINE,
+            Error::Device { .. } | Error::Rpc { .. } => sd_result::SD_DEVICE,
+            Error::Unsupported { .. } => sd_result::SD_UNSUPPORTED,
+            Error::Simulation { .. } => sd_result::SD_SIMULATION,
+            Error::WorkerFailed { .. } => sd_result::SD_WORKER_FAILED,
+            Error::Closed => sd_result::SD_CLOSED,
+            Error::Io { .. } => sd_result::SD_IO,
+        }
+    }
+
+    /// The constant's name as text.
+    pub(crate) fn name(self) -> &'static std::ffi::CStr {
+        match self {
+            sd_result::SD_OK => c"SD_OK",
+            sd_result::SD_NULL_PARAMETER => c"SD_NULL_PARAMETER",
+            sd_result::SD_INVALID_PARAMETER => c"SD_INVALID_PARAMETER",
+            sd_result::SD_INSUFFICIENT_SIZE => c"SD_INSUFFICIENT_SIZE",
+            sd_result::SD_NOT_FOUND => c"SD_NOT_FOUND",
+            sd_result::SD_NO_EVENT => c"SD_NO_EVENT",
+            sd_result::SD_CLOSED => c"SD_CLOSED",
+            sd_result::SD_PANIC => c"SD_PANIC",
+            sd_result::SD_CONFIG => c"SD_CONFIG",
+            sd_result::SD_INIT => c"SD_INIT",
+            sd_result::SD_LOGGER => c"SD_LOGGER",
+            sd_result::SD_MODEL_LIBRARY => c"SD_MODEL_LIBRARY",
+            sd_result::SD_TIMEOUT => c"SD_TIMEOUT",
+            sd_result::SD_OFFLINE => c"SD_OFFLINE",
+            sd_result::SD_DEVICE => c"SD_DEVICE",
+            sd_result::SD_UNSUPPORTED => c"SD_UNSUPPORTED",
+            sd_result::SD_SIMULATION => c"SD_SIMULATION",
+            sd_result::SD_WORKER_FAILED => c"SD_WORKER_FAILED",
+            sd_result::SD_AUTH => c"SD_AUTH",
+            sd_result::SD_IO => c"SD_IO",
+        }
+    }
+}
