@@ -12,7 +12,7 @@ use common::TempDir;
 use smartdev::ModelLibrary;
 use smartdev::emulator::{DeviceSpec, Emulator, Fault};
 
-const LINK: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
+const LINK: &[&str] = &["-pthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
 
 /// The static library, built once per test run (`cargo test` itself only builds the rlib).
 fn static_lib() -> &'static Path {
@@ -108,6 +108,13 @@ fn misuse_suite() {
 #[test]
 fn simulated_devices() {
     each_build("sd_int_simulated", |d| {
+        vec![("SD_TEST_DIR", d.path().display().to_string())]
+    });
+}
+
+#[test]
+fn many_threads_on_one_controller() {
+    each_build("sd_int_threads", |d| {
         vec![("SD_TEST_DIR", d.path().display().to_string())]
     });
 }
