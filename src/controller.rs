@@ -263,9 +263,14 @@ impl Controller {
         let port = listener.as_ref().map_or(0, |l| l.addr().port());
         let mut drivers = Vec::with_capacity(devices.len());
         let mut problems = Vec::new();
-        for d in &devices {
+        // Planned devices are in configuration order, so they pair with their configuration blocks.
+        for (d, cfg) in devices.iter().zip(&settings.devices) {
             let hooks = install::plan(d, &settings.webhooks, port);
-            match driver::for_device(d, &settings, &http, hooks) {
+            let credentials = driver::Credentials {
+                username: cfg.username.clone(),
+                password: cfg.password.clone(),
+            };
+            match driver::for_device(d, &settings, &http, hooks, credentials) {
                 Ok(drv) => drivers.push(drv),
                 Err(e) => problems.push(crate::error::Problem::new(d.label(), e.to_string())),
             }

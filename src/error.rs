@@ -82,6 +82,14 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The device refused the credentials, or needs a password and none is configured. Not retried; the device
+    /// is reachable, so it stays online.
+    Auth {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// What to fix.
+        message: String,
+    },
     /// A Gen2+ device answered an RPC call with an error object.
     Rpc {
         /// Device label `Name (ID: n)`.
@@ -150,6 +158,7 @@ impl Error {
             Error::Timeout { device, .. }
             | Error::Offline { device }
             | Error::Device { device, .. }
+            | Error::Auth { device, .. }
             | Error::Rpc { device, .. }
             | Error::Unsupported { device, .. }
             | Error::Simulation { device, .. }
@@ -220,6 +229,9 @@ impl fmt::Display for Error {
             ),
             Error::Offline { device } => write!(f, "device {device} is offline"),
             Error::Device { device, message } => write!(f, "device {device}: {message}"),
+            Error::Auth { device, message } => {
+                write!(f, "device {device}: authentication failed: {message}")
+            }
             Error::Rpc {
                 device,
                 method,

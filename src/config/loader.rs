@@ -338,6 +338,26 @@ impl Normaliser {
         w
     }
 
+    /// A credential value; `env:NAME` reads the environment variable NAME now (missing → a problem that names
+    /// the variable, never the value).
+    fn credential(&mut self, v: Option<&Value>, at: &str) -> Option<String> {
+        let text = v?.as_str()?;
+        match text.strip_prefix("env:") {
+            Some(name) => match std::env::var(name) {
+                Ok(value) if !value.is_empty() => Some(value),
+                Ok(_) => {
+                    self.problem(at, format!("environment variable {name} is empty"));
+                    None
+                }
+                Err(_) => {
+                    self.problem(at, format!("environment variable {name} is not set"));
+                    None
+                }
+            },
+            None => Some(text.to_string()),
+        }
+    }
+
     /// Splits a block into its built-in keys (handled by the caller) and custom attributes, refusing custom keys
     /// that would clash with a field of the runtime object.
     fn custom(
@@ -396,6 +416,10 @@ impl Normaliser {
                     .collect(),
             )
         };
+        let username = self.credential(m.get("Username"), &format!("{at}.Username"));
+        let password = self
+            .credential(m.get("Password"), &format!("{at}.Password"))
+            .map(Secret::new);
         let inputs = components(self, ComponentKind::Input);
         let outputs = components(self, ComponentKind::Output);
         let meters = components(self, ComponentKind::Meter);
@@ -410,6 +434,8 @@ impl Normaliser {
             port: m.get("Port").and_then(Value::as_u64).map(|p| p as u16),
             simulate: bool_of("Simulate"),
             expect_offline: bool_of("ExpectOffline"),
+            username,
+            password,
             inputs,
             outputs,
             meters,

@@ -8,6 +8,7 @@ mod validate;
 pub use dictionary::{Rule, ValidationDictionary, ValueType};
 pub use loader::ConfigLoader;
 pub use settings::{
-    ComponentConfig, DefaultWebhooks, DeviceConfig, Layout, LogSettings, Settings, WebhookSettings,
+    ComponentConfig, DefaultWebhooks, DeviceConfig, Layout, LogSettings, Secret, Settings,
+    WebhookSettings,
 };
 pub(crate) use validate::describe;

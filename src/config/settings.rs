@@ -122,6 +122,28 @@ pub struct LogSettings {
     pub console_verbosity: Verbosity,
 }
 
+/// A credential: never shown by `Debug`, never written to logs, files or JSON.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a credential.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    /// The credential itself, for the one place that needs it (building a request).
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
 /// One element of `Devices`, as configured (IDs and names not yet assigned).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DeviceConfig {
@@ -141,6 +163,10 @@ pub struct DeviceConfig {
     pub simulate: bool,
     /// `ExpectOffline`.
     pub expect_offline: bool,
+    /// `Username` (Gen1 and Tasmota; Gen2+ always use `admin`), resolved from `env:NAME`.
+    pub username: Option<String>,
+    /// `Password`, resolved from `env:NAME`.
+    pub password: Option<Secret>,
     /// `Inputs`; `None` when not configured.
     pub inputs: Option<Vec<ComponentConfig>>,
     /// `Outputs`; `None` when not configured.

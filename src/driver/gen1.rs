@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 
-use super::http::Http;
+use super::Credentials;
+use super::http::{Http, Reply, Request};
 use super::json::{flag, num, text};
 use super::{Driver, OutputAction, identify};
 use crate::clock;
@@ -23,11 +24,18 @@ pub(crate) struct Gen1 {
     introduced: bool,
     hooks: Option<HookPlan>,
     hooks_synced: bool,
+    credentials: Credentials,
 }
 
 impl Gen1 {
     /// A driver for the device at `base` (`http://host:port`).
-    pub(crate) fn new(http: Http, base: String, model: ModelInfo, hooks: Option<HookPlan>) -> Self {
+    pub(crate) fn new(
+        http: Http,
+        base: String,
+        model: ModelInfo,
+        hooks: Option<HookPlan>,
+        credentials: Credentials,
+    ) -> Self {
         Gen1 {
             http,
             base,
@@ -35,6 +43,7 @@ impl Gen1 {
             introduced: false,
             hooks,
             hooks_synced: false,
+            credentials,
         }
     }
 
@@ -120,10 +129,38 @@ impl Gen1 {
         Ok(())
     }
 
+    /// GETs a path; everything but `/shelly` carries HTTP Basic credentials when a password is configured.
     fn get(&self, dev: &mut Device, path: &str, attempts: Option<u32>) -> Result<Value> {
+        use base64::Engine;
         let url = format!("{}{path}", self.base);
         let what = format!("GET {}", path.split('?').next().unwrap_or(path));
-        self.http.request(dev, &url, None, &what, attempts)
+        let mut headers = Vec::new();
+        if let Some(pw) = &self.credentials.password
+            && path != "/shelly"
+        {
+            let pair = format!("{}:{}", self.credentials.user(), pw.expose());
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            headers.push(("Authorization", format!("Basic {encoded}")));
+        }
+        let req = Request {
+            url: &url,
+            body: None,
+            what: &what,
+            headers,
+        };
+        match self.http.send(dev, &req, attempts)? {
+            Reply::Json(v) => Ok(v),
+            Reply::Unauthorized(_) => Err(Error::Auth {
+                device: dev.label(),
+                message: if self.credentials.password.is_some() {
+                    format!("{what}: the device refused the user name or password")
+                } else {
+                    format!(
+                        "{what}: the device requires a password; set Username and Password for it"
+                    )
+                },
+            }),
+        }
     }
 
     fn contact(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {

@@ -1,8 +1,9 @@
 //! HTTP to devices: one shared ureq agent, explicit timeouts, the retry policy, and Online bookkeeping.
 //!
 //! Retried (up to `RetryCount` more times, `RetryDelay` apart): timeouts, connection failures (refused, reset,
-//! DNS, truncated bodies) and HTTP 5xx/429. Not retried: other 4xx and malformed JSON — the device answered,
-//! asking again will not help. A device that answered at all is reachable and stays online.
+//! DNS, truncated bodies) and HTTP 5xx/429 (429: a Gen2 device out of nonce slots). Not retried: other 4xx,
+//! malformed JSON and 401 — the device answered; asking again will not help. A device that answered at all is
+//! reachable and stays online. URLs are never logged (Tasmota credentials travel in the query).
 
 use std::io::ErrorKind;
 use std::sync::Arc;
@@ -28,13 +29,33 @@ pub(crate) struct Http {
     closing: Arc<AtomicBool>,
 }
 
+/// One request to a device.
+pub(crate) struct Request<'a> {
+    /// Full URL.
+    pub url: &'a str,
+    /// JSON body: POST when present, GET otherwise.
+    pub body: Option<&'a Value>,
+    /// Names the request in messages (`GET /status`, `RPC Switch.Set`); never contains credentials.
+    pub what: &'a str,
+    /// Extra headers (e.g. `Authorization`).
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// A device's answer.
+pub(crate) enum Reply {
+    /// 200 with a JSON body.
+    Json(Value),
+    /// 401: credentials are needed or were refused; the `WWW-Authenticate` value when sent.
+    Unauthorized(Option<String>),
+}
+
 /// Why one attempt failed.
 #[derive(Debug)]
 enum Failure {
     Timeout,
     /// No usable answer (refused, reset, DNS, truncated).
     Connection(String),
-    /// An HTTP status other than 200.
+    /// An HTTP status other than 200 and 401.
     Status(u16, String),
     /// A 200 whose body is not the expected JSON.
     Body(String),
@@ -53,12 +74,6 @@ impl Failure {
     fn unreachable(&self) -> bool {
         matches!(self, Failure::Timeout | Failure::Connection(_))
     }
-}
-
-/// A failed call after its attempts: the error to report and whether the device proved unreachable.
-struct CallError {
-    error: Error,
-    unreachable: bool,
 }
 
 impl Http {
@@ -86,13 +101,30 @@ impl Http {
         self.closing.load(Ordering::Relaxed)
     }
 
-    fn once(&self, url: &str, body: Option<&Value>) -> Result<Value, Failure> {
-        let result = match body {
-            Some(b) => self.agent.post(url).send_json(b),
-            None => self.agent.get(url).call(),
+    fn once(&self, req: &Request) -> Result<Reply, Failure> {
+        let result = match req.body {
+            Some(b) => {
+                let mut r = self.agent.post(req.url);
+                for (k, v) in &req.headers {
+                    r = r.header(*k, v);
+                }
+                r.send_json(b)
+            }
+            None => {
+                let mut r = self.agent.get(req.url);
+                for (k, v) in &req.headers {
+                    r = r.header(*k, v);
+                }
+                r.call()
+            }
         };
         let mut resp = result.map_err(classify)?;
         let status = resp.status().as_u16();
+        let challenge = resp
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let text = resp
             .body_mut()
             .with_config()
@@ -100,23 +132,45 @@ impl Http {
             .read_to_string()
             .map_err(classify)?;
         if self.debug_bodies {
-            log::trace!("{url} → {status}: {text}");
+            log::trace!("{} → {status}: {text}", req.what);
         }
-        if status != 200 {
-            let mut t = text;
-            t.truncate(200);
-            return Err(Failure::Status(status, t));
+        match status {
+            200 => serde_json::from_str(&text).map(Reply::Json).map_err(|e| {
+                let mut t = text.clone();
+                t.truncate(80);
+                Failure::Body(format!("{e} in {t:?}"))
+            }),
+            401 => Ok(Reply::Unauthorized(challenge)),
+            _ => {
+                let mut t = text;
+                t.truncate(200);
+                Err(Failure::Status(status, t))
+            }
         }
-        serde_json::from_str(&text).map_err(|e| {
-            let mut t = text.clone();
-            t.truncate(80);
-            Failure::Body(format!("{e} in {t:?}"))
-        })
     }
 
-    /// Sends a request with the retry policy and records on `dev` whether it was reachable. `what` names the
-    /// request in messages (e.g. `GET /status`); `attempts` overrides the number of attempts (1 for a quick
-    /// first contact).
+    /// Sends a request with the retry policy and records on `dev` whether it was reachable. A 401 is a reply,
+    /// not an error: drivers that authenticate handle it. `attempts` overrides the number of attempts (1 for a
+    /// quick first contact).
+    pub(crate) fn send(
+        &self,
+        dev: &mut Device,
+        req: &Request,
+        attempts: Option<u32>,
+    ) -> Result<Reply, Error> {
+        match self.call(dev, req, attempts) {
+            Ok(r) => {
+                dev.online = true;
+                Ok(r)
+            }
+            Err((error, unreachable)) => {
+                dev.online = !unreachable;
+                Err(error)
+            }
+        }
+    }
+
+    /// [`Http::send`] for requests that need no credentials: a 401 becomes an authentication error.
     pub(crate) fn request(
         &self,
         dev: &mut Device,
@@ -125,46 +179,55 @@ impl Http {
         what: &str,
         attempts: Option<u32>,
     ) -> Result<Value, Error> {
-        match self.call(dev, url, body, what, attempts) {
-            Ok(v) => {
-                dev.online = true;
-                Ok(v)
-            }
-            Err(c) => {
-                dev.online = !c.unreachable;
-                Err(c.error)
-            }
+        let req = Request {
+            url,
+            body,
+            what,
+            headers: Vec::new(),
+        };
+        match self.send(dev, &req, attempts)? {
+            Reply::Json(v) => Ok(v),
+            Reply::Unauthorized(_) => Err(Error::Auth {
+                device: dev.label(),
+                message: format!("{what}: the device requires a password; set Password for it"),
+            }),
         }
     }
 
     /// Whether the device answers `url` at all (one attempt, Online left alone): the light liveness probe.
     pub(crate) fn answers(&self, dev: &Device, url: &str, what: &str) -> bool {
-        self.call(dev, url, None, what, Some(1)).is_ok()
+        let req = Request {
+            url,
+            body: None,
+            what,
+            headers: Vec::new(),
+        };
+        self.call(dev, &req, Some(1)).is_ok()
     }
 
     fn call(
         &self,
         dev: &Device,
-        url: &str,
-        body: Option<&Value>,
-        what: &str,
+        req: &Request,
         attempts: Option<u32>,
-    ) -> Result<Value, CallError> {
+    ) -> Result<Reply, (Error, bool)> {
         let max = attempts.unwrap_or(self.retries + 1).max(1);
         let mut n = 0;
         loop {
             n += 1;
             let started = Instant::now();
-            match self.once(url, body) {
-                Ok(v) => return Ok(v),
+            match self.once(req) {
+                Ok(r) => return Ok(r),
                 Err(f) => {
                     log::debug!(
-                        "device {}: {what} attempt {n}/{max} failed after {} ms: {f:?}",
+                        "device {}: {} attempt {n}/{max} failed after {} ms: {f:?}",
                         dev.label(),
+                        req.what,
                         started.elapsed().as_millis()
                     );
                     if n >= max || !f.retryable() || self.closing() || !self.pause() {
-                        return Err(self.final_error(dev, what, f, n));
+                        let unreachable = f.unreachable();
+                        return Err((final_error(dev, req.what, f, n), unreachable));
                     }
                 }
             }
@@ -182,30 +245,34 @@ impl Http {
         }
         true
     }
+}
 
-    fn final_error(&self, dev: &Device, what: &str, f: Failure, attempts: u32) -> CallError {
-        let unreachable = f.unreachable();
-        let device = dev.label();
-        let error = match f {
-            Failure::Timeout => Error::Timeout {
-                device,
-                request: what.to_string(),
-                attempts,
-            },
-            Failure::Connection(m) => Error::Device {
-                device,
-                message: format!("{what}: {m} (after {attempts} attempt(s))"),
-            },
-            Failure::Status(code, body) => Error::Device {
-                device,
-                message: format!("{what}: HTTP {code} {body:?} (after {attempts} attempt(s))"),
-            },
-            Failure::Body(m) => Error::Device {
-                device,
-                message: format!("{what}: the answer is not valid JSON: {m}"),
-            },
-        };
-        CallError { error, unreachable }
+fn final_error(dev: &Device, what: &str, f: Failure, attempts: u32) -> Error {
+    let device = dev.label();
+    match f {
+        Failure::Timeout => Error::Timeout {
+            device,
+            request: what.to_string(),
+            attempts,
+        },
+        Failure::Connection(m) => Error::Device {
+            device,
+            message: format!("{what}: {m} (after {attempts} attempt(s))"),
+        },
+        Failure::Status(429, _) => Error::Device {
+            device,
+            message: format!(
+                "{what}: the device is busy (HTTP 429 Too many requests) (after {attempts} attempt(s))"
+            ),
+        },
+        Failure::Status(code, body) => Error::Device {
+            device,
+            message: format!("{what}: HTTP {code} {body:?} (after {attempts} attempt(s))"),
+        },
+        Failure::Body(m) => Error::Device {
+            device,
+            message: format!("{what}: the answer is not valid JSON: {m}"),
+        },
     }
 }
 
@@ -224,6 +291,34 @@ fn classify(e: ureq::Error) -> Failure {
         ureq::Error::HostNotFound => Failure::Connection("host not found".into()),
         ureq::Error::ConnectionFailed => Failure::Connection("connection failed".into()),
         ureq::Error::BodyExceedsLimit(n) => Failure::Body(format!("answer larger than {n} bytes")),
-        other => Failure::Connection(other.to_string()),
+        other => Failure::Connection(redact(&other.to_string())),
+    }
+}
+
+/// Hides a `password=` query value that a library message might quote.
+fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("password=") {
+        out.push_str(&rest[..i + 9]);
+        out.push_str("***");
+        rest = &rest[i + 9..];
+        let end = rest
+            .find(|c: char| c == '&' || c.is_whitespace() || c == '"')
+            .unwrap_or(rest.len());
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_in_messages_are_hidden() {
+        assert_eq!(
+            super::redact("bad uri http://h/cm?cmnd=x&user=admin&password=s3cret&x=1 here"),
+            "bad uri http://h/cm?cmnd=x&user=admin&password=***&x=1 here"
+        );
     }
 }

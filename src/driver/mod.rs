@@ -1,6 +1,7 @@
 //! Device drivers: one per way of reaching a device, behind one small trait. A driver is owned by the device's
 //! worker thread, so it never needs locks.
 
+mod digest;
 mod gen1;
 pub(crate) mod http;
 mod icmp;
@@ -130,12 +131,29 @@ pub(crate) fn identify(
     }
 }
 
+/// What a device needs to log in.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Credentials {
+    /// Gen1 and Tasmota user (default `admin`); Gen2+ always use `admin`.
+    pub username: Option<String>,
+    /// The password, if the device has one.
+    pub password: Option<crate::config::Secret>,
+}
+
+impl Credentials {
+    /// The user name to send (`admin` unless configured).
+    pub(crate) fn user(&self) -> &str {
+        self.username.as_deref().unwrap_or("admin")
+    }
+}
+
 /// The driver for a planned device.
 pub(crate) fn for_device(
     dev: &Device,
     settings: &Settings,
     http: &http::Http,
     hooks: Option<crate::webhook::install::HookPlan>,
+    credentials: Credentials,
 ) -> Result<Box<dyn Driver>> {
     if dev.simulate {
         let file = dev
@@ -149,10 +167,12 @@ pub(crate) fn for_device(
     let http = http.clone();
     Ok(match settings.models.resolve(&dev.model) {
         Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {
-            Box::new(gen1::Gen1::new(http, base, m.clone(), hooks))
+            Box::new(gen1::Gen1::new(http, base, m.clone(), hooks, credentials))
         }
-        Some(ModelRef::Vendor(m)) => Box::new(rpc::Rpc::new(http, base, m.clone(), hooks)),
-        Some(ModelRef::Tasmota) => Box::new(tasmota::Tasmota::new(http, base)),
+        Some(ModelRef::Vendor(m)) => {
+            Box::new(rpc::Rpc::new(http, base, m.clone(), hooks, credentials))
+        }
+        Some(ModelRef::Tasmota) => Box::new(tasmota::Tasmota::new(http, base, credentials)),
         None => {
             return Err(crate::Error::Unsupported {
                 device: dev.label(),

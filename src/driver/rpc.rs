@@ -6,7 +6,9 @@
 
 use serde_json::{Value, json};
 
-use super::http::Http;
+use super::Credentials;
+use super::digest::{self, Challenge};
+use super::http::{Http, Reply, Request};
 use super::json::{at, flag, num, text};
 use super::{Driver, OutputAction, identify};
 use crate::clock;
@@ -25,11 +27,21 @@ pub(crate) struct Rpc {
     next_id: u64,
     hooks: Option<HookPlan>,
     hooks_synced: bool,
+    credentials: Credentials,
+    /// The device's last digest challenge and the nonce count used with it (firmware 2.x lets a nonce be
+    /// reused with a rising count; older firmware answers every reuse with a new challenge).
+    nonce: Option<(Challenge, u32)>,
 }
 
 impl Rpc {
     /// A driver for the device at `base` (`http://host:port`).
-    pub(crate) fn new(http: Http, base: String, model: ModelInfo, hooks: Option<HookPlan>) -> Self {
+    pub(crate) fn new(
+        http: Http,
+        base: String,
+        model: ModelInfo,
+        hooks: Option<HookPlan>,
+        credentials: Credentials,
+    ) -> Self {
         Rpc {
             http,
             base,
@@ -39,7 +51,84 @@ impl Rpc {
             next_id: 1,
             hooks,
             hooks_synced: false,
+            credentials,
+            nonce: None,
         }
+    }
+
+    fn auth_error(dev: &Device, message: &str) -> Error {
+        Error::Auth {
+            device: dev.label(),
+            message: message.to_string(),
+        }
+    }
+
+    /// Posts a frame, answering digest challenges: the cached nonce is tried first; a challenge is answered
+    /// once; `stale=true` means "take the new nonce", not a wrong password.
+    fn post(
+        &mut self,
+        dev: &mut Device,
+        frame: &Value,
+        what: &str,
+        attempts: Option<u32>,
+    ) -> Result<Value> {
+        let url = format!("{}/rpc", self.base);
+        // Whether the nonce in hand came from a challenge to this very call.
+        let mut fresh = false;
+        for _ in 0..3 {
+            let mut headers = Vec::new();
+            if let (Some(pw), Some((ch, nc))) = (&self.credentials.password, &mut self.nonce) {
+                *nc += 1;
+                let value = digest::authorization(
+                    ch,
+                    "admin",
+                    pw.expose(),
+                    "POST",
+                    "/rpc",
+                    *nc,
+                    &digest::cnonce(),
+                );
+                headers.push(("Authorization", value));
+            }
+            let req = Request {
+                url: &url,
+                body: Some(frame),
+                what,
+                headers,
+            };
+            match self.http.send(dev, &req, attempts)? {
+                Reply::Json(v) => return Ok(v),
+                Reply::Unauthorized(header) => {
+                    if self.credentials.password.is_none() {
+                        return Err(Self::auth_error(
+                            dev,
+                            &format!(
+                                "{what}: the device requires a password; set Password for it (the user is always admin)"
+                            ),
+                        ));
+                    }
+                    let Some(ch) = header.as_deref().and_then(digest::parse_challenge) else {
+                        return Err(Self::auth_error(
+                            dev,
+                            &format!("{what}: the device sent no usable digest challenge"),
+                        ));
+                    };
+                    if fresh && !ch.stale {
+                        self.nonce = None;
+                        return Err(Self::auth_error(
+                            dev,
+                            &format!("{what}: the device refused the password (wrong password)"),
+                        ));
+                    }
+                    fresh = true;
+                    self.nonce = Some((ch, 0));
+                }
+            }
+        }
+        Err(Self::auth_error(
+            dev,
+            &format!("{what}: the device kept asking for new credentials"),
+        ))
     }
 
     /// Calls one RPC method and returns its `result`.
@@ -56,11 +145,12 @@ impl Rpc {
         if let Some(p) = params {
             frame["params"] = p;
         }
-        let url = format!("{}/rpc", self.base);
-        let reply =
-            self.http
-                .request(dev, &url, Some(&frame), &format!("RPC {method}"), attempts)?;
+        let reply = self.post(dev, &frame, &format!("RPC {method}"), attempts)?;
         parse_frame(&reply, method).map_err(|e| match e {
+            FrameError::Rpc(401, _) => Self::auth_error(
+                dev,
+                &format!("RPC {method}: the device refused the credentials"),
+            ),
             FrameError::Rpc(code, message) => Error::Rpc {
                 device: dev.label(),
                 method: method.to_string(),

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use super::Credentials;
 use super::http::Http;
 use super::json::{at, num, text};
 use super::{Driver, OutputAction};
@@ -18,6 +19,7 @@ use crate::objects::{Device, OutputChange};
 pub(crate) struct Tasmota {
     http: Http,
     base: String,
+    credentials: Credentials,
 }
 
 /// Texts for "on" and "off" in Tasmota's language builds, upper-case.
@@ -48,19 +50,52 @@ const OFF_TEXTS: [&str; 10] = [
 
 impl Tasmota {
     /// A driver for the device at `base` (`http://host:port`).
-    pub(crate) fn new(http: Http, base: String) -> Self {
-        Tasmota { http, base }
+    pub(crate) fn new(http: Http, base: String, credentials: Credentials) -> Self {
+        Tasmota {
+            http,
+            base,
+            credentials,
+        }
+    }
+
+    fn auth_error(&self, dev: &Device, cmnd: &str) -> Error {
+        Error::Auth {
+            device: dev.label(),
+            message: if self.credentials.password.is_some() {
+                format!("command '{cmnd}': the device refused the user name or password")
+            } else {
+                format!(
+                    "command '{cmnd}': the device requires a password; set Username and Password for it"
+                )
+            },
+        }
     }
 
     fn command(&self, dev: &mut Device, cmnd: &str, attempts: Option<u32>) -> Result<Value> {
-        let url = format!(
-            "{}/cm?cmnd={}",
-            self.base,
-            crate::url::encode_component(cmnd)
-        );
-        let reply = self
-            .http
-            .request(dev, &url, None, &format!("command '{cmnd}'"), attempts)?;
+        use crate::url::encode_component;
+        let mut url = format!("{}/cm?cmnd={}", self.base, encode_component(cmnd));
+        if let Some(pw) = &self.credentials.password {
+            // Tasmota takes its web credentials in the query; URLs are never logged.
+            url.push_str(&format!(
+                "&user={}&password={}",
+                encode_component(self.credentials.user()),
+                encode_component(pw.expose())
+            ));
+        }
+        let req = super::http::Request {
+            url: &url,
+            body: None,
+            what: &format!("command '{cmnd}'"),
+            headers: Vec::new(),
+        };
+        let reply = match self.http.send(dev, &req, attempts)? {
+            super::http::Reply::Json(v) => v,
+            super::http::Reply::Unauthorized(_) => return Err(self.auth_error(dev, cmnd)),
+        };
+        // Firmware before 8.2.3 says so with HTTP 200 and a WARNING body.
+        if text(&reply, &["WARNING"]).is_some_and(|w| w.contains("user=")) {
+            return Err(self.auth_error(dev, cmnd));
+        }
         if let Some(w) = text(&reply, &["WARNING"]) {
             return Err(Error::Device {
                 device: dev.label(),

@@ -63,6 +63,7 @@ impl sd_result {
             Error::Timeout { .. } => sd_result::SD_TIMEOUT,
             Error::Offline { .. } => sd_result::SD_OFFLINE,
             Error::Device { .. } | Error::Rpc { .. } => sd_result::SD_DEVICE,
+            Error::Auth { .. } => sd_result::SD_AUTH,
             Error::Unsupported { .. } => sd_result::SD_UNSUPPORTED,
             Error::Simulation { .. } => sd_result::SD_SIMULATION,
             Error::WorkerFailed { .. } => sd_result::SD_WORKER_FAILED,
