@@ -483,3 +483,26 @@ fn the_readme_configuration_example_is_valid() {
     assert_eq!(s.devices.len(), 3);
     assert!(s.check().is_empty(), "{:?}", s.check());
 }
+
+#[test]
+fn passwords_come_from_the_file_or_the_environment_and_are_never_shown() {
+    // Cargo sets CARGO_PKG_NAME (= "smartdev") for test processes: an environment variable to read.
+    assert_eq!(std::env::var("CARGO_PKG_NAME").as_deref(), Ok("smartdev"));
+    let s = Settings::from_yaml_str(
+        "SmartDevices:\n  Devices:\n    - {Name: A, Model: ShellyPlus1PM, Hostname: 10.0.0.2, Password: 'env:CARGO_PKG_NAME'}\n    - {Name: B, Model: Tasmota, Hostname: 10.0.0.3, Username: me, Password: inline-secret, Outputs: [{}]}\n",
+    )
+    .unwrap();
+    assert!(s.devices[0].password.is_some());
+    let shown = format!("{:?}", s.devices);
+    assert!(!shown.contains("smartdev") && !shown.contains("inline-secret"), "{shown}");
+    assert!(shown.contains("***"));
+    assert_eq!(s.devices[1].username.as_deref(), Some("me"));
+    let e = Settings::from_yaml_str(
+        "SmartDevices:\n  Devices:\n    - {Name: A, Model: ShellyPlus1PM, Hostname: 10.0.0.2, Password: 'env:SMARTDEV_TEST_MISSING_1234'}\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.problems()[0].to_string(),
+        "SmartDevices.Devices[0].Password: environment variable SMARTDEV_TEST_MISSING_1234 is not set"
+    );
+}
