@@ -182,7 +182,9 @@ def _read_text(call: Callable[[Any, int, Any], int]) -> Optional[str]:
 # callback object must stay alive for as long as C may call it, so the binding installs a single trampoline
 # that lives as long as the module (never garbage-collected) and routes each record by its `user` key to
 # the Python callable of the controller that registered it. Records for a key whose controller is closed are
-# dropped, so C never calls freed memory and no Python callable outlives its controller.
+# dropped, so C never calls freed memory and no Python callable outlives its controller. When the last
+# controller with a callback closes, and at interpreter exit, forwarding is switched off on the C side
+# (_mute_log), so no library thread calls into Python while the interpreter finalises.
 
 _log_sinks: Dict[int, LogCallback] = {}
 _log_keys = itertools.count(1)
@@ -198,6 +200,52 @@ def _trampoline(user: Optional[int], level: int, message: Optional[bytes]) -> No
 
 
 _LOG_THUNK = _native.LOG_FUNC(_trampoline)
+
+# Guards _log_sinks changes together with the decision to mute (see _unregister_log).
+_log_lock = threading.Lock()
+# True once a log callback was handed to the C library in this process.
+_log_installed = False
+
+
+def _mute_log() -> None:
+    """Turns the C library's process-wide log forwarding off.
+
+    Needed because library threads may log after ``sd_close`` returns (the webhook listener's accept thread
+    says goodbye asynchronously): a ctypes callback that runs while the interpreter finalises kills the
+    calling thread, which aborts the process when that thread is a Rust thread. The C API has no call to
+    remove a log callback, but ``sd_open_yaml`` installs the callback of its options before it reads the
+    configuration, and ``log_level = 0`` means "off"; opening an empty configuration is refused
+    (``SD_CONFIG``) after the logger was retargeted. Once this returns no record reaches Python any more
+    (retargeting waits for a record in progress to finish).
+    """
+    lib = _native.lib()
+    opts = _native.OpenOptions()
+    if lib.sd_open_options_init(byref(opts)) != _SD_OK:
+        return
+    opts.log_callback = _LOG_THUNK
+    opts.log_user = None
+    opts.log_level = LOG_OFF
+    opts.wake = False
+    out = c_void_p()
+    if lib.sd_open_yaml(b"", byref(opts), byref(out)) == _SD_OK:  # pragma: no cover - empty is refused
+        lib.sd_close(byref(out))
+
+
+def _register_log(log: LogCallback) -> int:
+    global _log_installed
+    with _log_lock:
+        key = next(_log_keys)
+        _log_sinks[key] = log
+        _log_installed = True
+        return key
+
+
+def _unregister_log(key: int) -> None:
+    """Drops a controller's log sink; mutes the C side when no controller wants records any more."""
+    with _log_lock:
+        _log_sinks.pop(key, None)
+        if not _log_sinks:
+            _mute_log()
 
 
 # --- module-level functions ---------------------------------------------------------------------------------
@@ -234,8 +282,16 @@ _open_controllers: "weakref.WeakSet[Controller]" = weakref.WeakSet()
 
 @atexit.register
 def _close_all_at_exit() -> None:
+    """Closes every controller still open and mutes log forwarding before the interpreter finalises."""
     for ctl in list(_open_controllers):
-        ctl.close()
+        try:
+            ctl.close()
+        except Exception:
+            pass
+    with _log_lock:
+        _log_sinks.clear()
+        if _log_installed:
+            _mute_log()
 
 
 class Controller:
@@ -306,8 +362,7 @@ class Controller:
             opts.models_path = _path(models_path, "models_path")
         opts.wake = bool(wake)
         if log is not None:
-            self._log_key = next(_log_keys)
-            _log_sinks[self._log_key] = log
+            self._log_key = _register_log(log)
             self._log_thunk = _LOG_THUNK  # the controller holds it too; the module never drops it
             opts.log_callback = _LOG_THUNK
             opts.log_user = self._log_key
@@ -371,8 +426,8 @@ class Controller:
 
     def _forget_log(self) -> None:
         if self._log_key is not None:
-            _log_sinks.pop(self._log_key, None)
-            self._log_key = None
+            key, self._log_key = self._log_key, None
+            _unregister_log(key)
 
     def _enter(self) -> c_void_p:
         with self._cond:

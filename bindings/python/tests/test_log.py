@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
 import sys
 import unittest
+from pathlib import Path
 from typing import List, Tuple
 
 import smartdev
@@ -66,6 +69,31 @@ class LogCallbackTest(SimulatedCase):
         with Controller(yaml=simulated_yaml(str(self.dir)), schema_yaml=SCHEMA_YAML) as again:
             again.toggle_output("Fan")
         self.assertEqual(len(first), count)
+
+    def test_interpreter_exit_with_library_threads_still_logging(self) -> None:
+        # The webhook listener's accept thread logs after sd_close returns. A ctypes callback that arrives
+        # while the interpreter finalises kills that Rust thread and aborts the process ("FATAL: exception
+        # not rethrown", about one run in five before log forwarding was muted at close and at exit).
+        script = (
+            "import sys, smartdev\n"
+            "from tests.support import simulated_yaml, SCHEMA_YAML\n"
+            "ctl = smartdev.Controller(yaml=simulated_yaml(sys.argv[1], webhooks=True), schema_yaml=SCHEMA_YAML,\n"
+            "                          log=lambda l, m: print('log:', m), log_level=smartdev.LOG_DEBUG)\n"
+            "ctl.cycle = ctl\n"
+            "ctl.change_output(1, True)\n"
+            "if sys.argv[2] == 'close':\n"
+            "    ctl.close()\n"
+        )
+        root = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ, PYTHONPATH=root, PYTHONDONTWRITEBYTECODE="1")
+        for run in range(12):
+            how = "close" if run % 2 else "forget"
+            out = subprocess.run(
+                [sys.executable, "-c", script, str(self.dir), how],
+                env=env, cwd=root, capture_output=True, text=True, timeout=60,
+            )
+            self.assertEqual(out.returncode, 0, f"run {run} ({how}): {out.stdout}{out.stderr}")
+            self.assertIn("smartdev closed", out.stdout)  # lines of two threads may interleave
 
     def test_log_must_be_callable(self) -> None:
         with self.assertRaises(TypeError):
