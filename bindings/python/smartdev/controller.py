@@ -190,13 +190,21 @@ _log_sinks: Dict[int, LogCallback] = {}
 _log_keys = itertools.count(1)
 
 
+# Set while a log callback runs on the calling (usually a library) thread; see Controller.__del__.
+_in_callback = threading.local()
+
+
 def _trampoline(user: Optional[int], level: int, message: Optional[bytes]) -> None:
     try:
         sink = _log_sinks.get(user or 0)
     except Exception:  # interpreter shutdown: module globals may already be gone
         return
     if sink is not None:
-        sink(level, (message or b"").decode("utf-8", "replace"))
+        _in_callback.active = True
+        try:
+            sink(level, (message or b"").decode("utf-8", "replace"))
+        finally:
+            _in_callback.active = False
 
 
 _LOG_THUNK = _native.LOG_FUNC(_trampoline)
@@ -416,8 +424,13 @@ class Controller:
         self.close()
 
     def __del__(self) -> None:
+        # Backstop for a controller that was never closed. The garbage collector may run this on a library
+        # thread, inside a log callback; sd_close there would wait for that very thread, so hand it over.
         try:
-            self.close()
+            if getattr(_in_callback, "active", False):
+                threading.Thread(target=self.close, name="smartdev-close").start()
+            else:
+                self.close()
         except Exception:
             pass
 

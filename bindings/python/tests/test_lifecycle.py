@@ -15,6 +15,7 @@ from unittest import mock
 import smartdev
 from smartdev import ClosedError, Controller, SmartDevError
 from smartdev import _native
+from smartdev import controller as controller_module
 
 from .support import SCHEMA_YAML, SimulatedCase, simulated_yaml
 
@@ -92,6 +93,23 @@ class LifecycleTest(SimulatedCase):
         # this mainly checks __del__ runs without error).
         with Controller(yaml=simulated_yaml(str(self.dir)), schema_yaml=SCHEMA_YAML) as again:
             self.assertTrue(again.get_output_state("Light") in (True, False))
+
+    def test_a_collection_inside_a_log_callback_closes_on_another_thread(self) -> None:
+        # What __del__ does when the collector runs it inside a log callback on a library thread.
+        ctl = Controller(yaml=simulated_yaml(str(self.dir)), schema_yaml=SCHEMA_YAML)
+        closers: list = []
+        real_close = ctl.close
+        ctl.close = lambda: (closers.append(threading.current_thread().name), real_close())  # type: ignore[method-assign]
+        controller_module._in_callback.active = True
+        try:
+            ctl.__del__()
+        finally:
+            controller_module._in_callback.active = False
+        deadline = time.monotonic() + 5
+        while not ctl.closed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertTrue(ctl.closed)
+        self.assertEqual(closers, ["smartdev-close"])
 
     def test_close_from_another_thread_ends_an_indefinite_wait(self) -> None:
         ctl = self.open()

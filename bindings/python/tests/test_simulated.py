@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import time
 import unittest
+from unittest import mock
 
 import smartdev
 from smartdev import ByID, ByName
+from smartdev import controller as controller_module
 
 from .support import SimulatedCase
 
@@ -119,6 +121,19 @@ class SimulatedDevicesTest(SimulatedCase):
         status = ctl.print_device_status()
         self.assertIn("Garage (ID: 1)", status)
         self.assertIn("Light", status)
+
+    def test_small_buffers_grow_and_retry(self) -> None:
+        ctl = self.open()
+        expected = (ctl.get_device("Garage"), ctl.devices(), ctl.print_device_status(),
+                    ctl.print_model_library("detailed"))
+        with mock.patch.object(controller_module, "_FIRST_BUFFER", 8):
+            got = (ctl.get_device("Garage"), ctl.devices(), ctl.print_device_status(),
+                   ctl.print_model_library("detailed"))
+            with self.assertRaises(smartdev.NotFoundError) as cm:
+                ctl.get_device("A device name long enough to need a bigger message buffer " * 40)
+        self.assertEqual(got, expected)
+        self.assertIn("bigger message buffer", str(cm.exception))
+        self.assertGreater(len(str(cm.exception)), 2000)  # the error message buffer grew too
 
 
 if __name__ == "__main__":
