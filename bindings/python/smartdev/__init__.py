@@ -1,0 +1,99 @@
+"""smartdev: manage Shelly and Tasmota smart switches and energy meters from Python.
+
+A ctypes binding over the smartdev C ABI (``include/smartdev.h``); standard library only, Python 3.9+.
+
+Quick start::
+
+    from smartdev import Controller
+
+    with Controller("devices.yaml") as ctl:
+        print(ctl.print_device_status())
+        state, changed = ctl.change_output("Pump", True)
+
+The shared library is found through ``SMARTDEV_LIB`` or the repository's ``target/release`` /
+``target/debug`` (see :mod:`smartdev._native`); it is loaded on first use.
+
+Identities: an ``int`` is an ID, a ``str`` is a name; ``ByName("12")`` names a device called "12".
+Errors: :class:`SmartDevError` and its subclasses, each with ``.code`` and ``.code_name``.
+"""
+
+from .controller import (
+    KINDS,
+    LOG_DEBUG,
+    LOG_ERROR,
+    LOG_INFO,
+    LOG_OFF,
+    LOG_TRACE,
+    LOG_WARN,
+    ByID,
+    ByName,
+    Controller,
+    Identity,
+    LogCallback,
+    print_model_library,
+    version,
+)
+from .errors import (
+    CODE_NAMES,
+    CODE_TO_CLASS,
+    AuthError,
+    ClosedError,
+    ConfigError,
+    DeviceError,
+    DeviceTimeoutError,
+    InitError,
+    InvalidArgumentError,
+    IOError_,
+    LibraryNotFoundError,
+    LoggerError,
+    ModelLibraryError,
+    NotFoundError,
+    OfflineError,
+    PanicError,
+    SimulationError,
+    SmartDevError,
+    SmartDevIOError,
+    UnsupportedError,
+    WorkerFailedError,
+)
+
+#: The version of this binding (matches the C library's ``SMARTDEV_VERSION`` it was written for).
+__version__ = "0.1.0"
+
+__all__ = [
+    "Controller",
+    "ByName",
+    "ByID",
+    "Identity",
+    "LogCallback",
+    "KINDS",
+    "LOG_OFF",
+    "LOG_ERROR",
+    "LOG_WARN",
+    "LOG_INFO",
+    "LOG_DEBUG",
+    "LOG_TRACE",
+    "version",
+    "print_model_library",
+    "SmartDevError",
+    "ConfigError",
+    "ModelLibraryError",
+    "InitError",
+    "LoggerError",
+    "NotFoundError",
+    "DeviceTimeoutError",
+    "OfflineError",
+    "DeviceError",
+    "UnsupportedError",
+    "SimulationError",
+    "WorkerFailedError",
+    "AuthError",
+    "ClosedError",
+    "InvalidArgumentError",
+    "PanicError",
+    "SmartDevIOError",
+    "IOError_",
+    "LibraryNotFoundError",
+    "CODE_NAMES",
+    "CODE_TO_CLASS",
+]

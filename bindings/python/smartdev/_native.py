@@ -1,0 +1,204 @@
+"""Finding and loading ``libsmartdev`` and declaring the C prototypes (``include/smartdev.h``).
+
+The library is loaded on first use, not at import, so ``import smartdev`` (for its exceptions and helpers)
+works without it. Discovery order:
+
+1. the environment variable ``SMARTDEV_LIB`` (full path to ``libsmartdev.so`` / ``.dylib`` / ``smartdev.dll``);
+2. ``$CARGO_TARGET_DIR/release`` then ``$CARGO_TARGET_DIR/debug`` when ``CARGO_TARGET_DIR`` is set;
+3. ``target/release`` then ``target/debug`` of the repository that contains this package (found by walking up
+   from this file to the directory holding ``Cargo.toml`` and ``include/smartdev.h``).
+
+Every function used has its ``argtypes`` and ``restype`` set: the ctypes default (``int``) would truncate
+pointers. The library is loaded with :class:`ctypes.CDLL`, which releases the GIL during each call, so the
+library's own threads can run Python log callbacks while a call is in progress.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_bool,
+    c_char_p,
+    c_double,
+    c_int,
+    c_int64,
+    c_size_t,
+    c_void_p,
+)
+from pathlib import Path
+from typing import List, Optional
+
+from .errors import LibraryNotFoundError
+
+__all__ = ["lib", "library_path", "OpenOptions", "MeterReading", "LOG_FUNC", "find_library"]
+
+#: ``sd_log_callback``: ``void (*)(void *user, int level, const char *message)``.
+LOG_FUNC = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
+
+
+class OpenOptions(Structure):
+    """``struct sd_open_options``; filled with defaults by ``sd_open_options_init``."""
+
+    _fields_ = [
+        ("schema_path", c_char_p),
+        ("schema_yaml", c_char_p),
+        ("models_path", c_char_p),
+        ("log_callback", LOG_FUNC),
+        ("log_user", c_void_p),
+        ("log_level", c_int),
+        ("wake", c_bool),
+    ]
+
+
+class MeterReading(Structure):
+    """``struct sd_meter_reading``: six values, each with a validity flag."""
+
+    _fields_ = [
+        ("power", c_double),
+        ("voltage", c_double),
+        ("current", c_double),
+        ("power_factor", c_double),
+        ("energy", c_double),
+        ("returned_energy", c_double),
+        ("has_power", c_bool),
+        ("has_voltage", c_bool),
+        ("has_current", c_bool),
+        ("has_power_factor", c_bool),
+        ("has_energy", c_bool),
+        ("has_returned_energy", c_bool),
+    ]
+
+
+_ctl = c_void_p  # const sd_controller *
+_buf = ctypes.c_char_p  # char * (a create_string_buffer is accepted)
+_size_p = POINTER(c_size_t)
+_bool_p = POINTER(c_bool)
+
+#: name -> (restype, argtypes) for every C function the binding uses.
+_PROTOTYPES = {
+    "sd_version": (c_char_p, []),
+    "sd_result_name": (c_char_p, [c_int]),
+    "sd_last_error_message": (c_int, [_buf, c_size_t, _size_p]),
+    "sd_open_options_init": (c_int, [POINTER(OpenOptions)]),
+    "sd_open": (c_int, [c_char_p, POINTER(OpenOptions), POINTER(c_void_p)]),
+    "sd_open_yaml": (c_int, [c_char_p, POINTER(OpenOptions), POINTER(c_void_p)]),
+    "sd_close": (None, [POINTER(c_void_p)]),
+    "sd_get_device": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),
+    "sd_get_devices": (c_int, [_ctl, _buf, c_size_t, _size_p]),
+    "sd_get_device_component": (c_int, [_ctl, c_int, c_char_p, c_int64, _buf, c_size_t, _size_p]),
+    "sd_change_output": (c_int, [_ctl, c_char_p, c_int64, c_bool, _bool_p, _bool_p]),
+    "sd_toggle_output": (c_int, [_ctl, c_char_p, c_int64, _bool_p, _bool_p]),
+    "sd_refresh_all": (c_int, [_ctl, _size_p]),
+    "sd_is_device_online": (c_int, [_ctl, c_char_p, c_int64, _bool_p]),
+    "sd_pull_event": (c_int, [_ctl, _buf, c_size_t, _size_p]),
+    "sd_wake_fd": (c_int, [_ctl]),
+    "sd_wake_clear": (c_int, [_ctl]),
+    "sd_wake_wait": (c_int, [_ctl, c_int64]),
+    "sd_webhook_address": (c_int, [_ctl, _buf, c_size_t, _size_p]),
+    "sd_print_device_status": (c_int, [_ctl, _buf, c_size_t, _size_p]),
+    "sd_print_model_library": (c_int, [_ctl, c_char_p, c_char_p, _buf, c_size_t, _size_p]),
+    "sd_get_output_state": (c_int, [_ctl, c_char_p, c_int64, _bool_p]),
+    "sd_get_input_state": (c_int, [_ctl, c_char_p, c_int64, _bool_p]),
+    "sd_get_meter": (c_int, [_ctl, c_char_p, c_int64, POINTER(MeterReading)]),
+    "sd_get_device_online": (c_int, [_ctl, c_char_p, c_int64, _bool_p]),
+}
+
+
+def _file_name() -> str:
+    if sys.platform == "darwin":
+        return "libsmartdev.dylib"
+    if sys.platform.startswith("win"):
+        return "smartdev.dll"
+    return "libsmartdev.so"
+
+
+def _repo_root() -> Optional[Path]:
+    """The smartdev repository containing this package, if any."""
+    for d in Path(__file__).resolve().parents:
+        if (d / "Cargo.toml").is_file() and (d / "include" / "smartdev.h").is_file():
+            return d
+    return None
+
+
+def _candidates() -> List[Path]:
+    name = _file_name()
+    dirs: List[Path] = []
+    target_env = os.environ.get("CARGO_TARGET_DIR")
+    if target_env:
+        dirs += [Path(target_env) / "release", Path(target_env) / "debug"]
+    root = _repo_root()
+    if root is not None:
+        dirs += [root / "target" / "release", root / "target" / "debug"]
+    return [d / name for d in dirs]
+
+
+def _how_to_fix() -> str:
+    root = _repo_root()
+    where = f"cd {root} && " if root is not None else "in the smartdev repository: "
+    return (
+        f"build it with `{where}cargo build --lib` (or `cargo build --lib --release`), "
+        f"or set SMARTDEV_LIB to the full path of {_file_name()}"
+    )
+
+
+def find_library() -> Path:
+    """The path of the shared library to load (see the module docstring), or :class:`LibraryNotFoundError`."""
+    env = os.environ.get("SMARTDEV_LIB")
+    if env:
+        p = Path(env)
+        if not p.is_file():
+            raise LibraryNotFoundError(
+                f"SMARTDEV_LIB is set to {env!r}, which is not a file; {_how_to_fix()}"
+            )
+        return p
+    tried = _candidates()
+    for p in tried:
+        if p.is_file():
+            return p
+    listed = ", ".join(str(p) for p in tried) or "(no smartdev repository above this package)"
+    raise LibraryNotFoundError(f"the smartdev shared library was not found (looked for {listed}); {_how_to_fix()}")
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_path: Optional[Path] = None
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library with every prototype declared (loaded once, on first use)."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            path = find_library()
+            try:
+                handle = ctypes.CDLL(str(path))
+            except OSError as e:
+                raise LibraryNotFoundError(f"cannot load {path}: {e}; {_how_to_fix()}") from e
+            for name, (restype, argtypes) in _PROTOTYPES.items():
+                try:
+                    fn = getattr(handle, name)
+                except AttributeError:
+                    raise LibraryNotFoundError(
+                        f"{path} does not export {name}: it is not libsmartdev or is older than this "
+                        f"binding; {_how_to_fix()}"
+                    ) from None
+                fn.restype = restype
+                fn.argtypes = argtypes
+            _path = path
+            _lib = handle
+    return _lib
+
+
+def library_path() -> Path:
+    """The path the library was loaded from (loads it if needed)."""
+    lib()
+    assert _path is not None
+    return _path

@@ -1,0 +1,670 @@
+"""The :class:`Controller`: one open smartdev installation, wrapping ``sd_controller *``.
+
+Lifecycle follows the wasmtime-py ``Managed`` pattern: the handle is owned by the object, ``close()`` is
+idempotent, the object is a context manager, ``__del__`` closes a forgotten controller as a backstop, and an
+``atexit`` hook closes every controller still open before the interpreter shuts down (so no library thread
+calls into a finalising interpreter). Every method called after ``close()`` raises :class:`ClosedError`.
+
+Methods may be called from several Python threads at once (ctypes releases the GIL during each C call). The
+C contract forbids ``sd_close`` while another call on the same controller runs, so ``close()`` refuses new
+calls and waits for the ones in flight; :meth:`Controller.wait_wake` waits in short slices so it never
+delays ``close()`` by more than a quarter of a second.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import itertools
+import json
+import os
+import threading
+import time
+import weakref
+from ctypes import byref, c_bool, c_size_t, c_void_p
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from . import _native
+from .errors import ClosedError, InvalidArgumentError, SmartDevError, error_for_code
+
+__all__ = [
+    "Controller",
+    "ByName",
+    "ByID",
+    "Identity",
+    "LogCallback",
+    "KINDS",
+    "LOG_OFF",
+    "LOG_ERROR",
+    "LOG_WARN",
+    "LOG_INFO",
+    "LOG_DEBUG",
+    "LOG_TRACE",
+    "version",
+    "print_model_library",
+]
+
+# --- constants (include/smartdev.h) -------------------------------------------------------------------------
+
+_SD_OK = 0
+_SD_INSUFFICIENT_SIZE = 102
+_SD_NO_EVENT = 104
+_SD_TIMEOUT = 300
+
+#: Log levels for ``log_level`` and the ``level`` argument of a log callback.
+LOG_OFF, LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_TRACE = 0, 1, 2, 3, 4, 5
+
+#: Component kinds accepted by :meth:`Controller.get_device_component` and their ``SD_KIND_*`` numbers.
+KINDS: Dict[str, int] = {"input": 0, "output": 1, "meter": 2, "temp_probe": 3}
+
+#: The first buffer size for text and JSON results; grown to what the library asks for.
+_FIRST_BUFFER = 16 * 1024
+
+#: Longest single ``sd_wake_wait`` slice, so ``close()`` from another thread is never held up for long.
+_WAIT_SLICE_S = 0.25
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+# --- identities ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ByName:
+    """An explicit name identity, for names that look like numbers: ``ctl.get_device(ByName("12"))``."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"ByName takes a str, not {type(self.name).__name__}")
+
+
+@dataclass(frozen=True)
+class ByID:
+    """An explicit numeric-ID identity: ``ctl.get_device(ByID(3))`` (the same as passing ``3``)."""
+
+    id: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.id, bool) or not isinstance(self.id, int):
+            raise TypeError(f"ByID takes an int, not {type(self.id).__name__}")
+
+
+#: What every ``identity`` parameter accepts: an ``int`` is an ID, a ``str`` is a name (never guessed).
+Identity = Union[int, str, ByName, ByID]
+
+#: A log callback: ``callback(level, message)`` with ``level`` one of ``LOG_ERROR`` … ``LOG_TRACE``.
+LogCallback = Callable[[int, str], Any]
+
+
+def _text(value: str, what: str) -> bytes:
+    """UTF-8 bytes for a C string argument; a NUL character would silently cut the string, so it is refused."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if "\0" in value:
+        raise InvalidArgumentError(f"{what} contains a NUL character")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(f"{what} is not valid Unicode text: {e}") from None
+
+
+def _path(value: "Union[str, os.PathLike[str]]", what: str) -> bytes:
+    return _text(os.fspath(value), what)
+
+
+def _identity(identity: Identity) -> Tuple[Optional[bytes], int]:
+    """``(name, id)`` for the C API: a non-NULL name wins, otherwise the ID is used."""
+    if isinstance(identity, ByName):
+        return _text(identity.name, "name"), 0
+    if isinstance(identity, ByID):
+        identity = identity.id
+    elif isinstance(identity, str):
+        return _text(identity, "name"), 0
+    if isinstance(identity, bool) or not isinstance(identity, int):
+        raise TypeError(
+            "identity must be an int (ID), a str (name), ByName(...) or ByID(...), "
+            f"not {type(identity).__name__}"
+        )
+    if not _INT64_MIN <= identity <= _INT64_MAX:
+        raise InvalidArgumentError(f"ID {identity} is outside the 64-bit range")
+    return None, identity
+
+
+# --- errors and buffers -------------------------------------------------------------------------------------
+
+
+def _last_error_message() -> str:
+    """``sd_last_error_message`` of the calling thread (ctypes calls run on the calling Python thread)."""
+    fn = _native.lib().sd_last_error_message
+    size = 1024
+    for _ in range(8):
+        buf = ctypes.create_string_buffer(size)
+        needed = c_size_t(0)
+        rc = fn(buf, size, byref(needed))
+        if rc == _SD_OK:
+            return buf.raw[: max(needed.value - 1, 0)].decode("utf-8", "replace")
+        if rc != _SD_INSUFFICIENT_SIZE:
+            break
+        size = max(needed.value, size * 2)
+    return ""
+
+
+def _check(rc: int) -> None:
+    """Raises the exception for a failed call; must run right after the call, on the same thread."""
+    if rc != _SD_OK:
+        raise error_for_code(rc, _last_error_message())
+
+
+def _read_text(call: Callable[[Any, int, Any], int]) -> Optional[str]:
+    """Runs ``call(buf, len, needed)`` with a growing buffer (16 KiB first). ``None`` for ``SD_NO_EVENT``."""
+    size = _FIRST_BUFFER
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        needed = c_size_t(0)
+        rc = call(buf, size, byref(needed))
+        if rc == _SD_OK:
+            return buf.raw[: needed.value - 1].decode("utf-8")
+        if rc == _SD_INSUFFICIENT_SIZE and needed.value > size:
+            size = needed.value  # the text may still grow before the retry; the loop asks again
+            continue
+        if rc == _SD_NO_EVENT:
+            return None
+        _check(rc)
+        raise SmartDevError(f"unexpected result {rc}")  # pragma: no cover - _check raised
+
+
+# --- the log callback ---------------------------------------------------------------------------------------
+
+# The C library keeps ONE log target for the whole process (the last one passed to sd_open). A ctypes
+# callback object must stay alive for as long as C may call it, so the binding installs a single trampoline
+# that lives as long as the module (never garbage-collected) and routes each record by its `user` key to
+# the Python callable of the controller that registered it. Records for a key whose controller is closed are
+# dropped, so C never calls freed memory and no Python callable outlives its controller. When the last
+# controller with a callback closes, and at interpreter exit, forwarding is switched off on the C side
+# (_mute_log), so no library thread calls into Python while the interpreter finalises.
+
+_log_sinks: Dict[int, LogCallback] = {}
+_log_keys = itertools.count(1)
+
+
+# Set while a log callback runs on the calling (usually a library) thread; see Controller.__del__.
+_in_callback = threading.local()
+
+
+def _trampoline(user: Optional[int], level: int, message: Optional[bytes]) -> None:
+    try:
+        sink = _log_sinks.get(user or 0)
+    except Exception:  # interpreter shutdown: module globals may already be gone
+        return
+    if sink is not None:
+        _in_callback.active = True
+        try:
+            sink(level, (message or b"").decode("utf-8", "replace"))
+        finally:
+            _in_callback.active = False
+
+
+_LOG_THUNK = _native.LOG_FUNC(_trampoline)
+
+# Guards _log_sinks changes together with the decision to mute (see _unregister_log).
+_log_lock = threading.Lock()
+# True once a log callback was handed to the C library in this process.
+_log_installed = False
+
+
+def _mute_log() -> None:
+    """Turns the C library's process-wide log forwarding off.
+
+    Needed because library threads may log after ``sd_close`` returns (the webhook listener's accept thread
+    says goodbye asynchronously): a ctypes callback that runs while the interpreter finalises kills the
+    calling thread, which aborts the process when that thread is a Rust thread. The C API has no call to
+    remove a log callback, but ``sd_open_yaml`` installs the callback of its options before it reads the
+    configuration, and ``log_level = 0`` means "off"; opening an empty configuration is refused
+    (``SD_CONFIG``) after the logger was retargeted. Once this returns no record reaches Python any more
+    (retargeting waits for a record in progress to finish).
+    """
+    lib = _native.lib()
+    opts = _native.OpenOptions()
+    if lib.sd_open_options_init(byref(opts)) != _SD_OK:
+        return
+    opts.log_callback = _LOG_THUNK
+    opts.log_user = None
+    opts.log_level = LOG_OFF
+    opts.wake = False
+    out = c_void_p()
+    if lib.sd_open_yaml(b"", byref(opts), byref(out)) == _SD_OK:  # pragma: no cover - empty is refused
+        lib.sd_close(byref(out))
+
+
+def _register_log(log: LogCallback) -> int:
+    global _log_installed
+    with _log_lock:
+        key = next(_log_keys)
+        _log_sinks[key] = log
+        _log_installed = True
+        return key
+
+
+def _unregister_log(key: int) -> None:
+    """Drops a controller's log sink; mutes the C side when no controller wants records any more."""
+    with _log_lock:
+        _log_sinks.pop(key, None)
+        if not _log_sinks:
+            _mute_log()
+
+
+# --- module-level functions ---------------------------------------------------------------------------------
+
+
+def version() -> str:
+    """The C library's version, e.g. ``"0.1.0"`` (``sd_version``)."""
+    return _native.lib().sd_version().decode("ascii")
+
+
+def print_model_library(mode: str = "brief", model: Optional[str] = None) -> str:
+    """The built-in model library listing, without opening a controller.
+
+    Args:
+        mode: ``"brief"`` or ``"detailed"``.
+        model: a model id (e.g. ``"Shelly2PMG3"``) to list only that model, or ``None`` for all.
+    """
+    return _print_model_library(None, mode, model)
+
+
+def _print_model_library(ptr: Optional[c_void_p], mode: str, model: Optional[str]) -> str:
+    m = _text(mode, "mode")
+    one = None if model is None else _text(model, "model")
+    fn = _native.lib().sd_print_model_library
+    text = _read_text(lambda b, n, need: fn(ptr, m, one, b, n, need))
+    assert text is not None
+    return text
+
+
+# --- the controller -----------------------------------------------------------------------------------------
+
+_open_controllers: "weakref.WeakSet[Controller]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    """Closes every controller still open and mutes log forwarding before the interpreter finalises."""
+    for ctl in list(_open_controllers):
+        try:
+            ctl.close()
+        except Exception:
+            pass
+    with _log_lock:
+        _log_sinks.clear()
+        if _log_installed:
+            _mute_log()
+
+
+class Controller:
+    """An open smartdev installation: configuration, one worker per device, the webhook listener.
+
+    Exactly one of ``config_path`` and ``yaml`` must be given::
+
+        with Controller("devices.yaml") as ctl:
+            state, changed = ctl.change_output("Pump", True)
+
+    Args:
+        config_path: a YAML configuration file (either layout).
+        yaml: the configuration as YAML text instead (relative paths resolve against the current directory).
+        schema_path: a validation-dictionary extension file (YAML or JSON) that defines custom attributes.
+        schema_yaml: the same as YAML text (both may be given; they are merged).
+        models_path: a model library file used instead of the built-in one.
+        wake: create the wake flag and its descriptor (:meth:`wake_fd`, :meth:`wait_wake`). Default True.
+        log: ``callable(level, message)`` receiving the library's log records, from any library thread (it
+            must be thread-safe and must not call back into the controller). The C library has a single
+            process-wide log target: the controller opened last with ``log`` receives the records of every
+            controller in the process, until it is closed. Exceptions raised by it are reported by ctypes as
+            unraisable and otherwise ignored.
+        log_level: highest level forwarded to ``log``: ``LOG_OFF`` … ``LOG_TRACE`` (default ``LOG_INFO``).
+
+    Raises:
+        ConfigError: the configuration or schema is invalid (the message lists every problem with its key
+            path); InitError: the settings cannot become an installation (e.g. a component count that does not
+            match the model); SimulationError, SmartDevIOError, ModelLibraryError, LoggerError: as named;
+            TypeError: not exactly one of ``config_path`` / ``yaml``; LibraryNotFoundError: no library.
+    """
+
+    def __init__(
+        self,
+        config_path: "Union[str, os.PathLike[str], None]" = None,
+        *,
+        yaml: Optional[str] = None,
+        schema_path: "Union[str, os.PathLike[str], None]" = None,
+        schema_yaml: Optional[str] = None,
+        models_path: "Union[str, os.PathLike[str], None]" = None,
+        wake: bool = True,
+        log: Optional[LogCallback] = None,
+        log_level: int = LOG_INFO,
+    ) -> None:
+        # Set first, so close()/__del__ work whatever fails below.
+        self._ptr = c_void_p()
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._closing = False
+        self._log_key: Optional[int] = None
+        self._log_thunk = None
+
+        if (config_path is None) == (yaml is None):
+            raise TypeError("Controller() takes exactly one of config_path and yaml=")
+        if log is not None and not callable(log):
+            raise TypeError("log must be a callable(level, message)")
+        if isinstance(log_level, bool) or not isinstance(log_level, int):
+            raise TypeError("log_level must be an int (LOG_OFF … LOG_TRACE)")
+        source = _path(config_path, "config_path") if config_path is not None else _text(yaml, "yaml")  # type: ignore[arg-type]
+
+        lib = _native.lib()
+        opts = _native.OpenOptions()
+        _check(lib.sd_open_options_init(byref(opts)))
+        if schema_path is not None:
+            opts.schema_path = _path(schema_path, "schema_path")
+        if schema_yaml is not None:
+            opts.schema_yaml = _text(schema_yaml, "schema_yaml")
+        if models_path is not None:
+            opts.models_path = _path(models_path, "models_path")
+        opts.wake = bool(wake)
+        if log is not None:
+            self._log_key = _register_log(log)
+            self._log_thunk = _LOG_THUNK  # the controller holds it too; the module never drops it
+            opts.log_callback = _LOG_THUNK
+            opts.log_user = self._log_key
+            opts.log_level = log_level
+
+        opener = lib.sd_open if config_path is not None else lib.sd_open_yaml
+        rc = opener(source, byref(opts), byref(self._ptr))
+        if rc != _SD_OK:
+            err = error_for_code(rc, _last_error_message())
+            self._forget_log()
+            raise err
+        _open_controllers.add(self)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stops every library thread and frees the controller. Idempotent; waits for calls in flight on
+        other threads and refuses new ones (they raise :class:`ClosedError`)."""
+        cond = getattr(self, "_cond", None)
+        if cond is None:  # __init__ failed before anything was allocated
+            return
+        with cond:
+            if self._closing:
+                while self._ptr.value is not None:  # another thread is closing: wait for it
+                    cond.wait()
+                return
+            self._closing = True
+            while self._busy:
+                cond.wait()
+        try:
+            if self._ptr.value is not None:
+                _native.lib().sd_close(byref(self._ptr))  # sets self._ptr to NULL
+        finally:
+            with cond:
+                self._ptr = c_void_p()
+                cond.notify_all()
+            self._forget_log()
+            _open_controllers.discard(self)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called (or opening failed)."""
+        return self._closing or self._ptr.value is None
+
+    def __enter__(self) -> "Controller":
+        self._enter()
+        self._leave()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Backstop for a controller that was never closed. The garbage collector may run this on a library
+        # thread, inside a log callback; sd_close there would wait for that very thread, so hand it over.
+        try:
+            if getattr(_in_callback, "active", False):
+                threading.Thread(target=self.close, name="smartdev-close").start()
+            else:
+                self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<smartdev.Controller {'closed' if self.closed else 'open'}>"
+
+    def _forget_log(self) -> None:
+        if self._log_key is not None:
+            key, self._log_key = self._log_key, None
+            _unregister_log(key)
+
+    def _enter(self) -> c_void_p:
+        with self._cond:
+            if self._closing or self._ptr.value is None:
+                raise ClosedError("the controller is closed")
+            self._busy += 1
+            return self._ptr
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            if self._busy == 0:
+                self._cond.notify_all()
+
+    def _call(self, name: str, *args: Any) -> None:
+        """Calls ``name(ctl, *args)`` and raises on failure."""
+        ptr = self._enter()
+        try:
+            _check(getattr(_native.lib(), name)(ptr, *args))
+        finally:
+            self._leave()
+
+    def _text_call(self, name: str, *args: Any) -> Optional[str]:
+        """Calls ``name(ctl, *args, buf, len, needed)`` with a growing buffer."""
+        fn = getattr(_native.lib(), name)
+        ptr = self._enter()
+        try:
+            return _read_text(lambda b, n, need: fn(ptr, *args, b, n, need))
+        finally:
+            self._leave()
+
+    def _json_call(self, name: str, *args: Any) -> Any:
+        text = self._text_call(name, *args)
+        return None if text is None else json.loads(text)
+
+    def _bool_call(self, name: str, identity: Identity, *args: Any) -> bool:
+        out = c_bool(False)
+        self._call(name, *_identity(identity), *args, byref(out))
+        return bool(out.value)
+
+    # -- listings ------------------------------------------------------------------------------------------
+
+    def print_model_library(self, mode: str = "brief", model: Optional[str] = None) -> str:
+        """The model library listing (this controller's library, which ``models_path`` may replace).
+
+        Args:
+            mode: ``"brief"`` or ``"detailed"`` (anything else: :class:`InvalidArgumentError`).
+            model: a model id (e.g. ``"Shelly2PMG3"``) to list only that model, or ``None`` for all.
+        """
+        ptr = self._enter()
+        try:
+            return _print_model_library(ptr, mode, model)
+        finally:
+            self._leave()
+
+    def print_device_status(self) -> str:
+        """The status listing of every device, as last read (the ``print_device_status`` text)."""
+        text = self._text_call("sd_print_device_status")
+        assert text is not None
+        return text
+
+    # -- objects as dicts ----------------------------------------------------------------------------------
+
+    def get_device(self, identity: Identity) -> Dict[str, Any]:
+        """Reads the device now and returns it as a dict with the spec's PascalCase fields (``ID``, ``Name``,
+        ``Online``, ``Outputs``, ..., then custom attributes). Values a device does not report are ``None``.
+
+        Raises:
+            NotFoundError: no such device; DeviceTimeoutError, OfflineError, DeviceError, ...: the read failed.
+        """
+        return self._json_call("sd_get_device", *_identity(identity))  # type: ignore[no-any-return]
+
+    def devices(self) -> List[Dict[str, Any]]:
+        """Every device as a dict, as last read (no device I/O)."""
+        return self._json_call("sd_get_devices")  # type: ignore[no-any-return]
+
+    def get_device_component(self, kind: str, identity: Identity) -> Dict[str, Any]:
+        """One component as a dict, as last read (no device I/O).
+
+        Args:
+            kind: ``"input"``, ``"output"``, ``"meter"`` or ``"temp_probe"``.
+            identity: the component's ID (int) or name (str), or :class:`ByName` / :class:`ByID`.
+        """
+        if not isinstance(kind, str):
+            raise TypeError(f"kind must be a str, not {type(kind).__name__}")
+        number = KINDS.get(kind)
+        if number is None:
+            raise InvalidArgumentError(
+                f"component kind {kind!r} is unknown; use one of {', '.join(map(repr, KINDS))}"
+            )
+        return self._json_call("sd_get_device_component", number, *_identity(identity))  # type: ignore[no-any-return]
+
+    # -- switching -----------------------------------------------------------------------------------------
+
+    def change_output(self, identity: Identity, state: bool) -> Tuple[bool, bool]:
+        """Switches an output on (``True``) or off and returns ``(new_state, did_change)``: the state as the
+        device reports it, and whether it actually changed."""
+        if not isinstance(state, bool):
+            raise TypeError(f"state must be a bool, not {type(state).__name__}")
+        new, changed = c_bool(False), c_bool(False)
+        self._call("sd_change_output", *_identity(identity), state, byref(new), byref(changed))
+        return bool(new.value), bool(changed.value)
+
+    def toggle_output(self, identity: Identity) -> Tuple[bool, bool]:
+        """Switches an output to the opposite state; returns ``(new_state, did_change)``."""
+        new, changed = c_bool(False), c_bool(False)
+        self._call("sd_toggle_output", *_identity(identity), byref(new), byref(changed))
+        return bool(new.value), bool(changed.value)
+
+    # -- typed getters (no JSON, no device I/O) ------------------------------------------------------------
+
+    def get_output_state(self, identity: Identity) -> bool:
+        """Whether an output is on, as last read."""
+        return self._bool_call("sd_get_output_state", identity)
+
+    def get_input_state(self, identity: Identity) -> bool:
+        """Whether an input is on, as last read."""
+        return self._bool_call("sd_get_input_state", identity)
+
+    def get_meter(self, identity: Identity) -> Dict[str, Optional[float]]:
+        """A meter's readings as last read: ``{"Power", "Voltage", "Current", "PowerFactor", "Energy",
+        "ReturnedEnergy"}`` (W, V, A, -, Wh, Wh; the same keys as the meter's component dict), ``None`` for
+        values the device does not report."""
+        r = _native.MeterReading()
+        self._call("sd_get_meter", *_identity(identity), byref(r))
+        return {
+            "Power": r.power if r.has_power else None,
+            "Voltage": r.voltage if r.has_voltage else None,
+            "Current": r.current if r.has_current else None,
+            "PowerFactor": r.power_factor if r.has_power_factor else None,
+            "Energy": r.energy if r.has_energy else None,
+            "ReturnedEnergy": r.returned_energy if r.has_returned_energy else None,
+        }
+
+    def get_device_online(self, identity: Identity) -> bool:
+        """Whether the device was online at its last contact (no device I/O; see :meth:`is_device_online`)."""
+        return self._bool_call("sd_get_device_online", identity)
+
+    def is_device_online(self, identity: Identity) -> bool:
+        """Reads the device now and returns whether it answered. An unreachable device is ``False``, not an
+        error; an unknown one raises :class:`NotFoundError`."""
+        return self._bool_call("sd_is_device_online", identity)
+
+    def refresh_all(self) -> None:
+        """Reads every device at once.
+
+        Raises:
+            SmartDevError: the error of the first device that failed; its ``failures`` attribute is how many
+                devices failed in all.
+        """
+        failures = c_size_t(0)
+        ptr = self._enter()
+        try:
+            rc = _native.lib().sd_refresh_all(ptr, byref(failures))
+            if rc != _SD_OK:
+                err = error_for_code(rc, _last_error_message())
+                err.failures = failures.value  # type: ignore[attr-defined]
+                raise err
+        finally:
+            self._leave()
+
+    # -- webhooks ------------------------------------------------------------------------------------------
+
+    def pull_webhook_event(self) -> Optional[Dict[str, Any]]:
+        """Takes the oldest webhook event as a dict (``Event``, ``Component``, ``ComponentID``,
+        ``ObjectType``, ``Device``, ``DeviceID``, ``ReceivedAt``, ``Source``, ``Params``), or ``None`` when
+        none is queued."""
+        return self._json_call("sd_pull_event")  # type: ignore[no-any-return]
+
+    def wake_fd(self) -> int:
+        """A descriptor that is readable while webhook events wait (level-triggered), for ``select`` /
+        ``selectors`` / asyncio's ``add_reader``. Owned by the controller: never read or close it; it is
+        valid until :meth:`close`. Call :meth:`clear_wake` *before* draining :meth:`pull_webhook_event`
+        until it returns ``None``, so no event is missed.
+
+        Raises:
+            InvalidArgumentError: the controller was opened with ``wake=False`` (or the platform has no
+                such descriptor).
+        """
+        ptr = self._enter()
+        try:
+            fd = int(_native.lib().sd_wake_fd(ptr))
+        finally:
+            self._leave()
+        if fd < 0:
+            raise InvalidArgumentError(
+                "this controller has no wake descriptor (opened with wake=False, or not supported on this platform)"
+            )
+        return fd
+
+    def clear_wake(self) -> None:
+        """Clears the wake flag (and drains its descriptor). Call it before pulling events."""
+        self._call("sd_wake_clear")
+
+    def wait_wake(self, timeout: Optional[float] = None) -> bool:
+        """Waits until the wake flag is set; ``True`` if it is, ``False`` when ``timeout`` seconds pass
+        (``None``: wait indefinitely). Does not clear the flag.
+
+        Raises:
+            InvalidArgumentError: the controller was opened with ``wake=False``.
+            ClosedError: the controller was closed, also while waiting.
+        """
+        deadline = None if timeout is None else time.monotonic() + max(float(timeout), 0.0)
+        fn = _native.lib().sd_wake_wait
+        while True:
+            left = _WAIT_SLICE_S if deadline is None else min(_WAIT_SLICE_S, deadline - time.monotonic())
+            ptr = self._enter()
+            try:
+                rc = fn(ptr, max(int(left * 1000), 0))
+                if rc not in (_SD_OK, _SD_TIMEOUT):
+                    _check(rc)
+            finally:
+                self._leave()
+            if rc == _SD_OK:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def webhook_address(self) -> str:
+        """Where the webhook listener listens, ``"host:port"`` (the real port even when 0 was configured).
+
+        Raises:
+            NotFoundError: the listener is not running (webhooks are not enabled in the configuration).
+        """
+        text = self._text_call("sd_webhook_address")
+        assert text is not None
+        return text

@@ -1,0 +1,236 @@
+"""Exceptions raised by the smartdev binding.
+
+Every failure of a C call becomes an instance of :class:`SmartDevError` (or one of its subclasses), chosen by
+the ``sd_result`` code through one table, :data:`CODE_TO_CLASS`. The message is the C library's
+``sd_last_error_message`` for that call, read on the same thread right after the call failed.
+
+Several classes also derive from the built-in exception a Python programmer would reach for, so existing
+``except`` clauses keep working:
+
+* :class:`NotFoundError` is a :class:`LookupError`,
+* :class:`DeviceTimeoutError` is a :class:`TimeoutError` (and so an :class:`OSError`),
+* :class:`InvalidArgumentError` is a :class:`ValueError`,
+* :class:`SmartDevIOError` is an :class:`OSError`,
+* :class:`LibraryNotFoundError` is an :class:`ImportError`.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Type
+
+__all__ = [
+    "SmartDevError",
+    "ConfigError",
+    "ModelLibraryError",
+    "InitError",
+    "LoggerError",
+    "NotFoundError",
+    "DeviceTimeoutError",
+    "OfflineError",
+    "DeviceError",
+    "UnsupportedError",
+    "SimulationError",
+    "WorkerFailedError",
+    "AuthError",
+    "ClosedError",
+    "InvalidArgumentError",
+    "PanicError",
+    "SmartDevIOError",
+    "IOError_",
+    "LibraryNotFoundError",
+    "CODE_NAMES",
+    "CODE_TO_CLASS",
+    "error_for_code",
+]
+
+#: Every ``sd_result`` code of ``include/smartdev.h`` and its name. Numbers never change meaning.
+CODE_NAMES: Dict[int, str] = {
+    0: "SD_OK",
+    100: "SD_NULL_PARAMETER",
+    101: "SD_INVALID_PARAMETER",
+    102: "SD_INSUFFICIENT_SIZE",
+    103: "SD_NOT_FOUND",
+    104: "SD_NO_EVENT",
+    105: "SD_CLOSED",
+    106: "SD_PANIC",
+    200: "SD_CONFIG",
+    201: "SD_INIT",
+    202: "SD_LOGGER",
+    203: "SD_MODEL_LIBRARY",
+    300: "SD_TIMEOUT",
+    301: "SD_OFFLINE",
+    302: "SD_DEVICE",
+    303: "SD_UNSUPPORTED",
+    304: "SD_SIMULATION",
+    305: "SD_WORKER_FAILED",
+    306: "SD_AUTH",
+    400: "SD_IO",
+}
+
+
+class SmartDevError(Exception):
+    """Base class of every smartdev error.
+
+    Attributes:
+        message: the human-readable description (also ``str(error)``).
+        code: the ``sd_result`` number (e.g. ``300``), or ``None`` for errors of the binding itself that have
+            no C counterpart (:class:`LibraryNotFoundError`).
+        code_name: the code's name (e.g. ``"SD_TIMEOUT"``), or ``None`` when ``code`` is ``None``.
+    """
+
+    #: The code a subclass stands for when raised by the binding itself (overridden per instance).
+    default_code: Optional[int] = None
+
+    def __init__(self, message: str, code: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.message: str = message
+        self.code: Optional[int] = code if code is not None else self.default_code
+        self.code_name: Optional[str] = (
+            None if self.code is None else CODE_NAMES.get(self.code, "SD_UNKNOWN")
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r})"
+
+
+class ConfigError(SmartDevError):
+    """The configuration or a validation-dictionary extension could not be read or failed validation
+    (``SD_CONFIG``). The message lists every problem with its full key path, e.g.
+    ``SmartDevices.Devices[0].Outputs[0].Colour: unknown key``."""
+
+    default_code = 200
+
+
+class ModelLibraryError(ConfigError):
+    """The model library file given as ``models_path`` could not be loaded (``SD_MODEL_LIBRARY``)."""
+
+    default_code = 203
+
+
+class InitError(SmartDevError):
+    """Valid settings could not be turned into an installation: component counts that do not match the
+    model, an unknown model, ... (``SD_INIT``)."""
+
+    default_code = 201
+
+
+class LoggerError(InitError):
+    """The logger (a ``Files`` block of the configuration) could not be set up (``SD_LOGGER``)."""
+
+    default_code = 202
+
+
+class NotFoundError(SmartDevError, LookupError):
+    """No device, component or model matches the identity (``SD_NOT_FOUND``). Also a :class:`LookupError`."""
+
+    default_code = 103
+
+
+class DeviceTimeoutError(SmartDevError, TimeoutError):
+    """A device did not answer in time, after all retries (``SD_TIMEOUT``). Also a built-in
+    :class:`TimeoutError`."""
+
+    default_code = 300
+
+
+class OfflineError(SmartDevError):
+    """The device is offline (``SD_OFFLINE``)."""
+
+    default_code = 301
+
+
+class DeviceError(SmartDevError):
+    """The device answered with an error or an unusable answer, RPC errors included (``SD_DEVICE``)."""
+
+    default_code = 302
+
+
+class UnsupportedError(SmartDevError):
+    """The operation is not possible on this device (``SD_UNSUPPORTED``)."""
+
+    default_code = 303
+
+
+class SimulationError(SmartDevError):
+    """A simulation file is unreadable (``SD_SIMULATION``)."""
+
+    default_code = 304
+
+
+class WorkerFailedError(SmartDevError):
+    """The device's worker failed; the device is unusable until the controller is reopened
+    (``SD_WORKER_FAILED``)."""
+
+    default_code = 305
+
+
+class AuthError(SmartDevError):
+    """The device refused the credentials (``SD_AUTH``)."""
+
+    default_code = 306
+
+
+class ClosedError(SmartDevError):
+    """The controller was closed (``SD_CLOSED``); raised by every method called after ``close()``."""
+
+    default_code = 105
+
+
+class InvalidArgumentError(SmartDevError, ValueError):
+    """An argument is not acceptable: an unknown component kind or print mode, a string with a NUL
+    character, an ID outside the 64-bit range, ... (``SD_INVALID_PARAMETER``; also ``SD_NULL_PARAMETER``,
+    which only a bug in the binding could cause). Also a :class:`ValueError`."""
+
+    default_code = 101
+
+
+class PanicError(SmartDevError):
+    """An internal error (a Rust panic) was caught at the API boundary (``SD_PANIC``). Please report it."""
+
+    default_code = 106
+
+
+class SmartDevIOError(SmartDevError, OSError):
+    """A local I/O failure: a file, a socket, a thread (``SD_IO``). Also an :class:`OSError`."""
+
+    default_code = 400
+
+
+#: Alias of :class:`SmartDevIOError` (the name ``IOError`` itself is a built-in alias of ``OSError``).
+IOError_ = SmartDevIOError
+
+
+class LibraryNotFoundError(SmartDevError, ImportError):
+    """The shared library ``libsmartdev`` could not be found or loaded. Also an :class:`ImportError`.
+    The message says how to build it or where to point ``SMARTDEV_LIB``."""
+
+
+#: The one table from ``sd_result`` code to exception class. Codes not listed map to :class:`SmartDevError`.
+CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
+    100: InvalidArgumentError,
+    101: InvalidArgumentError,
+    103: NotFoundError,
+    105: ClosedError,
+    106: PanicError,
+    200: ConfigError,
+    201: InitError,
+    202: LoggerError,
+    203: ModelLibraryError,
+    300: DeviceTimeoutError,
+    301: OfflineError,
+    302: DeviceError,
+    303: UnsupportedError,
+    304: SimulationError,
+    305: WorkerFailedError,
+    306: AuthError,
+    400: SmartDevIOError,
+}
+
+
+def error_for_code(code: int, message: str) -> SmartDevError:
+    """Builds the exception for a failed C call that returned ``code`` with ``message``."""
+    cls = CODE_TO_CLASS.get(code, SmartDevError)
+    return cls(message or f"{CODE_NAMES.get(code, 'SD_UNKNOWN')} ({code})", code)

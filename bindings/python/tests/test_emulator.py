@@ -1,0 +1,111 @@
+"""Against ``sdctl emulate`` over real HTTP: switching, a meter reading, and a blackholed device timing out.
+
+Skipped unless ``SDCTL_BIN`` names the ``sdctl`` binary (``cargo test --test python_binding`` sets it).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import unittest
+import urllib.request
+from typing import List, Tuple
+
+import smartdev
+from smartdev import Controller
+
+SDCTL_BIN = os.environ.get("SDCTL_BIN")
+
+
+def start_emulator(*devices: str) -> Tuple["subprocess.Popen[bytes]", List[int], int]:
+    """Starts ``sdctl emulate``; returns the process, each device's port and the admin port."""
+    assert SDCTL_BIN is not None
+    proc = subprocess.Popen([SDCTL_BIN, "emulate", *devices], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        text = b""
+        while b"admin " not in text:  # `MODEL <id> http://127.0.0.1:<port>` per device, then `admin http://…`
+            ready, _, _ = select.select([proc.stdout], [], [], 10)
+            chunk = os.read(proc.stdout.fileno(), 4096) if ready else b""
+            if not chunk:
+                raise RuntimeError(f"sdctl emulate printed no admin line (so far: {text!r})")
+            text += chunk
+        lines = text.decode().splitlines()
+        ports = [int(line.rsplit(":", 1)[1]) for line in lines if not line.startswith("admin ")]
+        admin = next(int(line.rsplit(":", 1)[1]) for line in lines if line.startswith("admin "))
+        return proc, ports, admin
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+@unittest.skipUnless(SDCTL_BIN, "SDCTL_BIN is not set")
+class EmulatorTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.proc, ports, self.admin = start_emulator("ShellyPlus1PM")
+        self.addCleanup(self.stop)
+        self.port = ports[0]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def post_admin(self, path: str) -> bytes:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.admin}{path}", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=5) as answer:
+            return answer.read()  # type: ignore[no-any-return]
+
+    def yaml(self) -> str:
+        return (
+            "SmartDevices:\n"
+            "  PingAllowed: false\n"
+            "  ResponseTimeout: 0.3\n"
+            "  RetryCount: 0\n"
+            "  Devices:\n"
+            f"    - {{Name: Pump, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {self.port}}}\n"
+        )
+
+    def test_switch_meter_and_timeout(self) -> None:
+        with Controller(yaml=self.yaml()) as ctl:
+            dev = ctl.get_device("Pump")
+            self.assertIs(dev["Online"], True)
+            self.assertEqual(dev["Protocol"], "RPC")
+            self.assertIsNotNone(dev["MacAddress"])
+
+            self.assertEqual(ctl.change_output(1, True), (True, True))
+            self.assertEqual(ctl.change_output("Output 1", True), (True, False))
+            self.assertEqual(ctl.toggle_output(1), (False, True))
+            self.assertEqual(ctl.change_output(1, True), (True, True))
+
+            self.post_admin("/devices/0/load?id=0&watts=100")
+            ctl.refresh_all()
+            meter = ctl.get_meter(1)
+            self.assertEqual(meter["Power"], 100.0)
+            self.assertIsNotNone(meter["Voltage"])
+            self.assertIsNotNone(meter["Energy"])
+
+            self.assertIn(b"true", self.post_admin("/devices/0/fault?kind=blackhole"))
+            with self.assertRaises(smartdev.DeviceTimeoutError) as cm:
+                ctl.get_device("Pump")
+            e = cm.exception
+            self.assertIsInstance(e, TimeoutError)
+            self.assertEqual((e.code, e.code_name), (300, "SD_TIMEOUT"))
+            self.assertIn("timed out", str(e))
+            with self.assertRaises(TimeoutError):
+                ctl.change_output(1, False)
+            self.assertIs(ctl.is_device_online("Pump"), False)  # not an error: the answer is "offline"
+
+            self.post_admin("/devices/0/fault?kind=none")
+            self.assertIs(ctl.is_device_online("Pump"), True)
+
+
+if __name__ == "__main__":
+    unittest.main()
