@@ -292,6 +292,16 @@ const char *sd_result_name(int code);
 enum sd_result sd_last_error_message(char *buf, size_t len, size_t *needed);
 
 /*
+ Sets (or, with a NULL `callback` or `level` 0, removes) the process-wide log callback: the library's log
+ records up to `level` (`SD_LOG_ERROR` … `SD_LOG_TRACE`) go to `callback(user, level, message)`. Once this
+ returns, a previous callback is never called again — call it with NULL before unloading the code the
+ callback lives in. `SD_LOGGER` when another logger already owns the process (e.g. the host set one).
+ */
+enum sd_result sd_set_log_callback(sd_log_callback callback,
+                                   void *user,
+                                   int level);
+
+/*
  Fills `opts` with the defaults (no schema, built-in models, no log callback, wake flag on).
 
  # Safety

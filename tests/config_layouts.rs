@@ -494,7 +494,10 @@ fn passwords_come_from_the_file_or_the_environment_and_are_never_shown() {
     .unwrap();
     assert!(s.devices[0].password.is_some());
     let shown = format!("{:?}", s.devices);
-    assert!(!shown.contains("smartdev") && !shown.contains("inline-secret"), "{shown}");
+    assert!(
+        !shown.contains("smartdev") && !shown.contains("inline-secret"),
+        "{shown}"
+    );
     assert!(shown.contains("***"));
     assert_eq!(s.devices[1].username.as_deref(), Some("me"));
     let e = Settings::from_yaml_str(

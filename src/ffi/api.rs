@@ -219,6 +219,28 @@ pub unsafe extern "C" fn sd_last_error_message(
     })
 }
 
+/// Sets (or, with a NULL `callback` or `level` 0, removes) the process-wide log callback: the library's log
+/// records up to `level` (`SD_LOG_ERROR` … `SD_LOG_TRACE`) go to `callback(user, level, message)`. Once this
+/// returns, a previous callback is never called again — call it with NULL before unloading the code the
+/// callback lives in. `SD_LOGGER` when another logger already owns the process (e.g. the host set one).
+#[unsafe(no_mangle)]
+pub extern "C" fn sd_set_log_callback(
+    callback: sd_log_callback,
+    user: *mut c_void,
+    level: c_int,
+) -> sd_result {
+    guard(|| {
+        if super::log::install(callback, user, level) {
+            sd_result::SD_OK
+        } else {
+            fail(
+                sd_result::SD_LOGGER,
+                "another logger is already installed in this process",
+            )
+        }
+    })
+}
+
 /// Fills `opts` with the defaults (no schema, built-in models, no log callback, wake flag on).
 ///
 /// # Safety
@@ -283,8 +305,8 @@ unsafe fn open(
         if let Some(m) = models_path {
             loader = loader.with_models(lib!(ModelLibrary::from_file(m)));
         }
-        if let Some(cb) = o.log_callback {
-            super::log::install(cb, o.log_user, o.log_level);
+        if o.log_callback.is_some() {
+            super::log::install(o.log_callback, o.log_user, o.log_level);
         }
         wake = o.wake;
     }

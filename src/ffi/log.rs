@@ -48,11 +48,19 @@ fn level_number(l: log::Level) -> c_int {
 
 impl log::Log for CallbackLogger {
     fn enabled(&self, m: &log::Metadata) -> bool {
+        // Only the library's own records: dependencies' threads (tiny_http's accept thread) may log after
+        // sd_close returns, when the host may already be shutting down.
+        if !m.target().starts_with("smartdev") {
+            return false;
+        }
         let t = self.target.read().unwrap_or_else(|e| e.into_inner());
         t.as_ref().is_some_and(|t| m.level() <= t.max)
     }
 
     fn log(&self, record: &log::Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
         let t = self.target.read().unwrap_or_else(|e| e.into_inner());
         let Some(t) = t.as_ref().filter(|t| record.level() <= t.max) else {
             return;
@@ -74,13 +82,14 @@ impl log::Log for CallbackLogger {
     fn flush(&self) {}
 }
 
-/// Routes library log records to `callback` up to `level` (1 error … 5 trace; 0 turns forwarding off).
-/// Returns false when another logger already owns the process-wide slot.
-pub(crate) fn install(
-    callback: unsafe extern "C" fn(*mut c_void, c_int, *const c_char),
-    user: *mut c_void,
-    level: c_int,
-) -> bool {
+/// Routes library log records to `callback` up to `level` (1 error … 5 trace; 0 or no callback turns
+/// forwarding off). Returns false when another logger already owns the process-wide slot.
+pub(crate) fn install(callback: sd_log_callback, user: *mut c_void, level: c_int) -> bool {
+    let Some(callback) = callback else {
+        // Waits for a record in progress: once this returns, the old callback is never called again.
+        *LOGGER.target.write().unwrap_or_else(|e| e.into_inner()) = None;
+        return true;
+    };
     let max = match level {
         i if i <= 0 => log::LevelFilter::Off,
         SD_LOG_ERROR => log::LevelFilter::Error,

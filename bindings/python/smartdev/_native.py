@@ -88,6 +88,7 @@ _PROTOTYPES = {
     "sd_open_options_init": (c_int, [POINTER(OpenOptions)]),
     "sd_open": (c_int, [c_char_p, POINTER(OpenOptions), POINTER(c_void_p)]),
     "sd_open_yaml": (c_int, [c_char_p, POINTER(OpenOptions), POINTER(c_void_p)]),
+    "sd_set_log_callback": (c_int, [LOG_FUNC, c_void_p, c_int]),
     "sd_close": (None, [POINTER(c_void_p)]),
     "sd_get_device": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_get_devices": (c_int, [_ctl, _buf, c_size_t, _size_p]),

@@ -218,25 +218,11 @@ _log_installed = False
 def _mute_log() -> None:
     """Turns the C library's process-wide log forwarding off.
 
-    Needed because library threads may log after ``sd_close`` returns (the webhook listener's accept thread
-    says goodbye asynchronously): a ctypes callback that runs while the interpreter finalises kills the
-    calling thread, which aborts the process when that thread is a Rust thread. The C API has no call to
-    remove a log callback, but ``sd_open_yaml`` installs the callback of its options before it reads the
-    configuration, and ``log_level = 0`` means "off"; opening an empty configuration is refused
-    (``SD_CONFIG``) after the logger was retargeted. Once this returns no record reaches Python any more
-    (retargeting waits for a record in progress to finish).
+    Library threads could otherwise call into Python while the interpreter finalises, which kills the calling
+    thread and aborts the process when that thread is a Rust thread. ``sd_set_log_callback(NULL, ...)``
+    returns only once no record is being delivered, so nothing reaches Python afterwards.
     """
-    lib = _native.lib()
-    opts = _native.OpenOptions()
-    if lib.sd_open_options_init(byref(opts)) != _SD_OK:
-        return
-    opts.log_callback = _LOG_THUNK
-    opts.log_user = None
-    opts.log_level = LOG_OFF
-    opts.wake = False
-    out = c_void_p()
-    if lib.sd_open_yaml(b"", byref(opts), byref(out)) == _SD_OK:  # pragma: no cover - empty is refused
-        lib.sd_close(byref(out))
+    _native.lib().sd_set_log_callback(_native.LOG_FUNC(), None, LOG_OFF)
 
 
 def _register_log(log: LogCallback) -> int:
