@@ -1,0 +1,473 @@
+package smartdev
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#include "sdgo.h"
+*/
+import "C"
+
+import (
+	"bytes"
+	"encoding/json"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// initialBuffer is the first size tried for text and JSON answers; a bigger one is allocated when the library
+// says so (SD_INSUFFICIENT_SIZE with the size needed).
+const initialBuffer = 16 << 10
+
+// Option configures Open and OpenYAML.
+type Option func(*options)
+
+type options struct {
+	schemaPath, schemaYAML, modelsPath *string
+	noWake                             bool
+	logger                             func(level int, msg string)
+	logLevel                           int
+}
+
+// WithSchemaFile merges a validation-dictionary extension file (YAML or JSON) that defines custom attributes.
+func WithSchemaFile(path string) Option { return func(o *options) { o.schemaPath = &path } }
+
+// WithSchemaYAML merges a validation-dictionary extension given as YAML text.
+func WithSchemaYAML(text string) Option { return func(o *options) { o.schemaYAML = &text } }
+
+// WithModelsFile uses the model library in path instead of the built-in one.
+func WithModelsFile(path string) Option { return func(o *options) { o.modelsPath = &path } }
+
+// WithoutWake opens the controller without a wake flag. Events then polls the event queue every 200 ms
+// instead of waiting on the wake descriptor.
+func WithoutWake() Option { return func(o *options) { o.noWake = true } }
+
+// WithLogger sends the library's log records (up to LogInfo, see WithLogLevel) to fn instead of the
+// configuration's Files block. fn is called from library threads; the binding serialises the calls, so fn
+// need not be reentrant, but it must return quickly and must not call the Controller (that could deadlock).
+// A panic in fn is recovered and dropped. The library has one process-wide log slot: the latest Open with a
+// logger receives the records of every controller; fn stops being called when its controller is closed.
+func WithLogger(fn func(level int, msg string)) Option { return func(o *options) { o.logger = fn } }
+
+// WithLogLevel sets the highest level forwarded to the WithLogger function: 0 off, LogError … LogTrace.
+func WithLogLevel(level int) Option { return func(o *options) { o.logLevel = level } }
+
+// Controller is an open installation: configuration, one worker per device, the supervisor and the webhook
+// listener. Its methods may be called from any goroutine at the same time. Close it when done; a finalizer
+// closes a forgotten one, but only when the garbage collector gets to it.
+type Controller struct {
+	// mu guards ptr: every call holds a read lock (the C API allows concurrent calls), Close takes the write
+	// lock (sd_close must not run while another call is in progress).
+	mu     sync.RWMutex
+	ptr    *C.sd_controller
+	wake   bool
+	logKey uintptr
+
+	done      chan struct{} // closed when Close starts, so Events goroutines stop
+	closeOnce sync.Once
+
+	// stash keeps events taken from the library that an Events goroutine could not deliver (its context
+	// ended); PullEvent and Events return them first.
+	stashMu sync.Mutex
+	stash   []Event
+}
+
+// cstr returns a C copy of s (free it with the returned function) or an error when s holds a NUL byte.
+func cstr(s *string, what string) (*C.char, error) {
+	if s == nil {
+		return nil, nil
+	}
+	if strings.IndexByte(*s, 0) >= 0 {
+		return nil, errInvalid("%s contains a NUL byte", what)
+	}
+	return C.CString(*s), nil
+}
+
+func free(p *C.char) {
+	if p != nil {
+		C.free(unsafe.Pointer(p))
+	}
+}
+
+// Open opens the installation described by the YAML configuration file at path (either layout). Unreachable
+// devices do not make it fail. Errors: ErrConfig (every problem is in the message), ErrInit, ErrSimulation,
+// ErrModelLibrary, ErrIO, ...
+func Open(path string, opts ...Option) (*Controller, error) {
+	return open(false, path, opts)
+}
+
+// OpenYAML is Open with the configuration given as YAML text (relative paths resolve against the current
+// directory).
+func OpenYAML(yaml string, opts ...Option) (*Controller, error) {
+	return open(true, yaml, opts)
+}
+
+func open(fromYAML bool, source string, opts []Option) (*Controller, error) {
+	o := options{logLevel: LogInfo}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	what := "the configuration path"
+	if fromYAML {
+		what = "the configuration text"
+	}
+	var owned []*C.char
+	defer func() {
+		for _, p := range owned {
+			free(p)
+		}
+	}()
+	strs := []struct {
+		s    *string
+		what string
+	}{{&source, what}, {o.schemaPath, "the schema path"}, {o.schemaYAML, "the schema text"}, {o.modelsPath, "the models path"}}
+	for _, x := range strs {
+		p, err := cstr(x.s, x.what)
+		if err != nil {
+			return nil, err
+		}
+		owned = append(owned, p)
+	}
+	var key uintptr
+	if o.logger != nil {
+		key = registerLogger(o.logger)
+	}
+	yamlFlag := C.int(0)
+	if fromYAML {
+		yamlFlag = 1
+	}
+	var ptr *C.sd_controller
+	var msg *C.char
+	r := C.sdgo_open(yamlFlag, owned[0], owned[1], owned[2], owned[3], C.uintptr_t(key), C.int(o.logLevel),
+		C.bool(!o.noWake), &ptr, &msg)
+	if err := check(r, msg); err != nil {
+		unregisterLogger(key)
+		return nil, err
+	}
+	c := &Controller{ptr: ptr, wake: !o.noWake, logKey: key, done: make(chan struct{})}
+	runtime.SetFinalizer(c, (*Controller).Close)
+	return c, nil
+}
+
+// Close stops every library thread and frees the controller. It waits for calls in progress to finish, ends
+// running Events goroutines (closing their channels) and is idempotent: closing again returns nil. Every other
+// method returns ErrClosed afterwards.
+func (c *Controller) Close() error {
+	c.closeOnce.Do(func() { close(c.done) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr == nil {
+		return nil
+	}
+	p := c.ptr
+	C.sd_close(&p) // frees the controller and sets p to NULL
+	c.ptr = nil
+	unregisterLogger(c.logKey)
+	runtime.SetFinalizer(c, nil)
+	runtime.KeepAlive(c)
+	return nil
+}
+
+// use runs f with the C handle under the read lock, or returns ErrClosed.
+func (c *Controller) use(f func(p *C.sd_controller) error) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ptr == nil {
+		return ErrClosed
+	}
+	err := f(c.ptr)
+	runtime.KeepAlive(c)
+	return err
+}
+
+// withIdentity runs f with the C form of id: a C string for a name (NULL otherwise) and the ID.
+func withIdentity(id Identity, f func(name *C.char, num C.int64_t) error) error {
+	if !id.byName {
+		if id.Name != "" {
+			return errInvalid("Identity{Name: %q} was not built with ByName; use ByName or ByID", id.Name)
+		}
+		return f(nil, C.int64_t(id.ID))
+	}
+	name, err := cstr(&id.Name, "the name")
+	if err != nil {
+		return err
+	}
+	defer free(name)
+	return f(name, 0)
+}
+
+// textCall is one sdgo_ call that writes text into a caller buffer.
+type textCall func(buf *C.char, n C.size_t, needed *C.size_t, msg **C.char) C.sd_result
+
+// readText performs call with a 16 KiB buffer, growing it as long as the library asks for more. It returns
+// the text without its NUL, and (nil, nil) for SD_NO_EVENT.
+func readText(call textCall) ([]byte, error) {
+	size := initialBuffer
+	for attempt := 0; attempt < 8; attempt++ {
+		buf := make([]byte, size)
+		var needed C.size_t
+		var msg *C.char
+		r := call((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &needed, &msg)
+		switch r {
+		case C.SD_OK:
+			free(msg)
+			n := bytes.IndexByte(buf, 0)
+			if n < 0 {
+				n = len(buf)
+			}
+			return buf[:n], nil
+		case C.SD_INSUFFICIENT_SIZE:
+			free(msg)
+			if int(needed) <= size {
+				size *= 2
+			} else {
+				size = int(needed) + int(needed)/8 // a little slack: the text may grow before the retry
+			}
+		case C.SD_NO_EVENT:
+			free(msg)
+			return nil, nil
+		default:
+			return nil, newError(r, msg)
+		}
+	}
+	return nil, &Error{Code: int(C.SD_INSUFFICIENT_SIZE), Message: "the answer kept growing; giving up"}
+}
+
+// GetDevice reads the device now and returns it (ErrTimeout, ErrOffline, ErrDevice ... when it cannot be
+// read; ErrNotFound when no device matches).
+func (c *Controller) GetDevice(id Identity) (*Device, error) {
+	var data []byte
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) (err error) {
+			data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+				return C.sdgo_get_device(p, name, num, b, n, nd, m)
+			})
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := new(Device)
+	if err := json.Unmarshal(data, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Devices returns every device as last read (no device I/O).
+func (c *Controller) Devices() ([]Device, error) {
+	var data []byte
+	err := c.use(func(p *C.sd_controller) (err error) {
+		data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+			return C.sdgo_get_devices(p, b, n, nd, m)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var ds []Device
+	if err := json.Unmarshal(data, &ds); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// GetComponent returns one component of the given kind as last read (no device I/O).
+func (c *Controller) GetComponent(kind Kind, id Identity) (Component, error) {
+	var data []byte
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) (err error) {
+			data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+				return C.sdgo_get_device_component(p, C.int(kind), name, num, b, n, nd, m)
+			})
+			return err
+		})
+	})
+	if err != nil {
+		return Component{}, err
+	}
+	return decodeComponent(kind, data)
+}
+
+// ChangeOutput switches an output on or off; did is true exactly when its state changed.
+func (c *Controller) ChangeOutput(id Identity, on bool) (did bool, err error) {
+	var state, changed C.bool
+	err = c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) error {
+			var msg *C.char
+			return check(C.sdgo_change_output(p, name, num, C.bool(on), &state, &changed, &msg), msg)
+		})
+	})
+	return bool(changed), err
+}
+
+// ToggleOutput switches an output to the opposite state; state is the new state as the device reports it,
+// did whether it changed.
+func (c *Controller) ToggleOutput(id Identity) (state bool, did bool, err error) {
+	var st, changed C.bool
+	err = c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) error {
+			var msg *C.char
+			return check(C.sdgo_toggle_output(p, name, num, &st, &changed, &msg), msg)
+		})
+	})
+	return bool(st), bool(changed), err
+}
+
+// boolGetter is one of the sdgo_ getters that write a bool.
+type boolGetter func(p *C.sd_controller, name *C.char, num C.int64_t, out *C.bool, msg **C.char) C.sd_result
+
+func (c *Controller) getBool(id Identity, get boolGetter) (bool, error) {
+	var out C.bool
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) error {
+			var msg *C.char
+			return check(get(p, name, num, &out, &msg), msg)
+		})
+	})
+	return bool(out), err
+}
+
+// OutputState reports whether an output is on, as last read (no device I/O).
+func (c *Controller) OutputState(id Identity) (bool, error) {
+	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
+		return C.sdgo_get_output_state(p, n, i, o, m)
+	})
+}
+
+// InputState reports whether an input is on, as last read (no device I/O).
+func (c *Controller) InputState(id Identity) (bool, error) {
+	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
+		return C.sdgo_get_input_state(p, n, i, o, m)
+	})
+}
+
+// DeviceOnline reports whether the device was online at its last contact (no device I/O).
+func (c *Controller) DeviceOnline(id Identity) (bool, error) {
+	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
+		return C.sdgo_get_device_online(p, n, i, o, m)
+	})
+}
+
+// IsDeviceOnline reads the device now and reports whether it answered; an unreachable device is (false,
+// nil), not an error.
+func (c *Controller) IsDeviceOnline(id Identity) (bool, error) {
+	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
+		return C.sdgo_is_device_online(p, n, i, o, m)
+	})
+}
+
+// Meter returns a meter's readings as last read (no device I/O); values the device does not report are nil.
+func (c *Controller) Meter(id Identity) (MeterReading, error) {
+	var r C.sd_meter_reading
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) error {
+			var msg *C.char
+			return check(C.sdgo_get_meter(p, name, num, &r, &msg), msg)
+		})
+	})
+	if err != nil {
+		return MeterReading{}, err
+	}
+	value := func(has C.bool, v C.double) *float64 {
+		if !has {
+			return nil
+		}
+		f := float64(v)
+		return &f
+	}
+	return MeterReading{
+		Power:          value(r.has_power, r.power),
+		Voltage:        value(r.has_voltage, r.voltage),
+		Current:        value(r.has_current, r.current),
+		PowerFactor:    value(r.has_power_factor, r.power_factor),
+		Energy:         value(r.has_energy, r.energy),
+		ReturnedEnergy: value(r.has_returned_energy, r.returned_energy),
+	}, nil
+}
+
+// RefreshAll reads every device at once. On failure the error is the first device's, and its message says
+// how many more failed.
+func (c *Controller) RefreshAll() error {
+	return c.use(func(p *C.sd_controller) error {
+		var msg *C.char
+		return check(C.sdgo_refresh_all(p, nil, &msg), msg)
+	})
+}
+
+// textOf runs a text-writing sdgo_ call on the handle.
+func (c *Controller) textOf(call func(p *C.sd_controller, b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result) (string, error) {
+	var data []byte
+	err := c.use(func(p *C.sd_controller) (err error) {
+		data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+			return call(p, b, n, nd, m)
+		})
+		return err
+	})
+	return string(data), err
+}
+
+// PrintDeviceStatus returns the status listing of every device.
+func (c *Controller) PrintDeviceStatus() (string, error) {
+	return c.textOf(func(p *C.sd_controller, b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+		return C.sdgo_print_device_status(p, b, n, nd, m)
+	})
+}
+
+// WebhookAddress returns where the webhook listener listens, e.g. "127.0.0.1:8787" (the real port even when
+// 0 was configured); ErrNotFound when the listener is not running.
+func (c *Controller) WebhookAddress() (string, error) {
+	return c.textOf(func(p *C.sd_controller, b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+		return C.sdgo_webhook_address(p, b, n, nd, m)
+	})
+}
+
+// Modes of PrintModelLibrary.
+const (
+	// ModeBrief lists one line per model.
+	ModeBrief = "brief"
+	// ModeDetailed lists each model's components.
+	ModeDetailed = "detailed"
+)
+
+func printModels(p *C.sd_controller, mode, model string) (string, error) {
+	cmode, err := cstr(&mode, "the mode")
+	if err != nil {
+		return "", err
+	}
+	defer free(cmode)
+	var cmodel *C.char
+	if model != "" {
+		if cmodel, err = cstr(&model, "the model"); err != nil {
+			return "", err
+		}
+		defer free(cmodel)
+	}
+	data, err := readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+		return C.sdgo_print_model_library(p, cmode, cmodel, b, n, nd, m)
+	})
+	return string(data), err
+}
+
+// PrintModelLibrary returns the listing of the controller's model library. mode is ModeBrief or
+// ModeDetailed; model limits it to one model ("" for all).
+func (c *Controller) PrintModelLibrary(mode, model string) (string, error) {
+	var s string
+	err := c.use(func(p *C.sd_controller) (err error) {
+		s, err = printModels(p, mode, model)
+		return err
+	})
+	return s, err
+}
+
+// PrintBuiltinModelLibrary is PrintModelLibrary for the built-in model library, without a controller.
+func PrintBuiltinModelLibrary(mode, model string) (string, error) {
+	return printModels(nil, mode, model)
+}
+
+// Version is the library version, e.g. "0.1.0".
+func Version() string {
+	return C.GoString(C.sd_version())
+}

@@ -1,0 +1,30 @@
+// Package smartdev is the Go binding of the smartdev library, which manages Shelly (Gen1, Gen2/3/4) and
+// Tasmota smart switches and energy meters, real or simulated, through one configuration file.
+//
+// The binding calls the library's C API (include/smartdev.h) through cgo and links the static library
+// target/debug/libsmartdev.a of the repository it lives in (build it with `cargo build --lib`; build with
+// -tags smartdev_release to link target/release instead).
+//
+// Quick start:
+//
+//	ctl, err := smartdev.Open("smartdev.yaml")
+//	if err != nil {
+//		log.Fatal(err) // *smartdev.Error; errors.Is(err, smartdev.ErrConfig) etc.
+//	}
+//	defer ctl.Close()
+//	did, err := ctl.ChangeOutput(smartdev.ByName("Door Light"), true)
+//	dev, err := ctl.GetDevice(smartdev.ByID(1))
+//
+// Identities: devices and components are named with ByName or ByID, never guessed from a string.
+//
+// Errors: every failure is an *Error holding the library's result code and message; compare with errors.Is
+// against ErrTimeout, ErrNotFound, ErrConfig, ... The library keeps the message of the last failure per OS
+// thread; the binding fetches it inside the same C call as the failing function (see sdgo.h), so messages
+// are always those of the call that failed, whatever thread Go ran it on.
+//
+// Concurrency: a Controller may be used from any number of goroutines at once. Close waits for calls in
+// progress, is idempotent, and makes later calls return ErrClosed. A finalizer closes a forgotten controller.
+//
+// Events: with ShellyWebhooks enabled in the configuration, Events delivers the webhooks devices send on a
+// channel (waiting on the library's wake descriptor); PullEvent takes one without waiting.
+package smartdev

@@ -1,0 +1,143 @@
+package smartdev_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	smartdev "github.com/smartdev/smartdev/bindings/go"
+)
+
+// startEmulator runs `$SDCTL_BIN emulate ShellyPlus1PM` and returns the device's and the admin endpoint's
+// base URLs ("http://127.0.0.1:<port>"). The process is killed when the test ends.
+func startEmulator(t *testing.T) (device, admin string) {
+	t.Helper()
+	bin := os.Getenv("SDCTL_BIN")
+	if bin == "" {
+		t.Skip("SDCTL_BIN is not set (run-tests.sh sets it to target/debug/sdctl)")
+	}
+	cmd := exec.Command(bin, "emulate", "ShellyPlus1PM")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(10 * time.Second)
+	for admin == "" {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("the emulator exited before printing its endpoints")
+			}
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 3 && f[0] == "ShellyPlus1PM":
+				device = f[2]
+			case len(f) == 2 && f[0] == "admin":
+				admin = f[1]
+			default:
+				t.Fatalf("unexpected emulator line %q", line)
+			}
+		case <-timeout:
+			t.Fatal("the emulator printed no endpoints within 10 s")
+		}
+	}
+	go func() { // keep draining stdout so the emulator never blocks on a full pipe
+		for range lines {
+		}
+	}()
+	if device == "" {
+		t.Fatal("the emulator printed no device line")
+	}
+	return device, admin
+}
+
+func port(t *testing.T, url string) string {
+	t.Helper()
+	i := strings.LastIndexByte(url, ':')
+	if i < 0 {
+		t.Fatalf("no port in %q", url)
+	}
+	return url[i+1:]
+}
+
+func TestEmulatedDevice(t *testing.T) {
+	device, admin := startEmulator(t)
+	yaml := fmt.Sprintf(`SmartDevices:
+  ResponseTimeout: 0.3
+  RetryCount: 0
+  PingAllowed: false
+  RefreshInterval: 0
+  Devices:
+    - {Name: Plug, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}
+`, port(t, device))
+	ctl, err := smartdev.OpenYAML(yaml)
+	must(t, err)
+	defer ctl.Close()
+
+	did, err := ctl.ChangeOutput(smartdev.ByID(1), true)
+	must(t, err)
+	if !did {
+		t.Error("switching the emulated output on: did = false")
+	}
+	if did, err = ctl.ChangeOutput(smartdev.ByID(1), true); err != nil || did {
+		t.Errorf("switching on again: %v, %v", did, err)
+	}
+	d, err := ctl.GetDevice(smartdev.ByName("Plug"))
+	must(t, err)
+	if !d.Online || d.Protocol == nil || *d.Protocol != "RPC" || len(d.Outputs) != 1 || !d.Outputs[0].State {
+		t.Errorf("device = %+v", d)
+	}
+	m, err := ctl.Meter(smartdev.ByID(1))
+	must(t, err)
+	if m.Power == nil || m.Voltage == nil || m.Energy == nil || *m.Voltage <= 0 {
+		t.Errorf("meter reading = %+v", m)
+	}
+
+	// Blackhole the device: it accepts connections but never answers.
+	resp, err := http.Post(admin+"/devices/0/fault?kind=blackhole", "text/plain", nil)
+	must(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("admin fault: status %d", resp.StatusCode)
+	}
+	start := time.Now()
+	_, err = ctl.GetDevice(smartdev.ByName("Plug"))
+	if !errors.Is(err, smartdev.ErrTimeout) {
+		t.Fatalf("GetDevice on a blackholed device: %v, want ErrTimeout", err)
+	}
+	if !strings.Contains(err.Error(), "Plug") {
+		t.Errorf("timeout message does not name the device: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the timeout took %v with ResponseTimeout 0.3 and RetryCount 0", d)
+	}
+	if _, err := ctl.ChangeOutput(smartdev.ByID(1), false); !errors.Is(err, smartdev.ErrTimeout) {
+		t.Errorf("ChangeOutput on a blackholed device: %v", err)
+	}
+	if online, err := ctl.IsDeviceOnline(smartdev.ByName("Plug")); err != nil || online {
+		t.Errorf("IsDeviceOnline on a blackholed device: %v, %v; want false, nil", online, err)
+	}
+	if err := ctl.RefreshAll(); !errors.Is(err, smartdev.ErrTimeout) {
+		t.Errorf("RefreshAll with a blackholed device: %v", err)
+	}
+}

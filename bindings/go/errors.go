@@ -1,0 +1,115 @@
+package smartdev
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#include "sdgo.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Error is a failure reported by the library: Code is the sd_result number (see include/smartdev.h) and
+// Message the library's explanation (sd_last_error_message of the failing call).
+//
+// Compare with errors.Is against the sentinels: errors.Is(err, ErrTimeout) is true for every *Error whose
+// Code is SD_TIMEOUT, whatever its message.
+type Error struct {
+	// Code is the sd_result number, e.g. 300 for SD_TIMEOUT.
+	Code int
+	// Message is the library's message; it may be empty.
+	Message string
+}
+
+// Error renders "smartdev: SD_TIMEOUT: <message>".
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "smartdev: " + CodeName(e.Code)
+	}
+	return fmt.Sprintf("smartdev: %s: %s", CodeName(e.Code), e.Message)
+}
+
+// Is reports whether target is an *Error with the same Code, so that errors.Is(err, ErrNotFound) matches
+// any not-found failure.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && e != nil && t != nil && t.Code == e.Code
+}
+
+// CodeName is the library's name of a result code (e.g. "SD_TIMEOUT"), or "SD_UNKNOWN".
+func CodeName(code int) string {
+	return C.GoString(C.sd_result_name(C.int(code)))
+}
+
+func sentinel(code C.sd_result, what string) *Error {
+	return &Error{Code: int(code), Message: what}
+}
+
+// Sentinel errors, one per sd_result code a call can return to Go code. Use them with errors.Is; the errors
+// actually returned carry the library's specific message.
+var (
+	// ErrNullParameter: a required pointer argument was NULL (a binding bug if it ever shows).
+	ErrNullParameter = sentinel(C.SD_NULL_PARAMETER, "a required argument is missing")
+	// ErrInvalidParameter: an argument is not acceptable (a NUL byte in a string, an unknown kind or mode, an
+	// Identity not built with ByName or ByID, ...).
+	ErrInvalidParameter = sentinel(C.SD_INVALID_PARAMETER, "an argument is not acceptable")
+	// ErrNotFound: no device, component or model matches the identity (also: the webhook listener is off).
+	ErrNotFound = sentinel(C.SD_NOT_FOUND, "not found")
+	// ErrClosed: the controller was closed.
+	ErrClosed = sentinel(C.SD_CLOSED, "the controller is closed")
+	// ErrPanic: the library caught an internal panic.
+	ErrPanic = sentinel(C.SD_PANIC, "internal error in the library")
+	// ErrConfig: the configuration or a schema extension could not be read or failed validation.
+	ErrConfig = sentinel(C.SD_CONFIG, "configuration error")
+	// ErrInit: valid settings could not be turned into an installation (component counts, unknown model, ...).
+	ErrInit = sentinel(C.SD_INIT, "the installation could not be set up")
+	// ErrLogger: the logger could not be set up.
+	ErrLogger = sentinel(C.SD_LOGGER, "the logger could not be set up")
+	// ErrModelLibrary: the model library could not be loaded.
+	ErrModelLibrary = sentinel(C.SD_MODEL_LIBRARY, "the model library could not be loaded")
+	// ErrTimeout: a device did not answer in time, after all retries.
+	ErrTimeout = sentinel(C.SD_TIMEOUT, "the device did not answer in time")
+	// ErrOffline: the device is offline.
+	ErrOffline = sentinel(C.SD_OFFLINE, "the device is offline")
+	// ErrDevice: the device answered with an error or an unusable answer.
+	ErrDevice = sentinel(C.SD_DEVICE, "the device answered with an error")
+	// ErrUnsupported: the operation is not possible on this device.
+	ErrUnsupported = sentinel(C.SD_UNSUPPORTED, "not supported by this device")
+	// ErrSimulation: a simulation file is unreadable.
+	ErrSimulation = sentinel(C.SD_SIMULATION, "a simulation file is unreadable")
+	// ErrWorkerFailed: the device's worker failed; reopen the controller to use the device again.
+	ErrWorkerFailed = sentinel(C.SD_WORKER_FAILED, "the device's worker failed")
+	// ErrAuth: the device refused the credentials.
+	ErrAuth = sentinel(C.SD_AUTH, "the device refused the credentials")
+	// ErrIO: a local I/O failure (a file, a socket, a thread).
+	ErrIO = sentinel(C.SD_IO, "local I/O failure")
+)
+
+// newError turns a failed result and the message captured by the sdgo_ wrapper (which it frees) into an
+// *Error.
+func newError(r C.sd_result, msg *C.char) error {
+	e := &Error{Code: int(r)}
+	if msg != nil {
+		e.Message = C.GoString(msg)
+		C.free(unsafe.Pointer(msg))
+	}
+	return e
+}
+
+// check is newError for any result: nil on SD_OK.
+func check(r C.sd_result, msg *C.char) error {
+	if r == C.SD_OK {
+		if msg != nil {
+			C.free(unsafe.Pointer(msg))
+		}
+		return nil
+	}
+	return newError(r, msg)
+}
+
+// errInvalid is an ErrInvalidParameter found by the binding itself.
+func errInvalid(format string, args ...interface{}) error {
+	return &Error{Code: int(C.SD_INVALID_PARAMETER), Message: fmt.Sprintf(format, args...)}
+}

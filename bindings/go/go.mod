@@ -1,0 +1,3 @@
+module github.com/smartdev/smartdev/bindings/go
+
+go 1.19

@@ -1,0 +1,10 @@
+//go:build smartdev_release
+
+package smartdev
+
+// Links the release build of the library (cargo build --lib --release).
+
+/*
+#cgo LDFLAGS: ${SRCDIR}/../../target/release/libsmartdev.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
+*/
+import "C"

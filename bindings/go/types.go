@@ -1,0 +1,351 @@
+package smartdev
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#include "sdgo.h"
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Identity names a device or component either by its Name or by its numeric ID. Build it with ByName or
+// ByID: the binding never guesses whether "12" is a name or an ID. A literal Identity{Name: "x"} (Name set
+// without ByName) is rejected with ErrInvalidParameter rather than silently treated as ID 0.
+type Identity struct {
+	// Name is the Name of the device or component (used when built with ByName).
+	Name string
+	// ID is the numeric ID of the device or component (used when built with ByID).
+	ID int64
+
+	byName bool
+}
+
+// ByName identifies a device or component by its Name.
+func ByName(name string) Identity { return Identity{Name: name, byName: true} }
+
+// ByID identifies a device or component by its numeric ID.
+func ByID(id int64) Identity { return Identity{ID: id} }
+
+// IsName reports whether the identity was built with ByName.
+func (i Identity) IsName() bool { return i.byName }
+
+// String renders 'Name' or "ID n", as the library does in its messages.
+func (i Identity) String() string {
+	if i.byName {
+		return "'" + i.Name + "'"
+	}
+	return "ID " + strconv.FormatInt(i.ID, 10)
+}
+
+// Kind is one of the four component kinds.
+type Kind int
+
+// The component kinds (named Kind... because Input, Output, Meter and TempProbe are the component types).
+const (
+	// KindInput is a digital input.
+	KindInput Kind = C.SD_KIND_INPUT
+	// KindOutput is a relay output.
+	KindOutput Kind = C.SD_KIND_OUTPUT
+	// KindMeter is an energy meter.
+	KindMeter Kind = C.SD_KIND_METER
+	// KindTempProbe is an add-on temperature probe.
+	KindTempProbe Kind = C.SD_KIND_TEMP_PROBE
+)
+
+// String is the library's ObjectType of the kind: input, output, meter or temp_probe.
+func (k Kind) String() string {
+	switch k {
+	case KindInput:
+		return "input"
+	case KindOutput:
+		return "output"
+	case KindMeter:
+		return "meter"
+	case KindTempProbe:
+		return "temp_probe"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Log levels passed to a WithLogger function (and accepted by WithLogLevel).
+const (
+	// LogError is for errors.
+	LogError = int(C.SD_LOG_ERROR)
+	// LogWarn is for warnings.
+	LogWarn = int(C.SD_LOG_WARN)
+	// LogInfo is for summary information (the default level).
+	LogInfo = int(C.SD_LOG_INFO)
+	// LogDebug is for detailed operations.
+	LogDebug = int(C.SD_LOG_DEBUG)
+	// LogTrace is for everything.
+	LogTrace = int(C.SD_LOG_TRACE)
+)
+
+// Device is a device and all its components, as decoded from the library's JSON. Readings and facts the
+// device does not report are nil, never 0. Units: W, Wh, V, A, °C, seconds.
+type Device struct {
+	// ID is the numeric ID (configured or assigned).
+	ID int64 `json:"ID"`
+	// Name is the configured name (or "Device <ID>").
+	Name string `json:"Name"`
+	// ObjectType is always "device".
+	ObjectType string `json:"ObjectType"`
+	// Model is the model id (e.g. "Shelly2PMG3") or "Tasmota".
+	Model string `json:"Model"`
+	// ModelName is the marketing name of the model.
+	ModelName string `json:"ModelName"`
+	// Generation is the hardware generation (Shelly only).
+	Generation *int `json:"Generation"`
+	// Protocol is "REST" (Shelly Gen1), "RPC" (Shelly Gen2+) or "Tasmota".
+	Protocol *string `json:"Protocol"`
+	// Hostname is the network address (nil for simulated devices without one).
+	Hostname *string `json:"Hostname"`
+	// Port is the HTTP port.
+	Port int `json:"Port"`
+	// Simulate is true for a device simulated from a local JSON file.
+	Simulate bool `json:"Simulate"`
+	// ExpectOffline is true for a device expected to be offline at times.
+	ExpectOffline bool `json:"ExpectOffline"`
+	// Online is whether the last contact succeeded.
+	Online bool `json:"Online"`
+	// MacAddress is the MAC address as reported.
+	MacAddress *string `json:"MacAddress"`
+	// Temperature is the device temperature in °C.
+	Temperature *float64 `json:"Temperature"`
+	// Uptime is the number of seconds since the device started.
+	Uptime *uint64 `json:"Uptime"`
+	// RestartRequired says whether the device asks for a restart, if it says.
+	RestartRequired *bool `json:"RestartRequired"`
+	// UpdateAvailable says whether a firmware update is available, if the device says.
+	UpdateAvailable *bool `json:"UpdateAvailable"`
+	// Firmware is the firmware version as reported.
+	Firmware *string `json:"Firmware"`
+	// ReportedModel is the model the device reports about itself.
+	ReportedModel *string `json:"ReportedModel"`
+	// TotalPower is the sum of the power of the device's meters in W.
+	TotalPower *float64 `json:"TotalPower"`
+	// TotalEnergy is the sum of the energy of the device's meters in Wh.
+	TotalEnergy *float64 `json:"TotalEnergy"`
+	// SupportedWebhooks lists the webhook events the device can send.
+	SupportedWebhooks []string `json:"SupportedWebhooks"`
+	// LastError is the last failure talking to (or simulating) the device, cleared by the next success.
+	LastError *string `json:"LastError"`
+	// SimulationFile is the simulation file of a simulated device.
+	SimulationFile *string `json:"SimulationFile"`
+	// Inputs are the inputs in hardware order.
+	Inputs []Input `json:"Inputs"`
+	// Outputs are the outputs in hardware order.
+	Outputs []Output `json:"Outputs"`
+	// Meters are the meters in hardware order.
+	Meters []Meter `json:"Meters"`
+	// TempProbes are the add-on temperature probes.
+	TempProbes []TempProbe `json:"TempProbes"`
+	// Custom holds the custom attributes from the configuration: every JSON key that is not one of the
+	// fields above (numbers decode as float64). Nil when there are none.
+	Custom map[string]interface{} `json:"-"`
+}
+
+// Input is a digital input.
+type Input struct {
+	// ID is the numeric ID, unique among inputs.
+	ID int64 `json:"ID"`
+	// Name is unique among inputs.
+	Name string `json:"Name"`
+	// ObjectType is always "input".
+	ObjectType string `json:"ObjectType"`
+	// DeviceID is the ID of the device it belongs to.
+	DeviceID int64 `json:"DeviceID"`
+	// ComponentIndex is the hardware channel (0-based).
+	ComponentIndex int `json:"ComponentIndex"`
+	// State is true when the input is on (closed).
+	State bool `json:"State"`
+	// Webhooks is whether default webhooks are installed for it.
+	Webhooks bool `json:"Webhooks"`
+	// Custom holds the custom attributes (keys that are not fields above); nil when there are none.
+	Custom map[string]interface{} `json:"-"`
+}
+
+// Output is a relay output.
+type Output struct {
+	// ID is the numeric ID, unique among outputs.
+	ID int64 `json:"ID"`
+	// Name is unique among outputs.
+	Name string `json:"Name"`
+	// ObjectType is always "output".
+	ObjectType string `json:"ObjectType"`
+	// DeviceID is the ID of the device it belongs to.
+	DeviceID int64 `json:"DeviceID"`
+	// ComponentIndex is the hardware channel (0-based).
+	ComponentIndex int `json:"ComponentIndex"`
+	// State is true when the relay is on.
+	State bool `json:"State"`
+	// Temperature is the temperature of the switch in °C, where reported.
+	Temperature *float64 `json:"Temperature"`
+	// HasMeter is whether a meter measures this output.
+	HasMeter bool `json:"HasMeter"`
+	// Webhooks is whether default webhooks are installed for it.
+	Webhooks bool `json:"Webhooks"`
+	// Custom holds the custom attributes (keys that are not fields above); nil when there are none.
+	Custom map[string]interface{} `json:"-"`
+}
+
+// Meter is an energy meter. Power keeps its sign: negative means energy flows back.
+type Meter struct {
+	// ID is the numeric ID, unique among meters.
+	ID int64 `json:"ID"`
+	// Name is unique among meters.
+	Name string `json:"Name"`
+	// ObjectType is always "meter".
+	ObjectType string `json:"ObjectType"`
+	// DeviceID is the ID of the device it belongs to.
+	DeviceID int64 `json:"DeviceID"`
+	// ComponentIndex is the hardware channel (0-based).
+	ComponentIndex int `json:"ComponentIndex"`
+	// OutputID is the ID of the output this meter measures, if any.
+	OutputID *int64 `json:"OutputID"`
+	// Power is the active power in W.
+	Power *float64 `json:"Power"`
+	// Voltage is in V.
+	Voltage *float64 `json:"Voltage"`
+	// Current is in A.
+	Current *float64 `json:"Current"`
+	// PowerFactor is between -1 and 1.
+	PowerFactor *float64 `json:"PowerFactor"`
+	// Energy is the energy consumed in Wh (lifetime counter).
+	Energy *float64 `json:"Energy"`
+	// ReturnedEnergy is the energy returned (exported) in Wh.
+	ReturnedEnergy *float64 `json:"ReturnedEnergy"`
+	// MockRate is the simulated growth of Energy in Wh per second.
+	MockRate *float64 `json:"MockRate"`
+	// Custom holds the custom attributes (keys that are not fields above); nil when there are none.
+	Custom map[string]interface{} `json:"-"`
+}
+
+// TempProbe is an add-on temperature probe.
+type TempProbe struct {
+	// ID is the numeric ID, unique among probes.
+	ID int64 `json:"ID"`
+	// Name equals the probe's name in the vendor app.
+	Name string `json:"Name"`
+	// ObjectType is always "temp_probe".
+	ObjectType string `json:"ObjectType"`
+	// DeviceID is the ID of the device it belongs to.
+	DeviceID int64 `json:"DeviceID"`
+	// ComponentIndex is the position in the device's probe list (0-based).
+	ComponentIndex int `json:"ComponentIndex"`
+	// Temperature is in °C.
+	Temperature *float64 `json:"Temperature"`
+	// LastReadingTime is when the temperature was last read (RFC 3339, UTC).
+	LastReadingTime *string `json:"LastReadingTime"`
+	// ProbeID is the device's own id of the probe, once mapped.
+	ProbeID *int64 `json:"ProbeID"`
+	// RequiresOutput names the output that must be on for the reading to be updated.
+	RequiresOutput *string `json:"RequiresOutput"`
+	// Custom holds the custom attributes (keys that are not fields above); nil when there are none.
+	Custom map[string]interface{} `json:"-"`
+}
+
+// MeterReading is one meter's readings as last read. A nil field is a value the device does not report.
+type MeterReading struct {
+	// Power is the active power in W (negative: energy flows back).
+	Power *float64
+	// Voltage is in V.
+	Voltage *float64
+	// Current is in A.
+	Current *float64
+	// PowerFactor is between -1 and 1.
+	PowerFactor *float64
+	// Energy is the energy consumed in Wh.
+	Energy *float64
+	// ReturnedEnergy is the energy returned in Wh.
+	ReturnedEnergy *float64
+}
+
+// Component is any one component as returned by GetComponent: the common fields typed, plus the whole JSON
+// object (custom attributes included) in Fields and JSON. Use AsInput, AsOutput, AsMeter or AsTempProbe for
+// the fully typed struct.
+type Component struct {
+	// Kind is the component's kind (the one asked for).
+	Kind Kind `json:"-"`
+	// ID is the component's numeric ID.
+	ID int64 `json:"ID"`
+	// Name is the component's name.
+	Name string `json:"Name"`
+	// DeviceID is the ID of the device it belongs to.
+	DeviceID int64 `json:"DeviceID"`
+	// ComponentIndex is the hardware channel or list position (0-based).
+	ComponentIndex int `json:"ComponentIndex"`
+	// State is the on/off state of an input or output; nil for meters and probes.
+	State *bool `json:"State"`
+	// Fields is the whole JSON object decoded generically (numbers as float64).
+	Fields map[string]interface{} `json:"-"`
+	// JSON is the object exactly as the library wrote it.
+	JSON json.RawMessage `json:"-"`
+}
+
+func (c Component) as(want Kind, v interface{}) error {
+	if c.Kind != want {
+		return errInvalid("the component is a %s, not a %s", c.Kind, want)
+	}
+	return json.Unmarshal(c.JSON, v)
+}
+
+// AsInput decodes the component as an Input (ErrInvalidParameter when it is another kind).
+func (c Component) AsInput() (Input, error) {
+	var v Input
+	err := c.as(KindInput, &v)
+	return v, err
+}
+
+// AsOutput decodes the component as an Output (ErrInvalidParameter when it is another kind).
+func (c Component) AsOutput() (Output, error) {
+	var v Output
+	err := c.as(KindOutput, &v)
+	return v, err
+}
+
+// AsMeter decodes the component as a Meter (ErrInvalidParameter when it is another kind).
+func (c Component) AsMeter() (Meter, error) {
+	var v Meter
+	err := c.as(KindMeter, &v)
+	return v, err
+}
+
+// AsTempProbe decodes the component as a TempProbe (ErrInvalidParameter when it is another kind).
+func (c Component) AsTempProbe() (TempProbe, error) {
+	var v TempProbe
+	err := c.as(KindTempProbe, &v)
+	return v, err
+}
+
+// Event is one webhook a device sent, resolved against the configuration where possible.
+type Event struct {
+	// Event is the event name, e.g. "switch.on" or "input.toggle_on".
+	Event string `json:"Event"`
+	// Component is the name of the component that raised it; empty when unknown.
+	Component string `json:"Component"`
+	// ComponentID is the ID of that component, when given.
+	ComponentID *int64 `json:"ComponentID"`
+	// ObjectType is "input" or "output"; empty when not given.
+	ObjectType string `json:"ObjectType"`
+	// Device is the name of the device; empty when unknown.
+	Device string `json:"Device"`
+	// DeviceID is the ID of the device, when given.
+	DeviceID *int64 `json:"DeviceID"`
+	// ReceivedAt is when the listener received it.
+	ReceivedAt time.Time `json:"ReceivedAt"`
+	// Source is the remote address of the sender.
+	Source string `json:"Source"`
+	// Params holds any other query or body fields.
+	Params map[string]interface{} `json:"Params"`
+}
+
+// String renders a short description, e.g. "switch.on from Garage/Door Light".
+func (e Event) String() string {
+	return fmt.Sprintf("%s from %s/%s", e.Event, e.Device, e.Component)
+}
