@@ -751,4 +751,8 @@ fn defaults_and_spec_checks() {
         "nonce_lifetime",
     );
     bad("Tasmota", |s| s.username = Some("a:b".into()), "username");
+    // Naming the Gen2+ user explicitly is fine.
+    let mut s = with_password("ShellyPlus1PM", "pw");
+    s.username = Some("admin".into());
+    assert!(Emulator::start(vec![s], &lib).is_ok());
 }

@@ -84,7 +84,7 @@ enum Scheme {
 /// Rejects auth options that do not apply to the device's family.
 pub(crate) fn validate(index: usize, spec: &DeviceSpec, family: Family) -> Result<(), String> {
     let name = format!("device {index} ({})", spec.model);
-    if family == Family::Rpc && spec.username.is_some() {
+    if family == Family::Rpc && spec.username.as_deref().is_some_and(|u| u != DIGEST_USER) {
         return Err(format!(
             "{name}: username applies to Shelly Gen1 and Tasmota only; Gen2+ devices always use 'admin'"
         ));
@@ -233,21 +233,19 @@ impl Auth {
     // ---- Gen1: Basic ----
 
     fn check_basic(&self, st: &mut State, req: &Request) -> bool {
-        let Some(password) = st.password.clone() else {
+        let Some(password) = st.password.as_deref() else {
             return true;
         };
-        let Some(given) = req.header("authorization").and_then(basic_credentials) else {
-            st.stats.challenges += 1;
-            return false;
-        };
-        if given == (self.username.clone(), password) {
-            st.stats.accepted += 1;
-            true
-        } else {
-            st.stats.rejected += 1;
-            st.stats.challenges += 1;
-            false
+        match req.header("authorization").and_then(basic_credentials) {
+            Some((u, p)) if u == self.username && p == password => {
+                st.stats.accepted += 1;
+                return true;
+            }
+            Some(_) => st.stats.rejected += 1,
+            None => {}
         }
+        st.stats.challenges += 1;
+        false
     }
 
     // ---- Tasmota: query parameters ----

@@ -6,6 +6,11 @@
 //! devices' answers. Faults and latency can be injected per device; an admin HTTP endpoint exposes the same
 //! controls to other processes (`sdctl emulate` runs one from the command line).
 //!
+//! With [`DeviceSpec::password`] a device authenticates like the real one: Gen1 HTTP Basic, Gen2+ HTTP Digest
+//! (RFC 7616, SHA-256 or MD5) with the nonce rules of firmware 2.x (reusable nonces, `stale=true`, 32 slots,
+//! 429) or before 2.0 ([`AuthMode`]), Tasmota `user=`/`password=` parameters. [`Emulator::auth_stats`] counts
+//! what happened.
+//!
 //! ```
 //! use std::io::{Read, Write};
 //! use smartdev::ModelLibrary;
@@ -69,7 +74,8 @@ pub struct DeviceSpec {
     /// Basic on everything but `/shelly`; Gen2+: HTTP Digest on `/rpc` except `Shelly.GetDeviceInfo`; Tasmota:
     /// `user=` and `password=` parameters on `/cm`. Changeable at runtime with [`Emulator::set_password`].
     pub password: Option<String>,
-    /// Shelly Gen1 and Tasmota: the user name (default `admin`). Gen2+ devices always use `admin`.
+    /// Shelly Gen1 and Tasmota: the user name (default `admin`). Gen2+ devices always use `admin` (any other
+    /// name is an error).
     pub username: Option<String>,
     /// Shelly Gen2+: firmware 2.x (default) or pre-2.0 nonce rules.
     pub auth_mode: AuthMode,
@@ -281,7 +287,7 @@ impl Emulator {
 
     /// Requests per endpoint since start or the last reset: Gen1 `GET /status` (path without query), RPC
     /// `rpc <Method>` (frames and `/rpc/<Method>`) and `GET /shelly`, Tasmota `cm <command>`. Refused
-    /// connections are not counted, faulted and blackholed requests are.
+    /// connections are not counted, faulted and blackholed requests and those refused by auth are.
     pub fn counts(&self, device: usize) -> BTreeMap<String, u64> {
         self.dev(device).counts()
     }
