@@ -181,13 +181,15 @@ pub(crate) fn wake(port: u16) {
 fn accept_loop(first: TcpListener, port: u16, service: &dyn Service, net: &NetControl) {
     let mut listener = Some(first);
     loop {
-        let until = match net.phase(Instant::now()) {
+        // The generation read with the phase: a fault set while we close the listener must not be missed.
+        let (phase, seen) = net.phase_and_generation(Instant::now());
+        let until = match phase {
             Phase::Stop => return,
             Phase::Refuse(until) => {
                 if listener.take().is_some() {
                     net.set_listening(false);
                 }
-                net.wait_change(until);
+                net.wait_change(until, seen);
                 continue;
             }
             Phase::Serve(until) => until,
