@@ -2,7 +2,8 @@
 //!
 //! `GET /devices`; per device `/devices/<i>/...`: `POST fault?kind=..&ms=..`, `POST latency?ms=`,
 //! `GET counts`, `DELETE counts`, `POST input|output?id=&state=`, `POST load?id=&watts=`,
-//! `POST probe?id=[&celsius=]`, `POST temperature?celsius=`, `POST fire?event=&id=`, `GET webhooks`.
+//! `POST probe?id=[&celsius=]`, `POST temperature?celsius=`, `POST fire?event=&id=`, `GET webhooks`,
+//! `POST password[?value=P]` (no or an empty value: auth off), `GET auth` (the auth counters).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -172,13 +173,30 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
             dev.set_temperature(number(req, "celsius")?).map_err(bad)?;
             Ok(ok)
         }
+        ("password", "POST") => {
+            let value = req.param("value").filter(|v| !v.is_empty());
+            dev.auth.set_password(value.as_deref());
+            Ok(json!({"ok": true, "auth": value.is_some()}))
+        }
+        ("auth", "GET") => {
+            let s = dev.auth.stats();
+            Ok(json!({
+                "enabled": dev.auth.enabled(),
+                "challenges": s.challenges,
+                "accepted": s.accepted,
+                "rejected": s.rejected,
+                "stale": s.stale,
+                "throttled": s.throttled,
+                "nonces_in_use": s.nonces_in_use,
+            }))
+        }
         ("fire", "POST") => {
             let event = param(req, "event")?;
             Ok(json!({"called": dev.fire_event(&event, parsed(req, "id")?)}))
         }
         (
             "counts" | "webhooks" | "fault" | "latency" | "input" | "output" | "load" | "probe"
-            | "temperature" | "fire",
+            | "temperature" | "fire" | "password" | "auth",
             m,
         ) => Err((405, format!("{m} is not allowed on {}", req.path))),
         _ => Err((404, format!("no endpoint {}", req.path))),

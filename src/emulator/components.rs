@@ -23,8 +23,13 @@ pub(crate) fn device_info(dev: &Device) -> Value {
     m.insert("fw_id".into(), json!(FW_ID));
     m.insert("ver".into(), json!(VER));
     m.insert("app".into(), json!(id.app()));
-    m.insert("auth_en".into(), json!(false));
-    m.insert("auth_domain".into(), Value::Null);
+    if dev.auth.enabled() {
+        m.insert("auth_en".into(), json!(true));
+        m.insert("auth_domain".into(), json!(id.id));
+    } else {
+        m.insert("auth_en".into(), json!(false));
+        m.insert("auth_domain".into(), Value::Null);
+    }
     if let Some(p) = id.profile() {
         m.insert("profile".into(), json!(p));
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::auth::{self, Auth};
 use super::faults::NetControl;
 use super::server::{self, Request, Response, Service};
 use super::state::{DeviceState, Layout, Source};
@@ -139,6 +140,7 @@ impl Identity {
             .or_else(|| info.reported_models.first().cloned())
             .unwrap_or_else(|| info.model.clone());
         let name = info.name.clone();
+        auth::validate(index, spec, family)?;
         Ok((
             Identity {
                 family,
@@ -217,6 +219,7 @@ pub(crate) struct Device {
     pub ident: Identity,
     pub port: u16,
     pub net: Arc<NetControl>,
+    pub auth: Auth,
     state: Mutex<DeviceState>,
 }
 
@@ -225,15 +228,21 @@ impl Device {
         index: usize,
         ident: Identity,
         layout: Layout,
-        probes: &[String],
+        spec: &DeviceSpec,
         port: u16,
     ) -> Self {
+        let auth = Auth::new(ident.family, spec, &ident.id);
         Device {
             index,
             ident,
             port,
             net: Arc::new(NetControl::new()),
-            state: Mutex::new(DeviceState::new(layout, probes, crate::clock::unix_now())),
+            auth,
+            state: Mutex::new(DeviceState::new(
+                layout,
+                &spec.probes,
+                crate::clock::unix_now(),
+            )),
         }
     }
 
@@ -372,6 +381,9 @@ impl Service for Device {
     }
 
     fn handle(&self, req: &Request) -> Response {
+        if let Some(refused) = auth::guard(self, req) {
+            return refused;
+        }
         match self.ident.family {
             Family::Gen1 => gen1::handle(self, req),
             Family::Rpc => rpc::handle(self, req),

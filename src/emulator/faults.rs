@@ -93,22 +93,29 @@ impl NetControl {
     }
 
     pub(crate) fn phase(&self, now: Instant) -> Phase {
-        let g = self.lock();
-        if g.stopping {
-            return Phase::Stop;
-        }
-        match g.fault {
-            Fault::Refuse => Phase::Refuse(None),
-            Fault::Flapping(period) => flap(g.since, period, now),
-            _ => Phase::Serve(None),
-        }
+        self.phase_and_generation(now).0
     }
 
-    /// Waits until the fault changes, the port stops, or `until` passes.
-    pub(crate) fn wait_change(&self, until: Option<Instant>) {
+    /// The phase and the fault generation it was computed from (for [`NetControl::wait_change`]).
+    pub(crate) fn phase_and_generation(&self, now: Instant) -> (Phase, u64) {
+        let g = self.lock();
+        let phase = if g.stopping {
+            Phase::Stop
+        } else {
+            match g.fault {
+                Fault::Refuse => Phase::Refuse(None),
+                Fault::Flapping(period) => flap(g.since, period, now),
+                _ => Phase::Serve(None),
+            }
+        };
+        (phase, g.generation)
+    }
+
+    /// Waits until the fault changes from generation `seen`, the port stops, or `until` passes. A change made
+    /// after `seen` was read but before this call returns at once (it is not missed).
+    pub(crate) fn wait_change(&self, until: Option<Instant>, seen: u64) {
         let mut g = self.lock();
-        let generation = g.generation;
-        while !g.stopping && g.generation == generation {
+        while !g.stopping && g.generation == seen {
             match until {
                 None => g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner()),
                 Some(t) => {
@@ -233,6 +240,12 @@ mod tests {
         assert_eq!(n.phase(Instant::now()), Phase::Refuse(None));
         assert!(!n.set_fault(Fault::Http500));
         assert_eq!(n.phase(Instant::now()), Phase::Serve(None));
+        // A change between reading the phase and waiting is not missed.
+        let (_, seen) = n.phase_and_generation(Instant::now());
+        n.set_fault(Fault::None);
+        let t = Instant::now();
+        n.wait_change(None, seen);
+        assert!(t.elapsed() < Duration::from_secs(1));
         n.stop();
         assert_eq!(n.phase(Instant::now()), Phase::Stop);
         n.count("a".into());

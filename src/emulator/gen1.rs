@@ -48,7 +48,7 @@ fn shelly(dev: &Device) -> Value {
     let mut m = Map::new();
     m.insert("type".into(), json!(dev.ident.reported));
     m.insert("mac".into(), json!(dev.ident.mac));
-    m.insert("auth".into(), json!(false));
+    m.insert("auth".into(), json!(dev.auth.enabled()));
     m.insert("fw".into(), json!(FW));
     m.insert("discoverable".into(), json!(false));
     m.insert("longid".into(), json!(1));
@@ -242,7 +242,7 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
     );
     m.insert(
         "login".into(),
-        json!({"enabled": false, "unprotected": false, "username": "admin"}),
+        json!({"enabled": dev.auth.enabled(), "unprotected": false, "username": dev.auth.username()}),
     );
     m.insert("name".into(), json!(dev.ident.name));
     m.insert("fw".into(), json!(FW));

@@ -6,6 +6,11 @@
 //! devices' answers. Faults and latency can be injected per device; an admin HTTP endpoint exposes the same
 //! controls to other processes (`sdctl emulate` runs one from the command line).
 //!
+//! With [`DeviceSpec::password`] a device authenticates like the real one: Gen1 HTTP Basic, Gen2+ HTTP Digest
+//! (RFC 7616, SHA-256 or MD5) with the nonce rules of firmware 2.x (reusable nonces, `stale=true`, 32 slots,
+//! 429) or before 2.0 ([`AuthMode`]), Tasmota `user=`/`password=` parameters. [`Emulator::auth_stats`] counts
+//! what happened.
+//!
 //! ```
 //! use std::io::{Read, Write};
 //! use smartdev::ModelLibrary;
@@ -22,6 +27,7 @@
 //! ```
 
 mod admin;
+mod auth;
 mod components;
 mod device;
 mod faults;
@@ -43,8 +49,10 @@ use device::{Device, Identity};
 use faults::NetControl;
 use server::{Server, Service};
 
+pub use auth::{AuthMode, AuthStats};
+
 /// What to emulate.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DeviceSpec {
     /// A model id of the library (e.g. `Shelly2PMG3`, `ShellyEM`, `ShellyPro3EM`) or `Tasmota`.
     pub model: String,
@@ -62,6 +70,42 @@ pub struct DeviceSpec {
     pub probes: Vec<String>,
     /// Overrides what `/shelly` reports as the model (to test model-mismatch warnings). Shelly models only.
     pub reported_model: Option<String>,
+    /// Enables authentication like a real device with this password (`None`: no auth). Shelly Gen1: HTTP
+    /// Basic on everything but `/shelly`; Gen2+: HTTP Digest on `/rpc` except `Shelly.GetDeviceInfo`; Tasmota:
+    /// `user=` and `password=` parameters on `/cm`. Changeable at runtime with [`Emulator::set_password`].
+    pub password: Option<String>,
+    /// Shelly Gen1 and Tasmota: the user name (default `admin`). Gen2+ devices always use `admin` (any other
+    /// name is an error).
+    pub username: Option<String>,
+    /// Shelly Gen2+: firmware 2.x (default) or pre-2.0 nonce rules.
+    pub auth_mode: AuthMode,
+    /// Shelly Gen2+: how long a nonce lives (and holds one of 32 slots under [`AuthMode::Fw2`]); default 1 h.
+    pub nonce_lifetime: Duration,
+    /// Shelly Gen2+: challenge with (and accept only) `algorithm=MD5` instead of `SHA-256`.
+    pub digest_md5: bool,
+    /// Tasmota: answer missing or wrong credentials with HTTP 200 (firmware before 8.2.3) instead of 401; the
+    /// body is the same `{"WARNING":"Need user=<username>&password=<password>"}`.
+    pub tasmota_old_auth: bool,
+}
+
+impl Default for DeviceSpec {
+    fn default() -> Self {
+        DeviceSpec {
+            model: String::new(),
+            port: 0,
+            id: None,
+            outputs: None,
+            meters: None,
+            probes: Vec::new(),
+            reported_model: None,
+            password: None,
+            username: None,
+            auth_mode: AuthMode::default(),
+            nonce_lifetime: auth::DEFAULT_NONCE_LIFETIME,
+            digest_md5: false,
+            tasmota_old_auth: false,
+        }
+    }
 }
 
 impl DeviceSpec {
@@ -159,7 +203,7 @@ impl Emulator {
             .zip(&specs)
             .enumerate()
             .map(|(i, (((ident, layout), (port, _)), spec))| {
-                Arc::new(Device::new(i, ident, layout, &spec.probes, *port))
+                Arc::new(Device::new(i, ident, layout, spec, *port))
             })
             .collect();
         let devices = Arc::new(devices);
@@ -243,7 +287,7 @@ impl Emulator {
 
     /// Requests per endpoint since start or the last reset: Gen1 `GET /status` (path without query), RPC
     /// `rpc <Method>` (frames and `/rpc/<Method>`) and `GET /shelly`, Tasmota `cm <command>`. Refused
-    /// connections are not counted, faulted and blackholed requests are.
+    /// connections are not counted, faulted and blackholed requests and those refused by auth are.
     pub fn counts(&self, device: usize) -> BTreeMap<String, u64> {
         self.dev(device).counts()
     }
@@ -309,6 +353,17 @@ impl Emulator {
     /// one after another; URL tokens like `${...}` are sent as written. Returns how many calls were delivered.
     pub fn fire_event(&self, device: usize, event: &str, component_id: usize) -> usize {
         self.dev(device).fire_event(event, component_id)
+    }
+
+    /// Sets (or with `None` removes) a device's password at runtime; see [`DeviceSpec::password`]. Issued
+    /// Gen2+ nonces and a running 429 throttle window are forgotten.
+    pub fn set_password(&self, device: usize, password: Option<&str>) {
+        self.dev(device).auth.set_password(password);
+    }
+
+    /// A device's authentication counters since start.
+    pub fn auth_stats(&self, device: usize) -> AuthStats {
+        self.dev(device).auth.stats()
     }
 
     /// Stops every port and joins the threads; the ports are free afterwards.

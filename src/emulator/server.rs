@@ -28,6 +28,8 @@ const POLL: Duration = Duration::from_millis(2);
 #[derive(Debug, Default)]
 pub(crate) struct Request {
     pub method: String,
+    /// The request target exactly as sent (path and query; what a digest `uri` must equal).
+    pub target: String,
     /// Percent-decoded path, without the query.
     pub path: String,
     /// Raw query string (after `?`).
@@ -63,6 +65,8 @@ impl Request {
 pub(crate) struct Response {
     pub status: u16,
     pub content_type: &'static str,
+    /// Extra headers (e.g. `WWW-Authenticate`).
+    pub headers: Vec<(&'static str, String)>,
     pub body: Vec<u8>,
 }
 
@@ -71,8 +75,15 @@ impl Response {
         Response {
             status,
             content_type: "application/json",
+            headers: Vec::new(),
             body: value.to_string().into_bytes(),
         }
+    }
+
+    /// Adds a header.
+    pub(crate) fn with_header(mut self, name: &'static str, value: String) -> Self {
+        self.headers.push((name, value));
+        self
     }
 
     /// JSON with whole numbers printed without a fraction (`50`, not `50.0`), as Shelly firmware prints them.
@@ -86,6 +97,7 @@ impl Response {
         Response {
             status,
             content_type: "text/plain",
+            headers: Vec::new(),
             body: text.as_bytes().to_vec(),
         }
     }
@@ -169,13 +181,15 @@ pub(crate) fn wake(port: u16) {
 fn accept_loop(first: TcpListener, port: u16, service: &dyn Service, net: &NetControl) {
     let mut listener = Some(first);
     loop {
-        let until = match net.phase(Instant::now()) {
+        // The generation read with the phase: a fault set while we close the listener must not be missed.
+        let (phase, seen) = net.phase_and_generation(Instant::now());
+        let until = match phase {
             Phase::Stop => return,
             Phase::Refuse(until) => {
                 if listener.take().is_some() {
                     net.set_listening(false);
                 }
-                net.wait_change(until);
+                net.wait_change(until, seen);
                 continue;
             }
             Phase::Serve(until) => until,
@@ -260,6 +274,7 @@ fn serve(mut stream: TcpStream, service: &dyn Service, net: &NetControl) {
             Response {
                 status: 200,
                 content_type: "application/json",
+                headers: Vec::new(),
                 body: b"{\"broken\":".to_vec(),
             },
             false,
@@ -321,6 +336,7 @@ fn read_request(stream: &mut TcpStream) -> io::Result<Option<Request>> {
         .collect();
     let mut req = Request {
         method: method.to_string(),
+        target: target.to_string(),
         headers,
         ..Request::default()
     };
@@ -397,8 +413,10 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        429 => "Too Many Requests",
         500 => "Internal Server Error",
         _ => "Unknown",
     }
@@ -412,13 +430,16 @@ fn write_response(stream: &mut TcpStream, r: &Response, truncate: bool) -> io::R
     } else {
         (len, len)
     };
-    let head = format!(
-        "HTTP/1.1 {} {}\r\nServer: smartdev-emulator\r\nContent-Type: {}\r\nContent-Length: {announced}\r\n\
-         Connection: close\r\n\r\n",
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nServer: smartdev-emulator\r\nContent-Type: {}\r\nContent-Length: {announced}\r\n",
         r.status,
         reason(r.status),
         r.content_type
     );
+    for (name, value) in &r.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("Connection: close\r\n\r\n");
     let mut out = head.into_bytes();
     out.extend_from_slice(&r.body[..sent]);
     stream.write_all(&out)?;

@@ -5,13 +5,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use smartdev::ModelLibrary;
-use smartdev::emulator::{DeviceSpec, Emulator};
+use smartdev::emulator::{AuthMode, DeviceSpec, Emulator};
 use smartdev::models::is_tasmota;
 
 pub const USAGE: &str = "\
 usage: sdctl emulate [--admin-port P] [--models FILE] DEVICE...
 
 DEVICE is MODEL[:PORT][,outputs=N][,meters=N][,probes=A;B][,id=X][,reports=MODEL][,latency=MS]
+          [,password=P][,user=U][,fw=1|2][,nonce_life=SECONDS][,md5][,oldauth]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
   outputs, meters
@@ -20,13 +21,22 @@ DEVICE is MODEL[:PORT][,outputs=N][,meters=N][,probes=A;B][,id=X][,reports=MODEL
   id          the device id to report
   reports     the model /shelly reports instead of the library's (Shelly only)
   latency     milliseconds added before every answer
+  password    enable authentication like the real device: Gen1 HTTP Basic, Gen2+ HTTP Digest (user admin,
+              realm = device id), Tasmota user=&password= parameters
+  user        Gen1 and Tasmota: the user name (default admin)
+  fw          Gen2+: nonce rules of firmware 2.x (2, default: reusable nonces with rising nc, 32 slots, 429)
+              or before 2.0 (1: numeric nonces, one request each)
+  nonce_life  Gen2+: nonce lifetime in seconds (default 3600)
+  md5         Gen2+: digest with algorithm=MD5 instead of SHA-256
+  oldauth     Tasmota: answer missing credentials with 200 like firmware before 8.2.3 (default 401)
 
 Prints `MODEL <id> http://127.0.0.1:<port>` per device and `admin http://127.0.0.1:<port>`, then serves until
 killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes and webhooks:
   GET /devices   POST /devices/<i>/fault?kind=none|blackhole|refuse|http500|malformed|truncated|flapping&ms=P
   POST /devices/<i>/latency?ms=N   GET /devices/<i>/counts   POST /devices/<i>/output?id=N&state=true
   POST /devices/<i>/input?id=N&state=..   POST /devices/<i>/load?id=N&watts=W
-  POST /devices/<i>/probe?id=N[&celsius=T]   POST /devices/<i>/fire?event=E&id=CID   GET /devices/<i>/webhooks";
+  POST /devices/<i>/probe?id=N[&celsius=T]   POST /devices/<i>/fire?event=E&id=CID   GET /devices/<i>/webhooks
+  POST /devices/<i>/password[?value=P] (no value: auth off)   GET /devices/<i>/auth (auth counters)";
 
 const USAGE_ERROR: u8 = 2;
 const FAILED: u8 = 1;
@@ -65,9 +75,20 @@ fn parse_device(text: &str) -> Result<Device, String> {
     spec.port = port;
     let mut latency = None;
     for opt in parts {
+        match opt {
+            "md5" => {
+                spec.digest_md5 = true;
+                continue;
+            }
+            "oldauth" => {
+                spec.tasmota_old_auth = true;
+                continue;
+            }
+            _ => {}
+        }
         let (k, v) = opt
             .split_once('=')
-            .ok_or_else(|| format!("device option '{opt}' is not KEY=VALUE"))?;
+            .ok_or_else(|| format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth)"))?;
         match k {
             "outputs" => spec.outputs = Some(number("outputs", v)?),
             "meters" => spec.meters = Some(number("meters", v)?),
@@ -81,9 +102,26 @@ fn parse_device(text: &str) -> Result<Device, String> {
             "id" if !v.is_empty() => spec.id = Some(v.to_string()),
             "reports" if !v.is_empty() => spec.reported_model = Some(v.to_string()),
             "latency" => latency = Some(Duration::from_millis(number("latency", v)?)),
+            "password" => spec.password = Some(v.to_string()).filter(|p| !p.is_empty()),
+            "user" if !v.is_empty() => spec.username = Some(v.to_string()),
+            "fw" => {
+                spec.auth_mode = match v {
+                    "1" => AuthMode::Fw1,
+                    "2" => AuthMode::Fw2,
+                    _ => return Err(format!("fw must be 1 or 2, got '{v}'")),
+                }
+            }
+            "nonce_life" => {
+                let secs: u64 = number("nonce_life", v)?;
+                if secs == 0 {
+                    return Err("nonce_life must be at least 1 second".into());
+                }
+                spec.nonce_lifetime = Duration::from_secs(secs);
+            }
             _ => {
                 return Err(format!(
-                    "unknown device option '{opt}'; use outputs, meters, probes, id, reports or latency"
+                    "unknown device option '{opt}'; use outputs, meters, probes, id, reports, latency, password, \
+                     user, fw, nonce_life, md5 or oldauth"
                 ));
             }
         }
@@ -217,6 +255,33 @@ mod tests {
         assert_eq!((d[1].spec.outputs, d[1].spec.meters), (Some(3), Some(2)));
         assert_eq!(d[1].spec.id.as_deref(), Some("tasmota-A1B2C3"));
         assert_eq!(d[2].spec.reported_model.as_deref(), Some("X"));
+        assert_eq!(d[0].spec.password, None);
+    }
+
+    #[test]
+    fn auth_options_parse() {
+        let o = parse(&args(
+            "ShellyPlus1PM,password=secret,fw=1,nonce_life=5,md5 Shelly1,password=p,user=bob              Tasmota,password=t,oldauth ShellyPlus1PM,fw=2,password=",
+        ))
+        .unwrap();
+        let d = &o.devices;
+        assert_eq!(d[0].spec.password.as_deref(), Some("secret"));
+        assert_eq!(d[0].spec.auth_mode, AuthMode::Fw1);
+        assert_eq!(d[0].spec.nonce_lifetime, Duration::from_secs(5));
+        assert!(d[0].spec.digest_md5);
+        assert_eq!(d[1].spec.username.as_deref(), Some("bob"));
+        assert!(d[2].spec.tasmota_old_auth);
+        assert_eq!(d[3].spec.auth_mode, AuthMode::Fw2);
+        assert_eq!(d[3].spec.password, None, "an empty password means no auth");
+        assert_eq!(d[3].spec.nonce_lifetime, Duration::from_secs(3600));
+        for (a, want) in [
+            ("ShellyPlus1PM,fw=3", "fw must be 1 or 2"),
+            ("ShellyPlus1PM,nonce_life=0", "at least 1 second"),
+            ("ShellyPlus1PM,nonce_life=x", "must be a number"),
+        ] {
+            let e = parse(&args(a)).unwrap_err();
+            assert!(e.contains(want), "{a}: {e}");
+        }
     }
 
     #[test]
