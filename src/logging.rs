@@ -85,6 +85,9 @@ pub fn init(settings: &LogSettings) -> Result<bool> {
         .set_time_format_rfc3339()
         .set_thread_level(LevelFilter::Debug)
         .set_target_level(LevelFilter::Off)
+        // The HTTP client logs request URLs at debug level, and Tasmota's protocol puts credentials in the
+        // query: its records never reach our log sinks.
+        .add_filter_ignore_str("ureq")
         .build();
     let mut loggers: Vec<Box<dyn SharedLogger>> = vec![WriteLogger::new(
         settings.console_verbosity.level(),

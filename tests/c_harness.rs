@@ -123,10 +123,13 @@ fn many_threads_on_one_controller() {
 fn emulated_devices() {
     each_build("sd_int_emulated", |_| {
         // One emulator per run (the sanitizer run repeats the scenario from scratch).
+        let mut locked = DeviceSpec::new("ShellyPlus1PM");
+        locked.password = Some("right".into());
         let emu = Emulator::start(
             vec![
                 DeviceSpec::new("Shelly2PMG3"),
                 DeviceSpec::new("ShellyPlus1PM"),
+                locked,
             ],
             &ModelLibrary::embedded(),
         )
@@ -135,6 +138,7 @@ fn emulated_devices() {
         let env = vec![
             ("SD_EMU_PORT_0", emu.port(0).to_string()),
             ("SD_EMU_PORT_1", emu.port(1).to_string()),
+            ("SD_EMU_PORT_2", emu.port(2).to_string()),
         ];
         // The emulator must outlive the program run: leak it for the life of this test process.
         std::mem::forget(emu);

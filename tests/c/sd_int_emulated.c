@@ -11,11 +11,12 @@ static const char *CONFIG =
     "  RefreshInterval: 0\n"
     "  Devices:\n"
     "    - {Name: Hall, Model: Shelly2PMG3, Hostname: 127.0.0.1, Port: %s}\n"
-    "    - {Name: Dead, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}\n";
+    "    - {Name: Dead, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}\n"
+    "    - {Name: Locked, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s, Password: wrong}\n";
 
 int main(void) {
   char yaml[2048];
-  snprintf(yaml, sizeof yaml, CONFIG, sd_env("SD_EMU_PORT_0"), sd_env("SD_EMU_PORT_1"));
+  snprintf(yaml, sizeof yaml, CONFIG, sd_env("SD_EMU_PORT_0"), sd_env("SD_EMU_PORT_1"), sd_env("SD_EMU_PORT_2"));
   sd_controller *ctl = NULL;
   CHECK_RC(sd_open_yaml(yaml, NULL, &ctl), SD_OK);
   if (ctl == NULL) return sd_summary();
@@ -42,9 +43,15 @@ int main(void) {
   bool online = true;
   CHECK_RC(sd_is_device_online(ctl, "Dead", 0, &online), SD_OK);
   CHECK(!online);
+  /* A wrong password is its own kind of error, and the device stays online (it answered). */
+  CHECK_RC(sd_get_device(ctl, "Locked", 0, buf, sizeof buf, &needed), SD_AUTH);
+  CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
+  CHECK(strstr(buf, "wrong password") != NULL && strstr(buf, "Locked (ID: 3)") != NULL);
+  CHECK_RC(sd_get_device_online(ctl, "Locked", 0, &online), SD_OK);
+  CHECK(online);
   size_t failures = 0;
   CHECK_RC(sd_refresh_all(ctl, &failures), SD_TIMEOUT);
-  CHECK(failures == 1);
+  CHECK(failures == 2);
 
   sd_close(&ctl);
   return sd_summary();

@@ -107,5 +107,30 @@ class EmulatorTest(unittest.TestCase):
             self.assertIs(ctl.is_device_online("Pump"), True)
 
 
+@unittest.skipUnless(SDCTL_BIN, "SDCTL_BIN is not set")
+class PasswordTest(unittest.TestCase):
+    def test_wrong_password_is_an_auth_error(self) -> None:
+        proc, ports, _ = start_emulator("ShellyPlus1PM,password=right", "Tasmota,password=right")
+        try:
+            yaml = (
+                "SmartDevices:\n  PingAllowed: false\n  ResponseTimeout: 0.5\n  RetryCount: 0\n  Devices:\n"
+                f"    - {{Name: Rpc, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {ports[0]}, Password: wrong}}\n"
+                f"    - {{Name: Tas, Model: Tasmota, Hostname: 127.0.0.1, Port: {ports[1]}, Password: right,"
+                " Outputs: [{Name: Plug}]}\n"
+            )
+            with Controller(yaml=yaml) as ctl:
+                with self.assertRaises(smartdev.AuthError) as cm:
+                    ctl.get_device("Rpc")
+                self.assertEqual(cm.exception.code_name, "SD_AUTH")
+                self.assertNotIn("wrong", str(cm.exception).replace("wrong password", ""))
+                self.assertIs(ctl.get_device_online("Rpc"), True)
+                self.assertEqual(ctl.change_output("Plug", True), (True, True))
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
 if __name__ == "__main__":
     unittest.main()
