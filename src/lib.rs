@@ -30,6 +30,9 @@ pub mod emulator;
 mod error;
 mod event;
 pub mod ffi;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod hostname;
 pub mod logging;
 pub mod models;

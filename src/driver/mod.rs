@@ -1,15 +1,15 @@
 //! Device drivers: one per way of reaching a device, behind one small trait. A driver is owned by the device's
 //! worker thread, so it never needs locks.
 
-mod digest;
-mod gen1;
+pub(crate) mod digest;
+pub(crate) mod gen1;
 pub(crate) mod http;
 mod icmp;
 mod json;
-mod rpc;
+pub(crate) mod rpc;
 mod simfile;
 pub(crate) mod simulated;
-mod tasmota;
+pub(crate) mod tasmota;
 
 use std::time::Duration;
 
