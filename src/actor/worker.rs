@@ -70,10 +70,12 @@ pub(crate) fn spawn(
     liveness: Liveness,
     started: Sender<(i64, Result<()>)>,
 ) -> std::io::Result<Worker> {
-    // Callers block on their replies, so a small inbox is enough; when it is full, senders wait (back-pressure)
-    // and background refreshes are skipped by the supervisor's try_send.
-    let (tx, rx) = crossbeam_channel::bounded(64);
-    let slot: Slot = Arc::new(RwLock::new(Arc::new(device.clone())));
+    // Callers block on their replies, so a small inbox is enough (each slot costs memory in every one of
+    // possibly thousands of workers); when it is full, senders wait (back-pressure) and background checks are
+    // skipped by the supervisor's try_send.
+    let (tx, rx) = crossbeam_channel::bounded(8);
+    let device = Arc::new(device);
+    let slot: Slot = Arc::new(RwLock::new(Arc::clone(&device)));
     let state = State {
         device,
         driver,
@@ -89,7 +91,9 @@ pub(crate) fn spawn(
 }
 
 struct State {
-    device: Device,
+    /// Shared with the published snapshot until the next change (copy-on-write), so a quiet device costs
+    /// one copy, not two.
+    device: Arc<Device>,
     driver: Box<dyn Driver>,
     liveness: Liveness,
     failed: Option<String>,
@@ -176,26 +180,29 @@ impl State {
             });
         }
         let was_online = self.device.online;
-        let outcome = catch_unwind(AssertUnwindSafe(|| f(&mut self.device, &mut *self.driver)));
+        let driver = &mut *self.driver;
+        let dev = Arc::make_mut(&mut self.device);
+        let outcome = catch_unwind(AssertUnwindSafe(|| f(dev, driver)));
+        let dev = Arc::make_mut(&mut self.device);
         let result = match outcome {
             Ok(r) => r,
             Err(payload) => {
                 let message = panic_message(&*payload);
-                log::error!("device {}: worker panicked: {message}", self.device.label());
+                log::error!("device {}: worker panicked: {message}", dev.label());
                 self.failed = Some(message.clone());
-                self.device.online = false;
+                dev.online = false;
                 Err(Error::WorkerFailed {
-                    device: self.device.label(),
+                    device: dev.label(),
                     message,
                 })
             }
         };
         match &result {
-            Ok(_) => self.device.last_error = None,
-            Err(e) => self.device.last_error = Some(e.reason()),
+            Ok(_) => dev.last_error = None,
+            Err(e) => dev.last_error = Some(e.reason()),
         }
         self.log_transition(was_online);
-        *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(self.device.clone());
+        *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.device);
         result
     }
 
