@@ -62,5 +62,15 @@ fn main() {
         p(0.99),
         times[times.len() - 1]
     );
+    if !healthy.is_empty() {
+        healthy.sort_by(f64::total_cmp);
+        let q = |x: f64| healthy[((healthy.len() as f64 - 1.0) * x).round() as usize];
+        println!(
+            "  a healthy device read during those refreshes: {} reads, median {:.1} ms, p99 {:.1} ms",
+            healthy.len(),
+            q(0.5),
+            q(0.99)
+        );
+    }
     ctl.close();
 }

@@ -132,6 +132,7 @@ pub struct Controller {
     threads: Mutex<Vec<JoinHandle<()>>>,
     stop_supervisor: Mutex<Option<Sender<()>>>,
     closing: Arc<AtomicBool>,
+    http: Http,
     listener: Mutex<Option<Listener>>,
     queue: Arc<EventQueue>,
     wake: Option<WakeFlag>,
@@ -242,6 +243,7 @@ impl Controller {
         let liveness = Liveness {
             ping_allowed: settings.ping_allowed,
             timeout: settings.response_timeout,
+            closing: closing.clone(),
         };
         let queue = Arc::new(EventQueue::new(settings.webhooks.queue_capacity));
         let sink = Arc::new(LateSink::default());
@@ -284,7 +286,7 @@ impl Controller {
         let (mut slots, mut senders, mut threads) = (Vec::new(), Vec::new(), Vec::new());
         for (dev, drv) in devices.into_iter().zip(drivers) {
             let label = dev.label();
-            match worker::spawn(dev, drv, liveness, started_tx.clone()) {
+            match worker::spawn(dev, drv, liveness.clone(), started_tx.clone()) {
                 Ok(w) => {
                     slots.push(w.slot);
                     senders.push(w.tx);
@@ -316,6 +318,7 @@ impl Controller {
             threads: Mutex::new(threads),
             stop_supervisor: Mutex::new(None),
             closing,
+            http: http.clone(),
             listener: Mutex::new(listener),
             queue,
             wake,
@@ -646,8 +649,10 @@ impl Controller {
         {
             l.stop();
         }
-        // Retry waits end early; requests already on the wire finish within ResponseTimeout.
+        // Retry waits end early and requests on the wire are interrupted, so workers stuck on silent devices
+        // return at once.
         self.closing.store(true, Ordering::Relaxed);
+        self.http.shutdown();
         drop(
             self.stop_supervisor
                 .lock()

@@ -78,4 +78,50 @@ fn close_joins_every_thread_and_later_calls_fail_cleanly() {
     assert_eq!(threads_named("sd-dev-7").len(), 20);
     drop(again);
     assert!(threads_named("sd-").is_empty());
+
+    // Closing while every worker waits on a device that never answers: requests are interrupted, the
+    // waiting caller gets its answer, and every thread is joined.
+    let emu = smartdev::emulator::Emulator::start(
+        (0..10)
+            .map(|_| smartdev::emulator::DeviceSpec::new("ShellyPlus1PM"))
+            .collect(),
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    for d in 0..10 {
+        emu.set_fault(d, smartdev::emulator::Fault::Blackhole);
+    }
+    let mut yaml = String::from(
+        "SmartDevices:\n  ResponseTimeout: 1\n  RetryCount: 5\n  PingAllowed: false\n  Devices:\n",
+    );
+    for d in 0..10 {
+        yaml.push_str(&format!(
+            "    - {{ID: {}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}}}\n",
+            800 + d,
+            emu.port(d)
+        ));
+    }
+    let ctl = Arc::new(Controller::open(Settings::from_yaml_str(&yaml).unwrap(), None).unwrap());
+    let waiting = {
+        let ctl = ctl.clone();
+        std::thread::spawn(move || ctl.refresh_all())
+    };
+    // Let every worker get stuck in its request.
+    let stuck = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        (0..10).all(|d| emu.total_requests(d) >= 2)
+    });
+    assert!(stuck);
+    ctl.close();
+    assert!(
+        threads_named("sd-dev-8").is_empty(),
+        "{:?}",
+        threads_named("sd-")
+    );
+    let report = waiting.join().unwrap().unwrap();
+    assert_eq!(
+        report.failures.len(),
+        10,
+        "every interrupted device reports its failure"
+    );
 }

@@ -139,7 +139,7 @@ impl State {
                     });
                 }
                 Command::Tick => {
-                    let liveness = self.liveness;
+                    let liveness = self.liveness.clone();
                     let _ = self.op(|dev, drv| {
                         if dev.simulate || dev.online || liveness.worth_refresh(dev, drv) {
                             drv.refresh(dev)
@@ -293,6 +293,7 @@ mod tests {
         let liveness = Liveness {
             ping_allowed: false,
             timeout: std::time::Duration::from_secs(1),
+            closing: Arc::default(),
         };
         let w = spawn(dev, Box::new(Exploding), liveness, started_tx).unwrap();
         assert!(started_rx.recv().unwrap().1.is_ok());

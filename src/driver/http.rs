@@ -101,6 +101,13 @@ impl Http {
         self.closing.load(Ordering::Relaxed)
     }
 
+    /// Interrupts every request in flight and refuses new ones (closing the controller): a worker blocked on a
+    /// silent device returns at once instead of after its timeout.
+    pub(crate) fn shutdown(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+        self.agent.clone().shutdown();
+    }
+
     fn once(&self, req: &Request) -> Result<Reply, Failure> {
         let result = match req.body {
             Some(b) => {

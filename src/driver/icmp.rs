@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -50,8 +50,8 @@ fn checksum(data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
-/// Sends one echo request to `host` and waits up to `timeout` for the reply.
-pub(crate) fn ping(host: &str, timeout: Duration) -> Echo {
+/// Sends one echo request to `host` and waits up to `timeout` for the reply (less when `stop` is set).
+pub(crate) fn ping(host: &str, timeout: Duration, stop: &AtomicBool) -> Echo {
     let addr: Option<IpAddr> = (host.trim_matches(['[', ']']), 0)
         .to_socket_addrs()
         .ok()
@@ -94,11 +94,27 @@ pub(crate) fn ping(host: &str, timeout: Duration) -> Echo {
     let mut reader = &sock;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || sock.set_read_timeout(Some(left)).is_err() {
+        if left.is_zero() || stop.load(Ordering::Relaxed) {
             return Echo::NoReply;
         }
-        let Ok(n) = reader.read(&mut buf) else {
+        // Short slices, so closing the controller is not held up by a silent host.
+        if sock
+            .set_read_timeout(Some(left.min(Duration::from_millis(100))))
+            .is_err()
+        {
             return Echo::NoReply;
+        }
+        let n = match reader.read(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => return Echo::NoReply,
         };
         // Raw IPv4 sockets deliver the IP header first.
         let start = if raw && !ip.is_ipv6() {

@@ -11,6 +11,8 @@ mod simfile;
 pub(crate) mod simulated;
 pub(crate) mod tasmota;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crate::config::Settings;
@@ -74,12 +76,14 @@ pub(crate) trait Driver: Send {
 }
 
 /// How the worker decides whether an offline device is back.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Liveness {
     /// `PingAllowed`: try ICMP first.
     pub ping_allowed: bool,
     /// Wait for an echo reply this long.
     pub timeout: Duration,
+    /// Set when the controller closes: an echo wait ends early.
+    pub closing: Arc<AtomicBool>,
 }
 
 impl Liveness {
@@ -89,7 +93,7 @@ impl Liveness {
         if self.ping_allowed
             && let Some(host) = dev.hostname.clone()
         {
-            match icmp::ping(&host, self.timeout) {
+            match icmp::ping(&host, self.timeout, &self.closing) {
                 icmp::Echo::Reply => return true,
                 icmp::Echo::NoReply => return false,
                 icmp::Echo::Unavailable => {}
