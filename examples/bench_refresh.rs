@@ -41,11 +41,33 @@ fn main() {
     for i in 0..dead {
         emu.set_fault(i, Fault::Blackhole);
     }
+    let ctl = std::sync::Arc::new(ctl);
     let mut times = Vec::with_capacity(rounds);
+    let mut healthy = Vec::new();
     for _ in 0..rounds {
+        // While refresh_all waits for the dead devices, a healthy one is read from another thread.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let probe = (dead > 0).then(|| {
+            let (ctl, stop) = (ctl.clone(), stop.clone());
+            let healthy_id = smartdev::Identity::Id(n as i64);
+            std::thread::spawn(move || {
+                let mut lat = Vec::new();
+                std::thread::sleep(Duration::from_millis(100));
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = Instant::now();
+                    ctl.get_device(&healthy_id).expect("healthy");
+                    lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                }
+                lat
+            })
+        });
         let t = Instant::now();
         let report = ctl.refresh_all().expect("open");
         times.push(t.elapsed().as_secs_f64() * 1000.0);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(p) = probe {
+            healthy.extend(p.join().unwrap());
+        }
         assert_eq!(
             report.refreshed,
             n - dead,

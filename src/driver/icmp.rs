@@ -147,10 +147,11 @@ mod tests {
 
     #[test]
     fn loopback_answers_or_icmp_is_reported_unavailable() {
-        let r = ping("127.0.0.1", Duration::from_secs(1));
+        let stop = AtomicBool::new(false);
+        let r = ping("127.0.0.1", Duration::from_secs(1), &stop);
         assert!(matches!(r, Echo::Reply | Echo::Unavailable), "{r:?}");
         assert_eq!(
-            ping("no-such-host.invalid", Duration::from_millis(100)),
+            ping("no-such-host.invalid", Duration::from_millis(100), &stop),
             Echo::Unavailable
         );
     }
