@@ -199,3 +199,74 @@ fn credentials_never_reach_the_log_the_objects_or_the_errors() {
         assert!(!t.contains(SECRET), "{t}");
     }
 }
+
+#[test]
+fn a_flapping_device_logs_each_transition_once_and_leaks_nothing() {
+    capture();
+    let emu = smartdev::emulator::Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let mut settings = common::emu::settings(
+        &emu,
+        &["Name: Flap, Model: ShellyPlus1PM"],
+        "  RefreshInterval: 0.05\n",
+    );
+    settings.response_timeout = std::time::Duration::from_millis(300);
+    settings.retry_count = 0;
+    let ctl = std::sync::Arc::new(smartdev::Controller::open(settings, None).unwrap());
+    let workers_before = common::threads_named("sd-dev-").len();
+    emu.set_fault(
+        0,
+        smartdev::emulator::Fault::Flapping(std::time::Duration::from_millis(200)),
+    );
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let caller = {
+        let ctl = ctl.clone();
+        std::thread::spawn(move || {
+            let mut calls = 0;
+            while std::time::Instant::now() < end {
+                let t = std::time::Instant::now();
+                let _ = ctl.get_device(&Identity::name("Flap"));
+                // Not a speed claim: a call that takes this long is stuck.
+                assert!(
+                    t.elapsed() < std::time::Duration::from_secs(3),
+                    "a call got stuck"
+                );
+                calls += 1;
+            }
+            calls
+        })
+    };
+    assert!(caller.join().unwrap() > 10);
+    emu.set_fault(0, smartdev::emulator::Fault::None);
+    assert_eq!(
+        common::threads_named("sd-dev-").len(),
+        workers_before,
+        "no thread leak"
+    );
+    let transitions: Vec<String> = LINES
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| {
+            l.contains("device Flap (ID: 1)")
+                && (l.contains("went offline") || l.contains("is online"))
+        })
+        .cloned()
+        .collect();
+    assert!(transitions.len() >= 6, "it flapped: {transitions:#?}");
+    for pair in transitions.windows(2) {
+        let kinds = (
+            pair[0].contains("went offline"),
+            pair[1].contains("went offline"),
+        );
+        assert!(
+            kinds.0 != kinds.1,
+            "each transition is logged once: {pair:#?}"
+        );
+    }
+    ctl.close();
+    assert!(common::threads_named("sd-dev-").is_empty());
+}

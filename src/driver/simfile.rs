@@ -44,7 +44,9 @@ pub(crate) fn write_atomic(path: &Path, doc: &Map<String, Value>) -> Result<(), 
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    // One fixed temporary name per file: a process killed mid-write leaves at most one, which the next write
+    // replaces.
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
     let mut text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
     text.push('\n');
     let result = std::fs::File::create(&tmp)
