@@ -18,18 +18,7 @@ const LINK: &[&str] = &["-pthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
 fn static_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--lib", "--quiet"])
-            .current_dir(root)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the static library failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| Path::new(root).join("target"));
-        let lib = target.join("debug/libsmartdev.a");
+        let lib = common::cargo_build(&["--lib"]).join("libsmartdev.a");
         assert!(lib.exists(), "{} is missing", lib.display());
         lib
     })

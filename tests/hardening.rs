@@ -13,21 +13,9 @@ use std::time::Duration;
 use common::TempDir;
 use smartdev::{Controller, Identity, Settings, WakeFlag};
 
-/// Builds and locates `examples/sim_writer` (`cargo test --test hardening` alone does not build examples).
+/// Builds and locates `examples/sim_writer`.
 fn sim_writer() -> PathBuf {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let ok = Command::new(cargo)
-        .args(["build", "--quiet", "--example", "sim_writer"])
-        .current_dir(root)
-        .status()
-        .expect("cargo runs")
-        .success();
-    assert!(ok, "building examples/sim_writer failed");
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(root).join("target"));
-    target.join("debug/examples/sim_writer")
+    common::cargo_build(&["--example", "sim_writer"]).join("examples/sim_writer")
 }
 
 #[test]

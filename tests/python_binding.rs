@@ -2,23 +2,14 @@
 //! `SMARTDEV_LIB` pointing at the freshly built `libsmartdev` and `SDCTL_BIN` at `sdctl` (for the emulator
 //! tests). Needs `python3` (3.9 or later, standard library only); set `PYTHON` to use another interpreter.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-/// The shared library, built by a nested `cargo build --lib` (`cargo test` itself only builds the rlib).
+mod common;
+
+/// The shared library (`cargo test` itself only builds the rlib).
 fn shared_lib() -> PathBuf {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--lib", "--quiet"])
-        .current_dir(root)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the shared library failed");
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(root).join("target"));
-    let lib = target.join("debug").join(format!(
+    let lib = common::cargo_build(&["--lib"]).join(format!(
         "{}smartdev{}",
         std::env::consts::DLL_PREFIX,
         std::env::consts::DLL_SUFFIX

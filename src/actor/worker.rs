@@ -102,7 +102,7 @@ struct State {
 
 impl State {
     fn run(mut self, rx: Receiver<Command>, started: Sender<(i64, Result<()>)>) {
-        let result = self.op(|dev, drv| drv.start(dev));
+        let result = self.op(|dev, drv| drv.read(dev, Some(1)));
         if let Err(e) = &result
             && !self.device.online
         {
@@ -123,7 +123,7 @@ impl State {
         for cmd in rx.iter() {
             match cmd {
                 Command::Refresh { reply } => {
-                    let r = self.op(|dev, drv| drv.refresh(dev));
+                    let r = self.op(|dev, drv| drv.read(dev, None));
                     if let Some(reply) = reply {
                         let _ = reply.send(r);
                     }
@@ -135,14 +135,14 @@ impl State {
                             return Ok(());
                         }
                         apply_hook_state(dev, kind, index, state);
-                        drv.refresh(dev)
+                        drv.read(dev, None)
                     });
                 }
                 Command::Tick => {
                     let liveness = self.liveness.clone();
                     let _ = self.op(|dev, drv| {
                         if dev.simulate || dev.online || liveness.worth_refresh(dev, drv) {
-                            drv.refresh(dev)
+                            drv.read(dev, None)
                         } else {
                             Err(Error::Offline {
                                 device: dev.label(),
@@ -264,11 +264,8 @@ mod tests {
     struct Exploding;
 
     impl Driver for Exploding {
-        fn start(&mut self, dev: &mut Device) -> Result<()> {
+        fn read(&mut self, dev: &mut Device, _attempts: Option<u32>) -> Result<()> {
             dev.online = true;
-            Ok(())
-        }
-        fn refresh(&mut self, _dev: &mut Device) -> Result<()> {
             Ok(())
         }
         fn switch(

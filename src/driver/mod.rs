@@ -53,11 +53,10 @@ impl OutputAction {
 
 /// How the worker talks to one device.
 pub(crate) trait Driver: Send {
-    /// First contact, on the worker thread before any command (e.g. create or load a simulation file).
-    fn start(&mut self, dev: &mut Device) -> Result<()>;
-
-    /// Reads the device's current state into `dev`.
-    fn refresh(&mut self, dev: &mut Device) -> Result<()>;
+    /// Reads the device's current state into `dev` (the first contact included: creating or loading a
+    /// simulation file, learning what the device is). `attempts` overrides the retry policy: `Some(1)` for the
+    /// quick first contact at open.
+    fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()>;
 
     /// Applies `action` to output `index` (0-based channel) and reports the state before and after, as the
     /// device reports them.

@@ -320,12 +320,8 @@ impl Rpc {
 }
 
 impl Driver for Rpc {
-    fn start(&mut self, dev: &mut Device) -> Result<()> {
-        self.contact(dev, Some(1))
-    }
-
-    fn refresh(&mut self, dev: &mut Device) -> Result<()> {
-        self.contact(dev, None)
+    fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
+        self.contact(dev, attempts)
     }
 
     fn switch(

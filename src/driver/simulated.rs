@@ -127,11 +127,8 @@ fn json_number(v: Option<f64>) -> Value {
 }
 
 impl Driver for Simulated {
-    fn start(&mut self, dev: &mut Device) -> Result<()> {
-        self.refresh(dev)
-    }
-
-    fn refresh(&mut self, dev: &mut Device) -> Result<()> {
+    /// A file has no timeouts, so `attempts` does not matter here.
+    fn read(&mut self, dev: &mut Device, _attempts: Option<u32>) -> Result<()> {
         let mut doc = self.load(dev)?;
         if !dev.online {
             return Err(Self::offline(dev));

@@ -68,3 +68,22 @@ pub fn threads_named(prefix: &str) -> Vec<String> {
     out
 }
 pub mod emu;
+
+/// Runs a nested `cargo build` with `args` in the repository (plain `cargo test` builds neither the C
+/// libraries nor the examples) and returns the debug output directory.
+pub fn cargo_build(args: &[&str]) -> PathBuf {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .arg("build")
+        .arg("--quiet")
+        .args(args)
+        .current_dir(root)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build {args:?} failed");
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(root).join("target"))
+        .join("debug")
+}
