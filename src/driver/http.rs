@@ -84,6 +84,11 @@ impl Http {
             .http_status_as_error(false)
             .proxy(None)
             .max_idle_connections_per_host(1)
+            // Devices close every connection, so buffers are allocated (and zeroed) per request: ureq's
+            // 128 KiB defaults cost more than the request itself. Device answers are a few KiB.
+            .input_buffer_size(16 * 1024)
+            .output_buffer_size(16 * 1024)
+            .max_response_header_size(16 * 1024)
             .user_agent(format!("smartdev/{}", crate::VERSION))
             .build()
             .into();
