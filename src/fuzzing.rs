@@ -278,7 +278,12 @@ mod tests {
             br#"{"types":{"switch.on":{}},"hook_types":["x"],"temperature:100":{"name":"P"}}"#,
         ];
         run(rpc, rpc_status);
-        let tas: &[&[u8]] = &[br#"{"Status":{"Power":"3"},"StatusSTS":{"POWER1":"EIN","UptimeSec":5},"StatusPRM":{"Uptime":"1T01:02:03"},"StatusSNS":{"ENERGY":{"Total":[1,2],"Power":3,"Voltage":[230]},"DS18B20-1":{"Id":"01131B7A4B6F","Temperature":1},"ESP32":{"Temperature":4}}}"#];
+        let tas: &[&[u8]] = &[
+            br#"{"Status":{"Power":"3"},"StatusSTS":{"POWER1":"EIN","UptimeSec":5},"StatusPRM":{"Uptime":"1T01:02:03"},"StatusSNS":{"ENERGY":{"Total":[1,2],"Power":3,"Voltage":[230]},"DS18B20-1":{"Id":"01131B7A4B6F","Temperature":1},"ESP32":{"Temperature":4}}}"#,
+            // cargo-fuzz crash: the hours of a text uptime overflowed u64 (multiply with overflow).
+            br#"{"tuaStsSTS":{"PWER2":"O0S"},"StatusPRM":{"Uptime":"0T+111111111111111111:10000:59"}}"#,
+            br#"{"StatusPRM":{"Uptime":"99999999999999999T00:00:00"}}"#,
+        ];
         run(tas, tasmota_status);
     }
 
