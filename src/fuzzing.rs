@@ -251,6 +251,9 @@ mod tests {
                 b"SmartDevices:\n  Devices:\n    - {Name: A, Model: Shelly2PMG3, Simulate: true, Outputs: [{}, {}]}\n",
                 b"ShellyDevices:\n  WebhookPort: 1\n  Devices: []\nFiles: {ConsoleVerbosity: all}\n",
                 b"a: &x [*x]\n",
+                // cargo-fuzz crash: a negative or huge number of seconds panicked in Duration::from_secs_f64.
+                b"SmartDevices:\n RetryDelay: -12\n",
+                b"ShellyDevices: {ResponseTimeout: 1e300, RefreshInterval: -0.5, Devices: []}\n",
             ],
             config_yaml,
         );
