@@ -121,7 +121,10 @@ fn resolve(base: &Path, p: &str) -> PathBuf {
 }
 
 fn secs(v: Option<&Value>, default: f64) -> Duration {
-    Duration::from_secs_f64(v.and_then(Value::as_f64).unwrap_or(default))
+    // A negative or huge value (reported by validation's min/max) falls back to the default instead of panicking.
+    v.and_then(Value::as_f64)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .unwrap_or_else(|| Duration::from_secs_f64(default))
 }
 
 fn string_list(v: Option<&Value>) -> Option<Vec<String>> {

@@ -200,7 +200,13 @@ fn uptime_text(t: &str) -> Option<u64> {
         .map(|p| p.parse().ok())
         .collect::<Option<_>>()?;
     let [h, m, s] = parts[..] else { return None };
-    Some(days.parse::<u64>().ok()? * 86400 + h * 3600 + m * 60 + s)
+    // Checked: absurd fields (a fuzzer's `0T+111111111111111111:0:0`) give no uptime instead of overflowing.
+    days.parse::<u64>()
+        .ok()?
+        .checked_mul(86400)?
+        .checked_add(h.checked_mul(3600)?)?
+        .checked_add(m.checked_mul(60)?)?
+        .checked_add(s)
 }
 
 /// One channel of an `ENERGY` field: array element `i`, or a plain number for channel 0.
