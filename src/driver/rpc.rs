@@ -146,7 +146,7 @@ impl Rpc {
             frame["params"] = p;
         }
         let reply = self.post(dev, &frame, &format!("RPC {method}"), attempts)?;
-        parse_frame(&reply, method).map_err(|e| match e {
+        parse_frame(reply, method).map_err(|e| match e {
             FrameError::Rpc(401, _) => Self::auth_error(
                 dev,
                 &format!("RPC {method}: the device refused the credentials"),
@@ -366,7 +366,10 @@ pub(crate) enum FrameError {
 }
 
 /// Takes the `result` out of an RPC answer frame, or its error.
-pub(crate) fn parse_frame(frame: &Value, method: &str) -> std::result::Result<Value, FrameError> {
+pub(crate) fn parse_frame(
+    mut frame: Value,
+    method: &str,
+) -> std::result::Result<Value, FrameError> {
     if let Some(err) = frame.get("error").filter(|e| !e.is_null()) {
         let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
         let message = err
@@ -376,8 +379,9 @@ pub(crate) fn parse_frame(frame: &Value, method: &str) -> std::result::Result<Va
             .to_string();
         return Err(FrameError::Rpc(code, message));
     }
-    match frame.get("result") {
-        Some(r) if !r.is_null() => Ok(r.clone()),
+    // Taken, not cloned: status results are a few KiB and this runs on every call.
+    match frame.get_mut("result").map(Value::take) {
+        Some(r) if !r.is_null() => Ok(r),
         _ => Err(FrameError::Malformed(format!(
             "the answer to {method} has neither result nor error"
         ))),
@@ -587,7 +591,7 @@ mod tests {
     #[test]
     fn frames_errors_and_probe_ids() {
         assert_eq!(
-            parse_frame(&json!({"id": 1, "result": {"was_on": true}}), "m").unwrap()["was_on"],
+            parse_frame(json!({"id": 1, "result": {"was_on": true}}), "m").unwrap()["was_on"],
             true
         );
         assert_eq!(
@@ -598,7 +602,7 @@ mod tests {
             Err(FrameError::Rpc(-105, "not found".into()))
         );
         assert!(matches!(
-            parse_frame(&json!({"id": 1}), "m"),
+            parse_frame(json!({"id": 1}), "m"),
             Err(FrameError::Malformed(_))
         ));
         let cfg = json!({"temperature:0": {"name": "internal"}, "temperature:102": {"name": "Roof"},
