@@ -596,7 +596,7 @@ mod tests {
         );
         assert_eq!(
             parse_frame(
-                &json!({"id": 1, "error": {"code": -105, "message": "not found"}}),
+                json!({"id": 1, "error": {"code": -105, "message": "not found"}}),
                 "m"
             ),
             Err(FrameError::Rpc(-105, "not found".into()))
