@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::config::ConfigLoader;
 use crate::models::{ModelLibrary, ModelRef};
-use crate::objects::{Device, Input, Meter, Output, TempProbe};
+use crate::objects::{Device, TempProbe};
 use crate::webhook::request::{Incoming, Rules, parse};
 
 /// Parsed once: the targets run millions of times.
@@ -67,14 +67,6 @@ fn device(model: &str, lib: &ModelLibrary) -> (Device, Option<crate::models::Mod
         .map_or((0, 2, 2), |m| (m.inputs, m.outputs, m.meters));
     let d = Device {
         name: "Fuzz".into(),
-        inputs: (0..i).map(|_| Input::default()).collect(),
-        outputs: (0..o)
-            .map(|n| Output {
-                name: format!("O{n}"),
-                ..Output::default()
-            })
-            .collect(),
-        meters: (0..m).map(|_| Meter::default()).collect(),
         temp_probes: vec![
             TempProbe {
                 probe_id: Some(100),
@@ -94,7 +86,7 @@ fn device(model: &str, lib: &ModelLibrary) -> (Device, Option<crate::models::Mod
                 ..TempProbe::default()
             },
         ],
-        ..Device::default()
+        ..Device::with_components(i, o, m)
     };
     (d, info)
 }

@@ -204,6 +204,23 @@ impl Device {
         self.protocol == Some(Protocol::Tasmota)
     }
 
+    /// A device with default components in these numbers; outputs are named `O0`, `O1`, ... (for tests and
+    /// the fuzzing entry points).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn with_components(inputs: usize, outputs: usize, meters: usize) -> Self {
+        Device {
+            inputs: (0..inputs).map(|_| Input::default()).collect(),
+            outputs: (0..outputs)
+                .map(|n| Output {
+                    name: format!("O{n}"),
+                    ..Output::default()
+                })
+                .collect(),
+            meters: (0..meters).map(|_| Meter::default()).collect(),
+            ..Device::default()
+        }
+    }
+
     /// Stores new probe readings from `read`, except for probes whose `RequiresOutput` is off (they keep their
     /// last reading); stamps `LastReadingTime` with `now` when a value arrives.
     pub(crate) fn update_probes(

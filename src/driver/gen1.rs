@@ -324,16 +324,11 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
 mod tests {
     use super::*;
     use crate::models::ModelLibrary;
-    use crate::objects::{Input, Meter, Output, TempProbe};
+    use crate::objects::TempProbe;
     use serde_json::json;
 
     fn device(model: &ModelInfo) -> Device {
-        Device {
-            inputs: (0..model.inputs).map(|_| Input::default()).collect(),
-            outputs: (0..model.outputs).map(|_| Output::default()).collect(),
-            meters: (0..model.meters).map(|_| Meter::default()).collect(),
-            ..Device::default()
-        }
+        Device::with_components(model.inputs, model.outputs, model.meters)
     }
 
     #[test]

@@ -774,6 +774,31 @@ pub unsafe extern "C" fn sd_print_model_library(
     })
 }
 
+/// Shared body of the boolean state getters.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `state` valid.
+unsafe fn component_state(
+    ctl: *const sd_controller,
+    kind: ComponentKind,
+    name: *const c_char,
+    id: i64,
+    state: *mut bool,
+) -> sd_result {
+    require!(ctl, "ctl");
+    require!(state, "state");
+    // SAFETY: forwarded contract.
+    let who = tri!(unsafe { identity(name, id) });
+    let ctl = &handle(ctl).ctl;
+    let on = match kind {
+        ComponentKind::Input => lib!(ctl.get_input(&who)).state,
+        _ => lib!(ctl.get_output(&who)).state,
+    };
+    // SAFETY: checked above.
+    unsafe { put(state, on) };
+    sd_result::SD_OK
+}
+
 /// Whether an output is on, as last read (no device I/O).
 ///
 /// # Safety
@@ -785,16 +810,8 @@ pub unsafe extern "C" fn sd_get_output_state(
     id: i64,
     state: *mut bool,
 ) -> sd_result {
-    guard(|| {
-        require!(ctl, "ctl");
-        require!(state, "state");
-        // SAFETY: forwarded contract.
-        let who = tri!(unsafe { identity(name, id) });
-        let o = lib!(handle(ctl).ctl.get_output(&who));
-        // SAFETY: checked above.
-        unsafe { put(state, o.state) };
-        sd_result::SD_OK
-    })
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { component_state(ctl, ComponentKind::Output, name, id, state) })
 }
 
 /// Whether an input is on, as last read (no device I/O).
@@ -808,16 +825,8 @@ pub unsafe extern "C" fn sd_get_input_state(
     id: i64,
     state: *mut bool,
 ) -> sd_result {
-    guard(|| {
-        require!(ctl, "ctl");
-        require!(state, "state");
-        // SAFETY: forwarded contract.
-        let who = tri!(unsafe { identity(name, id) });
-        let i = lib!(handle(ctl).ctl.get_input(&who));
-        // SAFETY: checked above.
-        unsafe { put(state, i.state) };
-        sd_result::SD_OK
-    })
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { component_state(ctl, ComponentKind::Input, name, id, state) })
 }
 
 /// A meter's readings as last read, with a validity flag per value.
