@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::emu::settings;
+use common::raw_http::request;
 use smartdev::emulator::{AuthMode, DeviceSpec, Emulator};
 use smartdev::{Controller, Error, Identity, ModelLibrary};
 
@@ -135,12 +136,7 @@ fn too_many_requests_is_waited_out_within_the_retry_budget() {
     let emu = start(vec![s]);
     // Another client takes every nonce slot: 33 fresh challenges, the last one answered 429.
     for _ in 0..33 {
-        let mut c = std::net::TcpStream::connect(("127.0.0.1", emu.port(0))).unwrap();
-        use std::io::{Read, Write};
-        c.write_all(b"GET /rpc/Shelly.GetStatus HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut a = String::new();
-        let _ = c.read_to_string(&mut a);
+        request(emu.port(0), "GET", "/rpc/Shelly.GetStatus", None);
     }
     assert!(emu.auth_stats(0).throttled >= 1);
     // RetryDelay 1.3 s × 2 retries outlasts the 2 s throttle window and the 0.5 s nonces.

@@ -2,10 +2,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use common::TempDir;
+use common::raw_http::request;
 
 struct Emulate(Child);
 
@@ -22,18 +23,6 @@ fn sdctl(dir: &TempDir, args: &[&str]) -> std::process::Output {
         .current_dir(dir.path())
         .output()
         .unwrap()
-}
-
-fn admin(port: u16, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    answer
 }
 
 #[test]
@@ -105,7 +94,10 @@ fn sdctl_drives_emulated_devices_end_to_end() {
     assert_eq!(v["State"], true);
 
     // Blackhole the first device through the admin endpoint: reading it now fails with exit code 1.
-    assert!(admin(admin_port, "/devices/0/fault?kind=blackhole").starts_with("HTTP/1.1 200"));
+    assert_eq!(
+        request(admin_port, "POST", "/devices/0/fault?kind=blackhole", None).status,
+        200
+    );
     let o = sdctl(&dir, &["--config", "c.yaml", "get", "device", "Hall"]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);

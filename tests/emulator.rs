@@ -9,75 +9,12 @@ use serde_json::{Value, json};
 use smartdev::ModelLibrary;
 use smartdev::emulator::{DeviceSpec, Emulator, Fault, MeterReading};
 
-// ---- a tiny raw HTTP client ----
+mod common;
 
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-fn send(
-    port: u16,
-    method: &str,
-    target: &str,
-    body: Option<&str>,
-    timeout: Duration,
-) -> io::Result<Reply> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(timeout))?;
-    let mut req =
-        format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
-    if let Some(b) = body {
-        req.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
-            b.len()
-        ));
-    } else {
-        req.push_str("\r\n");
-    }
-    s.write_all(req.as_bytes())?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no header end"))?;
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    Ok(Reply {
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    })
-}
+use common::raw_http::{Reply, local, request, send};
 
 fn get(port: u16, target: &str) -> Reply {
-    send(port, "GET", target, None, Duration::from_secs(5)).unwrap()
+    request(port, "GET", target, None)
 }
 
 fn get_json(port: u16, target: &str) -> Value {
@@ -92,7 +29,7 @@ fn get_json(port: u16, target: &str) -> Value {
 }
 
 fn post(port: u16, target: &str, body: &str) -> Reply {
-    send(port, "POST", target, Some(body), Duration::from_secs(5)).unwrap()
+    request(port, "POST", target, Some(body))
 }
 
 /// A whole RPC frame round trip.
@@ -1113,7 +1050,7 @@ fn faults_each_behave() {
 
     emu.set_fault(0, Fault::Blackhole);
     let t = Instant::now();
-    let e = send(p, "GET", "/shelly", None, short).unwrap_err();
+    let e = send(local(p), "GET", "/shelly", &[], None, short).unwrap_err();
     assert!(
         matches!(
             e.kind(),
@@ -1162,8 +1099,15 @@ fn flapping_alternates_between_refusing_and_serving() {
     let mut last = None;
     let end = Instant::now() + Duration::from_millis(1200);
     while Instant::now() < end {
-        let up =
-            send(p, "GET", "/shelly", None, Duration::from_secs(1)).is_ok_and(|r| r.status == 200);
+        let up = send(
+            local(p),
+            "GET",
+            "/shelly",
+            &[],
+            None,
+            Duration::from_secs(1),
+        )
+        .is_ok_and(|r| r.status == 200);
         if up {
             ok += 1
         } else {
@@ -1273,18 +1217,7 @@ fn admin_endpoint_routes() {
         assert!(r.json()["error"].is_string(), "{target}");
     }
     assert_eq!(get(a, "/devices/0/output?id=0&state=true").status, 405);
-    assert_eq!(
-        send(
-            a,
-            "DELETE",
-            "/devices/0/counts",
-            None,
-            Duration::from_secs(2)
-        )
-        .unwrap()
-        .status,
-        200
-    );
+    assert_eq!(request(a, "DELETE", "/devices/0/counts", None).status, 200);
     assert_eq!(emu.total_requests(0), 0);
 }
 

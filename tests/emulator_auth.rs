@@ -1,8 +1,6 @@
 //! Device authentication in the emulator (Gen1 Basic, Gen2+ Digest under both nonce rules, Tasmota
 //! parameters), spoken to with raw `TcpStream`s; digests are computed here independently.
 
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -13,98 +11,34 @@ use sha2::{Digest as _, Sha256};
 use smartdev::ModelLibrary;
 use smartdev::emulator::{AuthMode, AuthStats, DeviceSpec, Emulator};
 
-// ---- a tiny raw HTTP client ----
+mod common;
 
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
+use common::raw_http::{Reply, local, request, send};
 
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The parsed `WWW-Authenticate: Digest ...` challenge.
-    fn challenge(&self) -> Challenge {
-        let h = self
-            .header("WWW-Authenticate")
-            .unwrap_or_else(|| panic!("no challenge in {} {}", self.status, self.text()));
-        Challenge::parse(h)
-    }
-}
-
-fn send(
-    port: u16,
-    method: &str,
-    target: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> io::Result<Reply> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut req =
-        format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    match body {
-        Some(b) => req.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
-            b.len()
-        )),
-        None => req.push_str("\r\n"),
-    }
-    s.write_all(req.as_bytes())?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no header end"))?;
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    Ok(Reply {
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    })
+/// The parsed `WWW-Authenticate: Digest ...` challenge of `r`.
+fn challenge(r: &Reply) -> Challenge {
+    let h = r
+        .header("WWW-Authenticate")
+        .unwrap_or_else(|| panic!("no challenge in {} {}", r.status, r.text()));
+    Challenge::parse(h)
 }
 
 fn get(port: u16, target: &str) -> Reply {
-    send(port, "GET", target, &[], None).unwrap()
+    request(port, "GET", target, None)
 }
 
 fn get_with(port: u16, target: &str, authorization: &str) -> Reply {
+    authed(port, "GET", target, authorization, None)
+}
+
+fn authed(port: u16, method: &str, target: &str, authorization: &str, body: Option<&str>) -> Reply {
     send(
-        port,
-        "GET",
+        local(port),
+        method,
         target,
         &[("Authorization", authorization)],
-        None,
+        body,
+        Duration::from_secs(5),
     )
     .unwrap()
 }
@@ -203,7 +137,7 @@ fn basic(user: &str, password: &str) -> String {
 /// A 401 from a Gen2+ device and its challenge, checked for the fixed parts.
 fn expect_challenge(r: &Reply, realm: &str, algorithm: &str) -> Challenge {
     assert_eq!(r.status, 401, "{}", r.text());
-    let c = r.challenge();
+    let c = challenge(r);
     assert_eq!(c.qop, "auth");
     assert_eq!(c.realm, realm);
     assert_eq!(c.algorithm, algorithm);
@@ -298,7 +232,7 @@ fn rpc_open_endpoints_report_auth() {
     assert_eq!(info.status, 200, "GetDeviceInfo stays open");
     assert_eq!(info.json()["auth_en"], true);
     let frame = json!({"id": 3, "src": "t", "method": "Shelly.GetDeviceInfo"}).to_string();
-    let r = send(port, "POST", "/rpc", &[], Some(&frame)).unwrap();
+    let r = request(port, "POST", "/rpc", Some(&frame));
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["result"]["auth_domain"], id.as_str());
     assert_eq!(
@@ -354,7 +288,7 @@ fn rpc_digest_fw2_nonce_reuse_and_nc_rules() {
         200
     );
     // A new nonce must start at 00000001.
-    let c2 = get(port, uri).challenge();
+    let c2 = challenge(&get(port, uri));
     assert_eq!(
         get_with(port, uri, &digest(&c2, "pw", "GET", uri, 2)).status,
         401
@@ -396,7 +330,7 @@ fn rpc_frames_need_digest_too() {
     let frame =
         json!({"id": 11, "src": "tester", "method": "Switch.Set", "params": {"id": 0, "on": true}})
             .to_string();
-    let r = send(port, "POST", "/rpc", &[], Some(&frame)).unwrap();
+    let r = request(port, "POST", "/rpc", Some(&frame));
     let c = expect_challenge(&r, &id, "SHA-256");
     let f = r.json();
     assert_eq!(f["id"], 11);
@@ -406,27 +340,19 @@ fn rpc_frames_need_digest_too() {
     assert!(!emu.output(0, 0));
 
     let auth = digest(&c, "pw", "POST", "/rpc", 1);
-    let r = send(
-        port,
-        "POST",
-        "/rpc",
-        &[("Authorization", &auth)],
-        Some(&frame),
-    )
-    .unwrap();
+    let r = authed(port, "POST", "/rpc", &auth, Some(&frame));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["result"], json!({"was_on": false}));
     assert!(emu.output(0, 0));
     // POST /rpc/<Method> with a params body.
     let auth = digest(&c, "pw", "POST", "/rpc/Switch.Toggle", 2);
-    let r = send(
+    let r = authed(
         port,
         "POST",
         "/rpc/Switch.Toggle",
-        &[("Authorization", &auth)],
+        &auth,
         Some(r#"{"id":0}"#),
-    )
-    .unwrap();
+    );
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(!emu.output(0, 0));
     assert_eq!(emu.counts(0)["rpc Switch.Set"], 2);
@@ -440,7 +366,7 @@ fn rpc_fw2_expired_nonce_is_stale() {
     let port = emu.port(0);
     let id = emu.device_id(0).to_string();
     let uri = "/rpc/Sys.GetStatus";
-    let c = get(port, uri).challenge();
+    let c = challenge(&get(port, uri));
     assert_eq!(
         get_with(port, uri, &digest(&c, "pw", "GET", uri, 1)).status,
         200
@@ -472,7 +398,7 @@ fn rpc_fw2_32_slots_then_429_and_throttle_window() {
     for i in 0..32 {
         let r = get(port, uri);
         assert_eq!(r.status, 401, "challenge {}", i + 1);
-        first.get_or_insert_with(|| r.challenge());
+        first.get_or_insert_with(|| challenge(&r));
     }
     assert_eq!(stats(&emu).nonces_in_use, 32);
     let r = get(port, uri);
@@ -496,7 +422,7 @@ fn rpc_fw2_32_slots_then_429_and_throttle_window() {
     );
     // Frames get a frame error with the same status.
     let frame = json!({"id": 1, "src": "t", "method": "Sys.GetStatus"}).to_string();
-    let r = send(port, "POST", "/rpc", &[], Some(&frame)).unwrap();
+    let r = request(port, "POST", "/rpc", Some(&frame));
     assert_eq!(r.status, 429);
     assert_eq!(r.json()["error"]["code"], 429);
     let s = stats(&emu);
@@ -688,11 +614,11 @@ fn password_changes_at_runtime() {
 fn admin_password_and_auth_routes() {
     let emu = start(vec![DeviceSpec::new("ShellyPlus1PM")]);
     let (admin, port) = (emu.admin_port(), emu.port(0));
-    let r = send(admin, "POST", "/devices/0/password?value=s3cret", &[], None).unwrap();
+    let r = request(admin, "POST", "/devices/0/password?value=s3cret", None);
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["auth"], true);
     let uri = "/rpc/Sys.GetStatus";
-    let c = get(port, uri).challenge();
+    let c = challenge(&get(port, uri));
     assert_eq!(
         get_with(port, uri, &digest(&c, "s3cret", "GET", uri, 1)).status,
         200
@@ -704,7 +630,7 @@ fn admin_password_and_auth_routes() {
         json!({"enabled": true, "challenges": 1, "accepted": 1, "rejected": 0, "stale": 0,
                "throttled": 0, "nonces_in_use": 1})
     );
-    let r = send(admin, "POST", "/devices/0/password", &[], None).unwrap();
+    let r = request(admin, "POST", "/devices/0/password", None);
     assert_eq!(r.json()["auth"], false);
     assert_eq!(get(port, uri).status, 200);
     assert_eq!(get(admin, "/devices/0/auth").json()["enabled"], false);

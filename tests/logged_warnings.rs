@@ -6,6 +6,7 @@ mod common;
 use std::sync::{Mutex, Once};
 
 use common::emu::start;
+use common::raw_http::request;
 use smartdev::Identity;
 use smartdev::emulator::DeviceSpec;
 
@@ -62,16 +63,8 @@ fn a_full_webhook_table_is_a_clear_warning_and_open_still_succeeds() {
         let body = serde_json::json!({"id": n, "method": "Webhook.Create", "params": {"cid": 0, "enable": true,
             "event": "switch.on", "name": format!("other-{n}"), "urls": ["http://10.0.0.9/x"]}})
         .to_string();
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", emu.port(0))).unwrap();
-        use std::io::{Read, Write};
-        let req = format!(
-            "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).unwrap();
-        let mut a = String::new();
-        s.read_to_string(&mut a).unwrap();
-        assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+        let r = request(emu.port(0), "POST", "/rpc", Some(&body));
+        assert_eq!(r.status, 200, "{}", r.text());
     }
     let ctl = common::emu::open(
         &emu,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::emu::settings;
+use common::raw_http::send;
 use serde_json::{Value, json};
 use smartdev::emulator::{DeviceSpec, Emulator};
 use smartdev::{Controller, EventFilter, Identity, ModelLibrary, WakeFlag};
@@ -35,23 +36,18 @@ fn emulator() -> Emulator {
     .unwrap()
 }
 
-/// One raw HTTP request; returns the status and body. `from` binds the client to a local address first.
+/// One raw HTTP request; returns the status and body.
 fn http(addr: SocketAddr, method: &str, target: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    // One write: small segments would wait for delayed ACKs.
-    let req = format!(
-        "{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut answer = String::new();
-    let _ = s.read_to_string(&mut answer);
-    let status = answer.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let r = send(
+        addr,
+        method,
+        target,
+        &[],
+        Some(body),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    (r.status, r.text())
 }
 
 fn local(addr: SocketAddr) -> SocketAddr {
