@@ -79,7 +79,7 @@ impl Failure {
 impl Http {
     /// Builds the agent from the settings. `closing` cuts retry waits short when the controller closes.
     pub(crate) fn new(settings: &Settings, closing: Arc<AtomicBool>) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .timeout_global(Some(settings.response_timeout))
             .http_status_as_error(false)
             .proxy(None)
@@ -90,8 +90,12 @@ impl Http {
             .output_buffer_size(16 * 1024)
             .max_response_header_size(16 * 1024)
             .user_agent(format!("smartdev/{}", crate::VERSION))
-            .build()
-            .into();
+            .build();
+        let agent = ureq::Agent::with_parts(
+            config,
+            ureq::unversioned::transport::DefaultConnector::default(),
+            super::resolve::LiteralFirst::default(),
+        );
         Http {
             agent,
             retries: settings.retry_count,

@@ -6,6 +6,7 @@ pub(crate) mod gen1;
 pub(crate) mod http;
 mod icmp;
 mod json;
+mod resolve;
 pub(crate) mod rpc;
 mod simfile;
 pub(crate) mod simulated;
