@@ -54,84 +54,49 @@ func customOf(b []byte, t reflect.Type) (map[string]interface{}, error) {
 	return custom, nil
 }
 
-// UnmarshalJSON decodes a device object, its components and its custom attributes.
-func (d *Device) UnmarshalJSON(b []byte) error {
-	type plain Device
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
+// decodeWithCustom decodes the JSON object b into p, a pointer to a method-less copy of an object type, and
+// sets its Custom field.
+func decodeWithCustom(b []byte, p interface{}) error {
+	if err := json.Unmarshal(b, p); err != nil {
 		return err
 	}
-	custom, err := customOf(b, reflect.TypeOf(p))
+	v := reflect.ValueOf(p).Elem()
+	custom, err := customOf(b, v.Type())
 	if err != nil {
 		return err
 	}
-	p.Custom = custom
-	*d = Device(p)
+	v.FieldByName("Custom").Set(reflect.ValueOf(custom))
 	return nil
+}
+
+// UnmarshalJSON decodes a device object, its components and its custom attributes.
+func (d *Device) UnmarshalJSON(b []byte) error {
+	type plain Device
+	return decodeWithCustom(b, (*plain)(d))
 }
 
 // UnmarshalJSON decodes an input object and its custom attributes.
 func (c *Input) UnmarshalJSON(b []byte) error {
 	type plain Input
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	custom, err := customOf(b, reflect.TypeOf(p))
-	if err != nil {
-		return err
-	}
-	p.Custom = custom
-	*c = Input(p)
-	return nil
+	return decodeWithCustom(b, (*plain)(c))
 }
 
 // UnmarshalJSON decodes an output object and its custom attributes.
 func (c *Output) UnmarshalJSON(b []byte) error {
 	type plain Output
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	custom, err := customOf(b, reflect.TypeOf(p))
-	if err != nil {
-		return err
-	}
-	p.Custom = custom
-	*c = Output(p)
-	return nil
+	return decodeWithCustom(b, (*plain)(c))
 }
 
 // UnmarshalJSON decodes a meter object and its custom attributes.
 func (c *Meter) UnmarshalJSON(b []byte) error {
 	type plain Meter
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	custom, err := customOf(b, reflect.TypeOf(p))
-	if err != nil {
-		return err
-	}
-	p.Custom = custom
-	*c = Meter(p)
-	return nil
+	return decodeWithCustom(b, (*plain)(c))
 }
 
 // UnmarshalJSON decodes a temperature-probe object and its custom attributes.
 func (c *TempProbe) UnmarshalJSON(b []byte) error {
 	type plain TempProbe
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	custom, err := customOf(b, reflect.TypeOf(p))
-	if err != nil {
-		return err
-	}
-	p.Custom = custom
-	*c = TempProbe(p)
-	return nil
+	return decodeWithCustom(b, (*plain)(c))
 }
 
 // decodeComponent fills a Component from one component object of the given kind.
