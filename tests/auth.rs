@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::emu::settings;
+use common::emu::{open, settings};
 use common::raw_http::request;
 use smartdev::emulator::{AuthMode, DeviceSpec, Emulator};
 use smartdev::{Controller, Error, Identity, ModelLibrary};
@@ -35,13 +35,10 @@ fn is_auth(e: &Error) -> bool {
 #[test]
 fn gen2_digest_reuses_the_nonce_of_firmware_2() {
     let emu = start(vec![spec("Shelly2PMG3", PW)]);
-    let ctl = Controller::open(
-        settings(
-            &emu,
-            &[&format!("Name: D, Model: Shelly2PMG3, Password: {PW}")],
-            "",
-        ),
-        None,
+    let ctl = open(
+        &emu,
+        &[&format!("Name: D, Model: Shelly2PMG3, Password: {PW}")],
+        "",
     )
     .unwrap();
     let d = ctl.get_device(&id(1)).unwrap();
@@ -62,16 +59,13 @@ fn gen2_digest_reuses_the_nonce_of_firmware_2() {
 #[test]
 fn gen2_wrong_and_missing_passwords_are_auth_errors_after_one_attempt() {
     let emu = start(vec![spec("ShellyPlus1PM", PW), spec("ShellyPlus1PM", PW)]);
-    let ctl = Controller::open(
-        settings(
-            &emu,
-            &[
-                "Name: Wrong, Model: ShellyPlus1PM, Password: nope",
-                "Name: None, Model: ShellyPlus1PM",
-            ],
-            "",
-        ),
-        None,
+    let ctl = open(
+        &emu,
+        &[
+            "Name: Wrong, Model: ShellyPlus1PM, Password: nope",
+            "Name: None, Model: ShellyPlus1PM",
+        ],
+        "",
     )
     .unwrap();
     for (dev, want) in [(1, "wrong password"), (2, "requires a password")] {
@@ -111,13 +105,10 @@ fn stale_nonces_are_renewed_without_an_error() {
     let mut s = spec("ShellyPlus1PM", PW);
     s.nonce_lifetime = Duration::from_millis(600);
     let emu = start(vec![s]);
-    let ctl = Controller::open(
-        settings(
-            &emu,
-            &[&format!("Name: D, Model: ShellyPlus1PM, Password: {PW}")],
-            "",
-        ),
-        None,
+    let ctl = open(
+        &emu,
+        &[&format!("Name: D, Model: ShellyPlus1PM, Password: {PW}")],
+        "",
     )
     .unwrap();
     ctl.get_device(&id(1)).unwrap();
@@ -159,13 +150,10 @@ fn pre_2_0_firmware_needs_a_fresh_challenge_every_time() {
     let mut s = spec("ShellyPlus1PM", PW);
     s.auth_mode = AuthMode::Fw1;
     let emu = start(vec![s]);
-    let ctl = Controller::open(
-        settings(
-            &emu,
-            &[&format!("Name: D, Model: ShellyPlus1PM, Password: {PW}")],
-            "",
-        ),
-        None,
+    let ctl = open(
+        &emu,
+        &[&format!("Name: D, Model: ShellyPlus1PM, Password: {PW}")],
+        "",
     )
     .unwrap();
     for _ in 0..5 {
@@ -181,13 +169,10 @@ fn md5_when_the_device_asks_for_it() {
     let mut s = spec("ShellyPlus1PM", PW);
     s.digest_md5 = true;
     let emu = start(vec![s]);
-    let ctl = Controller::open(
-        settings(
-            &emu,
-            &[&format!("Name: D, Model: ShellyPlus1PM, Password: {PW}")],
-            "",
-        ),
-        None,
+    let ctl = open(
+        &emu,
+        &[&format!("Name: D, Model: ShellyPlus1PM, Password: {PW}")],
+        "",
     )
     .unwrap();
     assert!(ctl.get_device(&id(1)).unwrap().online);
@@ -199,17 +184,14 @@ fn gen1_basic_auth() {
     let mut custom = spec("Shelly2.5", PW);
     custom.username = Some("owner".into());
     let emu = start(vec![custom, spec("Shelly2.5", PW), spec("Shelly2.5", PW)]);
-    let ctl = Controller::open(
-        settings(
-            &emu,
-            &[
-                &format!("Name: Ok, Model: Shelly2.5, Username: owner, Password: {PW}"),
-                "Name: Wrong, Model: Shelly2.5, Password: nope",
-                "Name: None, Model: Shelly2.5",
-            ],
-            "",
-        ),
-        None,
+    let ctl = open(
+        &emu,
+        &[
+            &format!("Name: Ok, Model: Shelly2.5, Username: owner, Password: {PW}"),
+            "Name: Wrong, Model: Shelly2.5, Password: nope",
+            "Name: None, Model: Shelly2.5",
+        ],
+        "",
     )
     .unwrap();
     assert!(ctl.get_device(&id(1)).unwrap().online);
@@ -235,17 +217,14 @@ fn tasmota_user_and_password_including_old_firmware() {
     let mut old = spec("Tasmota", PW);
     old.tasmota_old_auth = true;
     let emu = start(vec![spec("Tasmota", PW), spec("Tasmota", PW), old]);
-    let ctl = Controller::open(
-        settings(
-            &emu,
-            &[
-                &format!("Name: Ok, Model: Tasmota, Password: '{PW}', Outputs: [{{Name: O1}}]"),
-                "Name: Wrong, Model: Tasmota, Password: nope, Outputs: [{Name: O2}]",
-                "Name: Old, Model: Tasmota, Outputs: [{Name: O3}]",
-            ],
-            "",
-        ),
-        None,
+    let ctl = open(
+        &emu,
+        &[
+            &format!("Name: Ok, Model: Tasmota, Password: '{PW}', Outputs: [{{Name: O1}}]"),
+            "Name: Wrong, Model: Tasmota, Password: nope, Outputs: [{Name: O2}]",
+            "Name: Old, Model: Tasmota, Outputs: [{Name: O3}]",
+        ],
+        "",
     )
     .unwrap();
     assert!(
@@ -265,16 +244,13 @@ fn tasmota_user_and_password_including_old_firmware() {
 #[test]
 fn webhooks_install_on_protected_devices() {
     let emu = start(vec![spec("Shelly2PMG3", PW), spec("Shelly2.5", PW)]);
-    let ctl = Controller::open(
-        settings(
+    let ctl = open(
             &emu,
             &[
                 &format!("Name: G2, Model: Shelly2PMG3, Password: {PW}, Outputs: [{{Name: A, Webhooks: true}}, {{}}]"),
                 &format!("Name: G1, Model: Shelly2.5, Password: {PW}, Outputs: [{{Name: B, Webhooks: true}}, {{}}]"),
             ],
             "  ShellyWebhooks: {Enabled: true, Port: 0}\n",
-        ),
-        None,
     )
     .unwrap();
     assert_eq!(emu.webhooks(0).len(), 2, "{:?}", emu.webhooks(0));
