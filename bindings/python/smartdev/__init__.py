@@ -17,6 +17,7 @@ Identities: an ``int`` is an ID, a ``str`` is a name; ``ByName("12")`` names a d
 Errors: :class:`SmartDevError` and its subclasses, each with ``.code`` and ``.code_name``.
 """
 
+from . import controller, errors
 from .controller import (
     KINDS,
     LOG_DEBUG,
@@ -55,45 +56,12 @@ from .errors import (
     SmartDevIOError,
     UnsupportedError,
     WorkerFailedError,
+    error_for_code,
 )
 
 #: The version of this binding (matches the C library's ``SMARTDEV_VERSION`` it was written for).
 __version__ = "0.1.0"
 
-__all__ = [
-    "Controller",
-    "ByName",
-    "ByID",
-    "Identity",
-    "LogCallback",
-    "KINDS",
-    "LOG_OFF",
-    "LOG_ERROR",
-    "LOG_WARN",
-    "LOG_INFO",
-    "LOG_DEBUG",
-    "LOG_TRACE",
-    "version",
-    "print_model_library",
-    "SmartDevError",
-    "ConfigError",
-    "ModelLibraryError",
-    "InitError",
-    "LoggerError",
-    "NotFoundError",
-    "DeviceTimeoutError",
-    "OfflineError",
-    "DeviceError",
-    "UnsupportedError",
-    "SimulationError",
-    "WorkerFailedError",
-    "AuthError",
-    "ClosedError",
-    "InvalidArgumentError",
-    "PanicError",
-    "SmartDevIOError",
-    "IOError_",
-    "LibraryNotFoundError",
-    "CODE_NAMES",
-    "CODE_TO_CLASS",
-]
+# Everything the two public modules export, in one place (the explicit imports above are for readers and IDEs).
+__all__ = list(controller.__all__)
+__all__ += errors.__all__
