@@ -39,6 +39,7 @@ pub mod models;
 mod objects;
 mod plan;
 mod print;
+mod text;
 mod url;
 mod wake;
 mod webhook;

@@ -342,8 +342,10 @@ fn change_output_and_toggle_report_what_the_device_did() {
         assert!(!t.ctl.get_output(&id(out)).unwrap().state);
     }
     let counts = t.emu.counts(0);
-    assert_eq!(counts.get("rpc Switch.Set"), Some(&3));
-    assert_eq!(counts.get("rpc Switch.Toggle"), Some(&1));
+    // A toggle is a read and an absolute set (safe to retry), never a Switch.Toggle.
+    assert_eq!(counts.get("rpc Switch.Set"), Some(&4));
+    assert_eq!(counts.get("rpc Switch.GetStatus"), Some(&1));
+    assert_eq!(counts.get("rpc Switch.Toggle"), None);
     match t
         .ctl
         .get_device_component(ComponentKind::Output, &id(1))

@@ -277,3 +277,70 @@ fn flapping_device_ends_in_a_consistent_state() {
     assert!(t.ctl.get_device(&id(1)).unwrap().online);
     let _ = failed;
 }
+
+/// A lost or late answer to a toggle must not make the relay click twice: the library never sends a toggle;
+/// it reads the output and sends an absolute set, which is safe to repeat. Counted on the device side.
+#[test]
+fn a_toggle_whose_answers_are_lost_or_late_switches_exactly_once() {
+    let t = start(
+        vec![
+            DeviceSpec::new("ShellyPlus1PM"),
+            DeviceSpec::new("ShellyPlugS"),
+            DeviceSpec::new("Tasmota"),
+        ],
+        &[
+            "Name: R, Model: ShellyPlus1PM, Outputs: [{Name: OR}]",
+            "Name: G, Model: ShellyPlugS, Outputs: [{Name: OG}]",
+            "Name: T, Model: Tasmota, Outputs: [{Name: OT}]",
+        ],
+        // The default: two attempts, so a toggle sent twice would end where it started.
+        "  RetryCount: 1\n",
+    );
+    // (device, output, the set request, every way a toggle could be sent)
+    let cases = [
+        (0, "OR", "rpc Switch.Set", ["rpc Switch.Toggle", "-", "-"]),
+        (
+            1,
+            "OG",
+            "GET /relay/0?turn=",
+            ["GET /relay/0?turn=toggle", "-", "-"],
+        ),
+        (
+            2,
+            "OT",
+            "cm Power1 ",
+            ["cm Power1 2", "cm Power1 TOGGLE", "cm Power 2"],
+        ),
+    ];
+    for (dev, output, set, toggles) in cases {
+        t.emu.set_output(dev, 0, false);
+        t.emu.set_fault_scope(dev, Some(set));
+        // Answers cut short: every attempt acts, none is answered.
+        t.emu.set_fault(dev, Fault::TruncatedBody);
+        t.emu.reset_counts(dev);
+        let r = t.ctl.toggle_output(&Identity::name(output));
+        assert!(r.is_err(), "{output}: no answer, no success: {r:?}");
+        assert!(t.emu.output(dev, 0), "{output}: toggled exactly once");
+        // Answers later than ResponseTimeout: the same, the other way round.
+        t.emu.set_fault(dev, Fault::None);
+        t.emu.set_latency(dev, Duration::from_millis(600));
+        let r = t.ctl.toggle_output(&Identity::name(output));
+        assert!(r.is_err(), "{output}: late answers are timeouts: {r:?}");
+        assert!(!t.emu.output(dev, 0), "{output}: toggled back exactly once");
+        t.emu.set_latency(dev, Duration::ZERO);
+        t.emu.set_fault_scope(dev, None);
+        // Healthy again: a toggle reports what happened.
+        let c = t.ctl.toggle_output(&Identity::name(output)).unwrap();
+        assert!(c.state && c.did_change, "{output}");
+        assert!(t.emu.output(dev, 0));
+        let counts = t.emu.counts(dev);
+        for toggle in toggles {
+            let sent: u64 = counts
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(toggle))
+                .map(|(_, n)| n)
+                .sum();
+            assert_eq!(sent, 0, "{output}: '{toggle}' was sent: {counts:?}");
+        }
+    }
+}

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::Credentials;
 use super::http::{Http, Reply, Request};
 use super::json::{flag, num, text};
+use super::switching::{Relay, SetAnswer};
 use super::{Driver, OutputAction, identify};
 use crate::clock;
 use crate::error::{Error, Result};
@@ -147,6 +148,8 @@ impl Gen1 {
             body: None,
             what: &what,
             headers,
+            // Reads, absolute sets and action-URL settings: all safe to repeat.
+            idempotent: true,
         };
         match self.http.send(dev, &req, attempts)? {
             Reply::Json(v) => Ok(v),
@@ -206,6 +209,25 @@ impl Gen1 {
     }
 }
 
+impl Relay for Gen1 {
+    fn reports_previous(&self) -> bool {
+        // `/relay/N?turn=` answers with the new state only.
+        false
+    }
+
+    fn output_state(&mut self, dev: &mut Device, index: usize) -> Result<bool> {
+        let relay = self.get(dev, &format!("/relay/{index}"), None)?;
+        Self::relay_state(dev, &relay, "GET /relay")
+    }
+
+    fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
+        let turn = if on { "on" } else { "off" };
+        let answer = self.get(dev, &format!("/relay/{index}?turn={turn}"), None)?;
+        let now = Self::relay_state(dev, &answer, "GET /relay")?;
+        Ok(SetAnswer { was: None, now })
+    }
+}
+
 impl Driver for Gen1 {
     fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
         self.contact(dev, attempts)
@@ -217,28 +239,7 @@ impl Driver for Gen1 {
         index: usize,
         action: OutputAction,
     ) -> Result<OutputChange> {
-        let path = format!("/relay/{index}");
-        // Gen1 answers with the new state only, so read the old one first (a toggle needs no read).
-        let before = match action {
-            OutputAction::Toggle => None,
-            _ => {
-                let relay = self.get(dev, &path, None)?;
-                Some(Self::relay_state(dev, &relay, "GET /relay")?)
-            }
-        };
-        let turn = match action {
-            OutputAction::On => "on",
-            OutputAction::Off => "off",
-            OutputAction::Toggle => "toggle",
-        };
-        let answer = self.get(dev, &format!("{path}?turn={turn}"), None)?;
-        let now = Self::relay_state(dev, &answer, "GET /relay")?;
-        dev.outputs[index].state = now;
-        let before = before.unwrap_or(!now);
-        Ok(OutputChange {
-            state: now,
-            did_change: now != before,
-        })
+        super::switching::switch(self, dev, index, action)
     }
 
     fn probe(&mut self, dev: &Device) -> bool {

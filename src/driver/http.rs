@@ -39,6 +39,9 @@ pub(crate) struct Request<'a> {
     pub what: &'a str,
     /// Extra headers (e.g. `Authorization`).
     pub headers: Vec<(&'static str, String)>,
+    /// Whether sending it twice does no harm. Others get one attempt whatever `RetryCount` says: a lost
+    /// answer to a create must not create twice.
+    pub idempotent: bool,
 }
 
 /// A device's answer.
@@ -55,8 +58,10 @@ enum Failure {
     Timeout,
     /// No usable answer (refused, reset, DNS, truncated).
     Connection(String),
-    /// An HTTP status other than 200 and 401.
+    /// An HTTP status other than 200, 401 and redirects.
     Status(u16, String),
+    /// A 3xx answer; requests go only where the configuration says, so the target is reported, not followed.
+    Redirect(u16, Option<String>),
     /// A 200 whose body is not the expected JSON.
     Body(String),
 }
@@ -66,7 +71,7 @@ impl Failure {
         match self {
             Failure::Timeout | Failure::Connection(_) => true,
             Failure::Status(code, _) => *code >= 500 || *code == 429,
-            Failure::Body(_) => false,
+            Failure::Redirect(..) | Failure::Body(_) => false,
         }
     }
 
@@ -82,6 +87,9 @@ impl Http {
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(settings.response_timeout))
             .http_status_as_error(false)
+            // A device (or whatever answers at its address) must not send us elsewhere: a redirect is a device
+            // error naming the target.
+            .max_redirects(0)
             .proxy(None)
             .max_idle_connections_per_host(1)
             // Devices close every connection, so buffers are allocated (and zeroed) per request: ureq's
@@ -141,27 +149,37 @@ impl Http {
             .get("www-authenticate")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let text = resp
+        let location = resp
+            .headers()
+            .get("location")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        // Bytes, not a string: a body that is not UTF-8 is a bad answer, not a broken connection.
+        let body = resp
             .body_mut()
             .with_config()
             .limit(MAX_BODY)
-            .read_to_string()
+            .read_to_vec()
             .map_err(classify)?;
         if self.debug_bodies {
-            log::trace!("{} → {status}: {text}", req.what);
+            log::trace!(
+                "{} → {status}: {}",
+                req.what,
+                crate::text::quote(&String::from_utf8_lossy(&body), 4096)
+            );
         }
         match status {
-            200 => serde_json::from_str(&text).map(Reply::Json).map_err(|e| {
-                let mut t = text.clone();
-                t.truncate(80);
-                Failure::Body(format!("{e} in {t:?}"))
+            200 => serde_json::from_slice(&body).map(Reply::Json).map_err(|e| {
+                Failure::Body(format!(
+                    "{e} in {}",
+                    crate::text::quote(&String::from_utf8_lossy(&body), 80)
+                ))
             }),
             401 => Ok(Reply::Unauthorized(challenge)),
-            _ => {
-                let mut t = text;
-                t.truncate(200);
-                Err(Failure::Status(status, t))
-            }
+            300..=399 => Err(Failure::Redirect(status, location)),
+            _ => Err(Failure::Status(
+                status,
+                crate::text::clip(&String::from_utf8_lossy(&body), 200),
+            )),
         }
     }
 
@@ -200,6 +218,7 @@ impl Http {
             body,
             what,
             headers: Vec::new(),
+            idempotent: true,
         };
         match self.send(dev, &req, attempts)? {
             Reply::Json(v) => Ok(v),
@@ -217,6 +236,7 @@ impl Http {
             body: None,
             what,
             headers: Vec::new(),
+            idempotent: true,
         };
         self.call(dev, &req, Some(1)).is_ok()
     }
@@ -227,7 +247,11 @@ impl Http {
         req: &Request,
         attempts: Option<u32>,
     ) -> Result<Reply, (Error, bool)> {
-        let max = attempts.unwrap_or(self.retries + 1).max(1);
+        let max = if req.idempotent {
+            attempts.unwrap_or(self.retries + 1).max(1)
+        } else {
+            1
+        };
         let mut n = 0;
         loop {
             n += 1;
@@ -279,6 +303,16 @@ fn final_error(dev: &Device, what: &str, f: Failure, attempts: u32) -> Error {
             device,
             message: format!(
                 "{what}: the device is busy (HTTP 429 Too many requests) (after {attempts} attempt(s))"
+            ),
+        },
+        Failure::Redirect(code, target) => Error::Device {
+            device,
+            message: format!(
+                "{what}: the device answered HTTP {code}, a redirect to {}; smartdev does not follow redirects: check Hostname and Port",
+                target.map_or("an unnamed place".to_string(), |t| crate::text::quote(
+                    &redact(&t),
+                    200
+                ))
             ),
         },
         Failure::Status(code, body) => Error::Device {

@@ -10,6 +10,7 @@ mod resolve;
 pub(crate) mod rpc;
 mod simfile;
 pub(crate) mod simulated;
+mod switching;
 pub(crate) mod tasmota;
 
 use std::sync::Arc;

@@ -10,6 +10,7 @@ use super::Credentials;
 use super::digest::{self, Challenge};
 use super::http::{Http, Reply, Request};
 use super::json::{at, flag, num, text};
+use super::switching::{Relay, SetAnswer};
 use super::{Driver, OutputAction, identify};
 use crate::clock;
 use crate::error::{Error, Result};
@@ -95,6 +96,7 @@ impl Rpc {
                 body: Some(frame),
                 what,
                 headers,
+                idempotent: idempotent(what),
             };
             match self.http.send(dev, &req, attempts)? {
                 Reply::Json(v) => return Ok(v),
@@ -242,9 +244,14 @@ impl Rpc {
                 }
             }
         }
-        for h in &ours {
+        for (i, h) in ours.iter().enumerate() {
             let name = text(h, &["name"]).unwrap_or_default();
-            if !wanted.iter().any(|w| w.name == name) {
+            // A second hook of the same name (a create whose answer was lost, in an older version) fires
+            // every event twice: only the first one is kept.
+            let duplicate = ours[..i]
+                .iter()
+                .any(|o| text(o, &["name"]).as_deref() == Some(name.as_str()));
+            if duplicate || !wanted.iter().any(|w| w.name == name) {
                 let id = h.get("id").cloned().unwrap_or(Value::Null);
                 self.call(dev, "Webhook.Delete", Some(json!({ "id": id })), None)?;
             }
@@ -319,6 +326,37 @@ impl Rpc {
     }
 }
 
+impl Relay for Rpc {
+    fn reports_previous(&self) -> bool {
+        true
+    }
+
+    fn output_state(&mut self, dev: &mut Device, index: usize) -> Result<bool> {
+        let status = self.call(dev, "Switch.GetStatus", Some(json!({ "id": index })), None)?;
+        flag(&status, &["output"]).ok_or_else(|| Error::Device {
+            device: dev.label(),
+            message: "RPC Switch.GetStatus: the answer has no output".into(),
+        })
+    }
+
+    fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
+        let result = self.call(
+            dev,
+            "Switch.Set",
+            Some(json!({"id": index, "on": on})),
+            None,
+        )?;
+        let was = flag(&result, &["was_on"]).ok_or_else(|| Error::Device {
+            device: dev.label(),
+            message: "RPC Switch.Set: the answer has no was_on".into(),
+        })?;
+        Ok(SetAnswer {
+            was: Some(was),
+            now: on,
+        })
+    }
+}
+
 impl Driver for Rpc {
     fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
         self.contact(dev, attempts)
@@ -330,30 +368,22 @@ impl Driver for Rpc {
         index: usize,
         action: OutputAction,
     ) -> Result<OutputChange> {
-        let (method, params) = match action {
-            OutputAction::Toggle => ("Switch.Toggle", json!({"id": index})),
-            _ => (
-                "Switch.Set",
-                json!({"id": index, "on": action.apply(false)}),
-            ),
-        };
-        let result = self.call(dev, method, Some(params), None)?;
-        let was_on = flag(&result, &["was_on"]).ok_or_else(|| Error::Device {
-            device: dev.label(),
-            message: format!("RPC {method}: the answer has no was_on"),
-        })?;
-        let now = action.apply(was_on);
-        dev.outputs[index].state = now;
-        Ok(OutputChange {
-            state: now,
-            did_change: now != was_on,
-        })
+        super::switching::switch(self, dev, index, action)
     }
 
     fn probe(&mut self, dev: &Device) -> bool {
         let url = format!("{}/shelly", self.base);
         self.http.answers(dev, &url, "GET /shelly")
     }
+}
+
+/// Whether an RPC (named `RPC <method>`) may be sent again after a lost answer: reads and absolute sets may;
+/// anything else (a `Webhook.Create`, a `Switch.Toggle`) gets one attempt, so it never happens twice.
+fn idempotent(what: &str) -> bool {
+    let verb = what.rsplit('.').next().unwrap_or("");
+    verb.starts_with("Get")
+        || verb.starts_with("List")
+        || matches!(verb, "Set" | "Update" | "Delete")
 }
 
 /// Why an RPC answer frame is not a result.
@@ -576,6 +606,24 @@ mod tests {
         assert_eq!(d.total_power, Some(60.0));
         assert_eq!(d.total_energy, Some(6.0));
         assert_eq!(d.temperature, Some(38.5));
+    }
+
+    #[test]
+    fn only_reads_and_absolute_sets_are_repeated() {
+        for m in [
+            "Shelly.GetStatus",
+            "Switch.GetStatus",
+            "Switch.Set",
+            "Webhook.List",
+            "Webhook.ListSupported",
+            "Webhook.Update",
+            "Webhook.Delete",
+        ] {
+            assert!(idempotent(&format!("RPC {m}")), "{m}");
+        }
+        for m in ["Switch.Toggle", "Webhook.Create", "Shelly.Reboot"] {
+            assert!(!idempotent(&format!("RPC {m}")), "{m}");
+        }
     }
 
     #[test]

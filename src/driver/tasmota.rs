@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::Credentials;
 use super::http::Http;
 use super::json::{at, num, text};
+use super::switching::{Relay, SetAnswer};
 use super::{Driver, OutputAction};
 use crate::clock;
 use crate::error::{Error, Result};
@@ -87,6 +88,8 @@ impl Tasmota {
             body: None,
             what: &format!("command '{cmnd}'"),
             headers: Vec::new(),
+            // Every command smartdev sends is a read or an absolute set (see `switching`).
+            idempotent: true,
         };
         let reply = match self.http.send(dev, &req, attempts)? {
             super::http::Reply::Json(v) => v,
@@ -127,6 +130,29 @@ impl Tasmota {
     }
 }
 
+impl Relay for Tasmota {
+    fn reports_previous(&self) -> bool {
+        false
+    }
+
+    fn output_state(&mut self, dev: &mut Device, index: usize) -> Result<bool> {
+        Ok(self.relay_mask(dev)? >> index & 1 == 1)
+    }
+
+    fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
+        let n = index + 1;
+        let answer = self.command(dev, &format!("Power{n} {}", u8::from(on)), None)?;
+        let word = text(&answer, &[&format!("POWER{n}")])
+            .or_else(|| (n == 1).then(|| text(&answer, &["POWER"])).flatten());
+        let now = match word.as_deref().and_then(power_text) {
+            Some(on) => on,
+            // An unknown language: ask the bitmask.
+            None => self.output_state(dev, index)?,
+        };
+        Ok(SetAnswer { was: None, now })
+    }
+}
+
 impl Driver for Tasmota {
     fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
         self.contact(dev, attempts)
@@ -138,31 +164,7 @@ impl Driver for Tasmota {
         index: usize,
         action: OutputAction,
     ) -> Result<OutputChange> {
-        let n = index + 1;
-        // The answer carries only the new state, so read the old one first (a toggle needs no read).
-        let before = match action {
-            OutputAction::Toggle => None,
-            _ => Some(self.relay_mask(dev)? >> index & 1 == 1),
-        };
-        let arg = match action {
-            OutputAction::Off => 0,
-            OutputAction::On => 1,
-            OutputAction::Toggle => 2,
-        };
-        let answer = self.command(dev, &format!("Power{n} {arg}"), None)?;
-        let word = text(&answer, &[&format!("POWER{n}")])
-            .or_else(|| (n == 1).then(|| text(&answer, &["POWER"])).flatten());
-        let now = match word.as_deref().and_then(power_text) {
-            Some(on) => on,
-            // An unknown language: ask the bitmask.
-            None => self.relay_mask(dev)? >> index & 1 == 1,
-        };
-        dev.outputs[index].state = now;
-        let before = before.unwrap_or(!now);
-        Ok(OutputChange {
-            state: now,
-            did_change: now != before,
-        })
+        super::switching::switch(self, dev, index, action)
     }
 
     fn probe(&mut self, dev: &Device) -> bool {

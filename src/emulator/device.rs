@@ -279,6 +279,10 @@ impl Device {
         }
     }
 
+    pub(crate) fn set_fault_scope(&self, scope: Option<String>) {
+        self.net.set_scope(scope);
+    }
+
     pub(crate) fn set_latency(&self, latency: Duration) {
         self.net.set_latency(latency);
     }

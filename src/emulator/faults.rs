@@ -24,6 +24,9 @@ struct Inner {
     since: Instant,
     generation: u64,
     latency: Duration,
+    /// When set, the fault (Blackhole, Http500, MalformedJson, TruncatedBody) and the latency apply only to
+    /// requests whose count key starts with it.
+    scope: Option<String>,
     held: Vec<TcpStream>,
     listening: bool,
     stopping: bool,
@@ -44,6 +47,7 @@ impl NetControl {
                 since: Instant::now(),
                 generation: 0,
                 latency: Duration::ZERO,
+                scope: None,
                 held: Vec::new(),
                 listening: true,
                 stopping: false,
@@ -80,16 +84,21 @@ impl NetControl {
         matches!(fault, Fault::Refuse | Fault::Flapping(_))
     }
 
-    pub(crate) fn fault(&self) -> Fault {
-        self.lock().fault
+    pub(crate) fn set_scope(&self, scope: Option<String>) {
+        self.lock().scope = scope;
+    }
+
+    /// The fault and latency for a request with count key `key` (none outside the scope).
+    pub(crate) fn for_request(&self, key: &str) -> (Fault, Duration) {
+        let g = self.lock();
+        if g.scope.as_deref().is_some_and(|s| !key.starts_with(s)) {
+            return (Fault::None, Duration::ZERO);
+        }
+        (g.fault, g.latency)
     }
 
     pub(crate) fn set_latency(&self, latency: Duration) {
         self.lock().latency = latency;
-    }
-
-    pub(crate) fn latency(&self) -> Duration {
-        self.lock().latency
     }
 
     pub(crate) fn phase(&self, now: Instant) -> Phase {

@@ -285,6 +285,15 @@ impl Emulator {
         self.dev(device).set_latency(latency);
     }
 
+    /// Limits the answer faults (`Blackhole`, `Http500`, `MalformedJson`, `TruncatedBody`) and the latency to
+    /// requests whose [`Emulator::counts`] key, followed by `?` and the raw query when there is one, starts
+    /// with `scope` (e.g. `rpc Switch.Set`, `GET /relay/0?turn=`, `cm Power1 `); `None` applies them to every
+    /// request again. Connection faults (`Refuse`, `Flapping`)
+    /// always apply to the whole port.
+    pub fn set_fault_scope(&self, device: usize, scope: Option<&str>) {
+        self.dev(device).set_fault_scope(scope.map(str::to_string));
+    }
+
     /// Requests per endpoint since start or the last reset: Gen1 `GET /status` (path without query), RPC
     /// `rpc <Method>` (frames and `/rpc/<Method>`) and `GET /shelly`, Tasmota `cm <command>`. Refused
     /// connections are not counted, faulted and blackholed requests and those refused by auth are.

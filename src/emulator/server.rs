@@ -263,8 +263,15 @@ fn serve(mut stream: TcpStream, service: &dyn Service, net: &NetControl) {
             return;
         }
     };
-    net.count(service.key(&request));
-    let (response, truncate) = match net.fault() {
+    let key = service.key(&request);
+    // The scope may name a query too (`GET /relay/0?turn`): matched against the key plus the raw query.
+    let (fault, latency) = if request.query.is_empty() {
+        net.for_request(&key)
+    } else {
+        net.for_request(&format!("{key}?{}", request.query))
+    };
+    net.count(key);
+    let (response, truncate) = match fault {
         Fault::Blackhole => {
             net.hold(stream);
             return;
@@ -282,7 +289,7 @@ fn serve(mut stream: TcpStream, service: &dyn Service, net: &NetControl) {
         Fault::TruncatedBody => (handle(service, &request), true),
         _ => (handle(service, &request), false),
     };
-    net.sleep(net.latency());
+    net.sleep(latency);
     if let Err(e) = write_response(&mut stream, &response, truncate) {
         log::trace!("emulator: cannot answer: {e}");
     }

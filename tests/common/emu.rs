@@ -29,7 +29,16 @@ pub fn settings(emu: &Emulator, blocks: &[&str], extra: &str) -> Settings {
     } else {
         "  RefreshInterval: 0\n"
     };
-    let mut yaml = format!("SmartDevices:\n{FAST}{refresh}{extra}  Devices:\n");
+    // `extra` may override a FAST setting.
+    let fast: String = FAST
+        .lines()
+        .filter(|l| {
+            let key = l.trim().split(':').next().unwrap_or_default();
+            !extra.contains(&format!("{key}:"))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut yaml = format!("SmartDevices:\n{fast}{refresh}{extra}  Devices:\n");
     for (i, b) in blocks.iter().enumerate() {
         yaml.push_str(&format!(
             "    - {{{b}, Hostname: 127.0.0.1, Port: {}}}\n",
