@@ -135,7 +135,7 @@ typedef enum sd_result {
    */
   SD_SIMULATION = 304,
   /*
-   The device's worker failed; the device is unusable until the controller is reopened.
+   The device's driver panicked (a bug); the device is offline until its driver is rebuilt after a back-off.
    */
   SD_WORKER_FAILED = 305,
   /*

@@ -238,6 +238,8 @@ impl Controller {
     /// background. `wake` is set whenever a webhook event is queued.
     pub fn open(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
         let devices = crate::plan::plan(&settings).map_err(Error::Init)?;
+        // Shared with every worker's driver factory, which rebuilds a driver after a panic.
+        let settings = Arc::new(settings);
         let closing = Arc::new(AtomicBool::new(false));
         let http = Http::new(&settings, closing.clone());
         let liveness = Liveness {
@@ -272,8 +274,18 @@ impl Controller {
                 username: cfg.username.clone(),
                 password: cfg.password.clone(),
             };
-            match driver::for_device(d, &settings, &http, hooks, credentials) {
-                Ok(drv) => drivers.push(drv),
+            let (planned, settings, http) = (d.clone(), settings.clone(), http.clone());
+            let mut factory: worker::Factory = Box::new(move || {
+                driver::for_device(
+                    &planned,
+                    &settings,
+                    &http,
+                    hooks.clone(),
+                    credentials.clone(),
+                )
+            });
+            match factory() {
+                Ok(drv) => drivers.push((drv, factory)),
                 Err(e) => problems.push(crate::error::Problem::new(d.label(), e.to_string())),
             }
         }
@@ -284,9 +296,10 @@ impl Controller {
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
         let count = devices.len();
         let (mut slots, mut senders, mut threads) = (Vec::new(), Vec::new(), Vec::new());
-        for (dev, drv) in devices.into_iter().zip(drivers) {
+        for (dev, (drv, factory)) in devices.into_iter().zip(drivers) {
             let label = dev.label();
-            match worker::spawn(dev, drv, liveness.clone(), started_tx.clone()) {
+            let now = crate::actor::restart::real_now();
+            match worker::spawn(dev, drv, factory, now, liveness.clone(), started_tx.clone()) {
                 Ok(w) => {
                     slots.push(w.slot);
                     senders.push(w.tx);
@@ -313,7 +326,7 @@ impl Controller {
         });
         let _ = sink.0.set(shared.clone());
         let controller = Controller {
-            settings: Arc::new(settings),
+            settings,
             shared,
             threads: Mutex::new(threads),
             stop_supervisor: Mutex::new(None),

@@ -117,7 +117,8 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
-    /// The device's worker thread failed (panicked); the device stays unusable until the controller is reopened.
+    /// The device's driver panicked (a bug): the device is offline until its driver is rebuilt after a back-off
+    /// (1 s, doubling per failure in a row, at most 5 minutes).
     WorkerFailed {
         /// Device label `Name (ID: n)`.
         device: String,

@@ -79,7 +79,7 @@ var (
 	ErrUnsupported = sentinel(C.SD_UNSUPPORTED, "not supported by this device")
 	// ErrSimulation: a simulation file is unreadable.
 	ErrSimulation = sentinel(C.SD_SIMULATION, "a simulation file is unreadable")
-	// ErrWorkerFailed: the device's worker failed; reopen the controller to use the device again.
+	// ErrWorkerFailed: the device's driver panicked (a bug); it is offline until rebuilt after a back-off.
 	ErrWorkerFailed = sentinel(C.SD_WORKER_FAILED, "the device's worker failed")
 	// ErrAuth: the device refused the credentials.
 	ErrAuth = sentinel(C.SD_AUTH, "the device refused the credentials")

@@ -1,4 +1,5 @@
 //! Threads: one worker per device and one supervisor.
 
+pub(crate) mod restart;
 pub(crate) mod supervisor;
 pub(crate) mod worker;

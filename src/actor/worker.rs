@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::restart::{Backoff, Gate, Now};
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
 use crate::objects::{ComponentKind, Device, OutputChange};
@@ -63,10 +64,16 @@ pub(crate) struct Worker {
     pub thread: JoinHandle<()>,
 }
 
-/// Starts the worker thread for `device`. The result of the driver's `start` is sent on `started`.
+/// Builds a fresh driver for the device, at open and after a panic.
+pub(crate) type Factory = Box<dyn FnMut() -> Result<Box<dyn Driver>> + Send>;
+
+/// Starts the worker thread for `device` with the first `driver`; `factory` builds the replacement after a
+/// panic, when `now` says the back-off has passed. The result of the first read is sent on `started`.
 pub(crate) fn spawn(
     device: Device,
     driver: Box<dyn Driver>,
+    factory: Factory,
+    now: Now,
     liveness: Liveness,
     started: Sender<(i64, Result<()>)>,
 ) -> std::io::Result<Worker> {
@@ -79,8 +86,10 @@ pub(crate) fn spawn(
     let state = State {
         device,
         driver,
+        factory,
         liveness,
-        failed: None,
+        backoff: Backoff::new(now),
+        failing: false,
         slot: slot.clone(),
     };
     let thread = std::thread::Builder::new()
@@ -95,8 +104,12 @@ struct State {
     /// one copy, not two.
     device: Arc<Device>,
     driver: Box<dyn Driver>,
+    factory: Factory,
     liveness: Liveness,
-    failed: Option<String>,
+    /// Between a panic and the restart of the driver.
+    backoff: Backoff,
+    /// Failed (panicked, or could not be rebuilt) since the last success.
+    failing: bool,
     slot: Slot,
 }
 
@@ -172,31 +185,26 @@ impl State {
     }
 
     /// Runs one driver operation, records its outcome on the device, logs Online transitions and publishes.
+    /// A panic marks the device offline; the driver is rebuilt on the first command after the back-off.
     fn op<T>(&mut self, f: impl FnOnce(&mut Device, &mut dyn Driver) -> Result<T>) -> Result<T> {
-        if let Some(message) = &self.failed {
-            return Err(Error::WorkerFailed {
-                device: self.device.label(),
-                message: message.clone(),
-            });
-        }
         let was_online = self.device.online;
-        let driver = &mut *self.driver;
-        let dev = Arc::make_mut(&mut self.device);
-        let outcome = catch_unwind(AssertUnwindSafe(|| f(dev, driver)));
-        let dev = Arc::make_mut(&mut self.device);
-        let result = match outcome {
-            Ok(r) => r,
-            Err(payload) => {
-                let message = panic_message(&*payload);
-                log::error!("device {}: worker panicked: {message}", dev.label());
-                self.failed = Some(message.clone());
-                dev.online = false;
-                Err(Error::WorkerFailed {
-                    device: dev.label(),
-                    message,
-                })
-            }
+        let result = match self.backoff.gate() {
+            Gate::Wait(message) => Err(Error::WorkerFailed {
+                device: self.device.label(),
+                message,
+            }),
+            Gate::Restart => match catch_unwind(AssertUnwindSafe(&mut self.factory)) {
+                Ok(Ok(driver)) => {
+                    self.driver = driver;
+                    log::debug!("device {}: driver rebuilt", self.device.label());
+                    self.run_driver(f)
+                }
+                Ok(Err(e)) => Err(self.failed(e.to_string())),
+                Err(payload) => Err(self.failed(panic_message(&*payload))),
+            },
+            Gate::Run => self.run_driver(f),
         };
+        let dev = Arc::make_mut(&mut self.device);
         match &result {
             Ok(_) => dev.last_error = None,
             Err(e) => dev.last_error = Some(e.reason()),
@@ -204,6 +212,54 @@ impl State {
         self.log_transition(was_online);
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.device);
         result
+    }
+
+    /// Calls the driver, turning a panic into a failure.
+    fn run_driver<T>(
+        &mut self,
+        f: impl FnOnce(&mut Device, &mut dyn Driver) -> Result<T>,
+    ) -> Result<T> {
+        let dev = Arc::make_mut(&mut self.device);
+        let driver = &mut *self.driver;
+        match catch_unwind(AssertUnwindSafe(|| f(dev, driver))) {
+            Ok(r) => {
+                if r.is_ok() {
+                    self.backoff.succeeded();
+                    if std::mem::take(&mut self.failing) {
+                        log::info!(
+                            "device {}: the rebuilt driver works again",
+                            self.device.label()
+                        );
+                    }
+                }
+                r
+            }
+            Err(payload) => Err(self.failed(panic_message(&*payload))),
+        }
+    }
+
+    /// Takes the device offline until the back-off passes. Only the first failure in a row is logged above
+    /// debug, so a driver that panics on every answer cannot flood the log.
+    fn failed(&mut self, message: String) -> Error {
+        let message = crate::text::clip(&message, 200);
+        let first_in_a_row = !std::mem::replace(&mut self.failing, true);
+        let delay = self.backoff.panicked(message.clone());
+        let dev = Arc::make_mut(&mut self.device);
+        let text = format!(
+            "device {}: worker failed: {message}; the device is offline and its driver restarts in {:.0} s (please report this)",
+            dev.label(),
+            delay.as_secs_f64()
+        );
+        if first_in_a_row {
+            log::error!("{text}");
+        } else {
+            log::debug!("{text}");
+        }
+        dev.online = false;
+        Error::WorkerFailed {
+            device: dev.label(),
+            message,
+        }
     }
 
     /// Logs each Online change once: a warning for an unexpected loss, nothing above debug for devices that
@@ -278,22 +334,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_panic_marks_the_device_failed_and_the_worker_keeps_answering() {
-        let dev = Device {
+    fn device() -> Device {
+        Device {
             id: 7,
             name: "Boom".into(),
             outputs: vec![Output::default()],
             ..Device::default()
-        };
-        let (started_tx, started_rx) = crossbeam_channel::unbounded();
-        let liveness = Liveness {
+        }
+    }
+
+    fn liveness() -> Liveness {
+        Liveness {
             ping_allowed: false,
             timeout: std::time::Duration::from_secs(1),
             closing: Arc::default(),
-        };
-        let w = spawn(dev, Box::new(Exploding), liveness, started_tx).unwrap();
-        assert!(started_rx.recv().unwrap().1.is_ok());
+        }
+    }
+
+    fn send_switch(w: &Worker) -> Result<OutputChange> {
         let (reply, rx) = crossbeam_channel::bounded(1);
         w.tx.send(Command::Switch {
             index: 0,
@@ -301,21 +359,93 @@ mod tests {
             reply,
         })
         .unwrap();
-        let err = rx.recv().unwrap().unwrap_err();
+        rx.recv().unwrap()
+    }
+
+    fn send_refresh(w: &Worker) -> Result<()> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        w.tx.send(Command::Refresh { reply: Some(reply) }).unwrap();
+        rx.recv().unwrap()
+    }
+
+    #[test]
+    fn a_panic_takes_the_device_offline_until_a_fresh_driver_takes_over_after_the_back_off() {
+        let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = built.clone();
+        let factory: Factory = Box::new(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Box::new(Exploding) as Box<dyn Driver>)
+        });
+        let (now, clock) = crate::actor::restart::tests::manual();
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            device(),
+            Box::new(Exploding),
+            factory,
+            now,
+            liveness(),
+            started_tx,
+        )
+        .unwrap();
+        assert!(started_rx.recv().unwrap().1.is_ok());
+        assert!(snapshot(&w.slot).online);
+
+        let err = send_switch(&w).unwrap_err();
         assert!(
             matches!(&err, Error::WorkerFailed { message, .. } if message == "driver bug"),
             "{err}"
         );
-        // Later commands get the same error instead of hanging, and the snapshot says what happened.
-        let (reply, rx) = crossbeam_channel::bounded(1);
-        w.tx.send(Command::Refresh { reply: Some(reply) }).unwrap();
-        assert!(matches!(
-            rx.recv().unwrap(),
-            Err(Error::WorkerFailed { .. })
-        ));
+        // During the back-off commands answer at once with the reason and the wait; the device is offline.
+        let err = send_refresh(&w).unwrap_err();
+        assert!(err.to_string().contains("restarts in 1.0 s"), "{err}");
         let snap = snapshot(&w.slot);
         assert!(!snap.online);
         assert!(snap.last_error.as_deref().unwrap().contains("driver bug"));
+        assert_eq!(built.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        // After the back-off the next command gets a fresh driver and the device reads normally.
+        *clock.lock().unwrap() += std::time::Duration::from_secs(1);
+        send_refresh(&w).unwrap();
+        assert_eq!(built.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let snap = snapshot(&w.slot);
+        assert!(snap.online);
+        assert_eq!(snap.last_error, None);
+
+        // It panics again: a successful read in between started the back-off over.
+        assert!(send_switch(&w).is_err());
+        let err = send_refresh(&w).unwrap_err();
+        assert!(err.to_string().contains("restarts in 1.0 s"), "{err}");
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_driver_that_cannot_be_rebuilt_stays_failed_with_a_growing_wait() {
+        let factory: Factory = Box::new(|| {
+            Err(Error::Unsupported {
+                device: "Boom (ID: 7)".into(),
+                message: "gone".into(),
+            })
+        });
+        let (now, clock) = crate::actor::restart::tests::manual();
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            device(),
+            Box::new(Exploding),
+            factory,
+            now,
+            liveness(),
+            started_tx,
+        )
+        .unwrap();
+        assert!(started_rx.recv().unwrap().1.is_ok());
+        assert!(send_switch(&w).is_err());
+        *clock.lock().unwrap() += std::time::Duration::from_secs(1);
+        let err = send_refresh(&w).unwrap_err();
+        assert!(err.to_string().contains("gone"), "{err}");
+        assert!(!snapshot(&w.slot).online);
+        let err = send_refresh(&w).unwrap_err();
+        assert!(err.to_string().contains("restarts in 2.0 s"), "{err}");
         drop(w.tx);
         w.thread.join().unwrap();
     }

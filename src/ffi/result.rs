@@ -42,7 +42,7 @@ pub enum sd_result {
     SD_UNSUPPORTED = 303,
     /// A simulation file is unreadable.
     SD_SIMULATION = 304,
-    /// The device's worker failed; the device is unusable until the controller is reopened.
+    /// The device's driver panicked (a bug); the device is offline until its driver is rebuilt after a back-off.
     SD_WORKER_FAILED = 305,
     /// The device refused the credentials.
     SD_AUTH = 306,

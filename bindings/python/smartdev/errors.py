@@ -161,8 +161,8 @@ class SimulationError(SmartDevError):
 
 
 class WorkerFailedError(SmartDevError):
-    """The device's worker failed; the device is unusable until the controller is reopened
-    (``SD_WORKER_FAILED``)."""
+    """The device's driver panicked (a bug); the device is offline until its driver is rebuilt after a
+    back-off (``SD_WORKER_FAILED``)."""
 
     default_code = 305
 
