@@ -40,6 +40,7 @@ mod objects;
 mod plan;
 mod print;
 mod text;
+mod untrusted_json;
 mod url;
 mod wake;
 mod webhook;

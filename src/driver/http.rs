@@ -64,6 +64,8 @@ enum Failure {
     Redirect(u16, Option<String>),
     /// A 200 whose body is not the expected JSON.
     Body(String),
+    /// An answer over [`MAX_BODY`]: not what a device sends.
+    TooLarge,
 }
 
 impl Failure {
@@ -71,7 +73,7 @@ impl Failure {
         match self {
             Failure::Timeout | Failure::Connection(_) => true,
             Failure::Status(code, _) => *code >= 500 || *code == 429,
-            Failure::Redirect(..) | Failure::Body(_) => false,
+            Failure::Redirect(..) | Failure::Body(_) | Failure::TooLarge => false,
         }
     }
 
@@ -81,29 +83,47 @@ impl Failure {
     }
 }
 
+fn agent_config(settings: &Settings) -> ureq::config::Config {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(settings.response_timeout))
+        .http_status_as_error(false)
+        // A device (or whatever answers at its address) must not send us elsewhere: a redirect is a device
+        // error naming the target.
+        .max_redirects(0)
+        .proxy(None)
+        .max_idle_connections_per_host(1)
+        // Devices close every connection, so buffers are allocated (and zeroed) per request: ureq's
+        // 128 KiB defaults cost more than the request itself. Device answers are a few KiB.
+        .input_buffer_size(16 * 1024)
+        .output_buffer_size(16 * 1024)
+        .max_response_header_size(16 * 1024)
+        .user_agent(format!("smartdev/{}", crate::VERSION))
+        .build()
+}
+
 impl Http {
     /// Builds the agent from the settings. `closing` cuts retry waits short when the controller closes.
     pub(crate) fn new(settings: &Settings, closing: Arc<AtomicBool>) -> Self {
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(settings.response_timeout))
-            .http_status_as_error(false)
-            // A device (or whatever answers at its address) must not send us elsewhere: a redirect is a device
-            // error naming the target.
-            .max_redirects(0)
-            .proxy(None)
-            .max_idle_connections_per_host(1)
-            // Devices close every connection, so buffers are allocated (and zeroed) per request: ureq's
-            // 128 KiB defaults cost more than the request itself. Device answers are a few KiB.
-            .input_buffer_size(16 * 1024)
-            .output_buffer_size(16 * 1024)
-            .max_response_header_size(16 * 1024)
-            .user_agent(format!("smartdev/{}", crate::VERSION))
-            .build();
         let agent = ureq::Agent::with_parts(
-            config,
+            agent_config(settings),
             ureq::unversioned::transport::DefaultConnector::default(),
             super::resolve::LiteralFirst::default(),
         );
+        Self::with_agent(agent, settings, closing)
+    }
+
+    /// Like [`Http::new`], but every connection gets the next answer of `script` instead of a socket.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn canned(settings: &Settings, script: super::canned::Script) -> Self {
+        let agent = ureq::Agent::with_parts(
+            agent_config(settings),
+            super::canned::CannedConnector(script),
+            super::resolve::LiteralFirst::default(),
+        );
+        Self::with_agent(agent, settings, Arc::default())
+    }
+
+    fn with_agent(agent: ureq::Agent, settings: &Settings, closing: Arc<AtomicBool>) -> Self {
         Http {
             agent,
             retries: settings.retry_count,
@@ -168,12 +188,14 @@ impl Http {
             );
         }
         match status {
-            200 => serde_json::from_slice(&body).map(Reply::Json).map_err(|e| {
-                Failure::Body(format!(
-                    "{e} in {}",
-                    crate::text::quote(&String::from_utf8_lossy(&body), 80)
-                ))
-            }),
+            200 => crate::untrusted_json::parse(&body)
+                .map(Reply::Json)
+                .map_err(|e| {
+                    Failure::Body(format!(
+                        "{e} in {}",
+                        crate::text::quote(&String::from_utf8_lossy(&body), 80)
+                    ))
+                }),
             401 => Ok(Reply::Unauthorized(challenge)),
             300..=399 => Err(Failure::Redirect(status, location)),
             _ => Err(Failure::Status(
@@ -323,6 +345,13 @@ fn final_error(dev: &Device, what: &str, f: Failure, attempts: u32) -> Error {
             device,
             message: format!("{what}: the answer is not valid JSON: {m}"),
         },
+        Failure::TooLarge => Error::Device {
+            device,
+            message: format!(
+                "{what}: the answer is larger than {} KiB, far more than a device sends; check Hostname and Port",
+                MAX_BODY / 1024
+            ),
+        },
     }
 }
 
@@ -340,7 +369,7 @@ fn classify(e: ureq::Error) -> Failure {
         },
         ureq::Error::HostNotFound => Failure::Connection("host not found".into()),
         ureq::Error::ConnectionFailed => Failure::Connection("connection failed".into()),
-        ureq::Error::BodyExceedsLimit(n) => Failure::Body(format!("answer larger than {n} bytes")),
+        ureq::Error::BodyExceedsLimit(_) => Failure::TooLarge,
         other => Failure::Connection(redact(&other.to_string())),
     }
 }

@@ -1,6 +1,8 @@
 //! Device drivers: one per way of reaching a device, behind one small trait. A driver is owned by the device's
 //! worker thread, so it never needs locks.
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod canned;
 pub(crate) mod digest;
 pub(crate) mod gen1;
 pub(crate) mod http;

@@ -68,6 +68,7 @@ pub fn threads_named(prefix: &str) -> Vec<String> {
     out
 }
 pub mod emu;
+pub mod hostile;
 pub mod raw_http;
 
 /// Runs a nested `cargo build` with `args` in the repository (plain `cargo test` builds neither the C

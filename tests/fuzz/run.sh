@@ -9,7 +9,8 @@
 # Environment (all optional):
 #   RUNS        executions per target (default 100000)
 #   TARGETS     space-separated targets (default: every target in Cargo.toml)
-#   MAX_LEN     -max_len for libFuzzer (default 4096)
+#   MAX_LEN     -max_len for libFuzzer (default 4096; device_exchange always 16384: its seeds are whole
+#               recorded exchanges of up to ~10 KiB)
 #   SANITIZER   cargo fuzz -s value (default none: works on stable; panics are still caught)
 #   TOOLCHAIN   rustup toolchain to run with, e.g. nightly (default: the active one)
 #   FUZZ_ARGS   extra libFuzzer arguments, e.g. "-max_total_time=600"
@@ -49,7 +50,11 @@ failed=()
 for t in $TARGETS; do
   corpus="tests/fuzz/corpus/$t"
   mkdir -p "$corpus"
-  args=(-runs="$RUNS" -max_len="$MAX_LEN")
+  max_len="$MAX_LEN"
+  if [ "$t" = device_exchange ]; then
+    max_len=16384
+  fi
+  args=(-runs="$RUNS" -max_len="$max_len")
   if [ -f "tests/fuzz/dicts/$t.dict" ]; then
     args+=(-dict="tests/fuzz/dicts/$t.dict")
   fi
