@@ -167,7 +167,8 @@ pub const ANSWER_SEPARATOR: &[u8] = b"\0\0";
 /// Drives whole device answers — status line, headers, body, as raw bytes — through the HTTP client and a
 /// driver. The first byte picks the driver (model, password, webhooks); the rest is split at
 /// [`ANSWER_SEPARATOR`] into the answers to successive connections (with none left, connections are refused).
-/// The driver reads the device, toggles output 0 and reads again.
+/// The driver reads the device, toggles output 0 and reads again, on a thread with a worker's small stack so
+/// that deep recursion shows as it would in a worker.
 pub fn device_exchange(data: &[u8]) {
     let Some((&pick, rest)) = data.split_first() else {
         return;
@@ -182,7 +183,15 @@ pub fn device_exchange(data: &[u8]) {
         rest = &rest[at + ANSWER_SEPARATOR.len()..];
     }
     answers.push(rest.to_vec());
-    exchange(pick, answers);
+    std::thread::scope(|s| {
+        let run = std::thread::Builder::new()
+            .stack_size(crate::actor::worker::STACK_SIZE)
+            .spawn_scoped(s, || exchange(pick, answers))
+            .expect("a thread starts");
+        if let Err(panic) = run.join() {
+            std::panic::resume_unwind(panic);
+        }
+    });
 }
 
 /// Runs the driver `pick` selects against `answers`.
@@ -545,8 +554,25 @@ mod tests {
     /// Whole answers through the HTTP client and every driver: each answer of a healthy exchange is replaced
     /// by each hostile answer and by every wrong-typed variant of itself. Nothing may panic, and once the
     /// device answers sanely again the same driver reads it normally.
+    /// Runs `f` on a thread with a worker's stack, so deep recursion fails here as it would in a worker.
+    fn on_worker_stack(f: impl FnOnce() + Send) {
+        std::thread::scope(|s| {
+            let run = std::thread::Builder::new()
+                .stack_size(crate::actor::worker::STACK_SIZE)
+                .spawn_scoped(s, f)
+                .unwrap();
+            if let Err(panic) = run.join() {
+                std::panic::resume_unwind(panic);
+            }
+        });
+    }
+
     #[test]
     fn whole_device_answers_never_panic_and_the_driver_recovers() {
+        on_worker_stack(whole_device_answers);
+    }
+
+    fn whole_device_answers() {
         let hostile = hostile_answers();
         let mut runs = 0;
         let picks: Vec<u8> = (0..EXCHANGE_MODELS.len() as u8)
@@ -634,7 +660,9 @@ mod tests {
                     }
                 })
                 .collect();
-            exchange(pick, answers);
+            let mut data = vec![pick];
+            data.extend(answers.join(ANSWER_SEPARATOR));
+            device_exchange(&data);
         }
     }
 }

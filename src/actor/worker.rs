@@ -14,7 +14,7 @@ use crate::objects::{ComponentKind, Device, OutputChange};
 
 /// Worker threads mostly wait on sockets and parse small JSON bodies; 256 KiB is ample and keeps 1,000 workers
 /// cheap in address space.
-const STACK_SIZE: usize = 256 * 1024;
+pub(crate) const STACK_SIZE: usize = 256 * 1024;
 
 /// Commands from callers and the supervisor. Each carries its own reply channel.
 pub(crate) enum Command {
