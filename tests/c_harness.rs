@@ -109,6 +109,13 @@ fn many_threads_on_one_controller() {
 }
 
 #[test]
+fn log_callbacks_belong_to_their_controller() {
+    each_build("sd_log_callbacks", |d| {
+        vec![("SD_TEST_DIR", d.path().display().to_string())]
+    });
+}
+
+#[test]
 fn emulated_devices() {
     each_build("sd_int_emulated", |_| {
         // One emulator per run (the sanitizer run repeats the scenario from scratch).
