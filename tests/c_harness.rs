@@ -76,6 +76,12 @@ fn run(exe: &Path, env: &[(&str, String)]) {
     );
 }
 
+/// A local port where nothing listens (bound once, then released), so connecting to it is refused.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
 /// Builds and runs a program; also with sanitizers when `SD_SANITIZE` is set.
 fn each_build(name: &str, env: impl Fn(&TempDir) -> Vec<(&'static str, String)>) {
     let bin = TempDir::new(&format!("c-{name}"));
@@ -135,6 +141,7 @@ fn emulated_devices() {
             ("SD_EMU_PORT_0", emu.port(0).to_string()),
             ("SD_EMU_PORT_1", emu.port(1).to_string()),
             ("SD_EMU_PORT_2", emu.port(2).to_string()),
+            ("SD_CLOSED_PORT", closed_port().to_string()),
         ];
         // The emulator must outlive the program run: leak it for the life of this test process.
         std::mem::forget(emu);

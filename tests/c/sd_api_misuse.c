@@ -30,6 +30,9 @@ int main(void) {
   CHECK(sd_wake_fd(NULL) == -1);
   CHECK_RC(sd_wake_clear(NULL), SD_NULL_PARAMETER);
   CHECK_RC(sd_refresh_all(NULL, NULL), SD_NULL_PARAMETER);
+  size_t untouched = 7;
+  CHECK_RC(sd_refresh_all(NULL, &untouched), SD_NULL_PARAMETER);
+  CHECK(untouched == 7); /* a refused call writes no out-parameter, *failures included */
   sd_close(NULL);
 
   /* Bad YAML, bad UTF-8. */
