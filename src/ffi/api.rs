@@ -328,6 +328,18 @@ unsafe fn open(
     // Dropped (removed again) on every early return, so a failed open leaves no callback behind.
     let mut registration = None;
     if let Some(o) = opts {
+        // First, so the records of everything below reach it.
+        if let Some(callback) = o.log_callback {
+            registration = super::log::register(scope, callback, o.log_user, o.log_level);
+            if registration.is_none() {
+                return fail(
+                    sd_result::SD_LOGGER,
+                    "log_callback cannot receive records: another logger already owns this process's log \
+                     (a controller opened earlier set one up from its Files block, or the host installed one); \
+                     give every controller a log_callback, or call sd_set_log_callback before opening any",
+                );
+            }
+        }
         // SAFETY: the strings are NULL or valid C strings by contract.
         let (schema_path, schema_yaml, models_path) = unsafe {
             (
@@ -347,17 +359,6 @@ unsafe fn open(
         }
         if let Some(m) = models_path {
             loader = loader.with_models(lib!(ModelLibrary::from_file(m)));
-        }
-        if let Some(callback) = o.log_callback {
-            registration = super::log::register(scope, callback, o.log_user, o.log_level);
-            if registration.is_none() {
-                return fail(
-                    sd_result::SD_LOGGER,
-                    "log_callback cannot receive records: another logger already owns this process's log \
-                     (a controller opened earlier set one up from its Files block, or the host installed one); \
-                     give every controller a log_callback, or call sd_set_log_callback before opening any",
-                );
-            }
         }
         wake = o.wake;
     }
