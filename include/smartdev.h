@@ -91,7 +91,9 @@ typedef enum sd_result {
    */
   SD_NO_EVENT = 104,
   /*
-   The controller was closed.
+   Reserved: the controller was closed. The C API does not return it, because `sd_close` sets the caller's
+   pointer to NULL (a later call gets `SD_NULL_PARAMETER`; using a copy of a closed pointer is undefined
+   behaviour). The Go and Python bindings report their own "closed" error.
    */
   SD_CLOSED = 105,
   /*
@@ -119,11 +121,14 @@ typedef enum sd_result {
    */
   SD_TIMEOUT = 300,
   /*
-   The device is offline.
+   The device is marked offline and the operation was not attempted (a simulated device whose file says
+   `Online: false`). A real device that cannot be reached gives `SD_TIMEOUT` or `SD_DEVICE`.
    */
   SD_OFFLINE = 301,
   /*
-   The device answered with an error or an unusable answer (RPC errors included).
+   The device could not be used, after all retries: the connection failed (refused, reset, answer cut
+   short, host not found), or the device answered with an error or an unusable answer (HTTP error status,
+   a redirect, invalid JSON, an RPC error). The message says which.
    */
   SD_DEVICE = 302,
   /*
@@ -195,15 +200,21 @@ typedef struct sd_open_options {
    */
   const char *models_path;
   /*
-   Receives log records, or NULL (then a `Files` block in the configuration sets up file/stderr logging).
+   Receives this controller's log records and only those: its devices, its supervisor, its webhook
+   listener, and what its calls log on the caller's thread. NULL: they go to the process-wide callback of
+   `sd_set_log_callback`, if any (and a `Files` block in the configuration sets up file/stderr logging).
+   Lifetime: called from library threads from the start of `sd_open` until `sd_close` returns, never
+   after, and never after an `sd_open` that failed; `log_user` may be freed once `sd_close` returns.
+   `sd_open` fails with `SD_LOGGER` when another logger owns the process (see `sd_set_log_callback`).
    */
   sd_log_callback log_callback;
   /*
-   Passed to `log_callback` unchanged.
+   Passed to `log_callback` unchanged (never dereferenced by the library).
    */
   void *log_user;
   /*
-   Highest level forwarded to `log_callback`: 0 off, 1 error … 5 trace.
+   Highest level forwarded to `log_callback`: 0 off (the controller's records are then dropped), 1 error
+   … 5 trace.
    */
   int log_level;
   /*
@@ -292,10 +303,13 @@ const char *sd_result_name(int code);
 enum sd_result sd_last_error_message(char *buf, size_t len, size_t *needed);
 
 /*
- Sets (or, with a NULL `callback` or `level` 0, removes) the process-wide log callback: the library's log
- records up to `level` (`SD_LOG_ERROR` … `SD_LOG_TRACE`) go to `callback(user, level, message)`. Once this
- returns, a previous callback is never called again — call it with NULL before unloading the code the
- callback lives in. `SD_LOGGER` when another logger already owns the process (e.g. the host set one).
+ Sets (or, with a NULL `callback` or `level` 0, removes) the process-wide log callback: library records up
+ to `level` (`SD_LOG_ERROR` … `SD_LOG_TRACE`) that belong to no controller with its own
+ `sd_open_options.log_callback` (controllers opened without one, and records outside any controller) go to
+ `callback(user, level, message)`. Lifetime: once this returns, a previous callback is never called again —
+ call it with NULL before freeing its `user` or unloading the code the callback lives in. `SD_LOGGER` when
+ another logger already owns the process (the host installed one, or a controller opened without a
+ callback set one up from its configuration's `Files` block).
  */
 enum sd_result sd_set_log_callback(sd_log_callback callback,
                                    void *user,
@@ -409,7 +423,9 @@ enum sd_result sd_toggle_output(const struct sd_controller *ctl,
 
 /*
  Reads every device at once. On `SD_OK` all were refreshed; otherwise the code and message are those of the
- first failure and `*failures` (when not NULL) is written with how many failed.
+ first failure. `*failures` (when not NULL) is the documented exception to "out-parameters only on `SD_OK`":
+ whenever every device was tried it is written with how many failed — 0 with `SD_OK`, at least 1 with a
+ device's error code. It is left untouched when the call itself is refused (`SD_NULL_PARAMETER`, ...).
 
  # Safety
  `ctl` valid; `failures` NULL or valid.
@@ -442,8 +458,11 @@ enum sd_result sd_pull_event(const struct sd_controller *ctl,
                              size_t *needed);
 
 /*
- The descriptor that is readable while webhook events wait (level-triggered), or -1 when the controller
- has no wake flag. Owned by the controller: never read or close it; valid until `sd_close`.
+ The wake flag's descriptor, or -1 when the controller has no wake flag. It is readable exactly while the
+ wake flag is set (level-triggered): a queued webhook event sets the flag, and only `sd_wake_clear` clears
+ it. Pulling every event does not, so poll keeps returning at once until `sd_wake_clear` is called. On
+ `POLLIN`: `sd_wake_clear`, then `sd_pull_event` until `SD_NO_EVENT`. Owned by the controller: never read
+ or close it; valid until `sd_close`.
 
  # Safety
  `ctl` NULL or valid.
@@ -451,7 +470,8 @@ enum sd_result sd_pull_event(const struct sd_controller *ctl,
 int sd_wake_fd(const struct sd_controller *ctl);
 
 /*
- Clears the wake flag (and drains its descriptor). Call it before pulling events, so none is missed.
+ Clears the wake flag (the descriptor stops being readable). Call it before pulling events, so an event
+ arriving meanwhile sets the flag again and none is missed.
 
  # Safety
  `ctl` valid.

@@ -75,7 +75,8 @@ pub enum Error {
         /// Device label `Name (ID: n)`.
         device: String,
     },
-    /// The device answered with an error, an unexpected status or an unreadable body.
+    /// The device could not be used: the connection failed (refused, reset, cut short, host not found), or it
+    /// answered with an error, an unexpected status or an unreadable body.
     Device {
         /// Device label `Name (ID: n)`.
         device: String,

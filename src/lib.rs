@@ -34,6 +34,7 @@ pub mod ffi;
 #[doc(hidden)]
 pub mod fuzzing;
 mod hostname;
+mod log_scope;
 pub mod logging;
 pub mod models;
 mod objects;

@@ -76,6 +76,12 @@ fn run(exe: &Path, env: &[(&str, String)]) {
     );
 }
 
+/// A local port where nothing listens (bound once, then released), so connecting to it is refused.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
 /// Builds and runs a program; also with sanitizers when `SD_SANITIZE` is set.
 fn each_build(name: &str, env: impl Fn(&TempDir) -> Vec<(&'static str, String)>) {
     let bin = TempDir::new(&format!("c-{name}"));
@@ -109,6 +115,13 @@ fn many_threads_on_one_controller() {
 }
 
 #[test]
+fn log_callbacks_belong_to_their_controller() {
+    each_build("sd_log_callbacks", |d| {
+        vec![("SD_TEST_DIR", d.path().display().to_string())]
+    });
+}
+
+#[test]
 fn emulated_devices() {
     each_build("sd_int_emulated", |_| {
         // One emulator per run (the sanitizer run repeats the scenario from scratch).
@@ -128,6 +141,7 @@ fn emulated_devices() {
             ("SD_EMU_PORT_0", emu.port(0).to_string()),
             ("SD_EMU_PORT_1", emu.port(1).to_string()),
             ("SD_EMU_PORT_2", emu.port(2).to_string()),
+            ("SD_CLOSED_PORT", closed_port().to_string()),
         ];
         // The emulator must outlive the program run: leak it for the life of this test process.
         std::mem::forget(emu);

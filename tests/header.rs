@@ -50,3 +50,25 @@ fn header_is_up_to_date_and_versioned() {
         assert!(text.contains(&format!(" {f}(")), "{f} is exported");
     }
 }
+
+/// The header states the lifetime rule of both kinds of log callback and one truth about the wake descriptor
+/// (issue 10: the old text invited freeing `log_user` while a library thread could still use it, and
+/// described the descriptor as readable "while webhook events wait").
+#[test]
+fn header_states_callback_lifetimes_and_the_wake_descriptor_rule() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/smartdev.h"))
+        .expect("the header is committed");
+    // The comments' words, without line breaks and comment stars.
+    let words: Vec<&str> = text.split_whitespace().filter(|w| *w != "*").collect();
+    let prose = words.join(" ");
+    for needle in [
+        "until `sd_close` returns, never after, and never after an `sd_open` that failed",
+        "`log_user` may be freed once `sd_close` returns",
+        "once this returns, a previous callback is never called again",
+        "readable exactly while the wake flag is set",
+        "`*failures` (when not NULL) is the documented exception",
+    ] {
+        assert!(prose.contains(needle), "the header does not say: {needle}");
+    }
+    assert!(!prose.contains("readable while webhook events wait"));
+}

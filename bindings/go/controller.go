@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"runtime"
+	"runtime/cgo"
 	"strings"
 	"sync"
 	"unsafe"
@@ -45,8 +46,8 @@ func WithoutWake() Option { return func(o *options) { o.noWake = true } }
 // WithLogger sends the library's log records (up to LogInfo, see WithLogLevel) to fn instead of the
 // configuration's Files block. fn is called from library threads; the binding serialises the calls, so fn
 // need not be reentrant, but it must return quickly and must not call the Controller (that could deadlock).
-// A panic in fn is recovered and dropped. The library has one process-wide log slot: the latest Open with a
-// logger receives the records of every controller; fn stops being called when its controller is closed.
+// A panic in fn is recovered and dropped. fn receives this controller's records only, and is not called
+// once Close returns.
 func WithLogger(fn func(level int, msg string)) Option { return func(o *options) { o.logger = fn } }
 
 // WithLogLevel sets the highest level forwarded to the WithLogger function: 0 off, LogError … LogTrace.
@@ -61,7 +62,7 @@ type Controller struct {
 	mu     sync.RWMutex
 	ptr    *C.sd_controller
 	wake   bool
-	logKey uintptr
+	logger cgo.Handle // 0 without WithLogger; deleted once sd_close returned
 
 	done      chan struct{} // closed when Close starts, so Events goroutines stop
 	closeOnce sync.Once
@@ -128,9 +129,9 @@ func open(fromYAML bool, source string, opts []Option) (*Controller, error) {
 		}
 		owned = append(owned, p)
 	}
-	var key uintptr
+	var logger cgo.Handle // handles are never 0, so 0 tells sdgo_open "no logger"
 	if o.logger != nil {
-		key = registerLogger(o.logger)
+		logger = newLogHandle(o.logger)
 	}
 	yamlFlag := C.int(0)
 	if fromYAML {
@@ -138,13 +139,15 @@ func open(fromYAML bool, source string, opts []Option) (*Controller, error) {
 	}
 	var ptr *C.sd_controller
 	var msg *C.char
-	r := C.sdgo_open(yamlFlag, owned[0], owned[1], owned[2], owned[3], C.uintptr_t(key), C.int(o.logLevel),
+	r := C.sdgo_open(yamlFlag, owned[0], owned[1], owned[2], owned[3], C.uintptr_t(logger), C.int(o.logLevel),
 		C.bool(!o.noWake), &ptr, &msg)
 	if err := check(r, msg); err != nil {
-		unregisterLogger(key)
+		if logger != 0 {
+			logger.Delete() // a failed sd_open never calls it again
+		}
 		return nil, err
 	}
-	c := &Controller{ptr: ptr, wake: !o.noWake, logKey: key, done: make(chan struct{})}
+	c := &Controller{ptr: ptr, wake: !o.noWake, logger: logger, done: make(chan struct{})}
 	runtime.SetFinalizer(c, (*Controller).Close)
 	return c, nil
 }
@@ -162,7 +165,10 @@ func (c *Controller) Close() error {
 	p := c.ptr
 	C.sd_close(&p) // frees the controller and sets p to NULL
 	c.ptr = nil
-	unregisterLogger(c.logKey)
+	if c.logger != 0 {
+		c.logger.Delete() // sd_close returned: the library no longer calls it
+		c.logger = 0
+	}
 	runtime.SetFinalizer(c, nil)
 	runtime.KeepAlive(c)
 	return nil

@@ -404,6 +404,49 @@ func TestPrintListings(t *testing.T) {
 	}
 }
 
+// recorder is a WithLogger function that keeps the messages.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) log(_ int, msg string) {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, msg)
+	r.mu.Unlock()
+}
+
+func (r *recorder) snapshot() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs...)
+}
+
+// Each controller's logger gets its own records only (before issue 10 the latest Open got every record).
+func TestTwoControllersEachLogToTheirOwnLogger(t *testing.T) {
+	var first, second recorder
+	one, err := smartdev.OpenYAML(simConfig(t.TempDir(), false), smartdev.WithSchemaYAML(schema),
+		smartdev.WithLogger(first.log))
+	must(t, err)
+	defer one.Close()
+	two, err := smartdev.OpenYAML(simConfig(t.TempDir(), false), smartdev.WithSchemaYAML(schema),
+		smartdev.WithLogger(second.log))
+	must(t, err)
+	defer two.Close()
+	before := len(second.snapshot())
+	must(t, one.Close())
+	got := first.snapshot()
+	if len(got) == 0 || !strings.Contains(got[len(got)-1], "closed") {
+		t.Errorf("the first logger did not get its controller's close record: %q", got)
+	}
+	third, err := smartdev.OpenYAML(simConfig(t.TempDir(), false), smartdev.WithSchemaYAML(schema))
+	must(t, err)
+	must(t, third.Close())
+	if after := second.snapshot(); len(after) != before {
+		t.Errorf("other controllers' records reached the second logger: %q", after[before:])
+	}
+}
+
 func TestLoggerReceivesMessagesAtOpen(t *testing.T) {
 	var mu sync.Mutex
 	var got []string

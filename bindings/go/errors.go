@@ -57,7 +57,8 @@ var (
 	ErrInvalidParameter = sentinel(C.SD_INVALID_PARAMETER, "an argument is not acceptable")
 	// ErrNotFound: no device, component or model matches the identity (also: the webhook listener is off).
 	ErrNotFound = sentinel(C.SD_NOT_FOUND, "not found")
-	// ErrClosed: the controller was closed.
+	// ErrClosed: the controller was closed (reported by the binding itself; the C API cannot see a closed
+	// controller).
 	ErrClosed = sentinel(C.SD_CLOSED, "the controller is closed")
 	// ErrPanic: the library caught an internal panic.
 	ErrPanic = sentinel(C.SD_PANIC, "internal error in the library")
@@ -71,10 +72,12 @@ var (
 	ErrModelLibrary = sentinel(C.SD_MODEL_LIBRARY, "the model library could not be loaded")
 	// ErrTimeout: a device did not answer in time, after all retries.
 	ErrTimeout = sentinel(C.SD_TIMEOUT, "the device did not answer in time")
-	// ErrOffline: the device is offline.
+	// ErrOffline: the device is marked offline and the operation was not attempted (a simulated device whose
+	// file says Online: false); an unreachable real device gives ErrTimeout or ErrDevice.
 	ErrOffline = sentinel(C.SD_OFFLINE, "the device is offline")
-	// ErrDevice: the device answered with an error or an unusable answer.
-	ErrDevice = sentinel(C.SD_DEVICE, "the device answered with an error")
+	// ErrDevice: the device could not be used: the connection failed (refused, reset, cut short, host not
+	// found) or it answered with an error or an unusable answer (HTTP error, redirect, invalid JSON, RPC error).
+	ErrDevice = sentinel(C.SD_DEVICE, "the device could not be used")
 	// ErrUnsupported: the operation is not possible on this device.
 	ErrUnsupported = sentinel(C.SD_UNSUPPORTED, "not supported by this device")
 	// ErrSimulation: a simulation file is unreadable.

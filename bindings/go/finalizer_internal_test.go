@@ -2,35 +2,40 @@ package smartdev
 
 import (
 	"runtime"
+	"runtime/cgo"
 	"testing"
 	"time"
 )
 
-func registered(key uintptr) bool {
-	logMu.RLock()
-	defer logMu.RUnlock()
-	_, ok := logFns[key]
-	return ok
+// registered reports whether the logger handle is still live (Close deletes it; Value panics then).
+func registered(h cgo.Handle) (live bool) {
+	defer func() {
+		if recover() != nil {
+			live = false
+		}
+	}()
+	h.Value()
+	return true
 }
 
 // A controller that is never closed is closed by its finalizer once unreachable (seen here through its
-// logger registration, which Close removes).
+// logger handle, which Close deletes).
 func TestFinalizerClosesForgottenController(t *testing.T) {
 	yaml := "SmartDevices:\n  SimulationFileFolder: '" + t.TempDir() + "'\n  RefreshInterval: 0\n  Devices:\n" +
 		"    - {Name: Lonely, Model: ShellyPlus1PM, Simulate: true}\n"
-	key := func() uintptr {
+	h := func() cgo.Handle {
 		c, err := OpenYAML(yaml, WithLogger(func(int, string) {}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !registered(c.logKey) {
+		if !registered(c.logger) {
 			t.Fatal("the logger is not registered")
 		}
-		return c.logKey
+		return c.logger
 	}()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		runtime.GC()
-		if !registered(key) {
+		if !registered(h) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -9,58 +9,36 @@ package smartdev
 import "C"
 
 import (
+	"runtime/cgo"
 	"sync"
 )
 
-// The library calls its log callback from any of its threads, possibly concurrently, with an opaque `user`
-// pointer. The binding never hands a Go pointer to C for this: `user` carries a small integer key into the
-// registry below, and the C trampoline (sdgo.c) passes it back to sdgoLog.
-//
-// The library has one process-wide log slot: the most recent Open with WithLogger receives the records of
-// every controller from then on. Records arriving for a key whose controller was closed are dropped.
+// The library calls a controller's log callback with that controller's records only, from any of its threads
+// (possibly concurrently), from the start of sd_open until sd_close returns — never after, and never after a
+// failed sd_open. A Go pointer may not be handed to C, so `user` carries a cgo.Handle of the controller's
+// logEntry; the C trampoline (sdgo.c) passes it back to sdgoLog. The handle is deleted once sd_close (or the
+// failed sd_open) has returned.
 
 type logEntry struct {
 	mu sync.Mutex // serialises calls, so a logger function never runs concurrently with itself
 	fn func(level int, msg string)
 }
 
-var (
-	logMu   sync.RWMutex
-	logNext uintptr
-	logFns  = map[uintptr]*logEntry{}
-)
-
-// registerLogger stores fn and returns its key (never 0; 0 means "no logger" to sdgo_open).
-func registerLogger(fn func(level int, msg string)) uintptr {
-	logMu.Lock()
-	defer logMu.Unlock()
-	logNext++
-	logFns[logNext] = &logEntry{fn: fn}
-	return logNext
-}
-
-// unregisterLogger forgets a key; later records for it are dropped.
-func unregisterLogger(key uintptr) {
-	if key == 0 {
-		return
-	}
-	logMu.Lock()
-	delete(logFns, key)
-	logMu.Unlock()
+// newLogHandle wraps fn for the C side; Delete the handle after sd_close returns.
+func newLogHandle(fn func(level int, msg string)) cgo.Handle {
+	return cgo.NewHandle(&logEntry{fn: fn})
 }
 
 //export sdgoLog
-func sdgoLog(key C.uintptr_t, level C.int, msg *C.char) {
-	logMu.RLock()
-	e := logFns[uintptr(key)]
-	logMu.RUnlock()
-	if e == nil || msg == nil {
+func sdgoLog(handle C.uintptr_t, level C.int, msg *C.char) {
+	// A panic must not unwind into the library's (non-Go) thread: that would abort the process.
+	defer func() { _ = recover() }()
+	if msg == nil {
 		return
 	}
+	e := cgo.Handle(handle).Value().(*logEntry)
 	text := C.GoString(msg) // the message is valid only during this call: copy it first
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// A panic must not unwind into the library's (non-Go) thread: that would abort the process.
-	defer func() { _ = recover() }()
 	e.fn(int(level), text)
 }

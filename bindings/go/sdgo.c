@@ -26,13 +26,13 @@ static sd_result done(sd_result r, char **err) {
   return r;
 }
 
-/* Forwards a library log record to the Go registry; the key travels through the `user` pointer. */
+/* Forwards a controller's log record to Go; the cgo.Handle travels through the `user` pointer. */
 static void log_trampoline(void *user, int level, const char *message) {
   sdgoLog((uintptr_t)user, level, (char *)message);
 }
 
 sd_result sdgo_open(int from_yaml, const char *source, const char *schema_path, const char *schema_yaml,
-                    const char *models_path, uintptr_t log_key, int log_level, bool wake, sd_controller **out,
+                    const char *models_path, uintptr_t log_handle, int log_level, bool wake, sd_controller **out,
                     char **err) {
   sd_open_options o;
   sd_result r = sd_open_options_init(&o);
@@ -41,9 +41,9 @@ sd_result sdgo_open(int from_yaml, const char *source, const char *schema_path, 
   o.schema_yaml = schema_yaml;
   o.models_path = models_path;
   o.wake = wake;
-  if (log_key != 0) {
+  if (log_handle != 0) {
     o.log_callback = log_trampoline;
-    o.log_user = (void *)log_key;
+    o.log_user = (void *)log_handle;
     o.log_level = log_level;
   }
   return done(from_yaml ? sd_open_yaml(source, &o, out) : sd_open(source, &o, out), err);

@@ -20,7 +20,7 @@
 #include "smartdev.h"
 
 sd_result sdgo_open(int from_yaml, const char *source, const char *schema_path, const char *schema_yaml,
-                    const char *models_path, uintptr_t log_key, int log_level, bool wake, sd_controller **out,
+                    const char *models_path, uintptr_t log_handle, int log_level, bool wake, sd_controller **out,
                     char **err);
 sd_result sdgo_get_device(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
                           size_t *needed, char **err);

@@ -13,22 +13,22 @@ pub(crate) fn spawn(
     interval: Option<Duration>,
     stop: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
+    let builder = std::thread::Builder::new()
         .name("sd-supervisor".into())
-        .stack_size(128 * 1024)
-        .spawn(move || {
-            let ticker = interval.map(tick).unwrap_or_else(never);
-            loop {
-                select! {
-                    // A message or a disconnect both mean "stop".
-                    recv(stop) -> _ => break,
-                    recv(ticker) -> _ => {
-                        for w in &workers {
-                            // A busy worker already has work queued; skip rather than pile up checks.
-                            let _ = w.try_send(Command::Tick);
-                        }
+        .stack_size(128 * 1024);
+    crate::log_scope::spawn(builder, move || {
+        let ticker = interval.map(tick).unwrap_or_else(never);
+        loop {
+            select! {
+                // A message or a disconnect both mean "stop".
+                recv(stop) -> _ => break,
+                recv(ticker) -> _ => {
+                    for w in &workers {
+                        // A busy worker already has work queued; skip rather than pile up checks.
+                        let _ = w.try_send(Command::Tick);
                     }
                 }
             }
-        })
+        }
+    })
 }

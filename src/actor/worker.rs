@@ -92,10 +92,11 @@ pub(crate) fn spawn(
         failing: false,
         slot: slot.clone(),
     };
-    let thread = std::thread::Builder::new()
+    let builder = std::thread::Builder::new()
         .name(format!("sd-dev-{}", state.device.id))
-        .stack_size(STACK_SIZE)
-        .spawn(move || state.run(rx, started))?;
+        .stack_size(STACK_SIZE);
+    // The worker's records belong to the controller that starts it (see log_scope).
+    let thread = crate::log_scope::spawn(builder, move || state.run(rx, started))?;
     Ok(Worker { tx, slot, thread })
 }
 

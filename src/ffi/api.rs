@@ -1,5 +1,6 @@
 //! The exported `sd_` functions. Contract (also in the README's C section): every fallible function returns
-//! `sd_result`; out-parameters are written only on `SD_OK` (and `*needed` also on `SD_INSUFFICIENT_SIZE`);
+//! `sd_result`; out-parameters are written only on `SD_OK`, with two exceptions: `*needed` also on
+//! `SD_INSUFFICIENT_SIZE`, and `sd_refresh_all`'s `*failures` whenever every device was tried;
 //! the handle comes first, then inputs, then outputs; identities are a name (`const char *`, NULL when unused)
 //! plus an ID (`int64_t`), and the name wins when given; strings in are UTF-8 and borrowed for the call; text out
 //! goes into caller-owned buffers, NUL-terminated.
@@ -11,8 +12,9 @@ use std::time::Duration;
 use super::boundary::{
     fail, fail_with, guard, last_error, put, require, required_text, text, write_quiet, write_text,
 };
-use super::log::sd_log_callback;
+use super::log::{Registration, sd_log_callback};
 use super::result::sd_result;
+use crate::log_scope::{self, ScopeId};
 use crate::{
     ComponentKind, ConfigLoader, Controller, Identity, ModelLibrary, PrintMode, Settings,
     ValidationDictionary, WakeFlag,
@@ -47,6 +49,25 @@ struct Handle {
     wake: Option<WakeFlag>,
     /// An event taken from the queue that did not fit the caller's buffer; delivered first next time.
     pending: Mutex<Option<String>>,
+    /// The log scope of the controller's threads, entered on the caller's thread during each call.
+    scope: ScopeId,
+    /// The controller's own log callback. Declared after `ctl`, so it is removed only once every thread of
+    /// the controller is joined.
+    _log: Option<Registration>,
+}
+
+/// A controller borrowed for one call, with its log scope entered on the calling thread (records the call
+/// produces there belong to the controller).
+struct Borrowed<'a> {
+    handle: &'a Handle,
+    _scope: log_scope::Entered,
+}
+
+impl std::ops::Deref for Borrowed<'_> {
+    type Target = Handle;
+    fn deref(&self) -> &Handle {
+        self.handle
+    }
 }
 
 /// Options for `sd_open` / `sd_open_yaml`. Initialise with `sd_open_options_init`, then set what you need.
@@ -58,11 +79,17 @@ pub struct sd_open_options {
     pub schema_yaml: *const c_char,
     /// A model library file used instead of the built-in one, or NULL.
     pub models_path: *const c_char,
-    /// Receives log records, or NULL (then a `Files` block in the configuration sets up file/stderr logging).
+    /// Receives this controller's log records and only those: its devices, its supervisor, its webhook
+    /// listener, and what its calls log on the caller's thread. NULL: they go to the process-wide callback of
+    /// `sd_set_log_callback`, if any (and a `Files` block in the configuration sets up file/stderr logging).
+    /// Lifetime: called from library threads from the start of `sd_open` until `sd_close` returns, never
+    /// after, and never after an `sd_open` that failed; `log_user` may be freed once `sd_close` returns.
+    /// `sd_open` fails with `SD_LOGGER` when another logger owns the process (see `sd_set_log_callback`).
     pub log_callback: sd_log_callback,
-    /// Passed to `log_callback` unchanged.
+    /// Passed to `log_callback` unchanged (never dereferenced by the library).
     pub log_user: *mut c_void,
-    /// Highest level forwarded to `log_callback`: 0 off, 1 error … 5 trace.
+    /// Highest level forwarded to `log_callback`: 0 off (the controller's records are then dropped), 1 error
+    /// … 5 trace.
     pub log_level: c_int,
     /// Create the wake flag and its descriptor (for `sd_wake_*`). Default true.
     pub wake: bool,
@@ -108,10 +135,18 @@ pub struct sd_meter_reading {
     pub has_returned_energy: bool,
 }
 
-fn handle<'a>(ctl: *const sd_controller) -> &'a Handle {
-    // SAFETY: callers check for NULL first; a non-NULL pointer came from sd_open (a leaked Box<Handle>) and,
-    // by contract, has not been closed.
-    unsafe { &*ctl.cast::<Handle>() }
+/// The controller behind a C pointer, for the length of one call.
+///
+/// # Safety
+/// `ctl` must be non-NULL, returned by `sd_open` or `sd_open_yaml`, and not passed to `sd_close` before the
+/// result is dropped (the C contract: `sd_close` never runs concurrently with other calls on the controller).
+unsafe fn handle<'a>(ctl: *const sd_controller) -> Borrowed<'a> {
+    // SAFETY: non-NULL and a live leaked Box<Handle> by this function's contract.
+    let handle = unsafe { &*ctl.cast::<Handle>() };
+    Borrowed {
+        handle,
+        _scope: log_scope::enter(Some(handle.scope)),
+    }
 }
 
 /// The identity from a name (wins when non-NULL) and an ID.
@@ -219,10 +254,13 @@ pub unsafe extern "C" fn sd_last_error_message(
     })
 }
 
-/// Sets (or, with a NULL `callback` or `level` 0, removes) the process-wide log callback: the library's log
-/// records up to `level` (`SD_LOG_ERROR` … `SD_LOG_TRACE`) go to `callback(user, level, message)`. Once this
-/// returns, a previous callback is never called again — call it with NULL before unloading the code the
-/// callback lives in. `SD_LOGGER` when another logger already owns the process (e.g. the host set one).
+/// Sets (or, with a NULL `callback` or `level` 0, removes) the process-wide log callback: library records up
+/// to `level` (`SD_LOG_ERROR` … `SD_LOG_TRACE`) that belong to no controller with its own
+/// `sd_open_options.log_callback` (controllers opened without one, and records outside any controller) go to
+/// `callback(user, level, message)`. Lifetime: once this returns, a previous callback is never called again —
+/// call it with NULL before freeing its `user` or unloading the code the callback lives in. `SD_LOGGER` when
+/// another logger already owns the process (the host installed one, or a controller opened without a
+/// callback set one up from its configuration's `Files` block).
 #[unsafe(no_mangle)]
 pub extern "C" fn sd_set_log_callback(
     callback: sd_log_callback,
@@ -284,7 +322,24 @@ unsafe fn open(
     let mut dictionary = ValidationDictionary::builtin();
     let mut loader = ConfigLoader::new();
     let mut wake = true;
+    // Everything the controller logs, from this thread and from the threads it starts, is in its scope.
+    let scope = ScopeId::new();
+    let _in = log_scope::enter(Some(scope));
+    // Dropped (removed again) on every early return, so a failed open leaves no callback behind.
+    let mut registration = None;
     if let Some(o) = opts {
+        // First, so the records of everything below reach it.
+        if let Some(callback) = o.log_callback {
+            registration = super::log::register(scope, callback, o.log_user, o.log_level);
+            if registration.is_none() {
+                return fail(
+                    sd_result::SD_LOGGER,
+                    "log_callback cannot receive records: another logger already owns this process's log \
+                     (a controller opened earlier set one up from its Files block, or the host installed one); \
+                     give every controller a log_callback, or call sd_set_log_callback before opening any",
+                );
+            }
+        }
         // SAFETY: the strings are NULL or valid C strings by contract.
         let (schema_path, schema_yaml, models_path) = unsafe {
             (
@@ -305,9 +360,6 @@ unsafe fn open(
         if let Some(m) = models_path {
             loader = loader.with_models(lib!(ModelLibrary::from_file(m)));
         }
-        if o.log_callback.is_some() {
-            super::log::install(o.log_callback, o.log_user, o.log_level);
-        }
         wake = o.wake;
     }
     loader = loader.with_dictionary(dictionary);
@@ -326,6 +378,8 @@ unsafe fn open(
         ctl,
         wake,
         pending: Mutex::new(None),
+        scope,
+        _log: registration,
     });
     // SAFETY: checked above; valid by contract. Ownership passes to the caller until sd_close.
     unsafe { put(out, Box::into_raw(h).cast::<sd_controller>()) };
@@ -389,7 +443,11 @@ pub unsafe extern "C" fn sd_close(ctl: *mut *mut sd_controller) {
             // SAFETY: `p` came from Box::into_raw in sd_open and is freed exactly once (the caller's pointer
             // is now NULL).
             let h = unsafe { Box::from_raw(p.cast::<Handle>()) };
+            // The close's own records ("closed") still belong to the controller.
+            let _in = log_scope::enter(Some(h.scope));
             h.ctl.close();
+            // Removes the controller's callback after its threads are joined, waiting for a call in progress.
+            drop(h);
         }
     })
 }
@@ -412,7 +470,9 @@ pub unsafe extern "C" fn sd_get_device(
         require!(ctl, "ctl");
         // SAFETY: forwarded contract.
         let who = tri!(unsafe { identity(name, id) });
-        let dev = lib!(handle(ctl).ctl.get_device(&who));
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let dev = lib!(h.ctl.get_device(&who));
         let text = tri!(json(&dev));
         // SAFETY: forwarded contract.
         unsafe { write_text(&text, buf, len, needed) }
@@ -432,7 +492,9 @@ pub unsafe extern "C" fn sd_get_devices(
 ) -> sd_result {
     guard(|| {
         require!(ctl, "ctl");
-        let text = tri!(json(&handle(ctl).ctl.devices()));
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let text = tri!(json(&h.ctl.devices()));
         // SAFETY: forwarded contract.
         unsafe { write_text(&text, buf, len, needed) }
     })
@@ -457,7 +519,9 @@ pub unsafe extern "C" fn sd_get_device_component(
         let kind = tri!(kind_of(kind));
         // SAFETY: forwarded contract.
         let who = tri!(unsafe { identity(name, id) });
-        let c = lib!(handle(ctl).ctl.get_device_component(kind, &who));
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let c = lib!(h.ctl.get_device_component(kind, &who));
         let text = tri!(json(&c));
         // SAFETY: forwarded contract.
         unsafe { write_text(&text, buf, len, needed) }
@@ -484,7 +548,9 @@ pub unsafe extern "C" fn sd_change_output(
         require!(did_change, "did_change");
         // SAFETY: forwarded contract.
         let who = tri!(unsafe { identity(name, id) });
-        let c = lib!(handle(ctl).ctl.change_output(&who, desired));
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let c = lib!(h.ctl.change_output(&who, desired));
         // SAFETY: checked above; valid by contract.
         unsafe {
             put(state, c.state);
@@ -512,7 +578,9 @@ pub unsafe extern "C" fn sd_toggle_output(
         require!(did_change, "did_change");
         // SAFETY: forwarded contract.
         let who = tri!(unsafe { identity(name, id) });
-        let c = lib!(handle(ctl).ctl.toggle_output(&who));
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let c = lib!(h.ctl.toggle_output(&who));
         // SAFETY: checked above; valid by contract.
         unsafe {
             put(state, c.state);
@@ -523,7 +591,9 @@ pub unsafe extern "C" fn sd_toggle_output(
 }
 
 /// Reads every device at once. On `SD_OK` all were refreshed; otherwise the code and message are those of the
-/// first failure and `*failures` (when not NULL) is written with how many failed.
+/// first failure. `*failures` (when not NULL) is the documented exception to "out-parameters only on `SD_OK`":
+/// whenever every device was tried it is written with how many failed — 0 with `SD_OK`, at least 1 with a
+/// device's error code. It is left untouched when the call itself is refused (`SD_NULL_PARAMETER`, ...).
 ///
 /// # Safety
 /// `ctl` valid; `failures` NULL or valid.
@@ -534,7 +604,9 @@ pub unsafe extern "C" fn sd_refresh_all(
 ) -> sd_result {
     guard(|| {
         require!(ctl, "ctl");
-        let report = lib!(handle(ctl).ctl.refresh_all());
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let report = lib!(h.ctl.refresh_all());
         if !failures.is_null() {
             // SAFETY: non-NULL and valid by contract.
             unsafe { put(failures, report.failures.len()) };
@@ -573,7 +645,8 @@ pub unsafe extern "C" fn sd_is_device_online(
         require!(online, "online");
         // SAFETY: forwarded contract.
         let who = tri!(unsafe { identity(name, id) });
-        let h = handle(ctl);
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
         match h.ctl.get_device(&who) {
             Ok(d) => {
                 // SAFETY: checked above.
@@ -610,7 +683,8 @@ pub unsafe extern "C" fn sd_pull_event(
     guard(|| {
         require!(ctl, "ctl");
         require!(needed, "needed");
-        let h = handle(ctl);
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
         let mut pending = h.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.is_none() {
             match h.ctl.pull_webhook_event() {
@@ -628,8 +702,11 @@ pub unsafe extern "C" fn sd_pull_event(
     })
 }
 
-/// The descriptor that is readable while webhook events wait (level-triggered), or -1 when the controller
-/// has no wake flag. Owned by the controller: never read or close it; valid until `sd_close`.
+/// The wake flag's descriptor, or -1 when the controller has no wake flag. It is readable exactly while the
+/// wake flag is set (level-triggered): a queued webhook event sets the flag, and only `sd_wake_clear` clears
+/// it. Pulling every event does not, so poll keeps returning at once until `sd_wake_clear` is called. On
+/// `POLLIN`: `sd_wake_clear`, then `sd_pull_event` until `SD_NO_EVENT`. Owned by the controller: never read
+/// or close it; valid until `sd_close`.
 ///
 /// # Safety
 /// `ctl` NULL or valid.
@@ -642,11 +719,9 @@ pub unsafe extern "C" fn sd_wake_fd(ctl: *const sd_controller) -> c_int {
         }
         #[cfg(unix)]
         {
-            handle(ctl)
-                .wake
-                .as_ref()
-                .and_then(WakeFlag::fd)
-                .unwrap_or(-1)
+            // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+            let h = unsafe { handle(ctl) };
+            h.wake.as_ref().and_then(WakeFlag::fd).unwrap_or(-1)
         }
         #[cfg(not(unix))]
         {
@@ -655,7 +730,8 @@ pub unsafe extern "C" fn sd_wake_fd(ctl: *const sd_controller) -> c_int {
     })
 }
 
-/// Clears the wake flag (and drains its descriptor). Call it before pulling events, so none is missed.
+/// Clears the wake flag (the descriptor stops being readable). Call it before pulling events, so an event
+/// arriving meanwhile sets the flag again and none is missed.
 ///
 /// # Safety
 /// `ctl` valid.
@@ -663,7 +739,9 @@ pub unsafe extern "C" fn sd_wake_fd(ctl: *const sd_controller) -> c_int {
 pub unsafe extern "C" fn sd_wake_clear(ctl: *const sd_controller) -> sd_result {
     guard(|| {
         require!(ctl, "ctl");
-        if let Some(w) = &handle(ctl).wake {
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        if let Some(w) = &h.wake {
             w.clear();
         }
         sd_result::SD_OK
@@ -679,7 +757,9 @@ pub unsafe extern "C" fn sd_wake_clear(ctl: *const sd_controller) -> sd_result {
 pub unsafe extern "C" fn sd_wake_wait(ctl: *const sd_controller, timeout_ms: i64) -> sd_result {
     guard(|| {
         require!(ctl, "ctl");
-        let Some(w) = &handle(ctl).wake else {
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let Some(w) = &h.wake else {
             return fail(
                 sd_result::SD_INVALID_PARAMETER,
                 "the controller was opened with wake = false",
@@ -715,7 +795,9 @@ pub unsafe extern "C" fn sd_webhook_address(
 ) -> sd_result {
     guard(|| {
         require!(ctl, "ctl");
-        let Some(addr) = handle(ctl).ctl.webhook_address() else {
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let Some(addr) = h.ctl.webhook_address() else {
             return fail(
                 sd_result::SD_NOT_FOUND,
                 "the webhook listener is not running (enable it in the configuration)",
@@ -739,7 +821,9 @@ pub unsafe extern "C" fn sd_print_device_status(
 ) -> sd_result {
     guard(|| {
         require!(ctl, "ctl");
-        let text = lib!(handle(ctl).ctl.print_device_status(None));
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let text = lib!(h.ctl.print_device_status(None));
         // SAFETY: forwarded contract.
         unsafe { write_text(&text, buf, len, needed) }
     })
@@ -767,7 +851,9 @@ pub unsafe extern "C" fn sd_print_model_library(
         let text = if ctl.is_null() {
             lib!(ModelLibrary::embedded().print(mode, model))
         } else {
-            lib!(handle(ctl).ctl.print_model_library(mode, model))
+            // SAFETY: `ctl` is non-NULL in this branch and open by the caller's contract.
+            let h = unsafe { handle(ctl) };
+            lib!(h.ctl.print_model_library(mode, model))
         };
         // SAFETY: forwarded contract.
         unsafe { write_text(&text, buf, len, needed) }
@@ -789,7 +875,9 @@ unsafe fn component_state(
     require!(state, "state");
     // SAFETY: forwarded contract.
     let who = tri!(unsafe { identity(name, id) });
-    let ctl = &handle(ctl).ctl;
+    // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+    let h = unsafe { handle(ctl) };
+    let ctl = &h.ctl;
     let on = match kind {
         ComponentKind::Input => lib!(ctl.get_input(&who)).state,
         _ => lib!(ctl.get_output(&who)).state,
@@ -845,7 +933,9 @@ pub unsafe extern "C" fn sd_get_meter(
         require!(reading, "reading");
         // SAFETY: forwarded contract.
         let who = tri!(unsafe { identity(name, id) });
-        let m = lib!(handle(ctl).ctl.get_meter(&who));
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let m = lib!(h.ctl.get_meter(&who));
         let r = sd_meter_reading {
             power: m.power.unwrap_or(0.0),
             voltage: m.voltage.unwrap_or(0.0),
@@ -883,7 +973,9 @@ pub unsafe extern "C" fn sd_get_device_online(
         require!(online, "online");
         // SAFETY: forwarded contract.
         let who = tri!(unsafe { identity(name, id) });
-        let now = lib!(handle(ctl).ctl.is_device_online(&who));
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let now = lib!(h.ctl.is_device_online(&who));
         // SAFETY: checked above.
         unsafe { put(online, now) };
         sd_result::SD_OK

@@ -20,7 +20,9 @@ pub enum sd_result {
     SD_NOT_FOUND = 103,
     /// No webhook event is queued.
     SD_NO_EVENT = 104,
-    /// The controller was closed.
+    /// Reserved: the controller was closed. The C API does not return it, because `sd_close` sets the caller's
+    /// pointer to NULL (a later call gets `SD_NULL_PARAMETER`; using a copy of a closed pointer is undefined
+    /// behaviour). The Go and Python bindings report their own "closed" error.
     SD_CLOSED = 105,
     /// A Rust panic was caught at the API boundary; the message is in `sd_last_error_message`.
     SD_PANIC = 106,
@@ -34,9 +36,12 @@ pub enum sd_result {
     SD_MODEL_LIBRARY = 203,
     /// A device did not answer in time, after all retries.
     SD_TIMEOUT = 300,
-    /// The device is offline.
+    /// The device is marked offline and the operation was not attempted (a simulated device whose file says
+    /// `Online: false`). A real device that cannot be reached gives `SD_TIMEOUT` or `SD_DEVICE`.
     SD_OFFLINE = 301,
-    /// The device answered with an error or an unusable answer (RPC errors included).
+    /// The device could not be used, after all retries: the connection failed (refused, reset, answer cut
+    /// short, host not found), or the device answered with an error or an unusable answer (HTTP error status,
+    /// a redirect, invalid JSON, an RPC error). The message says which.
     SD_DEVICE = 302,
     /// The operation is not possible on this device.
     SD_UNSUPPORTED = 303,

@@ -69,22 +69,22 @@ impl Listener {
         let mut threads = Vec::with_capacity(HANDLERS);
         for n in 0..HANDLERS {
             let (server, stop, ctx) = (server.clone(), stop.clone(), ctx.clone());
-            let t = std::thread::Builder::new()
+            let builder = std::thread::Builder::new()
                 .name(format!("sd-webhook-{n}"))
-                .stack_size(256 * 1024)
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        match server.recv_timeout(Duration::from_millis(200)) {
-                            Ok(Some(rq)) => handle(&ctx, rq),
-                            Ok(None) => {}
-                            Err(_) => break,
-                        }
+                .stack_size(256 * 1024);
+            let t = crate::log_scope::spawn(builder, move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match server.recv_timeout(Duration::from_millis(200)) {
+                        Ok(Some(rq)) => handle(&ctx, rq),
+                        Ok(None) => {}
+                        Err(_) => break,
                     }
-                })
-                .map_err(|e| Error::Io {
-                    context: "starting a webhook handler thread".into(),
-                    source: e,
-                })?;
+                }
+            })
+            .map_err(|e| Error::Io {
+                context: "starting a webhook handler thread".into(),
+                source: e,
+            })?;
             threads.push(t);
         }
         log::info!("webhook listener on http://{addr}{}", w.path);

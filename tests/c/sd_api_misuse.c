@@ -9,6 +9,14 @@ static const char *CONFIG =
     "  Devices:\n"
     "    - {Name: Box, Model: ShellyPlus1PM, Simulate: true, Outputs: [{Name: Lamp}]}\n";
 
+/* A log callback that must not run (the test fails if it does). */
+static void never_called(void *user, int level, const char *message) {
+  (void)user;
+  (void)level;
+  (void)message;
+  sd_failed++;
+}
+
 int main(void) {
   char yaml[1024];
   snprintf(yaml, sizeof yaml, CONFIG, sd_env("SD_TEST_DIR"));
@@ -30,6 +38,9 @@ int main(void) {
   CHECK(sd_wake_fd(NULL) == -1);
   CHECK_RC(sd_wake_clear(NULL), SD_NULL_PARAMETER);
   CHECK_RC(sd_refresh_all(NULL, NULL), SD_NULL_PARAMETER);
+  size_t untouched = 7;
+  CHECK_RC(sd_refresh_all(NULL, &untouched), SD_NULL_PARAMETER);
+  CHECK(untouched == 7); /* a refused call writes no out-parameter, *failures included */
   sd_close(NULL);
 
   /* Bad YAML, bad UTF-8. */
@@ -102,5 +113,22 @@ int main(void) {
   CHECK(ctl == NULL);
   sd_close(&ctl);
   sd_close(NULL);
+
+  /* Another logger owns the process (here the Files block of a controller opened without a callback): a log
+   * callback could never be called, so asking for one fails with SD_LOGGER naming the cause. */
+  char with_files[2048];
+  snprintf(with_files, sizeof with_files,
+           "%sFiles: {LogfileName: '%s/sd.log', LogfileVerbosity: detailed, ConsoleVerbosity: none}\n", yaml,
+           sd_env("SD_TEST_DIR"));
+  CHECK_RC(sd_open_yaml(with_files, NULL, &ctl), SD_OK);
+  sd_close(&ctl);
+  struct sd_open_options opts;
+  CHECK_RC(sd_open_options_init(&opts), SD_OK);
+  opts.log_callback = never_called;
+  CHECK_RC(sd_open_yaml(yaml, &opts, &ctl), SD_LOGGER);
+  CHECK(ctl == NULL);
+  CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
+  CHECK(strstr(buf, "another logger") != NULL);
+  CHECK_RC(sd_set_log_callback(never_called, NULL, SD_LOG_INFO), SD_LOGGER);
   return sd_summary();
 }

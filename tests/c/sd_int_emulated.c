@@ -1,5 +1,6 @@
 /* Emulated devices over real HTTP through the C API: switching, meters with validity flags, a device error,
- * and a device that stops answering (SD_TIMEOUT). The harness passes the emulator's ports. */
+ * a device that stops answering (SD_TIMEOUT) and an address where nothing listens (SD_DEVICE: the code covers
+ * connection failures too). The harness passes the emulator's ports and a closed port. */
 #include "sd_test.h"
 
 static const char *CONFIG =
@@ -12,11 +13,13 @@ static const char *CONFIG =
     "  Devices:\n"
     "    - {Name: Hall, Model: Shelly2PMG3, Hostname: 127.0.0.1, Port: %s}\n"
     "    - {Name: Dead, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}\n"
-    "    - {Name: Locked, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s, Password: wrong}\n";
+    "    - {Name: Locked, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s, Password: wrong}\n"
+    "    - {Name: Gone, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}\n";
 
 int main(void) {
   char yaml[2048];
-  snprintf(yaml, sizeof yaml, CONFIG, sd_env("SD_EMU_PORT_0"), sd_env("SD_EMU_PORT_1"), sd_env("SD_EMU_PORT_2"));
+  snprintf(yaml, sizeof yaml, CONFIG, sd_env("SD_EMU_PORT_0"), sd_env("SD_EMU_PORT_1"), sd_env("SD_EMU_PORT_2"),
+           sd_env("SD_CLOSED_PORT"));
   sd_controller *ctl = NULL;
   CHECK_RC(sd_open_yaml(yaml, NULL, &ctl), SD_OK);
   if (ctl == NULL) return sd_summary();
@@ -49,9 +52,14 @@ int main(void) {
   CHECK(strstr(buf, "wrong password") != NULL && strstr(buf, "Locked (ID: 3)") != NULL);
   CHECK_RC(sd_get_device_online(ctl, "Locked", 0, &online), SD_OK);
   CHECK(online);
+  /* Nothing listens: the connection is refused, which is SD_DEVICE (as documented), not SD_OFFLINE. */
+  CHECK_RC(sd_get_device(ctl, "Gone", 0, buf, sizeof buf, &needed), SD_DEVICE);
+  CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
+  CHECK(strstr(buf, "connection refused") != NULL && strstr(buf, "Gone (ID: 4)") != NULL);
+  /* *failures is written on failure too: the documented exception to "out-parameters only on SD_OK". */
   size_t failures = 0;
   CHECK_RC(sd_refresh_all(ctl, &failures), SD_TIMEOUT);
-  CHECK(failures == 2);
+  CHECK(failures == 3);
 
   sd_close(&ctl);
   return sd_summary();

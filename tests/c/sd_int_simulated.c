@@ -166,6 +166,18 @@ int main(void) {
   CHECK(strstr(buf, "\"Component\":\"Door Light\"") != NULL);
   CHECK_RC(sd_pull_event(ctl, buf, sizeof buf, &needed), SD_NO_EVENT);
   CHECK(send_hook(addr, "/shelly/webhook?Event=nope") == 400);
+  /* Readable exactly while the flag is set: draining the events does not clear it, sd_wake_clear does. */
+  CHECK(send_hook(addr, "/shelly/webhook?Event=switch.off&DeviceID=1&ObjectType=output&ComponentID=1") == 200);
+  p.revents = 0;
+  CHECK(poll(&p, 1, 5000) == 1);
+  int pulled = 0;
+  while (sd_pull_event(ctl, buf, sizeof buf, &needed) == SD_OK) pulled++;
+  CHECK(pulled == 1);
+  p.revents = 0;
+  CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLIN));
+  CHECK_RC(sd_wake_clear(ctl), SD_OK);
+  p.revents = 0;
+  CHECK(poll(&p, 1, 0) == 0);
 
   sd_close(&ctl);
   CHECK(ctl == NULL);

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import itertools
 import json
 import os
 import threading
@@ -178,68 +177,26 @@ def _read_text(call: Callable[[Any, int, Any], int]) -> Optional[str]:
 
 # --- the log callback ---------------------------------------------------------------------------------------
 
-# The C library keeps ONE log target for the whole process (the last one passed to sd_open). A ctypes
-# callback object must stay alive for as long as C may call it, so the binding installs a single trampoline
-# that lives as long as the module (never garbage-collected) and routes each record by its `user` key to
-# the Python callable of the controller that registered it. Records for a key whose controller is closed are
-# dropped, so C never calls freed memory and no Python callable outlives its controller. When the last
-# controller with a callback closes, and at interpreter exit, forwarding is switched off on the C side
-# (_mute_log), so no library thread calls into Python while the interpreter finalises.
-
-_log_sinks: Dict[int, LogCallback] = {}
-_log_keys = itertools.count(1)
-
+# Each controller hands the C library its own ctypes callback and keeps it alive until sd_close returns; the
+# library calls it with that controller's records only, and never after sd_close returns (nor after a failed
+# sd_open), so dropping it then is safe. At interpreter exit every open controller is closed first
+# (_close_all_at_exit), so no library thread calls into Python while the interpreter finalises.
 
 # Set while a log callback runs on the calling (usually a library) thread; see Controller.__del__.
 _in_callback = threading.local()
 
 
-def _trampoline(user: Optional[int], level: int, message: Optional[bytes]) -> None:
-    try:
-        sink = _log_sinks.get(user or 0)
-    except Exception:  # interpreter shutdown: module globals may already be gone
-        return
-    if sink is not None:
+def _log_thunk(log: LogCallback) -> Any:
+    """The C callback for one controller's ``log``."""
+
+    def forward(_user: Optional[int], level: int, message: Optional[bytes]) -> None:
         _in_callback.active = True
         try:
-            sink(level, (message or b"").decode("utf-8", "replace"))
+            log(level, (message or b"").decode("utf-8", "replace"))
         finally:
             _in_callback.active = False
 
-
-_LOG_THUNK = _native.LOG_FUNC(_trampoline)
-
-# Guards _log_sinks changes together with the decision to mute (see _unregister_log).
-_log_lock = threading.Lock()
-# True once a log callback was handed to the C library in this process.
-_log_installed = False
-
-
-def _mute_log() -> None:
-    """Turns the C library's process-wide log forwarding off.
-
-    Library threads could otherwise call into Python while the interpreter finalises, which kills the calling
-    thread and aborts the process when that thread is a Rust thread. ``sd_set_log_callback(NULL, ...)``
-    returns only once no record is being delivered, so nothing reaches Python afterwards.
-    """
-    _native.lib().sd_set_log_callback(_native.LOG_FUNC(), None, LOG_OFF)
-
-
-def _register_log(log: LogCallback) -> int:
-    global _log_installed
-    with _log_lock:
-        key = next(_log_keys)
-        _log_sinks[key] = log
-        _log_installed = True
-        return key
-
-
-def _unregister_log(key: int) -> None:
-    """Drops a controller's log sink; mutes the C side when no controller wants records any more."""
-    with _log_lock:
-        _log_sinks.pop(key, None)
-        if not _log_sinks:
-            _mute_log()
+    return _native.LOG_FUNC(forward)
 
 
 # --- module-level functions ---------------------------------------------------------------------------------
@@ -276,16 +233,12 @@ _open_controllers: "weakref.WeakSet[Controller]" = weakref.WeakSet()
 
 @atexit.register
 def _close_all_at_exit() -> None:
-    """Closes every controller still open and mutes log forwarding before the interpreter finalises."""
+    """Closes every controller still open before the interpreter finalises (so no log callback runs then)."""
     for ctl in list(_open_controllers):
         try:
             ctl.close()
         except Exception:
             pass
-    with _log_lock:
-        _log_sinks.clear()
-        if _log_installed:
-            _mute_log()
 
 
 class Controller:
@@ -303,11 +256,10 @@ class Controller:
         schema_yaml: the same as YAML text (both may be given; they are merged).
         models_path: a model library file used instead of the built-in one.
         wake: create the wake flag and its descriptor (:meth:`wake_fd`, :meth:`wait_wake`). Default True.
-        log: ``callable(level, message)`` receiving the library's log records, from any library thread (it
-            must be thread-safe and must not call back into the controller). The C library has a single
-            process-wide log target: the controller opened last with ``log`` receives the records of every
-            controller in the process, until it is closed. Exceptions raised by it are reported by ctypes as
-            unraisable and otherwise ignored.
+        log: ``callable(level, message)`` receiving this controller's log records, and only those, from any
+            library thread (it must be thread-safe and must not call back into the controller). It is not
+            called once :meth:`close` returns. Exceptions raised by it are reported by ctypes as unraisable and
+            otherwise ignored.
         log_level: highest level forwarded to ``log``: ``LOG_OFF`` … ``LOG_TRACE`` (default ``LOG_INFO``).
 
     Raises:
@@ -334,8 +286,7 @@ class Controller:
         self._cond = threading.Condition()
         self._busy = 0
         self._closing = False
-        self._log_key: Optional[int] = None
-        self._log_thunk = None
+        self._log_thunk: Any = None  # kept alive until sd_close returns
 
         if (config_path is None) == (yaml is None):
             raise TypeError("Controller() takes exactly one of config_path and yaml=")
@@ -356,17 +307,15 @@ class Controller:
             opts.models_path = _path(models_path, "models_path")
         opts.wake = bool(wake)
         if log is not None:
-            self._log_key = _register_log(log)
-            self._log_thunk = _LOG_THUNK  # the controller holds it too; the module never drops it
-            opts.log_callback = _LOG_THUNK
-            opts.log_user = self._log_key
+            self._log_thunk = _log_thunk(log)
+            opts.log_callback = self._log_thunk
             opts.log_level = log_level
 
         opener = lib.sd_open if config_path is not None else lib.sd_open_yaml
         rc = opener(source, byref(opts), byref(self._ptr))
         if rc != _SD_OK:
             err = error_for_code(rc, _last_error_message())
-            self._forget_log()
+            self._log_thunk = None  # a failed sd_open leaves no callback behind
             raise err
         _open_controllers.add(self)
 
@@ -393,7 +342,7 @@ class Controller:
             with cond:
                 self._ptr = c_void_p()
                 cond.notify_all()
-            self._forget_log()
+            self._log_thunk = None  # sd_close returned: the library no longer calls it
             _open_controllers.discard(self)
 
     @property
@@ -422,11 +371,6 @@ class Controller:
 
     def __repr__(self) -> str:
         return f"<smartdev.Controller {'closed' if self.closed else 'open'}>"
-
-    def _forget_log(self) -> None:
-        if self._log_key is not None:
-            key, self._log_key = self._log_key, None
-            _unregister_log(key)
 
     def _enter(self) -> c_void_p:
         with self._cond:

@@ -137,13 +137,16 @@ class DeviceTimeoutError(SmartDevError, TimeoutError):
 
 
 class OfflineError(SmartDevError):
-    """The device is offline (``SD_OFFLINE``)."""
+    """The device is marked offline and the operation was not attempted (``SD_OFFLINE``): a simulated device
+    whose file says ``Online: false``. An unreachable real device raises DeviceTimeoutError or DeviceError."""
 
     default_code = 301
 
 
 class DeviceError(SmartDevError):
-    """The device answered with an error or an unusable answer, RPC errors included (``SD_DEVICE``)."""
+    """The device could not be used (``SD_DEVICE``): the connection failed (refused, reset, cut short, host
+    not found) or it answered with an error or an unusable answer (HTTP error, redirect, invalid JSON, RPC
+    error)."""
 
     default_code = 302
 

@@ -65,10 +65,30 @@ class LogCallbackTest(SimulatedCase):
         ):
             pass
         count = len(first)
-        # The C side still targets the trampoline (the logger is process-wide), but the record is dropped.
         with Controller(yaml=simulated_yaml(str(self.dir)), schema_yaml=SCHEMA_YAML) as again:
             again.toggle_output("Fan")
         self.assertEqual(len(first), count)
+
+    def test_two_controllers_each_get_their_own_records(self) -> None:
+        # Before issue 10 the C library had one log target: the controller opened last got every record.
+        first: List[str] = []
+        second: List[str] = []
+        one = Controller(yaml=simulated_yaml(str(self.dir / "one")), schema_yaml=SCHEMA_YAML,
+                         log=lambda _l, m: first.append(m))
+        two = Controller(yaml=simulated_yaml(str(self.dir / "two")), schema_yaml=SCHEMA_YAML,
+                         log=lambda _l, m: second.append(m))
+        try:
+            self.assertTrue(first and second, (first, second))
+            before = (len(first), len(second))
+            one.close()
+            self.assertTrue(any("closed" in m for m in first[before[0]:]), first)
+            self.assertEqual(len(second), before[1], "closing one controller logged to the other's callback")
+            with Controller(yaml=simulated_yaml(str(self.dir / "three")), schema_yaml=SCHEMA_YAML) as three:
+                three.toggle_output("Fan")
+            self.assertEqual(len(second), before[1], "a controller without log= logged to another's callback")
+        finally:
+            one.close()
+            two.close()
 
     def test_interpreter_exit_with_library_threads_still_logging(self) -> None:
         # The webhook listener's accept thread logs after sd_close returns. A ctypes callback that arrives
