@@ -56,6 +56,27 @@ pub fn webhook_request(data: &[u8]) {
     }
 }
 
+/// Feeds bytes to the webhook listener's request-head parser, whole and cut at every 64th position: a prefix
+/// must never contradict the whole (a complete head stays the same head; a refusal never becomes a head).
+pub fn webhook_http(data: &[u8]) {
+    use crate::webhook::http::parse_head;
+    let whole = parse_head(data, crate::webhook::request::MAX_BODY);
+    for cut in (0..data.len()).step_by(64) {
+        match (
+            parse_head(&data[..cut], crate::webhook::request::MAX_BODY),
+            &whole,
+        ) {
+            (Ok(Some(h)), Ok(Some(w))) => assert_eq!(&h, w, "a prefix parsed differently"),
+            (Ok(Some(_)), _) => panic!("a prefix parsed, the whole did not"),
+            _ => {}
+        }
+    }
+    if let Ok(Some(h)) = whole {
+        assert!(h.len <= data.len() && h.len <= crate::webhook::http::MAX_HEAD + 4);
+        assert!(h.body_len <= crate::webhook::request::MAX_BODY);
+    }
+}
+
 /// A device with every kind of component for `model`, so parsers touch every field.
 fn device(model: &str, lib: &ModelLibrary) -> (Device, Option<crate::models::ModelInfo>) {
     let info = match lib.resolve(model) {
@@ -361,6 +382,19 @@ mod tests {
                 b"ShellyDevices: {ResponseTimeout: 1e300, RefreshInterval: -0.5, Devices: []}\n",
             ],
             config_yaml,
+        );
+    }
+
+    #[test]
+    fn webhook_heads_never_panic_and_prefixes_agree() {
+        run(
+            &[
+                b"GET /shelly/webhook?Event=switch.on HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"POST /h HTTP/1.1\r\nContent-Length: 12\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n{\"Event\":1}",
+                b"POST / HTTP/1.0\nContent-Length: 99999999999999999999999\n\n",
+                b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ],
+            webhook_http,
         );
     }
 

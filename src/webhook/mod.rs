@@ -1,5 +1,6 @@
 //! Webhooks: the listener, the event queue, the request parser, and what to install on devices.
 
+pub(crate) mod http;
 pub(crate) mod install;
 pub(crate) mod listener;
 pub(crate) mod queue;

@@ -1,0 +1,285 @@
+//! A loopback attacker against the webhook listener: one client can neither kill, stall, bloat nor hang it.
+//! Tests here count the process's threads, so they take one lock and run one at a time.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use smartdev::{Controller, Settings, WakeFlag};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn open() -> (Controller, WakeFlag, SocketAddr) {
+    let settings = Settings::from_yaml_str(
+        "SmartDevices:\n  ShellyWebhooks: {Enabled: true, Host: 127.0.0.1, Port: 0}\n  Devices: []\n",
+    )
+    .unwrap();
+    let wake = WakeFlag::new();
+    let ctl = Controller::open(settings, Some(wake.clone())).unwrap();
+    let addr = ctl.webhook_address().unwrap();
+    (ctl, wake, addr)
+}
+
+/// Sends one request on a new connection and returns the status (0 when the connection broke).
+fn request(addr: SocketAddr, raw: &[u8]) -> u16 {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return 0;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    if s.write_all(raw).is_err() {
+        return 0;
+    }
+    let mut line = String::new();
+    let _ = BufReader::new(s).read_line(&mut line);
+    line.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+fn event(addr: SocketAddr, n: usize) -> u16 {
+    request(
+        addr,
+        format!("GET /shelly/webhook?Event=switch.on&n={n} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+}
+
+/// Waits (hang guard only) until `f` holds.
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f()
+}
+
+/// Threads of this process whose name starts with `prefix`.
+fn threads(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|n| n.starts_with(prefix))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn all_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+#[test]
+fn a_huge_declared_body_is_refused_without_allocating_it() {
+    let _g = serial();
+    let (ctl, _wake, addr) = open();
+    for path in ["/shelly/webhook", "/anything"] {
+        let raw =
+            format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000000000\r\n\r\n");
+        assert_eq!(request(addr, raw.as_bytes()), 413, "{path}");
+    }
+    // Still alive and serving.
+    assert_eq!(event(addr, 1), 200);
+    assert_eq!(ctl.webhook_queue_stats().0, 1);
+}
+
+#[test]
+fn stalled_bodies_do_not_stall_valid_events() {
+    let _g = serial();
+    let (ctl, _wake, addr) = open();
+    let stalled: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"POST /shelly/webhook HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"Ev")
+                .unwrap();
+            s
+        })
+        .collect();
+    for n in 0..5 {
+        assert_eq!(event(addr, n), 200);
+    }
+    assert_eq!(ctl.webhook_queue_stats().0, 5);
+    drop(stalled);
+}
+
+#[test]
+fn close_returns_promptly_whatever_clients_do() {
+    let _g = serial();
+    let (ctl, _wake, addr) = open();
+    let mut stalled = Vec::new();
+    for _ in 0..5 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"POST /shelly/webhook HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+            .unwrap();
+        stalled.push(s);
+        stalled.push(TcpStream::connect(addr).unwrap());
+    }
+    // Make sure the listener has taken them.
+    assert_eq!(event(addr, 0), 200);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let closer = std::thread::spawn(move || {
+        ctl.close();
+        let _ = done_tx.send(());
+    });
+    // The old listener waited for the stalled clients (forever here); a request deadline is 5 s.
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(4)).is_ok(),
+        "close is still waiting for stalled clients"
+    );
+    closer.join().unwrap();
+    assert_eq!(
+        threads("sd-webhook"),
+        0,
+        "the listener thread outlived close"
+    );
+    // The stalled connections were closed by the listener.
+    for mut s in stalled {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 64];
+        assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)));
+    }
+}
+
+#[test]
+fn a_32_megabyte_header_is_cut_off_early() {
+    let _g = serial();
+    let (ctl, _wake, addr) = open();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /shelly/webhook?Event=switch.on HTTP/1.1\r\nX-Long: ")
+        .unwrap();
+    let block = vec![b'a'; 64 * 1024];
+    let mut sent = 0usize;
+    while sent < 32 * 1024 * 1024 {
+        match s.write(&block) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    assert!(
+        sent < 32 * 1024 * 1024,
+        "the listener read a 32 MB header to the end"
+    );
+    drop(s);
+    assert_eq!(event(addr, 1), 200);
+    assert_eq!(ctl.webhook_queue_stats().0, 1);
+}
+
+#[test]
+fn hundreds_of_idle_connections_cost_no_threads_and_do_not_lock_out_senders() {
+    let _g = serial();
+    let (ctl, _wake, addr) = open();
+    let before = all_threads();
+    let idle: Vec<TcpStream> = (0..400)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    assert!(idle.len() >= 300);
+    for n in 0..10 {
+        assert_eq!(event(addr, n), 200, "event {n}");
+    }
+    assert_eq!(ctl.webhook_queue_stats().0, 10);
+    let after = all_threads();
+    assert!(
+        after <= before + 2,
+        "{} idle connections cost {} threads",
+        idle.len(),
+        after.saturating_sub(before)
+    );
+    // Beyond the connection cap the oldest idle ones were closed.
+    let mut closed = 0;
+    for mut s in idle.into_iter().take(100) {
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        if matches!(s.read(&mut [0u8; 8]), Ok(0) | Err(_)) {
+            closed += 1;
+        }
+    }
+    assert!(closed > 0, "no idle connection was closed to make room");
+}
+
+#[test]
+fn many_open_and_close_cycles_leave_no_listener_threads() {
+    let _g = serial();
+    for _ in 0..50 {
+        let (ctl, _wake, addr) = open();
+        let _idle = TcpStream::connect(addr).unwrap();
+        assert_eq!(event(addr, 0), 200);
+        drop(ctl);
+        assert_eq!(threads("sd-webhook"), 0);
+    }
+}
+
+/// The child side of the descriptor-exhaustion test: runs under `ulimit -n 24` (below the per-source connection cap) in its own process, prints the
+/// listener's address, and prints `GOT` when a valid event arrives.
+#[test]
+fn child_listener_under_a_descriptor_limit() {
+    if std::env::var_os("SMARTDEV_FD_CHILD").is_none() {
+        return;
+    }
+    let (ctl, wake, addr) = open();
+    println!("ADDR {addr}");
+    let end = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < end {
+        wake.wait(Duration::from_millis(200));
+        if ctl.pull_webhook_event().is_some() {
+            println!("GOT");
+            return;
+        }
+    }
+    println!("NOTHING");
+}
+
+#[test]
+fn descriptor_exhaustion_is_survived() {
+    let _g = serial();
+    let me = std::env::current_exe().unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 24 && exec "$0" --exact child_listener_under_a_descriptor_limit --nocapture --test-threads 1"#)
+        .arg(&me)
+        .env("SMARTDEV_FD_CHILD", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut addr = None;
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 {
+        // The harness may print its own text before ours on the same line.
+        if let Some(i) = line.find("ADDR ") {
+            addr = Some(line[i + 5..].trim().parse::<SocketAddr>().unwrap());
+            break;
+        }
+        line.clear();
+    }
+    let addr = addr.expect("the child prints its address");
+    // Far more connections than the child has descriptors; kept open.
+    let hold: Vec<TcpStream> = (0..150)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    assert!(hold.len() > 24);
+    // A valid event still gets through while they are open.
+    let sent = eventually(Duration::from_secs(30), || event(addr, 1) == 200);
+    let mut rest = String::new();
+    let _ = out.read_to_string(&mut rest);
+    let _ = child.wait();
+    drop(hold);
+    assert!(
+        sent,
+        "the listener stopped accepting after running out of descriptors"
+    );
+    assert!(rest.contains("GOT"), "{rest}");
+}
