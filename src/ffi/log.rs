@@ -106,7 +106,7 @@ impl Router {
     }
 }
 
-/// Only the library's own records: dependencies' threads (tiny_http's accept thread) may log after
+/// Only the library's own records: dependencies' threads (ureq's resolver threads) may log after
 /// sd_close returns, when the host may already be shutting down.
 fn ours(m: &log::Metadata) -> bool {
     m.target().starts_with("smartdev")
