@@ -56,7 +56,23 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
     for (cfg, model) in configs.iter().zip(&models) {
         let id = cfg.id.unwrap_or_else(|| device_ids.next());
         let name = cfg.name.clone().unwrap_or_else(|| format!("Device {id}"));
-        let at = format!("{root}.Devices[{}] ('{name}', ID {id})", cfg.index);
+        let shown = if name.chars().any(char::is_control) {
+            crate::text::quote(&name, 60)
+        } else {
+            format!("'{}'", crate::text::clip(&name, 60))
+        };
+        let at = format!("{root}.Devices[{}] ({shown}, ID {id})", cfg.index);
+        if let Some(why) = name_problem(&name) {
+            problems.push(Problem::new(&at, format!("Name {why}")));
+        }
+        for c in ComponentKind::ALL
+            .iter()
+            .flat_map(|&k| list(cfg, k).iter().flatten())
+        {
+            if let Some(why) = c.name.as_deref().and_then(name_problem) {
+                problems.push(Problem::new(&at, format!("a component Name {why}")));
+            }
+        }
         let mut dev = Device {
             id,
             name,
@@ -319,6 +335,39 @@ impl Counter {
         self.used.insert(self.next);
         self.next
     }
+}
+
+/// Longest name accepted, in characters.
+pub(crate) const MAX_NAME_CHARS: usize = 100;
+
+/// What is wrong with a device or component name, if anything: too long for a name or for the simulation file
+/// it names, or holding control characters (a line break would split the one line per fact of every output).
+fn name_problem(name: &str) -> Option<String> {
+    let chars = name.chars().count();
+    if chars > MAX_NAME_CHARS {
+        return Some(format!(
+            "is {chars} characters long; use at most {MAX_NAME_CHARS}"
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Some(format!(
+            "{} contains the control character {:?}; remove it",
+            crate::text::quote(name, 60),
+            c
+        ));
+    }
+    // Simulation files are `<name with non-alphanumerics as _>.json`; most file systems allow 255 bytes.
+    let file_bytes = name
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c.len_utf8() } else { 1 })
+        .sum::<usize>()
+        + ".json".len();
+    if file_bytes > 255 {
+        return Some(format!(
+            "would make a simulation file name of {file_bytes} bytes (file systems allow 255); shorten it"
+        ));
+    }
+    None
 }
 
 /// The simulation file of a device: its name with every non-alphanumeric character replaced by `_`.

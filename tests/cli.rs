@@ -218,3 +218,136 @@ fn models_command_lists_the_library() {
         Some(2)
     );
 }
+
+/// Hostile arguments and configuration edges end with a clear error (exit 2) or a normal run, never a panic.
+#[test]
+fn no_argument_or_config_edge_panics() {
+    let dir = TempDir::new("cli-edges");
+    let huge_id = dir.write(
+        "huge-id.yaml",
+        "SmartDevices:\n  Devices:\n    - {Name: A, ID: 10000000000000000000, Model: Shelly1, Simulate: true}\n",
+    );
+    let null_root = dir.write("null.yaml", "SmartDevices: ~\n");
+    let tiny_refresh = dir.write(
+        "refresh.yaml",
+        "SmartDevices:\n  RefreshInterval: 1e-9\n  Devices: []\n",
+    );
+    let long_name = dir.write(
+        "long.yaml",
+        &format!(
+            "SmartDevices:\n  Devices:\n    - {{Name: {}, Model: Shelly1, Simulate: true}}\n",
+            "N".repeat(300)
+        ),
+    );
+    let deep = dir.write(
+        "deep.yaml",
+        &format!("SmartDevices: {}\n", "[".repeat(100_000)),
+    );
+    let cases: Vec<(Vec<String>, i32, &str)> = vec![
+        (
+            vec![
+                "events".into(),
+                "--timeout".into(),
+                "1e20".into(),
+                "--count".into(),
+                "0".into(),
+            ],
+            0,
+            "",
+        ),
+        (
+            vec!["events".into(), "--timeout".into(), "nan".into()],
+            2,
+            "--timeout needs seconds",
+        ),
+        (
+            vec![
+                "events".into(),
+                "--count".into(),
+                "99999999999999999999999".into(),
+            ],
+            2,
+            "--count needs a whole number",
+        ),
+        (
+            vec![
+                "--config".into(),
+                huge_id.display().to_string(),
+                "check".into(),
+            ],
+            2,
+            "out of range",
+        ),
+        (
+            vec![
+                "--config".into(),
+                null_root.display().to_string(),
+                "check".into(),
+            ],
+            2,
+            "SmartDevices: is empty",
+        ),
+        (
+            vec![
+                "--config".into(),
+                tiny_refresh.display().to_string(),
+                "check".into(),
+            ],
+            2,
+            "too short; use 0",
+        ),
+        (
+            vec![
+                "--config".into(),
+                long_name.display().to_string(),
+                "check".into(),
+            ],
+            2,
+            "300 characters long; use at most 100",
+        ),
+        (
+            vec![
+                "--config".into(),
+                deep.display().to_string(),
+                "check".into(),
+            ],
+            2,
+            "nested more than 64 levels",
+        ),
+        (
+            vec![
+                "emulate".into(),
+                "Tasmota,outputs=99999999999999999999".into(),
+            ],
+            2,
+            "outputs",
+        ),
+        (
+            vec![
+                "emulate".into(),
+                "Tasmota,latency=99999999999999999999".into(),
+            ],
+            2,
+            "latency",
+        ),
+        (
+            vec!["emulate".into(), "Tasmota,outputs=100000000".into()],
+            1,
+            "at most 32 outputs",
+        ),
+        (
+            vec!["get".into(), "device".into(), "99999999999999999999".into()],
+            2,
+            "",
+        ),
+        (vec!["set".into(), "\u{202e}x".into(), "on".into()], 2, ""),
+    ];
+    for (args, code, says) in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = sdctl(dir.path(), &a);
+        let err = stderr(&o);
+        assert!(!err.contains("panicked"), "{a:?}: {err}");
+        assert_eq!(o.status.code(), Some(code), "{a:?}: {err}");
+        assert!(err.contains(says), "{a:?}: expected '{says}' in: {err}");
+    }
+}

@@ -120,6 +120,9 @@ fn resolve(base: &Path, p: &str) -> PathBuf {
     if p.is_absolute() { p } else { base.join(p) }
 }
 
+/// Shortest background refresh interval (0 turns it off).
+pub(crate) const MIN_REFRESH: Duration = Duration::from_millis(10);
+
 fn secs(v: Option<&Value>, default: f64) -> Duration {
     // A negative or huge value (reported by validation's min/max) falls back to the default instead of panicking.
     v.and_then(Value::as_f64)
@@ -171,14 +174,38 @@ impl Normaliser {
             "SCSmartDevices"
         };
         let rule = root_rule.field(canonical)?;
-        let root = root.as_object()?;
         let rk = root_key.as_str();
+        let Some(root) = root.as_object() else {
+            let found = if root.is_null() {
+                "is empty".to_string()
+            } else {
+                format!("is {}, not a mapping", super::describe(root))
+            };
+            self.problem(
+                rk,
+                format!(
+                    "{found}; give it the settings and a device list, e.g. `{rk}: {{Devices: []}}`"
+                ),
+            );
+            return None;
+        };
 
         let webhooks = match layout {
             Layout::A => self.webhooks_a(root, rule, rk),
             Layout::B => self.webhooks_b(root, rule, rk),
         };
         let refresh = secs(root.get("RefreshInterval").filter(|v| !v.is_null()), 30.0);
+        if !refresh.is_zero() && refresh < MIN_REFRESH {
+            // A near-zero interval makes the supervisor and every worker spin.
+            self.problem(
+                format!("{rk}.RefreshInterval"),
+                format!(
+                    "{} s is too short; use 0 (no background refresh) or at least {} s",
+                    refresh.as_secs_f64(),
+                    MIN_REFRESH.as_secs_f64()
+                ),
+            );
+        }
         let devices = get(root, rule, "Devices")
             .and_then(Value::as_array)
             .map(|list| {

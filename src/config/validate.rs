@@ -61,6 +61,18 @@ fn check_value(v: &Value, rule: &Rule, path: &str, problems: &mut Vec<Problem>) 
         }
         return;
     }
+    if rule.kind == ValueType::Integer
+        && let Value::Number(n) = v
+        && n.as_i64().is_none()
+        && (n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0))
+    {
+        // Above i64::MAX: taken as no value at all, it would silently become an automatic ID.
+        problems.push(Problem::new(
+            path,
+            format!("{n} is out of range; integers go up to {}", i64::MAX),
+        ));
+        return;
+    }
     if !type_matches(v, rule.kind) {
         let hint = match (rule.kind, v) {
             (ValueType::String, Value::Number(_) | Value::Bool(_)) => " (put it in quotes)",

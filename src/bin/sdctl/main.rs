@@ -197,7 +197,10 @@ fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Resul
     if let Some(addr) = ctl.webhook_address() {
         eprintln!("sdctl: listening for webhooks on http://{addr}{path}");
     }
-    let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t));
+    // Parsing accepts any finite seconds; a timeout beyond what a clock can add is no timeout.
+    let deadline = timeout
+        .and_then(|t| Duration::try_from_secs_f64(t).ok())
+        .and_then(|d| Instant::now().checked_add(d));
     let mut seen = 0u64;
     let mut out = std::io::stdout().lock();
     while count.is_none_or(|c| seen < c) {
