@@ -157,7 +157,8 @@ fn writes_are_atomic_for_concurrent_readers() {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n != "Kitchen_2PM.json")
+        // The lock file stays on purpose: deleting it would let two processes lock different files.
+        .filter(|n| n != "Kitchen_2PM.json" && n != ".Kitchen_2PM.json.lock")
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
@@ -387,4 +388,131 @@ fn file_names_keep_unicode_letters_and_replace_the_rest() {
         "    - {Name: 'C/ü é.x', Model: Tasmota, Simulate: true, Outputs: [{Name: O}]}\n",
     );
     assert!(dir.join("C_ü_é_x.json").exists());
+}
+
+/// Child side of the two-process test: toggles output `SMARTDEV_SIM_OUTPUT` of a shared simulated device
+/// `SMARTDEV_SIM_TOGGLES` times and prints the state each toggle reported, one per line.
+#[test]
+fn child_toggler() {
+    let (Some(folder), Some(output), Some(n)) = (
+        std::env::var_os("SMARTDEV_SIM_FOLDER"),
+        std::env::var("SMARTDEV_SIM_OUTPUT").ok(),
+        std::env::var("SMARTDEV_SIM_TOGGLES").ok(),
+    ) else {
+        return;
+    };
+    let dir = TempDir(std::path::PathBuf::from(folder));
+    let ctl = open(&dir, TWO_PM);
+    let mut states = String::new();
+    for _ in 0..n.parse::<usize>().unwrap() {
+        let c = ctl.toggle_output(&name(&output)).expect("toggle");
+        states.push_str(if c.state { "1\n" } else { "0\n" });
+    }
+    print!("{states}");
+    // The folder belongs to the parent test.
+    std::mem::forget(dir);
+}
+
+#[test]
+fn two_processes_toggling_different_outputs_lose_nothing() {
+    let dir = TempDir::new("two-procs");
+    drop(open(&dir, TWO_PM)); // creates the file
+    let me = std::env::current_exe().unwrap();
+    const N: usize = 200;
+    let children: Vec<_> = ["Light", "Fan"]
+        .iter()
+        .map(|o| {
+            std::process::Command::new(&me)
+                .args([
+                    "--exact",
+                    "child_toggler",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
+                .env("SMARTDEV_SIM_FOLDER", dir.path())
+                .env("SMARTDEV_SIM_OUTPUT", o)
+                .env("SMARTDEV_SIM_TOGGLES", N.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Both run at once; only then collect.
+    let children: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (o, out) in ["Light", "Fan"].iter().zip(&children) {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{o}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let states: Vec<&str> = text
+            .lines()
+            .filter(|l| *l == "0" || *l == "1" || l.ends_with(" 0") || l.ends_with(" 1"))
+            .map(|l| &l[l.len() - 1..])
+            .collect();
+        assert_eq!(states.len(), N, "{o}: {text}");
+        // Each toggle sees the state its previous one wrote: a lost update would repeat a state.
+        for (i, pair) in states.windows(2).enumerate() {
+            assert_ne!(pair[0], pair[1], "{o}: toggle {} saw a lost update", i + 1);
+        }
+    }
+    // N toggles each from off: back to off, and the file is valid JSON.
+    let doc = read_json(&dir.join("Kitchen_2PM.json"));
+    assert_eq!(doc["Outputs"][0]["State"], false);
+    assert_eq!(doc["Outputs"][1]["State"], false);
+}
+
+#[test]
+fn fifos_devices_and_huge_files_are_refused_not_read_forever() {
+    let dir = TempDir::new("bounded");
+    let file = dir.join("Kitchen_2PM.json");
+    let attempt = |what: &str| {
+        let s = Settings::from_yaml_str(&format!(
+            "SmartDevices:\n  SimulationFileFolder: '{}'\n  RefreshInterval: 0\n  Devices:\n{TWO_PM}",
+            dir.path().display()
+        ))
+        .unwrap();
+        // Hang guard: the old code read a FIFO or /dev/zero forever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(
+                Controller::open(s, None)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+            );
+        });
+        let r = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{what}: open hangs"));
+        r.expect_err(what)
+    };
+    std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+    let e = attempt("/dev/zero");
+    assert!(e.contains("is not a regular file"), "{e}");
+    std::fs::remove_file(&file).unwrap();
+
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&file)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let e = attempt("FIFO");
+    assert!(e.contains("is not a regular file"), "{e}");
+    std::fs::remove_file(&file).unwrap();
+
+    std::fs::write(
+        &file,
+        format!("{{\"x\":\"{}\"}}", "a".repeat(5 * 1024 * 1024)),
+    )
+    .unwrap();
+    let e = attempt("5 MiB");
+    assert!(e.contains("more than the 4 MiB"), "{e}");
 }

@@ -14,14 +14,60 @@ use crate::objects::{ComponentKind, Device};
 /// Key of a meter's last MockRate update (Unix seconds).
 pub(crate) const MOCK_TIMESTAMP: &str = "MockTimestamp";
 
-/// Reads the file: `Ok(None)` when it does not exist, an error message when it is unreadable or not a JSON object.
+/// Largest simulation file read; one device's state is a few KiB.
+pub(crate) const MAX_FILE: u64 = 4 * 1024 * 1024;
+
+/// What identifies one version of the file: device and inode, size and modification time. A writer that does
+/// not take our lock (an editor) changes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Version {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+}
+
+/// The version of the file at `path` now (`None` when it does not exist).
+pub(crate) fn version(path: &Path) -> Option<Version> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(Version {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+    })
+}
+
+/// Reads the file: `Ok(None)` when it does not exist, an error message when it is unreadable, not a regular
+/// file (a FIFO or a device would be read forever), too big, or not a JSON object.
 pub(crate) fn read(path: &Path) -> Result<Option<Map<String, Value>>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
+    use std::io::Read;
+    let not_regular = "is not a regular file (a FIFO, device or folder); point SimulationFile(Folder) at a JSON file";
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return Err(not_regular.into()),
+        Ok(m) if m.len() > MAX_FILE => return Err(too_big(m.len())),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read it: {e}")),
+    }
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read it: {e}")),
     };
-    match serde_json::from_str::<Value>(&text) {
+    // Checked again on the open file: it may have been swapped since.
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(not_regular.into());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(too_big(bytes.len() as u64));
+    }
+    match crate::untrusted_json::parse(&bytes) {
         Ok(Value::Object(m)) => Ok(Some(m)),
         Ok(other) => Err(format!(
             "must hold a JSON object, found {}",
@@ -33,23 +79,77 @@ pub(crate) fn read(path: &Path) -> Result<Option<Map<String, Value>>, String> {
     }
 }
 
-/// Writes the file atomically: a temporary file in the same folder, then a rename over the old one.
-pub(crate) fn write_atomic(path: &Path, doc: &Map<String, Value>) -> Result<(), String> {
+fn too_big(len: u64) -> String {
+    format!(
+        "is {:.1} MiB, more than the {} MiB a simulation file may have; is this the right file?",
+        len as f64 / (1024.0 * 1024.0),
+        MAX_FILE / (1024 * 1024)
+    )
+}
+
+/// Holds the file's sibling lock `.<name>.lock` (an advisory lock shared by every process using smartdev), so
+/// read-merge-write is one critical section across processes. Released on drop.
+pub(crate) struct Lock(#[allow(dead_code)] std::fs::File);
+
+/// Takes the lock of the simulation file at `path`, creating its folder and lock file when needed.
+pub(crate) fn lock(path: &Path) -> Result<Lock, String> {
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
     if let Some(folder) = folder {
         std::fs::create_dir_all(folder)
             .map_err(|e| format!("cannot create folder {}: {e}", folder.display()))?;
     }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    // One fixed temporary name per file: a process killed mid-write leaves at most one, which the next write
-    // replaces.
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let lock_path = path.with_file_name(format!(".{}.lock", file_name(path)));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("cannot open its lock file {}: {e}", lock_path.display()))?;
+    file.lock()
+        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    Ok(Lock(file))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Writes the file atomically: a temporary file of this writer's own in the same folder, then renamed over the
+/// old one. A SIGKILL at any moment leaves the old or the new file, never a mix (no fsync: a power cut is not
+/// what this guards against, and it would cost milliseconds per switch). Call it holding the
+/// [`Lock`]: then any other temporary file of this name is a leftover of a killed writer and is removed.
+pub(crate) fn write_atomic(
+    path: &Path,
+    doc: &Map<String, Value>,
+    _held: &Lock,
+) -> Result<(), String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = file_name(path);
+    let prefix = format!(".{name}.");
+    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && let Ok(entries) = std::fs::read_dir(folder)
+    {
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with(&prefix) && n.ends_with(".tmp") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let tmp = path.with_file_name(format!(
+        "{prefix}{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     let mut text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
     text.push('\n');
-    let result = std::fs::File::create(&tmp)
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, path));
     result.map_err(|e| {

@@ -1,7 +1,9 @@
 //! The simulated device: state lives in a JSON file the user may edit.
 //!
 //! Every operation re-reads the file first, so edits are picked up and never lost; a write changes only the
-//! fields the operation changed and replaces the file atomically. A meter with `MockRate` grows its energy by
+//! fields the operation changed and replaces the file atomically. Read-merge-write holds the file's lock, so
+//! processes sharing a file never lose each other's changes; a change by something that does not take the lock
+//! (an editor) between our read and our rename is noticed and the operation is redone on the new content. A meter with `MockRate` grows its energy by
 //! MockRate Wh per elapsed second (only while its output is on, if it belongs to one); the time of the last
 //! update is kept in the file, so the counter is monotonic across restarts.
 
@@ -14,6 +16,10 @@ use super::{Driver, OutputAction};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::objects::{ComponentKind, Device, OutputChange};
+
+/// How often an update is redone when the file keeps changing under it (an editor saving in a loop) before
+/// our write goes ahead anyway.
+const MAX_ROUNDS: u32 = 5;
 
 /// Drives one simulated device.
 pub(crate) struct Simulated {
@@ -34,8 +40,38 @@ impl Simulated {
         }
     }
 
+    /// Runs `op` on the device and the file's document as one critical section: lock, read and merge, operate,
+    /// and — when `op` says the document changed — write, unless the file changed under us (then redo).
+    fn transaction<T>(
+        &self,
+        dev: &mut Device,
+        mut op: impl FnMut(&Self, &mut Device, &mut Map<String, Value>) -> Result<(T, bool)>,
+    ) -> Result<T> {
+        let lock = simfile::lock(&self.file).map_err(|m| self.error(dev, m))?;
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let seen = simfile::version(&self.file);
+            let mut doc = self.load(dev, &lock)?;
+            let (out, dirty) = op(self, dev, &mut doc)?;
+            if !dirty {
+                return Ok(out);
+            }
+            // Created by `load` just now, or unchanged since we read it: our write loses nothing.
+            if seen.is_none() || simfile::version(&self.file) == seen || rounds >= MAX_ROUNDS {
+                self.save(dev, &doc, &lock)?;
+                return Ok(out);
+            }
+            log::debug!(
+                "device {}: simulation file {} changed while being updated; redoing the update",
+                dev.label(),
+                self.file.display()
+            );
+        }
+    }
+
     /// Reads the file into `dev` (creating it from `dev` when missing) and returns the document.
-    fn load(&self, dev: &mut Device) -> Result<Map<String, Value>> {
+    fn load(&self, dev: &mut Device, lock: &simfile::Lock) -> Result<Map<String, Value>> {
         let now = clock::rfc3339_now();
         match simfile::read(&self.file).map_err(|m| self.error(dev, m))? {
             Some(doc) => {
@@ -59,14 +95,14 @@ impl Simulated {
                         ts.into(),
                     );
                 }
-                self.save(dev, &doc)?;
+                self.save(dev, &doc, lock)?;
                 Ok(doc)
             }
         }
     }
 
-    fn save(&self, dev: &Device, doc: &Map<String, Value>) -> Result<()> {
-        simfile::write_atomic(&self.file, doc).map_err(|m| self.error(dev, m))
+    fn save(&self, dev: &Device, doc: &Map<String, Value>, lock: &simfile::Lock) -> Result<()> {
+        simfile::write_atomic(&self.file, doc, lock).map_err(|m| self.error(dev, m))
     }
 
     /// Advances MockRate meters to now and records their new values in `doc`. Returns whether anything changed.
@@ -129,14 +165,12 @@ fn json_number(v: Option<f64>) -> Value {
 impl Driver for Simulated {
     /// A file has no timeouts, so `attempts` does not matter here.
     fn read(&mut self, dev: &mut Device, _attempts: Option<u32>) -> Result<()> {
-        let mut doc = self.load(dev)?;
-        if !dev.online {
-            return Err(Self::offline(dev));
-        }
-        if self.advance_mock(dev, &mut doc)? {
-            self.save(dev, &doc)?;
-        }
-        Ok(())
+        self.transaction(dev, |me, dev, doc| {
+            if !dev.online {
+                return Err(Self::offline(dev));
+            }
+            Ok(((), me.advance_mock(dev, doc)?))
+        })
     }
 
     fn switch(
@@ -145,33 +179,104 @@ impl Driver for Simulated {
         index: usize,
         action: OutputAction,
     ) -> Result<OutputChange> {
-        let mut doc = self.load(dev)?;
-        if !dev.online {
-            return Err(Self::offline(dev));
-        }
-        // Energy up to now accrues with the output's old state.
-        let mut dirty = self.advance_mock(dev, &mut doc)?;
-        let before = dev.outputs[index].state;
-        let after = action.apply(before);
-        if after != before {
-            dev.outputs[index].state = after;
-            simfile::set(
-                &mut doc,
-                ComponentKind::Output,
-                index,
-                "State",
-                after.into(),
-            );
-            // Power of MockRate meters follows the new state (no time has passed, so energy stays).
-            self.advance_mock(dev, &mut doc)?;
-            dirty = true;
-        }
-        if dirty {
-            self.save(dev, &doc)?;
-        }
-        Ok(OutputChange {
-            state: after,
-            did_change: after != before,
+        self.transaction(dev, |me, dev, doc| {
+            if !dev.online {
+                return Err(Self::offline(dev));
+            }
+            // Energy up to now accrues with the output's old state.
+            let mut dirty = me.advance_mock(dev, doc)?;
+            let before = dev.outputs[index].state;
+            let after = action.apply(before);
+            if after != before {
+                dev.outputs[index].state = after;
+                simfile::set(doc, ComponentKind::Output, index, "State", after.into());
+                // Power of MockRate meters follows the new state (no time has passed, so energy stays).
+                me.advance_mock(dev, doc)?;
+                dirty = true;
+            }
+            let change = OutputChange {
+                state: after,
+                did_change: after != before,
+            };
+            Ok((change, dirty))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::Output;
+
+    fn device() -> Device {
+        Device {
+            id: 1,
+            name: "Sim".into(),
+            simulate: true,
+            online: true,
+            outputs: (0..2)
+                .map(|i| Output {
+                    component_index: i,
+                    ..Output::default()
+                })
+                .collect(),
+            ..Device::default()
+        }
+    }
+
+    fn folder(tag: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("smartdev-simulated-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_change_made_between_our_read_and_our_write_is_kept_and_the_update_redone() {
+        let dir = folder("editor");
+        let file = dir.join("Sim.json");
+        let sim = Simulated::new(file.clone());
+        let mut dev = device();
+        sim.read_now(&mut dev).unwrap();
+        let mut calls = 0;
+        let change = sim
+            .transaction(&mut dev, |_, dev, doc| {
+                calls += 1;
+                if calls == 1 {
+                    // An editor that takes no lock saves output 1 on, after we read and before we write.
+                    let mut edited = simfile::read(&file).unwrap().unwrap();
+                    simfile::set(&mut edited, ComponentKind::Output, 1, "State", true.into());
+                    std::fs::write(&file, serde_json::to_string(&edited).unwrap()).unwrap();
+                }
+                dev.outputs[0].state = true;
+                simfile::set(doc, ComponentKind::Output, 0, "State", true.into());
+                Ok(((), true))
+            })
+            .map(|()| calls);
+        assert_eq!(change.unwrap(), 2, "the update was not redone");
+        let doc = simfile::read(&file).unwrap().unwrap();
+        let outputs = doc["Outputs"].as_array().unwrap();
+        assert_eq!(outputs[0]["State"], true, "our change");
+        assert_eq!(outputs[1]["State"], true, "the editor's change was lost");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn leftover_temporary_files_of_killed_writers_are_removed() {
+        let dir = folder("leftover");
+        std::fs::create_dir_all(&dir).unwrap();
+        let stale = dir.join(".Sim.json.4242.0.tmp");
+        std::fs::write(&stale, "{").unwrap();
+        let sim = Simulated::new(dir.join("Sim.json"));
+        let mut dev = device();
+        sim.read_now(&mut dev).unwrap();
+        assert!(!stale.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    impl Simulated {
+        fn read_now(&self, dev: &mut Device) -> Result<()> {
+            self.transaction(dev, |_, _, _| Ok(((), false)))
+        }
     }
 }
