@@ -1,6 +1,7 @@
 //! The controller: the public entry point that owns the workers, the supervisor and the lookup tables.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
@@ -23,6 +24,7 @@ use crate::webhook::HookSink;
 use crate::webhook::install;
 use crate::webhook::listener::Listener;
 use crate::webhook::queue::EventQueue;
+use crate::webhook::read_budget::ReadBudget;
 use crate::webhook::request::Hook;
 
 /// Where a component lives: device position and component position.
@@ -143,6 +145,10 @@ struct Shared {
     directory: Directory,
     slots: Vec<Slot>,
     senders: RwLock<Option<Vec<Sender<Command>>>>,
+    /// Per device: a webhook-triggered read is queued and not yet started (events meanwhile need no other).
+    hook_pending: Vec<Arc<AtomicBool>>,
+    /// Per sender: how many device reads its events may trigger.
+    read_budget: ReadBudget,
 }
 
 /// The listener starts before the workers exist (its port goes into the hooks the workers install), so it
@@ -151,9 +157,9 @@ struct Shared {
 struct LateSink(OnceLock<Arc<Shared>>);
 
 impl HookSink for LateSink {
-    fn resolve(&self, hook: &Hook) -> (String, String) {
+    fn resolve(&self, hook: &Hook, source: IpAddr) -> (String, String) {
         match self.0.get() {
-            Some(shared) => shared.resolve(hook),
+            Some(shared) => shared.resolve(hook, source),
             None => (String::new(), String::new()),
         }
     }
@@ -161,8 +167,9 @@ impl HookSink for LateSink {
 
 impl Shared {
     /// Names the device and component of a webhook, takes the state it implies at once, and asks the device's
-    /// worker to read the device.
-    fn resolve(&self, hook: &Hook) -> (String, String) {
+    /// worker to read the device: at most one such read waits per device, and a sender's budget limits how
+    /// many its events trigger (a flood of events must not become a flood of device requests).
+    fn resolve(&self, hook: &Hook, source: IpAddr) -> (String, String) {
         let Some(di) = hook
             .device_id
             .and_then(|id| self.directory.device_by_id.get(&id).copied())
@@ -205,14 +212,25 @@ impl Shared {
                 worker::apply_hook_state(&mut d, kind, ci, state);
                 *self.slots[di].write().unwrap_or_else(|e| e.into_inner()) = Arc::new(d);
             }
-            let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(tx) = guard.as_ref().and_then(|s| s.get(di)) {
-                // A full inbox already has work queued that will read the device.
-                let _ = tx.try_send(Command::Hook {
-                    kind,
-                    index: ci,
-                    state,
+            let pending = &self.hook_pending[di];
+            if !pending.load(Ordering::Acquire)
+                && self.read_budget.allow(source, std::time::Instant::now())
+                && !pending.swap(true, Ordering::AcqRel)
+            {
+                let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
+                let sent = guard.as_ref().and_then(|s| s.get(di)).is_some_and(|tx| {
+                    // A full inbox already has work queued that will read the device.
+                    tx.try_send(Command::Hook {
+                        kind,
+                        index: ci,
+                        state,
+                        pending: pending.clone(),
+                    })
+                    .is_ok()
                 });
+                if !sent {
+                    pending.store(false, Ordering::Release);
+                }
             }
         }
         (snap.name.clone(), component)
@@ -322,6 +340,8 @@ impl Controller {
         let shared = Arc::new(Shared {
             directory,
             slots,
+            hook_pending: (0..senders.len()).map(|_| Arc::default()).collect(),
+            read_budget: ReadBudget::default(),
             senders: RwLock::new(Some(senders)),
         });
         let _ = sink.0.set(shared.clone());

@@ -114,12 +114,93 @@ pub fn init(settings: &LogSettings) -> Result<bool> {
             file,
         ));
     }
-    Ok(CombinedLogger::init(loggers).is_ok())
+    let combined = CombinedLogger::new(loggers);
+    let level = combined.level();
+    if log::set_boxed_logger(Box::new(Escaping(combined))).is_err() {
+        return Ok(false);
+    }
+    log::set_max_level(level);
+    Ok(true)
+}
+
+/// Writes every record with its control characters escaped: messages carry text from devices, requests and
+/// files, and a CR/LF or an escape sequence in them must not forge or hide log lines.
+struct Escaping(Box<CombinedLogger>);
+
+impl log::Log for Escaping {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        self.0.enabled(m)
+    }
+
+    fn log(&self, record: &log::Record) {
+        if !self.0.enabled(record.metadata()) {
+            return;
+        }
+        let text = record.args().to_string();
+        let safe = crate::text::escape_controls(&text);
+        self.0.log(
+            &log::Record::builder()
+                .args(format_args!("{safe}"))
+                .metadata(record.metadata().clone())
+                .module_path(record.module_path())
+                .file(record.file())
+                .line(record.line())
+                .build(),
+        );
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer the test can read back.
+    #[derive(Clone, Default)]
+    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_record_carrying_cr_lf_nul_or_escapes_stays_one_line() {
+        use log::Log;
+        let buf = Buffer::default();
+        let inner: Vec<Box<dyn SharedLogger>> = vec![WriteLogger::new(
+            LevelFilter::Trace,
+            simplelog::Config::default(),
+            buf.clone(),
+        )];
+        let logger = Escaping(CombinedLogger::new(inner));
+        let forged = "unknown event \"x\r\n2026-01-01 [ERROR] forged\0\u{1b}[2J\"";
+        logger.log(
+            &log::Record::builder()
+                .args(format_args!("{forged}"))
+                .level(log::Level::Debug)
+                .target("smartdev::webhook")
+                .build(),
+        );
+        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(out.matches('\n').count(), 1, "{out:?}");
+        assert!(
+            !out.contains('\r') && !out.contains('\0') && !out.contains('\u{1b}'),
+            "{out:?}"
+        );
+        assert!(
+            out.contains("x\\r\\n2026-01-01 [ERROR] forged\\u{0}\\u{1b}[2J"),
+            "{out:?}"
+        );
+    }
 
     #[test]
     fn every_value_maps_to_a_level() {

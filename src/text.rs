@@ -19,9 +19,35 @@ pub(crate) fn quote(s: &str, max: usize) -> String {
     format!("{:?}", clip(s, max))
 }
 
+/// `s` with every control character written as an escape (`\n`, `\r`, `\0`, `\u{1b}`), so that one log
+/// record stays one line whatever text it carries. Borrowed when there is nothing to escape.
+pub(crate) fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(escape_controls("plain ü"), "plain ü");
+        assert_eq!(
+            escape_controls("a\r\nb\0c\u{1b}[2J"),
+            "a\\r\\nb\\u{0}c\\u{1b}[2J"
+        );
+    }
 
     #[test]
     fn clip_never_splits_a_character() {

@@ -119,7 +119,7 @@ fn mismatch_is_warned_once_with_both_models() {
         .find(|l| l.contains("Wrong (ID: 1)"))
         .expect("warning for Wrong");
     assert!(
-        wrong.contains("configured as ShellyPlus1PM") && wrong.contains("'SNSW-102P16EU'"),
+        wrong.contains("configured as ShellyPlus1PM") && wrong.contains("\"SNSW-102P16EU\""),
         "{wrong}"
     );
     assert!(wrong.contains("expects SNSW-001P16EU"), "{wrong}");
@@ -127,7 +127,7 @@ fn mismatch_is_warned_once_with_both_models() {
         .iter()
         .find(|l| l.contains("Family (ID: 3)"))
         .expect("warning for Family");
-    assert!(family.contains("'SHPLG-S' (Gen1)"), "{family}");
+    assert!(family.contains("\"SHPLG-S\" (Gen1)"), "{family}");
     let d = t.ctl.device(&Identity::name("Wrong")).unwrap();
     assert_eq!(d.reported_model.as_deref(), Some("SNSW-102P16EU"));
 }

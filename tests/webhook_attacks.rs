@@ -283,3 +283,139 @@ fn descriptor_exhaustion_is_survived() {
     );
     assert!(rest.contains("GOT"), "{rest}");
 }
+
+#[test]
+fn a_flood_of_64_kib_events_is_bounded_in_memory() {
+    let _g = serial();
+    let (ctl, _wake, addr) = open();
+    let pad = "x".repeat(60 * 1024);
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    for n in 0..1000 {
+        let body = format!("{{\"Event\":\"input.toggle_on\",\"n\":{n},\"pad\":\"{pad}\"}}");
+        let head = format!(
+            "POST /shelly/webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        // One write: two would meet Nagle and delayed ACK (40 ms each).
+        s.write_all(format!("{head}{body}").as_bytes()).unwrap();
+        // Read the answer: status line, headers, body.
+        let mut len = 0;
+        loop {
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap();
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut answer = vec![0; len];
+        r.read_exact(&mut answer).unwrap();
+    }
+    let (queued, dropped) = ctl.webhook_queue_stats();
+    // 16 MiB hold about 270 such events; the count limit (65,536) would have kept all 1,000 (60 MiB).
+    assert!(queued < 300, "{queued} events of 60 KiB queued");
+    assert_eq!(queued as u64 + dropped, 1000);
+    // The newest ones are kept, in order.
+    let first = ctl.pull_webhook_event().unwrap();
+    assert_eq!(
+        first.params["n"],
+        serde_json::json!(1000 - queued as u64),
+        "the oldest were dropped"
+    );
+}
+
+#[test]
+fn a_flood_of_events_does_not_become_a_flood_of_device_reads() {
+    use smartdev::ModelLibrary;
+    use smartdev::emulator::{DeviceSpec, Emulator};
+    let _g = serial();
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let yaml = format!(
+        "SmartDevices:\n  RefreshInterval: 0\n  PingAllowed: false\n  ShellyWebhooks: {{Enabled: true, Host: 127.0.0.1, Port: 0}}\n  Devices:\n    - {{Name: P, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}}}\n",
+        emu.port(0)
+    );
+    let ctl = Controller::open(Settings::from_yaml_str(&yaml).unwrap(), None).unwrap();
+    let addr = ctl.webhook_address().unwrap();
+    let reads = || {
+        emu.counts(0)
+            .get("rpc Shelly.GetStatus")
+            .copied()
+            .unwrap_or(0)
+    };
+    let input = ctl.get_inputs()[0].id;
+    let target = |n: usize| {
+        format!(
+            "/shelly/webhook?Event=input.toggle_{}&DeviceID=1&ObjectType=input&ComponentID={input}",
+            if n.is_multiple_of(2) { "on" } else { "off" }
+        )
+    };
+    // One event: one read.
+    let before = reads();
+    assert_eq!(event_to(addr, &target(0)), 200);
+    assert!(eventually(Duration::from_secs(10), || reads() == before + 1));
+
+    // 2,000 events on one keep-alive connection as fast as they go.
+    let before = reads();
+    let started = Instant::now();
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    for n in 0..2000 {
+        s.write_all(format!("GET {} HTTP/1.1\r\nHost: x\r\n\r\n", target(n)).as_bytes())
+            .unwrap();
+        let mut len = 0;
+        loop {
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap();
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut answer = vec![0; len];
+        r.read_exact(&mut answer).unwrap();
+    }
+    assert_eq!(ctl.webhook_queue_stats().0, 2001);
+    // At most the burst of the sender's budget (10) plus its rate (5/s) over the time taken, not 2,000; the
+    // bound grows with the time, so a slow machine cannot fail it.
+    let caused = reads() - before;
+    let bound = 10 + (5.0 * started.elapsed().as_secs_f64()).ceil() as u64 + 1;
+    assert!(
+        caused >= 1 && caused <= bound,
+        "{caused} device reads for 2,000 events (bound {bound})"
+    );
+}
+
+fn event_to(addr: SocketAddr, target: &str) -> u16 {
+    request(
+        addr,
+        format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+#[test]
+fn cr_lf_and_nul_in_fields_are_answered_escaped() {
+    let _g = serial();
+    let (ctl, _wake, addr) = open();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /shelly/webhook?Event=x%0d%0a2026%20[ERROR]%20forged%00 HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    let body = answer.split("\r\n\r\n").nth(1).unwrap();
+    assert!(
+        body.contains(r#"unknown event "x\r\n2026 [ERROR] forged\0""#),
+        "{body:?}"
+    );
+    assert_eq!(body.matches('\n').count(), 1, "{body:?}");
+    assert_eq!(ctl.webhook_queue_stats().0, 0);
+}

@@ -31,6 +31,8 @@ pub(crate) enum Command {
         index: usize,
         /// The state the event implies, if any.
         state: Option<bool>,
+        /// Set while this command waits; cleared when the read starts, so a later event queues another.
+        pending: Arc<std::sync::atomic::AtomicBool>,
     },
     /// Background check from the supervisor: refresh an online device; probe an offline one and refresh it
     /// when it is back.
@@ -142,7 +144,13 @@ impl State {
                         let _ = reply.send(r);
                     }
                 }
-                Command::Hook { kind, index, state } => {
+                Command::Hook {
+                    kind,
+                    index,
+                    state,
+                    pending,
+                } => {
+                    pending.store(false, std::sync::atomic::Ordering::Release);
                     let _ = self.op(|dev, drv| {
                         if dev.simulate {
                             // The simulation file is the truth for simulated devices.

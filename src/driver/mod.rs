@@ -124,7 +124,7 @@ pub(crate) fn identify(
         || (!known.is_empty() && !known.iter().any(|k| k.eq_ignore_ascii_case(reported)));
     if mismatch && changed {
         log::warn!(
-            "device {}: configured as {} ({}, expects {}) but the device reports itself as '{reported}' ({}); check Model",
+            "device {}: configured as {} ({}, expects {}) but the device reports itself as {} ({}); check Model",
             dev.label(),
             model.model,
             model.protocol,
@@ -133,6 +133,7 @@ pub(crate) fn identify(
             } else {
                 known.join(" or ")
             },
+            crate::text::quote(reported, 80),
             if looks_gen1 { "Gen1" } else { "Gen2+" }
         );
     }

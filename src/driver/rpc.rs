@@ -278,7 +278,10 @@ impl Rpc {
                 {
                     p.probe_id = found.iter().find(|(_, n)| *n == p.name).map(|(id, _)| *id);
                     if p.probe_id.is_none() {
-                        let names: Vec<&str> = found.iter().map(|(_, n)| n.as_str()).collect();
+                        let names: Vec<String> = found
+                            .iter()
+                            .map(|(_, n)| crate::text::quote(n, 60))
+                            .collect();
                         log::warn!(
                             "device {label}: add-on probe '{}' not found (the device names its probes: {})",
                             p.name,
@@ -405,8 +408,9 @@ pub(crate) fn parse_frame(
         let message = err
             .get("message")
             .and_then(Value::as_str)
-            .unwrap_or("no message")
-            .to_string();
+            .unwrap_or("no message");
+        // The device's own words, kept to one short line.
+        let message = crate::text::escape_controls(&crate::text::clip(message, 200)).into_owned();
         return Err(FrameError::Rpc(code, message));
     }
     // Taken, not cloned: status results are a few KiB and this runs on every call.

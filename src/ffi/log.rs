@@ -60,7 +60,8 @@ impl Sink {
         let Some(t) = t.as_ref().filter(|t| record.level() <= t.max) else {
             return;
         };
-        let text = record.args().to_string().replace('\0', " ");
+        // One record, one line, no NUL: text from devices and requests may carry anything.
+        let text = crate::text::escape_controls(&record.args().to_string()).into_owned();
         if let Ok(c) = CString::new(text) {
             // SAFETY: the caller registered this function for exactly this signature, and it stays callable
             // until its removal returns, which waits for this read lock; the message lives until the call

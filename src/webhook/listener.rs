@@ -563,7 +563,7 @@ fn handle(ctx: &Context, method: &str, target: &str, body: &[u8], source: IpAddr
     };
     match request::parse(&incoming, &rules) {
         Ok(hook) => {
-            let (device, component) = ctx.sink.resolve(&hook);
+            let (device, component) = ctx.sink.resolve(&hook, source);
             let event = WebhookEvent {
                 event: hook.event,
                 component,

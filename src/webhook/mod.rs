@@ -4,10 +4,12 @@ pub(crate) mod http;
 pub(crate) mod install;
 pub(crate) mod listener;
 pub(crate) mod queue;
+pub(crate) mod read_budget;
 pub(crate) mod request;
 
 /// Resolves a valid webhook against the configuration and applies it to the device state.
 pub(crate) trait HookSink: Send + Sync {
     /// Returns the device name and component name (empty when unknown) and updates the component's state.
-    fn resolve(&self, hook: &request::Hook) -> (String, String);
+    /// `source` is the sender, whose budget of device reads the event may use.
+    fn resolve(&self, hook: &request::Hook, source: std::net::IpAddr) -> (String, String);
 }

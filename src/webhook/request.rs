@@ -137,7 +137,16 @@ pub(crate) fn parse(req: &Incoming, rules: &Rules) -> Result<Hook, Rejected> {
     }
     let event = match take("Event") {
         Some(Value::String(e)) if KNOWN_EVENTS.contains(&e.as_str()) => e,
-        Some(Value::String(e)) => return Err(reject(400, format!("unknown event '{e}'"))),
+        Some(Value::String(e)) => {
+            // Quoted and escaped: the name came decoded from the request and may hold CR, LF or NUL.
+            return Err(reject(
+                400,
+                format!(
+                    "unknown event {}; see the README for the event names",
+                    crate::text::quote(&e, 80)
+                ),
+            ));
+        }
         Some(_) => return Err(reject(400, "Event must be a string")),
         None => return Err(reject(400, "Event is missing")),
     };
