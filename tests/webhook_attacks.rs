@@ -209,16 +209,55 @@ fn hundreds_of_idle_connections_cost_no_threads_and_do_not_lock_out_senders() {
     assert!(closed > 0, "no idle connection was closed to make room");
 }
 
+/// Child side of the open/close test: alone in its process, so every thread it sees is its own.
 #[test]
-fn many_open_and_close_cycles_leave_no_listener_threads() {
-    let _g = serial();
-    for _ in 0..50 {
+fn child_open_close_cycles() {
+    if std::env::var_os("SMARTDEV_CYCLES_CHILD").is_none() {
+        return;
+    }
+    let before = all_threads();
+    for n in 0..200 {
         let (ctl, _wake, addr) = open();
         let _idle = TcpStream::connect(addr).unwrap();
-        assert_eq!(event(addr, 0), 200);
+        assert_eq!(event(addr, n), 200);
         drop(ctl);
-        assert_eq!(threads("sd-webhook"), 0);
     }
+    println!("THREADS {before} {}", all_threads());
+}
+
+#[test]
+fn many_open_and_close_cycles_leave_no_threads() {
+    let _g = serial();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_open_close_cycles",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("SMARTDEV_CYCLES_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: Vec<usize> = text
+        .split("THREADS ")
+        .nth(1)
+        .expect("the child reports its threads")
+        .split_whitespace()
+        .take(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    // The old listener left 4 pool threads per controller alive for ~5 s after close.
+    assert_eq!(
+        counts[1], counts[0],
+        "threads before and after 200 open/close cycles"
+    );
 }
 
 /// The child side of the descriptor-exhaustion test: runs under `ulimit -n 24` (below the per-source connection cap) in its own process, prints the
@@ -418,4 +457,25 @@ fn cr_lf_and_nul_in_fields_are_answered_escaped() {
     );
     assert_eq!(body.matches('\n').count(), 1, "{body:?}");
     assert_eq!(ctl.webhook_queue_stats().0, 0);
+}
+
+#[test]
+fn a_request_that_never_completes_is_closed_at_its_deadline() {
+    let _g = serial();
+    let (_ctl, _wake, addr) = open();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"POST /shelly/webhook HTTP/1.1\r\nContent-Le")
+        .unwrap();
+    let started = Instant::now();
+    // Hang guard far above the 5 s request deadline.
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut buf = [0u8; 16];
+    let r = s.read(&mut buf);
+    assert!(matches!(r, Ok(0)), "{r:?}");
+    // Closed by the deadline, not earlier.
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
 }
