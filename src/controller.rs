@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 
+use crate::actor::hook_inbox::{HookInbox, Post};
 use crate::actor::supervisor;
 use crate::actor::worker::{self, Command, Slot};
 use crate::config::Settings;
@@ -145,8 +146,8 @@ struct Shared {
     directory: Directory,
     slots: Vec<Slot>,
     senders: RwLock<Option<Vec<Sender<Command>>>>,
-    /// Per device: a webhook-triggered read is queued and not yet started (events meanwhile need no other).
-    hook_pending: Vec<Arc<AtomicBool>>,
+    /// Per device: webhook events waiting for its worker.
+    hook_inboxes: Vec<Arc<HookInbox>>,
     /// Per sender: how many device reads its events may trigger.
     read_budget: ReadBudget,
 }
@@ -166,9 +167,9 @@ impl HookSink for LateSink {
 }
 
 impl Shared {
-    /// Names the device and component of a webhook, takes the state it implies at once, and asks the device's
-    /// worker to read the device: at most one such read waits per device, and a sender's budget limits how
-    /// many its events trigger (a flood of events must not become a flood of device requests).
+    /// Names the device and component of a webhook and posts the state it implies to the device's worker, which
+    /// takes it at once and reads the device: at most one such read waits per device, and a sender's budget
+    /// limits how many its events trigger (a flood of events must not become a flood of device requests).
     fn resolve(&self, hook: &Hook, source: IpAddr) -> (String, String) {
         let Some(di) = hook
             .device_id
@@ -177,6 +178,7 @@ impl Shared {
             return (String::new(), String::new());
         };
         let snap = worker::snapshot(&self.slots[di]);
+        // Names only: the worker applies what the event implies.
         let kind = match hook.object_type.as_deref() {
             Some("input") => Some(ComponentKind::Input),
             Some("output" | "switch") => Some(ComponentKind::Output),
@@ -205,31 +207,20 @@ impl Shared {
                 | (ComponentKind::Output, "switch.off") => Some(false),
                 _ => None,
             };
-        if matches!(kind, ComponentKind::Input | ComponentKind::Output) && !snap.simulate {
-            if state.is_some() {
-                // Visible to readers now; the worker takes the same state and then reads the device.
-                let mut d = (*snap).clone();
-                worker::apply_hook_state(&mut d, kind, ci, state);
-                *self.slots[di].write().unwrap_or_else(|e| e.into_inner()) = Arc::new(d);
-            }
-            let pending = &self.hook_pending[di];
-            if !pending.load(Ordering::Acquire)
-                && self.read_budget.allow(source, std::time::Instant::now())
-                && !pending.swap(true, Ordering::AcqRel)
-            {
+        if matches!(kind, ComponentKind::Input | ComponentKind::Output) {
+            // The worker applies the state (it is the only writer of the device) and reads the device when
+            // asked; a read already asked for needs no budget.
+            let inbox = &self.hook_inboxes[di];
+            let read =
+                !inbox.read_asked() && self.read_budget.allow(source, std::time::Instant::now());
+            if inbox.post(kind, ci, state, read) == Post::Wake {
                 let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
-                let sent = guard.as_ref().and_then(|s| s.get(di)).is_some_and(|tx| {
-                    // A full inbox already has work queued that will read the device.
-                    tx.try_send(Command::Hook {
-                        kind,
-                        index: ci,
-                        state,
-                        pending: pending.clone(),
-                    })
-                    .is_ok()
-                });
+                let sent = guard
+                    .as_ref()
+                    .and_then(|s| s.get(di))
+                    .is_some_and(|tx| tx.try_send(Command::Hook).is_ok());
                 if !sent {
-                    pending.store(false, Ordering::Release);
+                    inbox.unqueue();
                 }
             }
         }
@@ -314,10 +305,21 @@ impl Controller {
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
         let count = devices.len();
         let (mut slots, mut senders, mut threads) = (Vec::new(), Vec::new(), Vec::new());
+        let mut inboxes = Vec::new();
         for (dev, (drv, factory)) in devices.into_iter().zip(drivers) {
             let label = dev.label();
             let now = crate::actor::restart::real_now();
-            match worker::spawn(dev, drv, factory, now, liveness.clone(), started_tx.clone()) {
+            let inbox = Arc::new(HookInbox::default());
+            inboxes.push(inbox.clone());
+            match worker::spawn(
+                dev,
+                drv,
+                factory,
+                now,
+                liveness.clone(),
+                inbox,
+                started_tx.clone(),
+            ) {
                 Ok(w) => {
                     slots.push(w.slot);
                     senders.push(w.tx);
@@ -340,7 +342,7 @@ impl Controller {
         let shared = Arc::new(Shared {
             directory,
             slots,
-            hook_pending: (0..senders.len()).map(|_| Arc::default()).collect(),
+            hook_inboxes: inboxes,
             read_budget: ReadBudget::default(),
             senders: RwLock::new(Some(senders)),
         });

@@ -268,13 +268,23 @@ fn exchange_driver(
     (dev, driver)
 }
 
-/// Reads the device, toggles output 0 and reads again, ignoring errors.
+/// Reads the device and, like the worker, takes `Online` from what the driver saw.
+fn read(dev: &mut Device, driver: &mut dyn crate::driver::Driver) -> crate::Result<()> {
+    let r = driver.read(dev);
+    if let Some(reached) = driver.reach() {
+        dev.online = reached;
+    }
+    r
+}
+
+/// Reads the device, syncs its hooks, toggles output 0 and reads again, ignoring errors.
 fn exercise(dev: &mut Device, driver: &mut dyn crate::driver::Driver) {
-    let _ = driver.read(dev, None);
+    let _ = read(dev, driver);
+    let _ = driver.sync_hooks(dev);
     if !dev.outputs.is_empty() {
         let _ = driver.switch(dev, 0, crate::driver::OutputAction::Toggle);
     }
-    let _ = driver.read(dev, None);
+    let _ = read(dev, driver);
 }
 
 #[cfg(test)]
@@ -635,7 +645,7 @@ mod tests {
                     let (mut dev, mut drv) = exchange_driver(pick, &script);
                     exercise(&mut dev, &mut *drv);
                     script.load([]);
-                    let r = drv.read(&mut dev, None);
+                    let r = read(&mut dev, &mut *drv);
                     assert!(
                         r.is_ok() && dev.online,
                         "pick {pick:#x} answer {i}: the driver does not recover: {r:?}"
@@ -666,7 +676,7 @@ mod tests {
             script.load(answers);
             let (mut dev, mut drv) = exchange_driver(pick, &script);
             assert!(
-                drv.read(&mut dev, None).is_ok() && dev.online,
+                read(&mut dev, &mut *drv).is_ok() && dev.online,
                 "pick {pick:#x}"
             );
             if let Some(dir) = std::env::var_os("SMARTDEV_WRITE_SEEDS") {

@@ -188,8 +188,11 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
     assert_eq!(e.source, "127.0.0.1");
     assert!(e.received_at.ends_with('Z'));
     assert!(e.params.is_empty(), "{:?}", e.params);
-    // The input's state is updated at once.
-    assert!(ctl.get_input(&Identity::name("Hall In")).unwrap().state);
+    // The device's worker takes the input's state at once (a thread hop, then a read of the device).
+    assert!(wait_for(Duration::from_secs(5), || ctl
+        .get_input(&Identity::name("Hall In"))
+        .unwrap()
+        .state));
     wake.clear();
     assert!(!wake.is_set());
 
@@ -202,7 +205,10 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
         (e.event.as_str(), e.device.as_str(), e.component.as_str()),
         ("switch.on", "Shed", "Shed Pump")
     );
-    assert!(ctl.get_output(&Identity::name("Shed Pump")).unwrap().state);
+    assert!(wait_for(Duration::from_secs(5), || ctl
+        .get_output(&Identity::name("Shed Pump"))
+        .unwrap()
+        .state));
     // ... and the worker refreshes the device.
     assert!(wait_for(Duration::from_secs(5), || emu
         .counts(1)

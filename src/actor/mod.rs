@@ -1,5 +1,6 @@
 //! Threads: one worker per device and one supervisor.
 
+pub(crate) mod hook_inbox;
 pub(crate) mod restart;
 pub(crate) mod supervisor;
 pub(crate) mod worker;

@@ -7,10 +7,11 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::hook_inbox::HookInbox;
 use super::restart::{Backoff, Gate, Now};
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
-use crate::objects::{ComponentKind, Device, OutputChange};
+use crate::objects::{Device, OutputChange};
 
 /// Worker threads mostly wait on sockets and parse small JSON bodies; 256 KiB is ample and keeps 1,000 workers
 /// cheap in address space.
@@ -23,17 +24,8 @@ pub(crate) enum Command {
         /// Where the result goes.
         reply: Option<Sender<Result<()>>>,
     },
-    /// A webhook said a component changed: take the new state at once, then read the device.
-    Hook {
-        /// Input or output.
-        kind: ComponentKind,
-        /// Channel (0-based).
-        index: usize,
-        /// The state the event implies, if any.
-        state: Option<bool>,
-        /// Set while this command waits; cleared when the read starts, so a later event queues another.
-        pending: Arc<std::sync::atomic::AtomicBool>,
-    },
+    /// Webhook events wait in the device's [`HookInbox`]: take their states, and read the device if asked.
+    Hook,
     /// Background check from the supervisor: refresh an online device; probe an offline one and refresh it
     /// when it is back.
     Tick,
@@ -77,6 +69,7 @@ pub(crate) fn spawn(
     factory: Factory,
     now: Now,
     liveness: Liveness,
+    inbox: Arc<HookInbox>,
     started: Sender<(i64, Result<()>)>,
 ) -> std::io::Result<Worker> {
     // Callers block on their replies, so a small inbox is enough (each slot costs memory in every one of
@@ -92,6 +85,8 @@ pub(crate) fn spawn(
         liveness,
         backoff: Backoff::new(now),
         failing: false,
+        hooks_synced: false,
+        inbox,
         slot: slot.clone(),
     };
     let builder = std::thread::Builder::new()
@@ -113,12 +108,18 @@ struct State {
     backoff: Backoff,
     /// Failed (panicked, or could not be rebuilt) since the last success.
     failing: bool,
+    /// The driver's webhooks are in place for this online period.
+    hooks_synced: bool,
+    inbox: Arc<HookInbox>,
     slot: Slot,
 }
 
 impl State {
     fn run(mut self, rx: Receiver<Command>, started: Sender<(i64, Result<()>)>) {
-        let result = self.op(|dev, drv| drv.read(dev, Some(1)));
+        // The first contact is quick (one attempt per request): open must not wait on dead devices.
+        self.driver.set_quick(true);
+        let result = self.op(true, |dev, drv| drv.read(dev));
+        self.driver.set_quick(false);
         if let Err(e) = &result
             && !self.device.online
         {
@@ -137,34 +138,23 @@ impl State {
         drop(started);
         // The loop ends when every sender is gone: the controller is closing.
         for cmd in rx.iter() {
+            if !matches!(cmd, Command::Hook) {
+                // Events whose wake-up did not fit the inbox must not wait for the next event.
+                self.take_hooks();
+            }
             match cmd {
                 Command::Refresh { reply } => {
-                    let r = self.op(|dev, drv| drv.read(dev, None));
+                    let r = self.op(true, |dev, drv| drv.read(dev));
                     if let Some(reply) = reply {
                         let _ = reply.send(r);
                     }
                 }
-                Command::Hook {
-                    kind,
-                    index,
-                    state,
-                    pending,
-                } => {
-                    pending.store(false, std::sync::atomic::Ordering::Release);
-                    let _ = self.op(|dev, drv| {
-                        if dev.simulate {
-                            // The simulation file is the truth for simulated devices.
-                            return Ok(());
-                        }
-                        apply_hook_state(dev, kind, index, state);
-                        drv.read(dev, None)
-                    });
-                }
+                Command::Hook => self.take_hooks(),
                 Command::Tick => {
                     let liveness = self.liveness.clone();
-                    let _ = self.op(|dev, drv| {
-                        if dev.simulate || dev.online || liveness.worth_refresh(dev, drv) {
-                            drv.read(dev, None)
+                    let _ = self.op(true, |dev, drv| {
+                        if dev.online || liveness.worth_refresh(dev, drv) {
+                            drv.read(dev)
                         } else {
                             Err(Error::Offline {
                                 device: dev.label(),
@@ -177,7 +167,7 @@ impl State {
                     action,
                     reply,
                 } => {
-                    let r = self.op(|dev, drv| {
+                    let r = self.op(false, |dev, drv| {
                         if index >= dev.outputs.len() {
                             return Err(Error::NotFound {
                                 kind: "output",
@@ -193,9 +183,22 @@ impl State {
         }
     }
 
+    /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
+    fn take_hooks(&mut self) {
+        let (states, read) = self.inbox.take();
+        if !states.is_empty() || read {
+            let _ = self.op(read, |dev, drv| drv.hook(dev, &states, read));
+        }
+    }
+
     /// Runs one driver operation, records its outcome on the device, logs Online transitions and publishes.
     /// A panic marks the device offline; the driver is rebuilt on the first command after the back-off.
-    fn op<T>(&mut self, f: impl FnOnce(&mut Device, &mut dyn Driver) -> Result<T>) -> Result<T> {
+    /// `reads` marks operations that read the device: after a successful one the webhooks are synced.
+    fn op<T>(
+        &mut self,
+        reads: bool,
+        f: impl FnOnce(&mut Device, &mut dyn Driver) -> Result<T>,
+    ) -> Result<T> {
         let was_online = self.device.online;
         let result = match self.backoff.gate() {
             Gate::Wait(message) => Err(Error::WorkerFailed {
@@ -206,12 +209,12 @@ impl State {
                 Ok(Ok(driver)) => {
                     self.driver = driver;
                     log::debug!("device {}: driver rebuilt", self.device.label());
-                    self.run_driver(f)
+                    self.run_driver(reads, f)
                 }
                 Ok(Err(e)) => Err(self.failed(e.to_string())),
                 Err(payload) => Err(self.failed(panic_message(&*payload))),
             },
-            Gate::Run => self.run_driver(f),
+            Gate::Run => self.run_driver(reads, f),
         };
         let dev = Arc::make_mut(&mut self.device);
         match &result {
@@ -223,14 +226,43 @@ impl State {
         result
     }
 
-    /// Calls the driver, turning a panic into a failure.
+    /// Calls the driver, turning a panic into a failure. The worker decides `Online` from what the driver saw
+    /// (a device that answered at all is reachable); before talking to a device that was offline, the driver
+    /// forgets what the device said about itself, and its webhooks are synced again.
     fn run_driver<T>(
         &mut self,
+        reads: bool,
         f: impl FnOnce(&mut Device, &mut dyn Driver) -> Result<T>,
     ) -> Result<T> {
         let dev = Arc::make_mut(&mut self.device);
         let driver = &mut *self.driver;
-        match catch_unwind(AssertUnwindSafe(|| f(dev, driver))) {
+        let synced = &mut self.hooks_synced;
+        if !dev.online {
+            driver.forget();
+            *synced = false;
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let r = f(dev, driver);
+            if let Some(reached) = driver.reach() {
+                dev.online = reached;
+            }
+            if reads && r.is_ok() && dev.online && !*synced {
+                // Installation problems never fail the refresh; they are logged and retried next time.
+                match driver.sync_hooks(dev) {
+                    Ok(()) => *synced = true,
+                    Err(e) => log::warn!(
+                        "device {}: webhooks not installed yet: {}",
+                        dev.label(),
+                        e.reason()
+                    ),
+                }
+                if let Some(reached) = driver.reach() {
+                    dev.online = reached;
+                }
+            }
+            r
+        }));
+        match outcome {
             Ok(r) => {
                 if r.is_ok() {
                     self.backoff.succeeded();
@@ -288,29 +320,6 @@ impl State {
     }
 }
 
-/// Sets the state a webhook implies on an input or output (no-op for other kinds or unknown channels).
-pub(crate) fn apply_hook_state(
-    dev: &mut Device,
-    kind: ComponentKind,
-    index: usize,
-    state: Option<bool>,
-) {
-    let Some(on) = state else { return };
-    match kind {
-        ComponentKind::Input => {
-            if let Some(i) = dev.inputs.get_mut(index) {
-                i.state = on;
-            }
-        }
-        ComponentKind::Output => {
-            if let Some(o) = dev.outputs.get_mut(index) {
-                o.state = on;
-            }
-        }
-        _ => {}
-    }
-}
-
 /// The text of a panic payload.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
@@ -329,7 +338,7 @@ mod tests {
     struct Exploding;
 
     impl Driver for Exploding {
-        fn read(&mut self, dev: &mut Device, _attempts: Option<u32>) -> Result<()> {
+        fn read(&mut self, dev: &mut Device) -> Result<()> {
             dev.online = true;
             Ok(())
         }
@@ -393,6 +402,7 @@ mod tests {
             factory,
             now,
             liveness(),
+            Arc::default(),
             started_tx,
         )
         .unwrap();
@@ -444,6 +454,7 @@ mod tests {
             factory,
             now,
             liveness(),
+            Arc::default(),
             started_tx,
         )
         .unwrap();

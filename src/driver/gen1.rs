@@ -24,7 +24,6 @@ pub(crate) struct Gen1 {
     model: ModelInfo,
     introduced: bool,
     hooks: Option<HookPlan>,
-    hooks_synced: bool,
     credentials: Credentials,
 }
 
@@ -43,18 +42,13 @@ impl Gen1 {
             model,
             introduced: false,
             hooks,
-            hooks_synced: false,
             credentials,
         }
     }
 
     /// Reads the action URLs and records the events they stand for as the device's supported webhooks.
-    fn read_actions(
-        &self,
-        dev: &mut Device,
-        attempts: Option<u32>,
-    ) -> Result<serde_json::Map<String, Value>> {
-        let listed = self.get(dev, "/settings/actions", attempts)?;
+    fn read_actions(&self, dev: &mut Device) -> Result<serde_json::Map<String, Value>> {
+        let listed = self.get(dev, "/settings/actions")?;
         let actions = listed
             .get("actions")
             .and_then(Value::as_object)
@@ -73,7 +67,7 @@ impl Gen1 {
         let Some(plan) = self.hooks.clone() else {
             return Ok(());
         };
-        let actions = self.read_actions(dev, None)?;
+        let actions = self.read_actions(dev)?;
         for w in &plan.wanted {
             if gen1_action(&w.event).is_none_or(|a| !actions.contains_key(a)) {
                 log::warn!(
@@ -124,14 +118,14 @@ impl Gen1 {
                 for u in &desired {
                     path.push_str(&format!("&urls[]={}", encode_component(u)));
                 }
-                self.get(dev, &path, None)?;
+                self.get(dev, &path)?;
             }
         }
         Ok(())
     }
 
     /// GETs a path; everything but `/shelly` carries HTTP Basic credentials when a password is configured.
-    fn get(&self, dev: &mut Device, path: &str, attempts: Option<u32>) -> Result<Value> {
+    fn get(&self, dev: &mut Device, path: &str) -> Result<Value> {
         use base64::Engine;
         let url = format!("{}{path}", self.base);
         let what = format!("GET {}", path.split('?').next().unwrap_or(path));
@@ -151,7 +145,7 @@ impl Gen1 {
             // Reads, absolute sets and action-URL settings: all safe to repeat.
             idempotent: true,
         };
-        match self.http.send(dev, &req, attempts)? {
+        match self.http.send(dev, &req)? {
             Reply::Json(v) => Ok(v),
             Reply::Unauthorized(_) => Err(Error::Auth {
                 device: dev.label(),
@@ -166,13 +160,9 @@ impl Gen1 {
         }
     }
 
-    fn contact(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
-        if !dev.online {
-            self.introduced = false;
-            self.hooks_synced = false;
-        }
+    fn contact(&mut self, dev: &mut Device) -> Result<()> {
         if !self.introduced {
-            let info = self.get(dev, "/shelly", attempts)?;
+            let info = self.get(dev, "/shelly")?;
             dev.firmware = text(&info, &["fw"]);
             if let Some(mac) = text(&info, &["mac"]) {
                 dev.mac_address = Some(mac);
@@ -186,18 +176,8 @@ impl Gen1 {
             );
             self.introduced = true;
         }
-        let status = self.get(dev, "/status", attempts)?;
+        let status = self.get(dev, "/status")?;
         apply_status(dev, &self.model, &status, &clock::rfc3339_now());
-        if !self.hooks_synced {
-            match self.sync_actions(dev) {
-                Ok(()) => self.hooks_synced = true,
-                Err(e) => log::warn!(
-                    "device {}: action URLs not installed yet: {}",
-                    dev.label(),
-                    e.reason()
-                ),
-            }
-        }
         Ok(())
     }
 
@@ -216,21 +196,37 @@ impl Relay for Gen1 {
     }
 
     fn output_state(&mut self, dev: &mut Device, index: usize) -> Result<bool> {
-        let relay = self.get(dev, &format!("/relay/{index}"), None)?;
+        let relay = self.get(dev, &format!("/relay/{index}"))?;
         Self::relay_state(dev, &relay, "GET /relay")
     }
 
     fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
         let turn = if on { "on" } else { "off" };
-        let answer = self.get(dev, &format!("/relay/{index}?turn={turn}"), None)?;
+        let answer = self.get(dev, &format!("/relay/{index}?turn={turn}"))?;
         let now = Self::relay_state(dev, &answer, "GET /relay")?;
         Ok(SetAnswer { was: None, now })
     }
 }
 
 impl Driver for Gen1 {
-    fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
-        self.contact(dev, attempts)
+    fn read(&mut self, dev: &mut Device) -> Result<()> {
+        self.contact(dev)
+    }
+
+    fn sync_hooks(&mut self, dev: &mut Device) -> Result<()> {
+        self.sync_actions(dev)
+    }
+
+    fn forget(&mut self) {
+        self.introduced = false;
+    }
+
+    fn set_quick(&mut self, quick: bool) {
+        self.http.set_quick(quick);
+    }
+
+    fn reach(&mut self) -> Option<bool> {
+        self.http.take_reach()
     }
 
     fn switch(

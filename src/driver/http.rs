@@ -7,7 +7,7 @@
 
 use std::io::ErrorKind;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -19,14 +19,32 @@ use crate::objects::Device;
 /// Largest device response we read; real devices send a few KiB.
 const MAX_BODY: u64 = 1024 * 1024;
 
-/// Shared HTTP settings and agent for all devices of one controller.
-#[derive(Clone)]
+/// Shared HTTP settings and agent for all devices of one controller; each driver holds its own clone, whose
+/// contact mode and reachability record are its own.
 pub(crate) struct Http {
     agent: ureq::Agent,
     retries: u32,
     delay: Duration,
     debug_bodies: bool,
     closing: Arc<AtomicBool>,
+    /// One attempt per request (the quick first contact at open).
+    quick: AtomicBool,
+    /// What the requests since the last [`Http::take_reach`] showed: 0 nothing, 1 answered, 2 unreachable.
+    reach: AtomicU8,
+}
+
+impl Clone for Http {
+    fn clone(&self) -> Self {
+        Http {
+            agent: self.agent.clone(),
+            retries: self.retries,
+            delay: self.delay,
+            debug_bodies: self.debug_bodies,
+            closing: self.closing.clone(),
+            quick: AtomicBool::new(false),
+            reach: AtomicU8::new(0),
+        }
+    }
 }
 
 /// One request to a device.
@@ -130,6 +148,23 @@ impl Http {
             delay: settings.retry_delay,
             debug_bodies: settings.allow_debug_logging,
             closing,
+            quick: AtomicBool::new(false),
+            reach: AtomicU8::new(0),
+        }
+    }
+
+    /// One attempt per request from now on (`true`: the quick first contact), or the retry policy again.
+    pub(crate) fn set_quick(&self, quick: bool) {
+        self.quick.store(quick, Ordering::Relaxed);
+    }
+
+    /// Whether the device answered the requests since the last call (`None`: no request was made). The worker
+    /// decides `Online` from this; the HTTP layer only reports.
+    pub(crate) fn take_reach(&self) -> Option<bool> {
+        match self.reach.swap(0, Ordering::Relaxed) {
+            1 => Some(true),
+            2 => Some(false),
+            _ => None,
         }
     }
 
@@ -205,35 +240,26 @@ impl Http {
         }
     }
 
-    /// Sends a request with the retry policy and records on `dev` whether it was reachable. A 401 is a reply,
-    /// not an error: drivers that authenticate handle it. `attempts` overrides the number of attempts (1 for a
-    /// quick first contact).
-    pub(crate) fn send(
-        &self,
-        dev: &mut Device,
-        req: &Request,
-        attempts: Option<u32>,
-    ) -> Result<Reply, Error> {
-        match self.call(dev, req, attempts) {
-            Ok(r) => {
-                dev.online = true;
-                Ok(r)
-            }
-            Err((error, unreachable)) => {
-                dev.online = !unreachable;
-                Err(error)
-            }
-        }
+    /// Sends a request with the retry policy (one attempt in quick mode) and records whether the device was
+    /// reachable (see [`Http::take_reach`]). A 401 is a reply, not an error: drivers that authenticate handle it.
+    pub(crate) fn send(&self, dev: &Device, req: &Request) -> Result<Reply, Error> {
+        let attempts = self.quick.load(Ordering::Relaxed).then_some(1);
+        let (result, reached) = match self.call(dev, req, attempts) {
+            Ok(r) => (Ok(r), true),
+            Err((error, unreachable)) => (Err(error), !unreachable),
+        };
+        self.reach
+            .store(if reached { 1 } else { 2 }, Ordering::Relaxed);
+        result
     }
 
     /// [`Http::send`] for requests that need no credentials: a 401 becomes an authentication error.
     pub(crate) fn request(
         &self,
-        dev: &mut Device,
+        dev: &Device,
         url: &str,
         body: Option<&Value>,
         what: &str,
-        attempts: Option<u32>,
     ) -> Result<Value, Error> {
         let req = Request {
             url,
@@ -242,7 +268,7 @@ impl Http {
             headers: Vec::new(),
             idempotent: true,
         };
-        match self.send(dev, &req, attempts)? {
+        match self.send(dev, &req)? {
             Reply::Json(v) => Ok(v),
             Reply::Unauthorized(_) => Err(Error::Auth {
                 device: dev.label(),

@@ -22,7 +22,7 @@ use std::time::Duration;
 use crate::config::Settings;
 use crate::error::Result;
 use crate::models::{ModelInfo, ModelRef};
-use crate::objects::{Device, OutputChange};
+use crate::objects::{ComponentKind, Device, OutputChange};
 
 /// What to do with an output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,12 +55,12 @@ impl OutputAction {
     }
 }
 
-/// How the worker talks to one device.
+/// How the worker talks to one device. The worker owns the device state and decides `Online` from
+/// [`Driver::reach`]; a driver reads and changes the device and reports what it saw.
 pub(crate) trait Driver: Send {
     /// Reads the device's current state into `dev` (the first contact included: creating or loading a
-    /// simulation file, learning what the device is). `attempts` overrides the retry policy: `Some(1)` for the
-    /// quick first contact at open.
-    fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()>;
+    /// simulation file, learning what the device is).
+    fn read(&mut self, dev: &mut Device) -> Result<()>;
 
     /// Applies `action` to output `index` (0-based channel) and reports the state before and after, as the
     /// device reports them.
@@ -71,10 +71,59 @@ pub(crate) trait Driver: Send {
         action: OutputAction,
     ) -> Result<OutputChange>;
 
+    /// Webhook events implied these component states (`(kind, channel, on)`): take them, and read the device
+    /// when `read` is set. Simulated devices ignore them: their file is the truth.
+    fn hook(
+        &mut self,
+        dev: &mut Device,
+        states: &[(ComponentKind, usize, bool)],
+        read: bool,
+    ) -> Result<()> {
+        for &(kind, index, on) in states {
+            apply_hook_state(dev, kind, index, on);
+        }
+        if read { self.read(dev) } else { Ok(()) }
+    }
+
+    /// Installs or reconciles the webhooks this device should call (nothing by default). The worker calls it
+    /// after a successful read, once per online period; a failure is logged and retried next time.
+    fn sync_hooks(&mut self, _dev: &mut Device) -> Result<()> {
+        Ok(())
+    }
+
+    /// The device was unreachable: whatever it said about itself (firmware, add-ons, hooks) may have changed.
+    fn forget(&mut self) {}
+
+    /// One attempt per request (`true`, the quick first contact at open) or the retry policy.
+    fn set_quick(&mut self, _quick: bool) {}
+
+    /// Whether the device answered during the operations since the last call (`None`: nothing learned, for
+    /// example a simulated device, whose `Online` is in its file).
+    fn reach(&mut self) -> Option<bool> {
+        None
+    }
+
     /// One light, unauthenticated attempt to see whether an offline device answers at all. It does not change
     /// the device: only a real refresh decides Online (and sees that the device came back).
     fn probe(&mut self, _dev: &Device) -> bool {
         true
+    }
+}
+
+/// Sets the state a webhook implies on an input or output (no-op for other kinds or unknown channels).
+pub(crate) fn apply_hook_state(dev: &mut Device, kind: ComponentKind, index: usize, on: bool) {
+    match kind {
+        ComponentKind::Input => {
+            if let Some(i) = dev.inputs.get_mut(index) {
+                i.state = on;
+            }
+        }
+        ComponentKind::Output => {
+            if let Some(o) = dev.outputs.get_mut(index) {
+                o.state = on;
+            }
+        }
+        _ => {}
     }
 }
 

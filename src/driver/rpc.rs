@@ -27,7 +27,6 @@ pub(crate) struct Rpc {
     probes_mapped: bool,
     next_id: u64,
     hooks: Option<HookPlan>,
-    hooks_synced: bool,
     credentials: Credentials,
     /// The device's last digest challenge and the nonce count used with it (firmware 2.x lets a nonce be
     /// reused with a rising count; older firmware answers every reuse with a new challenge).
@@ -51,7 +50,6 @@ impl Rpc {
             probes_mapped: false,
             next_id: 1,
             hooks,
-            hooks_synced: false,
             credentials,
             nonce: None,
         }
@@ -66,13 +64,7 @@ impl Rpc {
 
     /// Posts a frame, answering digest challenges: the cached nonce is tried first; a challenge is answered
     /// once; `stale=true` means "take the new nonce", not a wrong password.
-    fn post(
-        &mut self,
-        dev: &mut Device,
-        frame: &Value,
-        what: &str,
-        attempts: Option<u32>,
-    ) -> Result<Value> {
+    fn post(&mut self, dev: &mut Device, frame: &Value, what: &str) -> Result<Value> {
         let url = format!("{}/rpc", self.base);
         // Whether the nonce in hand came from a challenge to this very call.
         let mut fresh = false;
@@ -98,7 +90,7 @@ impl Rpc {
                 headers,
                 idempotent: idempotent(what),
             };
-            match self.http.send(dev, &req, attempts)? {
+            match self.http.send(dev, &req)? {
                 Reply::Json(v) => return Ok(v),
                 Reply::Unauthorized(header) => {
                     if self.credentials.password.is_none() {
@@ -134,20 +126,14 @@ impl Rpc {
     }
 
     /// Calls one RPC method and returns its `result`.
-    fn call(
-        &mut self,
-        dev: &mut Device,
-        method: &str,
-        params: Option<Value>,
-        attempts: Option<u32>,
-    ) -> Result<Value> {
+    fn call(&mut self, dev: &mut Device, method: &str, params: Option<Value>) -> Result<Value> {
         let id = self.next_id;
         self.next_id += 1;
         let mut frame = json!({"id": id, "src": "smartdev", "method": method});
         if let Some(p) = params {
             frame["params"] = p;
         }
-        let reply = self.post(dev, &frame, &format!("RPC {method}"), attempts)?;
+        let reply = self.post(dev, &frame, &format!("RPC {method}"))?;
         parse_frame(reply, method).map_err(|e| match e {
             FrameError::Rpc(401, _) => Self::auth_error(
                 dev,
@@ -167,11 +153,9 @@ impl Rpc {
     }
 
     /// Reads `/shelly` once per contact period: firmware, MAC and the self-reported model.
-    fn introduce(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
+    fn introduce(&mut self, dev: &mut Device) -> Result<()> {
         let url = format!("{}/shelly", self.base);
-        let info = self
-            .http
-            .request(dev, &url, None, "GET /shelly", attempts)?;
+        let info = self.http.request(dev, &url, None, "GET /shelly")?;
         dev.firmware = text(&info, &["ver"]).or_else(|| text(&info, &["fw_id"]));
         if let Some(mac) = text(&info, &["mac"]) {
             dev.mac_address = Some(mac);
@@ -180,7 +164,7 @@ impl Rpc {
         let reported = text(&info, &["model"]).or_else(|| text(&info, &["type"]));
         let generation = num(&info, &["gen"]);
         identify(dev, &self.model, reported.as_deref(), generation.is_none());
-        match self.call(dev, "Webhook.ListSupported", None, attempts) {
+        match self.call(dev, "Webhook.ListSupported", None) {
             Ok(r) => dev.supported_webhooks = supported_events(&r),
             Err(e) => log::debug!("device {}: no webhook list: {}", dev.label(), e.reason()),
         }
@@ -190,7 +174,7 @@ impl Rpc {
 
     /// Makes smartdev's hooks on the device (named `smartdev:`…) match the plan: creates what is missing,
     /// updates what differs, deletes only its own stale ones. Other software's hooks are never touched.
-    fn sync_hooks(&mut self, dev: &mut Device) -> Result<()> {
+    fn reconcile_hooks(&mut self, dev: &mut Device) -> Result<()> {
         let Some(plan) = self.hooks.clone() else {
             return Ok(());
         };
@@ -206,7 +190,7 @@ impl Rpc {
                 );
             }
         }
-        let list = self.call(dev, "Webhook.List", None, None)?;
+        let list = self.call(dev, "Webhook.List", None)?;
         let ours: Vec<Value> = list
             .get("hooks")
             .and_then(Value::as_array)
@@ -228,10 +212,10 @@ impl Rpc {
                 Some(h) => {
                     let mut update = desired.clone();
                     update["id"] = h.get("id").cloned().unwrap_or(Value::Null);
-                    self.call(dev, "Webhook.Update", Some(update), None)?;
+                    self.call(dev, "Webhook.Update", Some(update))?;
                 }
                 None => {
-                    self.call(dev, "Webhook.Create", Some(desired), None).map_err(|e| match e {
+                    self.call(dev, "Webhook.Create", Some(desired)).map_err(|e| match e {
                         Error::Rpc { code: -108, device, .. } => Error::Device {
                             device,
                             message: format!(
@@ -253,7 +237,7 @@ impl Rpc {
                 .any(|o| text(o, &["name"]).as_deref() == Some(name.as_str()));
             if duplicate || !wanted.iter().any(|w| w.name == name) {
                 let id = h.get("id").cloned().unwrap_or(Value::Null);
-                self.call(dev, "Webhook.Delete", Some(json!({ "id": id })), None)?;
+                self.call(dev, "Webhook.Delete", Some(json!({ "id": id })))?;
             }
         }
         log::debug!(
@@ -266,8 +250,8 @@ impl Rpc {
 
     /// Maps configured probe names to `temperature:N` ids from `Shelly.GetConfig`. Failures are logged and
     /// retried at the next refresh.
-    fn map_probes(&mut self, dev: &mut Device, attempts: Option<u32>) {
-        match self.call(dev, "Shelly.GetConfig", None, attempts) {
+    fn map_probes(&mut self, dev: &mut Device) {
+        match self.call(dev, "Shelly.GetConfig", None) {
             Ok(config) => {
                 let found = probe_ids(&config);
                 let label = dev.label();
@@ -299,32 +283,15 @@ impl Rpc {
         }
     }
 
-    fn contact(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
-        if !dev.online {
-            // Coming back: the firmware, add-on or hooks may have changed meanwhile.
-            self.introduced = false;
-            self.probes_mapped = false;
-            self.hooks_synced = false;
-        }
+    fn contact(&mut self, dev: &mut Device) -> Result<()> {
         if !self.introduced {
-            self.introduce(dev, attempts)?;
+            self.introduce(dev)?;
         }
         if !self.probes_mapped && dev.temp_probes.iter().any(|p| p.probe_id != Some(-1)) {
-            self.map_probes(dev, attempts);
+            self.map_probes(dev);
         }
-        let status = self.call(dev, "Shelly.GetStatus", None, attempts)?;
+        let status = self.call(dev, "Shelly.GetStatus", None)?;
         apply_status(dev, &self.model, &status, &clock::rfc3339_now());
-        if !self.hooks_synced {
-            // Installation problems never fail the refresh; they are logged and retried next time.
-            match self.sync_hooks(dev) {
-                Ok(()) => self.hooks_synced = true,
-                Err(e) => log::warn!(
-                    "device {}: webhooks not installed yet: {}",
-                    dev.label(),
-                    e.reason()
-                ),
-            }
-        }
         Ok(())
     }
 }
@@ -335,7 +302,7 @@ impl Relay for Rpc {
     }
 
     fn output_state(&mut self, dev: &mut Device, index: usize) -> Result<bool> {
-        let status = self.call(dev, "Switch.GetStatus", Some(json!({ "id": index })), None)?;
+        let status = self.call(dev, "Switch.GetStatus", Some(json!({ "id": index })))?;
         flag(&status, &["output"]).ok_or_else(|| Error::Device {
             device: dev.label(),
             message: "RPC Switch.GetStatus: the answer has no output".into(),
@@ -343,12 +310,7 @@ impl Relay for Rpc {
     }
 
     fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
-        let result = self.call(
-            dev,
-            "Switch.Set",
-            Some(json!({"id": index, "on": on})),
-            None,
-        )?;
+        let result = self.call(dev, "Switch.Set", Some(json!({"id": index, "on": on})))?;
         let was = flag(&result, &["was_on"]).ok_or_else(|| Error::Device {
             device: dev.label(),
             message: "RPC Switch.Set: the answer has no was_on".into(),
@@ -361,8 +323,26 @@ impl Relay for Rpc {
 }
 
 impl Driver for Rpc {
-    fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
-        self.contact(dev, attempts)
+    fn read(&mut self, dev: &mut Device) -> Result<()> {
+        self.contact(dev)
+    }
+
+    fn sync_hooks(&mut self, dev: &mut Device) -> Result<()> {
+        self.reconcile_hooks(dev)
+    }
+
+    fn forget(&mut self) {
+        // Coming back: the firmware, add-on or hooks may have changed meanwhile.
+        self.introduced = false;
+        self.probes_mapped = false;
+    }
+
+    fn set_quick(&mut self, quick: bool) {
+        self.http.set_quick(quick);
+    }
+
+    fn reach(&mut self) -> Option<bool> {
+        self.http.take_reach()
     }
 
     fn switch(

@@ -163,8 +163,7 @@ fn json_number(v: Option<f64>) -> Value {
 }
 
 impl Driver for Simulated {
-    /// A file has no timeouts, so `attempts` does not matter here.
-    fn read(&mut self, dev: &mut Device, _attempts: Option<u32>) -> Result<()> {
+    fn read(&mut self, dev: &mut Device) -> Result<()> {
         self.transaction(dev, |me, dev, doc| {
             if !dev.online {
                 return Err(Self::offline(dev));
@@ -200,6 +199,11 @@ impl Driver for Simulated {
             };
             Ok((change, dirty))
         })
+    }
+
+    /// The file is the truth for simulated devices: webhook events change nothing here.
+    fn hook(&mut self, _: &mut Device, _: &[(ComponentKind, usize, bool)], _: bool) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -72,7 +72,7 @@ impl Tasmota {
         }
     }
 
-    fn command(&self, dev: &mut Device, cmnd: &str, attempts: Option<u32>) -> Result<Value> {
+    fn command(&self, dev: &mut Device, cmnd: &str) -> Result<Value> {
         use crate::url::encode_component;
         let mut url = format!("{}/cm?cmnd={}", self.base, encode_component(cmnd));
         if let Some(pw) = &self.credentials.password {
@@ -91,7 +91,7 @@ impl Tasmota {
             // Every command smartdev sends is a read or an absolute set (see `switching`).
             idempotent: true,
         };
-        let reply = match self.http.send(dev, &req, attempts)? {
+        let reply = match self.http.send(dev, &req)? {
             super::http::Reply::Json(v) => v,
             super::http::Reply::Unauthorized(_) => return Err(self.auth_error(dev, cmnd)),
         };
@@ -114,15 +114,15 @@ impl Tasmota {
         Ok(reply)
     }
 
-    fn contact(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
-        let status = self.command(dev, "Status 0", attempts)?;
+    fn contact(&mut self, dev: &mut Device) -> Result<()> {
+        let status = self.command(dev, "Status 0")?;
         apply_status(dev, &status, &clock::rfc3339_now());
         Ok(())
     }
 
     /// Relay states from the `Status` bitmask.
     fn relay_mask(&self, dev: &mut Device) -> Result<u64> {
-        let s = self.command(dev, "Status", None)?;
+        let s = self.command(dev, "Status")?;
         power_mask(&s).ok_or_else(|| Error::Device {
             device: dev.label(),
             message: "command 'Status': the answer has no Status.Power".into(),
@@ -141,7 +141,7 @@ impl Relay for Tasmota {
 
     fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
         let n = index + 1;
-        let answer = self.command(dev, &format!("Power{n} {}", u8::from(on)), None)?;
+        let answer = self.command(dev, &format!("Power{n} {}", u8::from(on)))?;
         let word = text(&answer, &[&format!("POWER{n}")])
             .or_else(|| (n == 1).then(|| text(&answer, &["POWER"])).flatten());
         let now = match word.as_deref().and_then(power_text) {
@@ -154,8 +154,16 @@ impl Relay for Tasmota {
 }
 
 impl Driver for Tasmota {
-    fn read(&mut self, dev: &mut Device, attempts: Option<u32>) -> Result<()> {
-        self.contact(dev, attempts)
+    fn read(&mut self, dev: &mut Device) -> Result<()> {
+        self.contact(dev)
+    }
+
+    fn set_quick(&mut self, quick: bool) {
+        self.http.set_quick(quick);
+    }
+
+    fn reach(&mut self) -> Option<bool> {
+        self.http.take_reach()
     }
 
     fn switch(

@@ -1,0 +1,118 @@
+//! Webhook events on their way to a device's worker. The listener posts the state an event implies and
+//! whether it may cause a device read; the worker takes everything posted since its last look in one go. Only
+//! the latest state per component is kept and at most one wake-up command waits, so a flood of events costs
+//! neither inbox slots nor device reads, and the worker stays the only writer of the device.
+
+use std::sync::Mutex;
+
+use crate::objects::ComponentKind;
+
+/// What waits for one device.
+#[derive(Default)]
+pub(crate) struct HookInbox(Mutex<Waiting>);
+
+#[derive(Default)]
+struct Waiting {
+    /// Latest implied state per component.
+    states: Vec<(ComponentKind, usize, bool)>,
+    /// Some event asked for a device read.
+    read: bool,
+    /// A `Command::Hook` is on its way to the worker.
+    queued: bool,
+}
+
+/// What a post asks of the caller.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Post {
+    /// Send the worker a `Command::Hook`; call [`HookInbox::unqueue`] if that fails.
+    Wake,
+    /// A command is already on its way; it will take this event too.
+    Queued,
+}
+
+impl HookInbox {
+    /// Whether a device read is already asked for (then another event need not spend a read budget).
+    pub(crate) fn read_asked(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).read
+    }
+
+    /// Posts an event's implied state (if any) and whether it may cause a read.
+    pub(crate) fn post(
+        &self,
+        kind: ComponentKind,
+        index: usize,
+        state: Option<bool>,
+        read: bool,
+    ) -> Post {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(on) = state {
+            match w
+                .states
+                .iter_mut()
+                .find(|(k, i, _)| *k == kind && *i == index)
+            {
+                Some(s) => s.2 = on,
+                None => w.states.push((kind, index, on)),
+            }
+        }
+        w.read |= read;
+        if std::mem::replace(&mut w.queued, true) {
+            Post::Queued
+        } else {
+            Post::Wake
+        }
+    }
+
+    /// The wake-up could not be sent (the worker's inbox is full): the next post tries again, and the worker
+    /// takes what waits here with its next command anyway.
+    pub(crate) fn unqueue(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).queued = false;
+    }
+
+    /// Takes everything posted: the states and whether a read was asked for.
+    pub(crate) fn take(&self) -> (Vec<(ComponentKind, usize, bool)>, bool) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        w.queued = false;
+        (std::mem::take(&mut w.states), std::mem::take(&mut w.read))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_is_one_wake_up_with_the_latest_state_per_component() {
+        let inbox = HookInbox::default();
+        assert_eq!(
+            inbox.post(ComponentKind::Input, 0, Some(true), true),
+            Post::Wake
+        );
+        for n in 0..1000 {
+            let on = n % 2 == 1;
+            assert_eq!(
+                inbox.post(ComponentKind::Input, 0, Some(on), false),
+                Post::Queued
+            );
+        }
+        assert_eq!(
+            inbox.post(ComponentKind::Output, 1, Some(true), false),
+            Post::Queued
+        );
+        assert!(inbox.read_asked());
+        let (states, read) = inbox.take();
+        assert_eq!(
+            states,
+            vec![
+                (ComponentKind::Input, 0, true),
+                (ComponentKind::Output, 1, true)
+            ]
+        );
+        assert!(read);
+        assert!(!inbox.read_asked());
+        // After the worker took them, the next event wakes it again.
+        assert_eq!(inbox.post(ComponentKind::Input, 0, None, false), Post::Wake);
+        inbox.unqueue();
+        assert_eq!(inbox.post(ComponentKind::Input, 0, None, false), Post::Wake);
+    }
+}
