@@ -571,6 +571,7 @@ mod tests {
             .collect()
     }
 
+    #[cfg(feature = "emulator")]
     /// Records the answers of a healthy emulated device to one run of the `pick` driver.
     fn record(pick: u8, emu: &crate::emulator::Emulator) -> Vec<Vec<u8>> {
         let script = crate::driver::canned::Script::relaying(emu.port(0));
@@ -580,6 +581,7 @@ mod tests {
         script.exchanges().into_iter().map(|(_, a)| a).collect()
     }
 
+    #[cfg(feature = "emulator")]
     fn emulated(pick: u8) -> crate::emulator::Emulator {
         let model = EXCHANGE_MODELS[usize::from(pick) % EXCHANGE_MODELS.len()];
         let mut spec = crate::emulator::DeviceSpec::new(model);
@@ -611,11 +613,13 @@ mod tests {
         });
     }
 
+    #[cfg(feature = "emulator")]
     #[test]
     fn whole_device_answers_never_panic_and_the_driver_recovers() {
         on_worker_stack(whole_device_answers);
     }
 
+    #[cfg(feature = "emulator")]
     fn whole_device_answers() {
         let hostile = hostile_answers();
         let mut runs = 0;
@@ -657,6 +661,7 @@ mod tests {
         assert!(runs > 1000, "only {runs} runs");
     }
 
+    #[cfg(feature = "emulator")]
     /// Healthy exchanges of every driver are the cargo-fuzz seeds of `device_exchange`; they are written to
     /// the directory in `SMARTDEV_WRITE_SEEDS` when set (`tests/fuzz/seeds/device_exchange`).
     #[test]

@@ -26,6 +26,7 @@ mod clock;
 pub mod config;
 mod controller;
 mod driver;
+#[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
 mod event;

@@ -8,7 +8,8 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 prefix="${1:-/usr/local}"
 version="$(grep -m1 '^version' "$root/Cargo.toml" | cut -d'"' -f2)"
 
-cargo build --release --lib --manifest-path "$root/Cargo.toml"
+# Without the device emulator: it is a tool, not part of the library a C program links.
+cargo build --release --lib --no-default-features --manifest-path "$root/Cargo.toml"
 target="${CARGO_TARGET_DIR:-$root/target}/release"
 
 install -d "$prefix/lib/pkgconfig" "$prefix/include"
