@@ -11,6 +11,7 @@ use crossbeam_channel::Sender;
 use crate::actor::hook_inbox::{HookInbox, Post};
 use crate::actor::supervisor;
 use crate::actor::worker::{self, Command, Slot};
+use crate::builder::ControllerBuilder;
 use crate::config::Settings;
 use crate::driver::http::Http;
 use crate::driver::{self, Liveness, OutputAction};
@@ -245,7 +246,23 @@ impl Controller {
     /// names or IDs, ...), or with [`Error::Simulation`] when a simulation file is unreadable. A device that is
     /// unreachable does not make `open` fail: it is marked offline with its `LastError` and retried in the
     /// background. `wake` is set whenever a webhook event is queued.
+    /// A shortcut for `Controller::builder()` with an optional wake flag, then [`ControllerBuilder::open`].
     pub fn open(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
+        let builder = ControllerBuilder::new();
+        match wake {
+            Some(w) => builder.wake(w).open(settings),
+            None => builder.open(settings),
+        }
+    }
+
+    /// The one way to open a controller: dictionary extensions, model library, wake flag, logging; then load
+    /// and open.
+    pub fn builder() -> ControllerBuilder {
+        ControllerBuilder::new()
+    }
+
+    /// Starts everything (the builder's last step).
+    pub(crate) fn start(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
         let devices = crate::plan::plan(&settings).map_err(Error::Init)?;
         // Shared with every worker's driver factory, which rebuilds a driver after a panic.
         let settings = Arc::new(settings);

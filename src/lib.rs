@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod actor;
+mod builder;
 mod clock;
 pub mod config;
 mod controller;
@@ -48,6 +49,7 @@ mod wake;
 mod webhook;
 mod yaml;
 
+pub use builder::ControllerBuilder;
 pub use config::{ConfigLoader, Rule, Settings, ValidationDictionary, ValueType};
 pub use controller::{Controller, RefreshFailure, RefreshReport};
 pub use driver::OutputAction;

@@ -125,3 +125,32 @@ fn close_joins_every_thread_and_later_calls_fail_cleanly() {
         "every interrupted device reports its failure"
     );
 }
+
+#[test]
+fn the_builder_takes_schema_models_and_wake_and_loads_and_opens() {
+    let dir = common::TempDir::new("builder");
+    let schema = "SmartDevices:\n  type: dict\n  schema:\n    Devices:\n      type: list\n      schema:\n        type: dict\n        schema:\n          Room: {type: string}\n";
+    let yaml = format!(
+        "SmartDevices:\n  SimulationFileFolder: '{}'\n  RefreshInterval: 0\n  ShellyWebhooks: {{Enabled: true, Host: 127.0.0.1, Port: 0}}\n  Devices:\n    - {{Name: A, Model: Shelly1, Simulate: true, Room: Hall}}\n",
+        dir.path().display()
+    );
+    // Without the extension the custom attribute is refused.
+    assert!(smartdev::Controller::builder().load_yaml(&yaml).is_err());
+    let wake = smartdev::WakeFlag::new();
+    let ctl = smartdev::Controller::builder()
+        .schema_yaml(schema, "<test schema>")
+        .unwrap()
+        .models(smartdev::ModelLibrary::embedded())
+        .wake(wake.clone())
+        .open_yaml(&yaml)
+        .unwrap();
+    assert_eq!(ctl.devices()[0].custom["Room"], "Hall");
+    assert!(ctl.wake_flag().is_some());
+    assert!(ctl.webhook_address().is_some());
+    // A bad extension is an error naming its source.
+    let e = smartdev::Controller::builder()
+        .schema_yaml("SmartDevices: [", "<broken schema>")
+        .err()
+        .expect("a broken schema is refused");
+    assert!(e.to_string().contains("<broken schema>"), "{e}");
+}

@@ -15,10 +15,7 @@ use super::boundary::{
 use super::log::{Registration, sd_log_callback};
 use super::result::sd_result;
 use crate::log_scope::{self, ScopeId};
-use crate::{
-    ComponentKind, ConfigLoader, Controller, Identity, ModelLibrary, PrintMode, Settings,
-    ValidationDictionary, WakeFlag,
-};
+use crate::{ComponentKind, Controller, Identity, ModelLibrary, PrintMode, WakeFlag};
 
 /// An open installation: configuration, one worker per device, the supervisor and the webhook listener.
 ///
@@ -319,8 +316,7 @@ unsafe fn open(
     require!(out, "ctl");
     // SAFETY: NULL or valid by contract.
     let opts = unsafe { opts.as_ref() };
-    let mut dictionary = ValidationDictionary::builtin();
-    let mut loader = ConfigLoader::new();
+    let mut builder = Controller::builder();
     let mut wake = true;
     // Everything the controller logs, from this thread and from the threads it starts, is in its scope.
     let scope = ScopeId::new();
@@ -349,31 +345,26 @@ unsafe fn open(
             )
         };
         if let Some(p) = schema_path {
-            lib!(dictionary.merge_file(p));
+            builder = lib!(builder.schema_file(p));
         }
         if let Some(y) = schema_yaml {
-            lib!(dictionary.merge(&lib!(ValidationDictionary::from_yaml_str(
-                y,
-                "<schema_yaml>"
-            ))));
+            builder = lib!(builder.schema_yaml(y, "<schema_yaml>"));
         }
         if let Some(m) = models_path {
-            loader = loader.with_models(lib!(ModelLibrary::from_file(m)));
+            builder = lib!(builder.models_file(m));
         }
         wake = o.wake;
     }
-    loader = loader.with_dictionary(dictionary);
-    let settings: Settings = lib!(match source {
-        Source::File(p) => loader.load_file(p),
-        Source::Yaml(y) => loader.load_str(y),
-    });
-    if opts.is_none_or(|o| o.log_callback.is_none())
-        && let Some(files) = &settings.logging
-    {
-        lib!(crate::logging::init(files));
-    }
+    // Without a callback of its own, the controller logs as its Files block says.
+    builder = builder.files_logging(opts.is_none_or(|o| o.log_callback.is_none()));
     let wake = wake.then(WakeFlag::new);
-    let ctl = lib!(Controller::open(settings, wake.clone()));
+    if let Some(w) = &wake {
+        builder = builder.wake(w.clone());
+    }
+    let ctl = lib!(match source {
+        Source::File(p) => builder.open_file(p),
+        Source::Yaml(y) => builder.open_yaml(y),
+    });
     let h = Box::new(Handle {
         ctl,
         wake,

@@ -9,10 +9,7 @@ use std::process::ExitCode;
 use args::{Args, Command};
 use smartdev::config::LogSettings;
 use smartdev::logging::{self, Verbosity};
-use smartdev::{
-    ConfigLoader, Controller, Error, ModelLibrary, PrintMode, Settings, ValidationDictionary,
-    WakeFlag,
-};
+use smartdev::{Controller, ControllerBuilder, Error, ModelLibrary, PrintMode, Settings, WakeFlag};
 
 const DEMO: &str = include_str!("demo.yaml");
 const DEMO_SCHEMA: &str = include_str!("demo-schema.yaml");
@@ -48,26 +45,23 @@ fn exit_code(e: &Error) -> u8 {
     if e.is_usage() { USAGE_ERROR } else { FAILED }
 }
 
-fn loader(args: &Args) -> Result<ConfigLoader, Error> {
-    let mut dictionary = ValidationDictionary::builtin();
+/// The controller builder for the command line's schemas and model library (the library's one way to open).
+fn builder(args: &Args) -> Result<ControllerBuilder, Error> {
+    let mut builder = Controller::builder();
     if args.config.is_none() {
-        dictionary.merge(&ValidationDictionary::from_yaml_str(
-            DEMO_SCHEMA,
-            "<demo schema>",
-        )?)?;
+        builder = builder.schema_yaml(DEMO_SCHEMA, "<demo schema>")?;
     }
     for s in &args.schemas {
-        dictionary.merge_file(s)?;
+        builder = builder.schema_file(s)?;
     }
-    let mut loader = ConfigLoader::new().with_dictionary(dictionary);
     if let Some(m) = &args.models {
-        loader = loader.with_models(ModelLibrary::from_file(m)?);
+        builder = builder.models_file(m)?;
     }
-    Ok(loader)
+    Ok(builder)
 }
 
 fn load(args: &Args) -> Result<Settings, Error> {
-    let loader = loader(args)?;
+    let loader = builder(args)?;
     match &args.config {
         Some(path) => loader.load_file(path),
         None => {
@@ -75,7 +69,7 @@ fn load(args: &Args) -> Result<Settings, Error> {
                 "sdctl: no --config given; using the embedded demo configuration of simulated devices \
                  (simulation files in ./simulation_files/)"
             );
-            loader.load_str(DEMO)
+            loader.load_yaml(DEMO)
         }
     }
 }
@@ -133,7 +127,7 @@ fn run(args: &Args) -> Result<(), Error> {
         settings.webhooks.enabled = true;
         return events(settings, *count, *timeout);
     }
-    let ctl = Controller::open(settings, None)?;
+    let ctl = builder(args)?.open(settings)?;
     match command {
         Command::Status(device) => {
             let report = ctl.refresh_all()?;
@@ -193,7 +187,7 @@ fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Resul
     use std::time::{Duration, Instant};
     let path = settings.webhooks.path.clone();
     let wake = WakeFlag::new();
-    let ctl = Controller::open(settings, Some(wake.clone()))?;
+    let ctl = Controller::builder().wake(wake.clone()).open(settings)?;
     if let Some(addr) = ctl.webhook_address() {
         eprintln!("sdctl: listening for webhooks on http://{addr}{path}");
     }

@@ -1,0 +1,119 @@
+//! The one way to open a controller, used by the Rust API, the C ABI and `sdctl` alike: validation-dictionary
+//! extensions, a model library, a wake flag and the `Files` logging block are set here, then settings are
+//! loaded and the controller opened.
+
+use std::path::Path;
+
+use crate::config::{ConfigLoader, Settings, ValidationDictionary};
+use crate::controller::Controller;
+use crate::error::Result;
+use crate::models::ModelLibrary;
+use crate::wake::WakeFlag;
+
+/// Opens a [`Controller`]: `Controller::builder().schema_file("extra.yaml")?.wake(flag).open_file("devices.yaml")`.
+#[derive(Default)]
+#[must_use = "a builder does nothing until one of its open methods is called"]
+pub struct ControllerBuilder {
+    dictionary: Option<ValidationDictionary>,
+    models: Option<ModelLibrary>,
+    wake: Option<WakeFlag>,
+    files_logging: bool,
+}
+
+impl ControllerBuilder {
+    /// A builder with the built-in dictionary and model library, no wake flag, and the `Files` block ignored.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn dictionary_mut(&mut self) -> &mut ValidationDictionary {
+        self.dictionary
+            .get_or_insert_with(ValidationDictionary::builtin)
+    }
+
+    /// Uses `dictionary` (for example the built-in one merged with your extensions) to validate settings.
+    pub fn dictionary(mut self, dictionary: ValidationDictionary) -> Self {
+        self.dictionary = Some(dictionary);
+        self
+    }
+
+    /// Merges a validation-dictionary extension file (custom attributes) into the dictionary.
+    pub fn schema_file(mut self, path: impl AsRef<Path>) -> Result<Self> {
+        self.dictionary_mut().merge_file(path)?;
+        Ok(self)
+    }
+
+    /// Merges a validation-dictionary extension given as YAML text; `source` names it in messages.
+    pub fn schema_yaml(mut self, yaml: &str, source: &str) -> Result<Self> {
+        let ext = ValidationDictionary::from_yaml_str(yaml, source)?;
+        self.dictionary_mut().merge(&ext)?;
+        Ok(self)
+    }
+
+    /// Uses `models` instead of the built-in model library.
+    pub fn models(mut self, models: ModelLibrary) -> Self {
+        self.models = Some(models);
+        self
+    }
+
+    /// Uses the model library in `path` instead of the built-in one.
+    pub fn models_file(self, path: impl AsRef<Path>) -> Result<Self> {
+        Ok(self.models(ModelLibrary::from_file(path)?))
+    }
+
+    /// Sets `wake` whenever a webhook event is queued.
+    pub fn wake(mut self, wake: WakeFlag) -> Self {
+        self.wake = Some(wake);
+        self
+    }
+
+    /// Sets up logging from the settings' `Files` block at open (off by default: a Rust application usually
+    /// owns its logger; `sdctl` and C programs without a log callback turn it on).
+    pub fn files_logging(mut self, on: bool) -> Self {
+        self.files_logging = on;
+        self
+    }
+
+    fn loader(&self) -> ConfigLoader {
+        let mut loader = ConfigLoader::new();
+        if let Some(d) = &self.dictionary {
+            loader = loader.with_dictionary(d.clone());
+        }
+        if let Some(m) = &self.models {
+            loader = loader.with_models(m.clone());
+        }
+        loader
+    }
+
+    /// Loads and validates a configuration file with this builder's dictionary and models.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Settings> {
+        self.loader().load_file(path)
+    }
+
+    /// Loads and validates configuration text with this builder's dictionary and models.
+    pub fn load_yaml(&self, yaml: &str) -> Result<Settings> {
+        self.loader().load_str(yaml)
+    }
+
+    /// Opens the installation `settings` describe (see [`Controller::open`] for what is checked).
+    pub fn open(self, settings: Settings) -> Result<Controller> {
+        if self.files_logging
+            && let Some(files) = &settings.logging
+        {
+            crate::logging::init(files)?;
+        }
+        Controller::start(settings, self.wake)
+    }
+
+    /// Loads `path` and opens it.
+    pub fn open_file(self, path: impl AsRef<Path>) -> Result<Controller> {
+        let settings = self.load_file(path)?;
+        self.open(settings)
+    }
+
+    /// Loads YAML text and opens it.
+    pub fn open_yaml(self, yaml: &str) -> Result<Controller> {
+        let settings = self.load_yaml(yaml)?;
+        self.open(settings)
+    }
+}
