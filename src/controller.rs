@@ -1,18 +1,18 @@
-//! The controller: the public entry point that owns the workers, the supervisor and the lookup tables.
+//! The controller: the public entry point that owns the workers, the supervisor and the listener. Lookups
+//! are in `directory.rs`, webhook routing in `webhook/routing.rs`.
 
-use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 
-use crate::actor::hook_inbox::{HookInbox, Post};
+use crate::actor::hook_inbox::HookInbox;
 use crate::actor::supervisor;
-use crate::actor::worker::{self, Command, Slot};
+use crate::actor::worker::{self, Command};
 use crate::builder::ControllerBuilder;
 use crate::config::Settings;
+use crate::directory::Directory;
 use crate::driver::http::Http;
 use crate::driver::{self, Liveness, OutputAction};
 use crate::error::{Error, Result};
@@ -22,81 +22,11 @@ use crate::objects::{
     Component, ComponentKind, Device, Identity, Input, Meter, Output, OutputChange, TempProbe,
 };
 use crate::wake::WakeFlag;
-use crate::webhook::HookSink;
 use crate::webhook::install;
 use crate::webhook::listener::Listener;
 use crate::webhook::queue::EventQueue;
 use crate::webhook::read_budget::ReadBudget;
-use crate::webhook::request::Hook;
-
-/// Where a component lives: device position and component position.
-type Place = (usize, usize);
-
-/// Name and ID lookups, built once at open (the configuration is fixed for the controller's life).
-#[derive(Default)]
-struct Directory {
-    device_by_id: HashMap<i64, usize>,
-    device_by_name: HashMap<String, usize>,
-    by_id: HashMap<(ComponentKind, i64), Place>,
-    by_name: HashMap<(ComponentKind, String), Place>,
-}
-
-impl Directory {
-    fn new(devices: &[Device]) -> Self {
-        let mut d = Directory::default();
-        for (di, dev) in devices.iter().enumerate() {
-            d.device_by_id.insert(dev.id, di);
-            d.device_by_name.insert(dev.name.clone(), di);
-            let mut add = |kind, list: Vec<(i64, &String)>| {
-                for (ci, (id, name)) in list.into_iter().enumerate() {
-                    d.by_id.insert((kind, id), (di, ci));
-                    d.by_name.insert((kind, name.clone()), (di, ci));
-                }
-            };
-            add(
-                ComponentKind::Input,
-                dev.inputs.iter().map(|c| (c.id, &c.name)).collect(),
-            );
-            add(
-                ComponentKind::Output,
-                dev.outputs.iter().map(|c| (c.id, &c.name)).collect(),
-            );
-            add(
-                ComponentKind::Meter,
-                dev.meters.iter().map(|c| (c.id, &c.name)).collect(),
-            );
-            add(
-                ComponentKind::TempProbe,
-                dev.temp_probes.iter().map(|c| (c.id, &c.name)).collect(),
-            );
-        }
-        d
-    }
-
-    fn device(&self, id: &Identity) -> Result<usize> {
-        match id {
-            Identity::Id(i) => self.device_by_id.get(i),
-            Identity::Name(n) => self.device_by_name.get(n),
-        }
-        .copied()
-        .ok_or_else(|| Error::NotFound {
-            kind: "device",
-            identity: id.to_string(),
-        })
-    }
-
-    fn component(&self, kind: ComponentKind, id: &Identity) -> Result<Place> {
-        match id {
-            Identity::Id(i) => self.by_id.get(&(kind, *i)),
-            Identity::Name(n) => self.by_name.get(&(kind, n.clone())),
-        }
-        .copied()
-        .ok_or_else(|| Error::NotFound {
-            kind: kind.as_str(),
-            identity: id.to_string(),
-        })
-    }
-}
+use crate::webhook::routing::{LateSink, Shared};
 
 /// One failed device of a [`RefreshReport`].
 #[derive(Debug)]
@@ -133,100 +63,22 @@ impl RefreshReport {
 pub struct Controller {
     settings: Arc<Settings>,
     shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    stop_supervisor: Mutex<Option<Sender<()>>>,
+    /// `Some` while open; `close` takes it. Commands fail with [`Error::Closed`] once it is gone (the worker
+    /// senders in `shared` go with it), reads of the last known state keep working.
+    running: Mutex<Option<Running>>,
     closing: Arc<AtomicBool>,
     http: Http,
-    listener: Mutex<Option<Listener>>,
     queue: Arc<EventQueue>,
     wake: Option<WakeFlag>,
 }
 
-/// What the controller shares with the webhook listener: lookups, snapshots and worker inboxes.
-struct Shared {
-    directory: Directory,
-    slots: Vec<Slot>,
-    senders: RwLock<Option<Vec<Sender<Command>>>>,
-    /// Per device: webhook events waiting for its worker.
-    hook_inboxes: Vec<Arc<HookInbox>>,
-    /// Per sender: how many device reads its events may trigger.
-    read_budget: ReadBudget,
-}
-
-/// The listener starts before the workers exist (its port goes into the hooks the workers install), so it
-/// reaches them through this, filled in once they run. Events arriving earlier are queued unresolved.
-#[derive(Default)]
-struct LateSink(OnceLock<Arc<Shared>>);
-
-impl HookSink for LateSink {
-    fn resolve(&self, hook: &Hook, source: IpAddr) -> (String, String) {
-        match self.0.get() {
-            Some(shared) => shared.resolve(hook, source),
-            None => (String::new(), String::new()),
-        }
-    }
-}
-
-impl Shared {
-    /// Names the device and component of a webhook and posts the state it implies to the device's worker, which
-    /// takes it at once and reads the device: at most one such read waits per device, and a sender's budget
-    /// limits how many its events trigger (a flood of events must not become a flood of device requests).
-    fn resolve(&self, hook: &Hook, source: IpAddr) -> (String, String) {
-        let Some(di) = hook
-            .device_id
-            .and_then(|id| self.directory.device_by_id.get(&id).copied())
-        else {
-            return (String::new(), String::new());
-        };
-        let snap = worker::snapshot(&self.slots[di]);
-        // Names only: the worker applies what the event implies.
-        let kind = match hook.object_type.as_deref() {
-            Some("input") => Some(ComponentKind::Input),
-            Some("output" | "switch") => Some(ComponentKind::Output),
-            Some("meter") => Some(ComponentKind::Meter),
-            Some("temp_probe") => Some(ComponentKind::TempProbe),
-            _ => None,
-        };
-        let place = kind.zip(hook.component_id).and_then(|(k, id)| {
-            let (cdi, ci) = self.directory.by_id.get(&(k, id)).copied()?;
-            (cdi == di).then_some((k, ci))
-        });
-        let Some((kind, ci)) = place else {
-            return (snap.name.clone(), String::new());
-        };
-        let component = match kind {
-            ComponentKind::Input => snap.inputs[ci].name.clone(),
-            ComponentKind::Output => snap.outputs[ci].name.clone(),
-            ComponentKind::Meter => snap.meters[ci].name.clone(),
-            ComponentKind::TempProbe => snap.temp_probes[ci].name.clone(),
-        };
-        let state =
-            match (kind, hook.event.as_str()) {
-                (ComponentKind::Input, "input.toggle_on")
-                | (ComponentKind::Output, "switch.on") => Some(true),
-                (ComponentKind::Input, "input.toggle_off")
-                | (ComponentKind::Output, "switch.off") => Some(false),
-                _ => None,
-            };
-        if matches!(kind, ComponentKind::Input | ComponentKind::Output) {
-            // The worker applies the state (it is the only writer of the device) and reads the device when
-            // asked; a read already asked for needs no budget.
-            let inbox = &self.hook_inboxes[di];
-            let read =
-                !inbox.read_asked() && self.read_budget.allow(source, std::time::Instant::now());
-            if inbox.post(kind, ci, state, read) == Post::Wake {
-                let guard = self.senders.read().unwrap_or_else(|e| e.into_inner());
-                let sent = guard
-                    .as_ref()
-                    .and_then(|s| s.get(di))
-                    .is_some_and(|tx| tx.try_send(Command::Hook).is_ok());
-                if !sent {
-                    inbox.unqueue();
-                }
-            }
-        }
-        (snap.name.clone(), component)
-    }
+/// The parts of an open controller that `close` stops.
+struct Running {
+    /// Workers and the supervisor.
+    threads: Vec<JoinHandle<()>>,
+    /// Dropping it stops the supervisor.
+    stop_supervisor: Option<Sender<()>>,
+    listener: Option<Listener>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -367,11 +219,13 @@ impl Controller {
         let controller = Controller {
             settings,
             shared,
-            threads: Mutex::new(threads),
-            stop_supervisor: Mutex::new(None),
+            running: Mutex::new(Some(Running {
+                threads,
+                stop_supervisor: None,
+                listener,
+            })),
             closing,
             http: http.clone(),
-            listener: Mutex::new(listener),
             queue,
             wake,
         };
@@ -393,11 +247,10 @@ impl Controller {
                 context: "starting the supervisor thread".into(),
                 source: e,
             })?;
-        controller.lock_threads().push(sup);
-        *controller
-            .stop_supervisor
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(stop_tx);
+        if let Some(r) = controller.lock_running().as_mut() {
+            r.threads.push(sup);
+            r.stop_supervisor = Some(stop_tx);
+        }
         log::info!(
             "smartdev opened {} device(s) from {}",
             count,
@@ -406,8 +259,8 @@ impl Controller {
         Ok(controller)
     }
 
-    fn lock_threads(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.threads.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn sender(&self, device: usize) -> Result<Sender<Command>> {
@@ -677,10 +530,9 @@ impl Controller {
 
     /// The address the webhook listener is bound to (its real port even when 0 was configured), when it runs.
     pub fn webhook_address(&self) -> Option<std::net::SocketAddr> {
-        self.listener
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.lock_running()
             .as_ref()
+            .and_then(|r| r.listener.as_ref())
             .map(Listener::addr)
     }
 
@@ -689,28 +541,24 @@ impl Controller {
         self.wake.as_ref()
     }
 
-    /// Stops the supervisor and every worker and joins their threads. Calls after this fail with
-    /// [`Error::Closed`]; closing twice is harmless.
+    /// Stops the listener, the supervisor and every worker and joins their threads; closing twice is
+    /// harmless. After close, calls that need a worker or the listener (`get_device`, `refresh_all`,
+    /// `change_output`, `toggle_output`) fail with [`Error::Closed`] and `webhook_address` is `None`; reads of
+    /// the last known state (`device`, `get_output`, `print_device_status`, ...), `settings`, the model
+    /// library and pulling events already queued keep working.
     pub fn close(&self) {
+        let Some(mut running) = self.lock_running().take() else {
+            return;
+        };
         // No new webhooks first (they would send commands to the workers), then the threads.
-        if let Some(mut l) = self
-            .listener
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        if let Some(mut l) = running.listener.take() {
             l.stop();
         }
         // Retry waits end early and requests on the wire are interrupted, so workers stuck on silent devices
         // return at once.
         self.closing.store(true, Ordering::Relaxed);
         self.http.shutdown();
-        drop(
-            self.stop_supervisor
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+        drop(running.stop_supervisor.take());
         // Dropping the senders ends each worker's loop once in-flight commands are answered.
         drop(
             self.shared
@@ -719,9 +567,8 @@ impl Controller {
                 .unwrap_or_else(|e| e.into_inner())
                 .take(),
         );
-        let threads: Vec<JoinHandle<()>> = self.lock_threads().drain(..).collect();
-        let n = threads.len();
-        for t in threads {
+        let n = running.threads.len();
+        for t in running.threads {
             let _ = t.join();
         }
         if n > 0 {

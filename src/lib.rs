@@ -26,6 +26,7 @@ mod builder;
 mod clock;
 pub mod config;
 mod controller;
+mod directory;
 mod driver;
 #[cfg(feature = "emulator")]
 pub mod emulator;

@@ -154,3 +154,29 @@ fn the_builder_takes_schema_models_and_wake_and_loads_and_opens() {
         .expect("a broken schema is refused");
     assert!(e.to_string().contains("<broken schema>"), "{e}");
 }
+
+#[test]
+fn after_close_commands_fail_with_closed_and_last_known_reads_still_work() {
+    let dir = common::TempDir::new("after-close");
+    let ctl = smartdev::Controller::builder()
+        .open_yaml(&format!(
+            "SmartDevices:\n  SimulationFileFolder: '{}'\n  RefreshInterval: 0\n  ShellyWebhooks: {{Enabled: true, Host: 127.0.0.1, Port: 0}}\n  Devices:\n    - {{Name: A, Model: Shelly1, Simulate: true, Outputs: [{{Name: Lamp}}]}}\n",
+            dir.path().display()
+        ))
+        .unwrap();
+    let id = smartdev::Identity::name("A");
+    let lamp = smartdev::Identity::name("Lamp");
+    ctl.close();
+    ctl.close(); // harmless
+    assert!(matches!(ctl.get_device(&id), Err(smartdev::Error::Closed)));
+    assert!(matches!(ctl.refresh_all(), Err(smartdev::Error::Closed)));
+    assert!(matches!(
+        ctl.change_output(&lamp, true),
+        Err(smartdev::Error::Closed)
+    ));
+    assert!(ctl.webhook_address().is_none());
+    assert_eq!(ctl.device(&id).unwrap().name, "A");
+    assert!(!ctl.get_output(&lamp).unwrap().state);
+    assert!(ctl.print_device_status(None).unwrap().contains("A (ID: 1)"));
+    assert!(ctl.pull_webhook_event().is_none());
+}

@@ -6,6 +6,7 @@ pub(crate) mod listener;
 pub(crate) mod queue;
 pub(crate) mod read_budget;
 pub(crate) mod request;
+pub(crate) mod routing;
 
 /// Resolves a valid webhook against the configuration and applies it to the device state.
 pub(crate) trait HookSink: Send + Sync {
