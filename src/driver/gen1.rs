@@ -9,7 +9,7 @@ use super::Credentials;
 use super::http::{Http, Reply, Request};
 use super::json::{flag, num, text};
 use super::switching::{Relay, SetAnswer};
-use super::{Driver, OutputAction, identify};
+use super::{AuthProblem, Driver, OutputAction, identify};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::models::ModelInfo;
@@ -147,16 +147,15 @@ impl Gen1 {
         };
         match self.http.send(dev, &req)? {
             Reply::Json(v) => Ok(v),
-            Reply::Unauthorized(_) => Err(Error::Auth {
-                device: dev.label(),
-                message: if self.credentials.password.is_some() {
-                    format!("{what}: the device refused the user name or password")
+            Reply::Unauthorized(_) => Err(super::auth_error(
+                dev,
+                &what,
+                if self.credentials.password.is_some() {
+                    AuthProblem::Refused { user: true }
                 } else {
-                    format!(
-                        "{what}: the device requires a password; set Username and Password for it"
-                    )
+                    AuthProblem::Missing { user: true }
                 },
-            }),
+            )),
         }
     }
 

@@ -270,10 +270,11 @@ impl Http {
         };
         match self.send(dev, &req)? {
             Reply::Json(v) => Ok(v),
-            Reply::Unauthorized(_) => Err(Error::Auth {
-                device: dev.label(),
-                message: format!("{what}: the device requires a password; set Password for it"),
-            }),
+            Reply::Unauthorized(_) => Err(super::auth_error(
+                dev,
+                what,
+                super::AuthProblem::Missing { user: false },
+            )),
         }
     }
 

@@ -127,6 +127,40 @@ pub(crate) fn apply_hook_state(dev: &mut Device, kind: ComponentKind, index: usi
     }
 }
 
+/// Why a device refused a request, in the one wording every driver uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AuthProblem {
+    /// No credentials were configured; `user` says whether a user name can be set (Gen1, Tasmota) or the
+    /// user is always `admin` (Gen2+).
+    Missing { user: bool },
+    /// The configured credentials were refused.
+    Refused { user: bool },
+    /// A Gen2+ device asked for digest authentication without a usable challenge.
+    NoChallenge,
+    /// A Gen2+ device answered every fresh nonce with another challenge.
+    KeptAsking,
+}
+
+/// The authentication error for `what` (the request, as named in messages) on `dev`.
+pub(crate) fn auth_error(dev: &Device, what: &str, problem: AuthProblem) -> crate::Error {
+    let why = match problem {
+        AuthProblem::Missing { user: true } => {
+            "the device requires a password; set Username and Password for it"
+        }
+        AuthProblem::Missing { user: false } => {
+            "the device requires a password; set Password for it (the user is always admin)"
+        }
+        AuthProblem::Refused { user: true } => "the device refused the user name or password",
+        AuthProblem::Refused { user: false } => "the device refused the password (wrong password)",
+        AuthProblem::NoChallenge => "the device sent no usable digest challenge",
+        AuthProblem::KeptAsking => "the device kept asking for new credentials",
+    };
+    crate::Error::Auth {
+        device: dev.label(),
+        message: format!("{what}: {why}"),
+    }
+}
+
 /// How the worker decides whether an offline device is back.
 #[derive(Clone, Debug)]
 pub(crate) struct Liveness {

@@ -11,7 +11,7 @@ use super::Credentials;
 use super::http::Http;
 use super::json::{at, num, text};
 use super::switching::{Relay, SetAnswer};
-use super::{Driver, OutputAction};
+use super::{AuthProblem, Driver, OutputAction};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::objects::{Device, OutputChange};
@@ -60,16 +60,12 @@ impl Tasmota {
     }
 
     fn auth_error(&self, dev: &Device, cmnd: &str) -> Error {
-        Error::Auth {
-            device: dev.label(),
-            message: if self.credentials.password.is_some() {
-                format!("command '{cmnd}': the device refused the user name or password")
-            } else {
-                format!(
-                    "command '{cmnd}': the device requires a password; set Username and Password for it"
-                )
-            },
-        }
+        let problem = if self.credentials.password.is_some() {
+            AuthProblem::Refused { user: true }
+        } else {
+            AuthProblem::Missing { user: true }
+        };
+        super::auth_error(dev, &format!("command '{cmnd}'"), problem)
     }
 
     fn command(&self, dev: &mut Device, cmnd: &str) -> Result<Value> {

@@ -1,0 +1,84 @@
+//! Getting to know a Gen2+ device: `/shelly` (identity, supported webhook events) and `Shelly.GetConfig`
+//! (add-on probe names), on first contact and after it comes back.
+
+use serde_json::Value;
+
+use super::Rpc;
+use crate::driver::identify;
+use crate::driver::json::{num, text};
+use crate::error::Result;
+use crate::objects::Device;
+use crate::webhook::install::supported_events;
+
+impl Rpc {
+    /// Reads `/shelly` once per contact period: firmware, MAC and the self-reported model.
+    pub(super) fn introduce(&mut self, dev: &mut Device) -> Result<()> {
+        let url = format!("{}/shelly", self.base);
+        let info = self.http.request(dev, &url, None, "GET /shelly")?;
+        dev.firmware = text(&info, &["ver"]).or_else(|| text(&info, &["fw_id"]));
+        if let Some(mac) = text(&info, &["mac"]) {
+            dev.mac_address = Some(mac);
+        }
+        // A Gen1 device at this address answers with `type` instead of `model`.
+        let reported = text(&info, &["model"]).or_else(|| text(&info, &["type"]));
+        let generation = num(&info, &["gen"]);
+        identify(dev, &self.model, reported.as_deref(), generation.is_none());
+        match self.call(dev, "Webhook.ListSupported", None) {
+            Ok(r) => dev.supported_webhooks = supported_events(&r),
+            Err(e) => log::debug!("device {}: no webhook list: {}", dev.label(), e.reason()),
+        }
+        self.introduced = true;
+        Ok(())
+    }
+
+    /// Maps configured probe names to `temperature:N` ids from `Shelly.GetConfig`. Failures are logged and
+    /// retried at the next refresh.
+    pub(super) fn map_probes(&mut self, dev: &mut Device) {
+        match self.call(dev, "Shelly.GetConfig", None) {
+            Ok(config) => {
+                let found = probe_ids(&config);
+                let label = dev.label();
+                for p in dev
+                    .temp_probes
+                    .iter_mut()
+                    .filter(|p| p.probe_id != Some(-1))
+                {
+                    p.probe_id = found.iter().find(|(_, n)| *n == p.name).map(|(id, _)| *id);
+                    if p.probe_id.is_none() {
+                        let names: Vec<String> = found
+                            .iter()
+                            .map(|(_, n)| crate::text::quote(n, 60))
+                            .collect();
+                        log::warn!(
+                            "device {label}: add-on probe '{}' not found (the device names its probes: {})",
+                            p.name,
+                            if names.is_empty() {
+                                "none".into()
+                            } else {
+                                names.join(", ")
+                            }
+                        );
+                    }
+                }
+                self.probes_mapped = true;
+            }
+            Err(e) => log::debug!("device {}: probe mapping postponed: {e}", dev.label()),
+        }
+    }
+}
+
+/// Add-on probe ids and names from a `Shelly.GetConfig` result: every `temperature:N` with N ≥ 100.
+pub(crate) fn probe_ids(config: &Value) -> Vec<(i64, String)> {
+    let Some(map) = config.as_object() else {
+        return Vec::new();
+    };
+    let mut found: Vec<(i64, String)> = map
+        .iter()
+        .filter_map(|(k, v)| {
+            let id: i64 = k.strip_prefix("temperature:")?.parse().ok()?;
+            (id >= 100).then(|| (id, text(v, &["name"]).unwrap_or_default()))
+        })
+        .collect();
+    found.sort();
+    found
+}

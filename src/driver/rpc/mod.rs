@@ -1,0 +1,266 @@
+//! Shelly Gen2/Gen3/Gen4 over JSON-RPC (`POST /rpc`), split by job: `transport.rs` (framing, digest loop),
+//! `intro.rs` (identity, probe names), `hooks.rs` (webhook reconciliation), `status.rs` (status mapping).
+//!
+//! One `Shelly.GetStatus` per refresh gives every component (switch, input, em, em1, pm1, temperature), so
+//! separate meter calls are not needed. `Shelly.GetConfig` maps add-on probe names to `temperature:N` ids
+//! (N ≥ 100, every id, gaps allowed) on first contact and after the device comes back.
+
+mod hooks;
+mod intro;
+mod status;
+mod transport;
+
+use serde_json::json;
+
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use intro::probe_ids;
+pub(crate) use status::apply_status;
+#[cfg(test)]
+use transport::FrameError;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use transport::parse_frame;
+
+use super::Credentials;
+use super::digest::Challenge;
+use super::http::Http;
+use super::json::flag;
+use super::switching::{Relay, SetAnswer};
+use super::{Driver, OutputAction};
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::models::ModelInfo;
+use crate::objects::{Device, OutputChange};
+use crate::webhook::install::HookPlan;
+
+/// Drives one Gen2+ device.
+pub(crate) struct Rpc {
+    http: Http,
+    base: String,
+    model: ModelInfo,
+    introduced: bool,
+    probes_mapped: bool,
+    next_id: u64,
+    hooks: Option<HookPlan>,
+    credentials: Credentials,
+    /// The device's last digest challenge and the nonce count used with it (firmware 2.x lets a nonce be
+    /// reused with a rising count; older firmware answers every reuse with a new challenge).
+    nonce: Option<(Challenge, u32)>,
+}
+
+impl Rpc {
+    /// A driver for the device at `base` (`http://host:port`).
+    pub(crate) fn new(
+        http: Http,
+        base: String,
+        model: ModelInfo,
+        hooks: Option<HookPlan>,
+        credentials: Credentials,
+    ) -> Self {
+        Rpc {
+            http,
+            base,
+            model,
+            introduced: false,
+            probes_mapped: false,
+            next_id: 1,
+            hooks,
+            credentials,
+            nonce: None,
+        }
+    }
+
+    fn contact(&mut self, dev: &mut Device) -> Result<()> {
+        if !self.introduced {
+            self.introduce(dev)?;
+        }
+        if !self.probes_mapped && dev.temp_probes.iter().any(|p| p.probe_id != Some(-1)) {
+            self.map_probes(dev);
+        }
+        let status = self.call(dev, "Shelly.GetStatus", None)?;
+        apply_status(dev, &self.model, &status, &clock::rfc3339_now());
+        Ok(())
+    }
+}
+
+impl Relay for Rpc {
+    fn reports_previous(&self) -> bool {
+        true
+    }
+
+    fn output_state(&mut self, dev: &mut Device, index: usize) -> Result<bool> {
+        let status = self.call(dev, "Switch.GetStatus", Some(json!({ "id": index })))?;
+        flag(&status, &["output"]).ok_or_else(|| Error::Device {
+            device: dev.label(),
+            message: "RPC Switch.GetStatus: the answer has no output".into(),
+        })
+    }
+
+    fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
+        let result = self.call(dev, "Switch.Set", Some(json!({"id": index, "on": on})))?;
+        let was = flag(&result, &["was_on"]).ok_or_else(|| Error::Device {
+            device: dev.label(),
+            message: "RPC Switch.Set: the answer has no was_on".into(),
+        })?;
+        Ok(SetAnswer {
+            was: Some(was),
+            now: on,
+        })
+    }
+}
+
+impl Driver for Rpc {
+    fn read(&mut self, dev: &mut Device) -> Result<()> {
+        self.contact(dev)
+    }
+
+    fn sync_hooks(&mut self, dev: &mut Device) -> Result<()> {
+        self.reconcile_hooks(dev)
+    }
+
+    fn forget(&mut self) {
+        // Coming back: the firmware, add-on or hooks may have changed meanwhile.
+        self.introduced = false;
+        self.probes_mapped = false;
+    }
+
+    fn set_quick(&mut self, quick: bool) {
+        self.http.set_quick(quick);
+    }
+
+    fn reach(&mut self) -> Option<bool> {
+        self.http.take_reach()
+    }
+
+    fn switch(
+        &mut self,
+        dev: &mut Device,
+        index: usize,
+        action: OutputAction,
+    ) -> Result<OutputChange> {
+        super::switching::switch(self, dev, index, action)
+    }
+
+    fn probe(&mut self, dev: &Device) -> bool {
+        let url = format!("{}/shelly", self.base);
+        self.http.answers(dev, &url, "GET /shelly")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::ModelLibrary;
+    use crate::objects::TempProbe;
+
+    fn device(model: &ModelInfo) -> Device {
+        Device::with_components(model.inputs, model.outputs, model.meters)
+    }
+
+    #[test]
+    fn switch_embedded_meters_keep_sign_and_units() {
+        let lib = ModelLibrary::embedded();
+        let model = lib.get("ShellyPlus2PM").unwrap();
+        let mut d = device(model);
+        d.temp_probes = vec![
+            TempProbe {
+                probe_id: Some(101),
+                ..TempProbe::default()
+            },
+            TempProbe {
+                probe_id: Some(100),
+                requires_output: Some("O1".into()),
+                ..TempProbe::default()
+            },
+        ];
+        let s = json!({
+            "sys": {"mac": "AA", "uptime": 99, "restart_required": false, "available_updates": {}},
+            "input:0": {"id": 0, "state": true}, "input:1": {"id": 1, "state": null},
+            "switch:0": {"id": 0, "output": true, "apower": -12.5, "voltage": 230.2, "current": 0.06, "pf": -0.9,
+                          "aenergy": {"total": 1000.5}, "ret_aenergy": {"total": 20.25}, "temperature": {"tC": 50.0}},
+            "switch:1": {"id": 1, "output": false, "apower": 0, "voltage": 230.2, "aenergy": {"total": 0},
+                          "temperature": {"tC": 40.0}},
+            "temperature:100": {"id": 100, "tC": 20.0}, "temperature:101": {"id": 101, "tC": 22.5}
+        });
+        apply_status(&mut d, model, &s, "T");
+        assert!(d.inputs[0].state && !d.inputs[1].state);
+        assert!(d.outputs[0].state && !d.outputs[1].state);
+        let m = &d.meters[0];
+        assert_eq!(
+            (m.power, m.voltage, m.current, m.power_factor),
+            (Some(-12.5), Some(230.2), Some(0.06), Some(-0.9))
+        );
+        assert_eq!((m.energy, m.returned_energy), (Some(1000.5), Some(20.25)));
+        assert_eq!(d.meters[1].power, Some(0.0));
+        assert_eq!(d.meters[1].current, None, "not reported is None, not 0");
+        assert_eq!(d.temperature, Some(45.0));
+        assert_eq!(d.total_power, Some(-12.5));
+        assert_eq!(d.update_available, Some(false));
+        assert_eq!(d.temp_probes[0].temperature, Some(22.5));
+        assert_eq!(d.temp_probes[0].last_reading_time.as_deref(), Some("T"));
+        assert_eq!(d.temp_probes[1].temperature, None, "O1 is off");
+    }
+
+    #[test]
+    fn three_phase_meters_and_totals() {
+        let lib = ModelLibrary::embedded();
+        let model = lib.get("ShellyPro3EM").unwrap();
+        let mut d = device(model);
+        let s = json!({
+            "em:0": {"a_act_power": 100.0, "a_voltage": 230.0, "a_current": 0.5, "a_pf": 0.87,
+                     "b_act_power": -50.0, "b_voltage": 231.0, "c_act_power": 10.0, "total_act_power": 60.0},
+            "emdata:0": {"a_total_act_energy": 1.0, "b_total_act_energy": 2.0, "c_total_act_energy": 3.0,
+                         "b_total_act_ret_energy": 7.5, "total_act": 6.0},
+            "temperature:0": {"tC": 38.5}
+        });
+        apply_status(&mut d, model, &s, "T");
+        assert_eq!(d.meters[1].power, Some(-50.0));
+        assert_eq!(d.meters[1].returned_energy, Some(7.5));
+        assert_eq!(d.meters[2].voltage, None);
+        assert_eq!(d.total_power, Some(60.0));
+        assert_eq!(d.total_energy, Some(6.0));
+        assert_eq!(d.temperature, Some(38.5));
+    }
+
+    #[test]
+    fn only_reads_and_absolute_sets_are_repeated() {
+        for m in [
+            "Shelly.GetStatus",
+            "Switch.GetStatus",
+            "Switch.Set",
+            "Webhook.List",
+            "Webhook.ListSupported",
+            "Webhook.Update",
+            "Webhook.Delete",
+        ] {
+            assert!(transport::idempotent(&format!("RPC {m}")), "{m}");
+        }
+        for m in ["Switch.Toggle", "Webhook.Create", "Shelly.Reboot"] {
+            assert!(!transport::idempotent(&format!("RPC {m}")), "{m}");
+        }
+    }
+
+    #[test]
+    fn frames_errors_and_probe_ids() {
+        assert_eq!(
+            parse_frame(json!({"id": 1, "result": {"was_on": true}}), "m").unwrap()["was_on"],
+            true
+        );
+        assert_eq!(
+            parse_frame(
+                json!({"id": 1, "error": {"code": -105, "message": "not found"}}),
+                "m"
+            ),
+            Err(FrameError::Rpc(-105, "not found".into()))
+        );
+        assert!(matches!(
+            parse_frame(json!({"id": 1}), "m"),
+            Err(FrameError::Malformed(_))
+        ));
+        let cfg = json!({"temperature:0": {"name": "internal"}, "temperature:102": {"name": "Roof"},
+                         "temperature:100": {"name": "Pool"}, "switch:0": {}});
+        assert_eq!(
+            probe_ids(&cfg),
+            [(100, "Pool".to_string()), (102, "Roof".to_string())]
+        );
+    }
+}
