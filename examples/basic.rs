@@ -34,13 +34,13 @@ fn main() -> smartdev::Result<()> {
         "{}\n",
         ctl.print_model_library(PrintMode::Detailed, Some("ShellyPlus2PM"))?
     );
-    let change = ctl.change_output(&Identity::name("Kettle"), true)?;
+    let change = ctl.change_output(Identity::name("Kettle"), true)?;
     println!(
         "Kettle: on={} did_change={}",
         change.state, change.did_change
     );
     let compressor =
-        ctl.get_device_component(ComponentKind::Output, &Identity::name("Compressor"))?;
+        ctl.get_device_component(ComponentKind::Output, Identity::name("Compressor"))?;
     println!(
         "Compressor as JSON: {}",
         serde_json::to_string(&compressor).unwrap_or_default()
@@ -53,7 +53,7 @@ fn main() -> smartdev::Result<()> {
         report.refreshed,
         report.failures.len()
     );
-    let meter = ctl.get_meter(&Identity::name("Kettle Meter"))?;
+    let meter = ctl.get_meter(Identity::name("Kettle Meter"))?;
     println!("Kettle meter: {:?} W, {:?} Wh\n", meter.power, meter.energy);
     println!("{}", ctl.print_device_status(None)?);
     ctl.close();

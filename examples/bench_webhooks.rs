@@ -75,7 +75,7 @@ fn main() {
         next[s] += 1;
         got += 1;
     }
-    let (_, dropped) = ctl.webhook_queue_stats();
+    let dropped = ctl.webhook_queue_stats().dropped;
     println!(
         "ingest: {got}/{} events from {senders} keep-alive senders in {secs:.2} s = {:.0} events/s, dropped {dropped}, cores {}",
         per * senders,

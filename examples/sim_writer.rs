@@ -24,7 +24,7 @@ fn main() {
     let outputs = (2 * n) as i64;
     let mut k = 0i64;
     loop {
-        ctl.toggle_output(&Identity::Id(1 + k % outputs))
+        ctl.toggle_output(Identity::Id(1 + k % outputs))
             .expect("toggle");
         k += 1;
     }

@@ -28,8 +28,25 @@ use crate::webhook::queue::EventQueue;
 use crate::webhook::read_budget::ReadBudget;
 use crate::webhook::routing::{LateSink, Shared};
 
+/// The webhook event queue's counters ([`Controller::webhook_queue_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueStats {
+    /// Events waiting to be pulled.
+    pub waiting: usize,
+    /// Events dropped so far because the queue was full (the oldest go first).
+    pub dropped: u64,
+}
+
+// Every method may be called from any thread: checked when the crate compiles, not by a test.
+const _: fn() = || {
+    fn shared_across_threads<T: Send + Sync>() {}
+    shared_across_threads::<Controller>();
+};
+
 /// One failed device of a [`RefreshReport`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct RefreshFailure {
     /// The device's ID.
     pub device_id: i64,
@@ -41,6 +58,7 @@ pub struct RefreshFailure {
 
 /// The outcome of `refresh_all`: every device is tried; failures do not stop the others.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct RefreshReport {
     /// Devices refreshed successfully.
     pub refreshed: usize,
@@ -351,14 +369,16 @@ impl Controller {
 
     /// Reads the device now and returns its object (model, online state, status fields, components, custom
     /// attributes). Fails with a timeout, offline or device error when the device cannot be read.
-    pub fn get_device(&self, device: &Identity) -> Result<Device> {
+    pub fn get_device(&self, device: impl Into<Identity>) -> Result<Device> {
+        let device = &device.into();
         let i = self.shared.directory.device(device)?;
         self.refresh_index(i)?;
         Ok((*self.snapshot(i)).clone())
     }
 
     /// The device's object as last read, without device I/O.
-    pub fn device(&self, device: &Identity) -> Result<Device> {
+    pub fn device(&self, device: impl Into<Identity>) -> Result<Device> {
+        let device = &device.into();
         let i = self.shared.directory.device(device)?;
         Ok((*self.snapshot(i)).clone())
     }
@@ -374,9 +394,9 @@ impl Controller {
     pub fn get_device_component(
         &self,
         kind: ComponentKind,
-        component: &Identity,
+        component: impl Into<Identity>,
     ) -> Result<Component> {
-        let (di, ci) = self.shared.directory.component(kind, component)?;
+        let (di, ci) = self.shared.directory.component(kind, &component.into())?;
         let d = self.snapshot(di);
         Ok(match kind {
             ComponentKind::Input => Component::Input(d.inputs[ci].clone()),
@@ -387,7 +407,8 @@ impl Controller {
     }
 
     /// One input as last read.
-    pub fn get_input(&self, input: &Identity) -> Result<Input> {
+    pub fn get_input(&self, input: impl Into<Identity>) -> Result<Input> {
+        let input = &input.into();
         let (di, ci) = self
             .shared
             .directory
@@ -396,7 +417,8 @@ impl Controller {
     }
 
     /// One output as last read.
-    pub fn get_output(&self, output: &Identity) -> Result<Output> {
+    pub fn get_output(&self, output: impl Into<Identity>) -> Result<Output> {
+        let output = &output.into();
         let (di, ci) = self
             .shared
             .directory
@@ -405,7 +427,8 @@ impl Controller {
     }
 
     /// One meter as last read.
-    pub fn get_meter(&self, meter: &Identity) -> Result<Meter> {
+    pub fn get_meter(&self, meter: impl Into<Identity>) -> Result<Meter> {
+        let meter = &meter.into();
         let (di, ci) = self
             .shared
             .directory
@@ -414,7 +437,8 @@ impl Controller {
     }
 
     /// One temperature probe as last read.
-    pub fn get_temp_probe(&self, probe: &Identity) -> Result<TempProbe> {
+    pub fn get_temp_probe(&self, probe: impl Into<Identity>) -> Result<TempProbe> {
+        let probe = &probe.into();
         let (di, ci) = self
             .shared
             .directory
@@ -450,12 +474,18 @@ impl Controller {
 
     /// Switches an output on (`true`) or off. `did_change` is true exactly when the state changed, as the device
     /// reports it.
-    pub fn change_output(&self, output: &Identity, desired: bool) -> Result<OutputChange> {
+    pub fn change_output(
+        &self,
+        output: impl Into<Identity>,
+        desired: bool,
+    ) -> Result<OutputChange> {
+        let output = &output.into();
         self.apply_output(output, OutputAction::set(desired))
     }
 
     /// Switches an output to the opposite of its current state.
-    pub fn toggle_output(&self, output: &Identity) -> Result<OutputChange> {
+    pub fn toggle_output(&self, output: impl Into<Identity>) -> Result<OutputChange> {
+        let output = &output.into();
         self.apply_output(output, OutputAction::Toggle)
     }
 
@@ -507,7 +537,8 @@ impl Controller {
     }
 
     /// Whether the device was online at its last contact (no device I/O).
-    pub fn is_device_online(&self, device: &Identity) -> Result<bool> {
+    pub fn is_device_online(&self, device: impl Into<Identity>) -> Result<bool> {
+        let device = &device.into();
         self.ensure_open()?;
         let i = self.shared.directory.device(device)?;
         Ok(self.snapshot(i).online)
@@ -524,8 +555,11 @@ impl Controller {
     }
 
     /// Events waiting in the queue, and events dropped so far because it was full.
-    pub fn webhook_queue_stats(&self) -> (usize, u64) {
-        (self.queue.len(), self.queue.dropped())
+    pub fn webhook_queue_stats(&self) -> QueueStats {
+        QueueStats {
+            waiting: self.queue.len(),
+            dropped: self.queue.dropped(),
+        }
     }
 
     /// The address the webhook listener is bound to (its real port even when 0 was configured), when it runs.

@@ -42,6 +42,7 @@ pub const KNOWN_EVENTS: &[&str] = &[
 /// One webhook a device sent, resolved against the configuration where possible.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
 pub struct WebhookEvent {
     /// Event name, e.g. `input.toggle_on`.
     pub event: String,

@@ -52,7 +52,7 @@ mod yaml;
 
 pub use builder::ControllerBuilder;
 pub use config::{ConfigLoader, Rule, Settings, ValidationDictionary, ValueType};
-pub use controller::{Controller, RefreshFailure, RefreshReport};
+pub use controller::{Controller, QueueStats, RefreshFailure, RefreshReport};
 pub use driver::OutputAction;
 pub use error::{Error, Problem, Result};
 pub use event::{EventFilter, KNOWN_EVENTS, WebhookEvent};

@@ -43,6 +43,19 @@ impl From<&str> for Identity {
     }
 }
 
+impl From<String> for Identity {
+    fn from(name: String) -> Self {
+        Identity::Name(name)
+    }
+}
+
+/// Lets a call take `&id` where an identity is kept for reuse.
+impl From<&Identity> for Identity {
+    fn from(id: &Identity) -> Self {
+        id.clone()
+    }
+}
+
 impl fmt::Display for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -130,6 +143,7 @@ impl fmt::Display for ComponentKind {
 /// A device and all its components, as last read.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
 pub struct Device {
     /// Numeric ID (configured or assigned).
     #[serde(rename = "ID")]
@@ -256,6 +270,7 @@ impl Device {
 /// A digital input.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
 pub struct Input {
     /// Numeric ID, unique among inputs.
     #[serde(rename = "ID")]
@@ -281,6 +296,7 @@ pub struct Input {
 /// A relay output.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
 pub struct Output {
     /// Numeric ID, unique among outputs.
     #[serde(rename = "ID")]
@@ -310,6 +326,7 @@ pub struct Output {
 /// An energy meter. Power keeps its sign: negative means energy flows back (e.g. solar export).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
 pub struct Meter {
     /// Numeric ID, unique among meters.
     #[serde(rename = "ID")]
@@ -348,6 +365,7 @@ pub struct Meter {
 /// An add-on temperature probe.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
 pub struct TempProbe {
     /// Numeric ID, unique among probes.
     #[serde(rename = "ID")]
@@ -414,6 +432,7 @@ impl Component {
 /// What `change_output` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
 pub struct OutputChange {
     /// The output's state after the call, as reported by the device.
     pub state: bool,

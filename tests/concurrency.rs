@@ -39,7 +39,7 @@ fn sixteen_threads_switching_end_in_a_consistent_state() {
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
                     let id = outputs[(x >> 33) as usize % outputs.len()];
-                    let c = ctl.toggle_output(&Identity::Id(id)).unwrap();
+                    let c = ctl.toggle_output(Identity::Id(id)).unwrap();
                     assert!(c.did_change, "a toggle always changes the state");
                     *toggles.entry(id).or_default() += 1;
                     // Reads from other threads never wait for a switch in progress.
@@ -64,7 +64,7 @@ fn sixteen_threads_switching_end_in_a_consistent_state() {
             o.id,
             total.get(&o.id)
         );
-        let dev = ctl.device(&Identity::Id(o.device_id)).unwrap();
+        let dev = ctl.device(Identity::Id(o.device_id)).unwrap();
         let file = read_json(dev.simulation_file.as_ref().unwrap());
         assert_eq!(
             file["Outputs"][o.component_index]["State"], expected,
@@ -81,7 +81,7 @@ fn sixteen_threads_switching_end_in_a_consistent_state() {
                 outputs
                     .iter()
                     .filter(|&&id| {
-                        ctl.change_output(&Identity::Id(id), true)
+                        ctl.change_output(Identity::Id(id), true)
                             .unwrap()
                             .did_change
                     })

@@ -44,7 +44,7 @@ fn rpc_switch_embedded_meters_inputs_outputs_and_device_fields() {
     t.emu
         .set_meter(0, 1, reading(40.0, 230.0, 0.2, 0.8, 12.0, 0.0));
     t.emu.set_temperature(0, 48.5);
-    let d = t.ctl.get_device(&Identity::name("Plus")).unwrap();
+    let d = t.ctl.get_device(Identity::name("Plus")).unwrap();
     assert!(d.online);
     assert_eq!(d.protocol, Some(Protocol::Rpc));
     assert!(
@@ -77,7 +77,7 @@ fn rpc_switch_embedded_meters_inputs_outputs_and_device_fields() {
     assert_eq!(m1.voltage, Some(230.0));
     near(m1.energy, 12.0, 0.01);
     near(d.total_power, -120.5, 0.001);
-    assert_eq!(t.ctl.get_meter(&id(1)).unwrap().output_id, Some(1));
+    assert_eq!(t.ctl.get_meter(id(1)).unwrap().output_id, Some(1));
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn rpc_em1_separate_meters() {
         .set_meter(0, 0, reading(1500.0, 229.9, 6.8, 0.96, 10_000.0, 0.0));
     t.emu
         .set_meter(0, 1, reading(-800.0, 229.9, 3.6, 0.97, 20.0, 3000.0));
-    let d = t.ctl.get_device(&id(1)).unwrap();
+    let d = t.ctl.get_device(id(1)).unwrap();
     let (a, b) = (&d.meters[0], &d.meters[1]);
     assert_eq!(
         (a.power, a.voltage, a.current, a.power_factor),
@@ -117,7 +117,7 @@ fn rpc_three_phase_meter_with_device_totals() {
         .set_meter(0, 1, reading(-200.0, 231.0, 1.0, 0.9, 50.0, 75.0));
     t.emu
         .set_meter(0, 2, reading(300.0, 232.0, 1.4, 0.93, 10.0, 0.0));
-    let d = t.ctl.get_device(&id(1)).unwrap();
+    let d = t.ctl.get_device(id(1)).unwrap();
     assert_eq!(d.meters.len(), 3);
     assert_eq!(d.meters[1].voltage, Some(231.0));
     assert_eq!(d.meters[1].power, Some(-200.0));
@@ -138,7 +138,7 @@ fn rpc_pm1_meter() {
         .set_meter(0, 0, reading(60.0, 228.0, 0.27, 1.0, 42.0, 1.5));
     let m = t
         .ctl
-        .get_device(&id(1))
+        .get_device(id(1))
         .map(|d| d.meters[0].clone())
         .unwrap();
     assert_eq!(
@@ -161,7 +161,7 @@ fn gen1_relay_meters_are_reported_in_wh() {
     t.emu
         .set_meter(0, 1, reading(75.0, 240.0, 0.3, 1.0, 30.0, 0.0));
     t.emu.set_temperature(0, 51.5);
-    let d = t.ctl.get_device(&id(1)).unwrap();
+    let d = t.ctl.get_device(id(1)).unwrap();
     assert_eq!(d.protocol, Some(Protocol::Rest));
     assert_eq!(d.reported_model.as_deref(), Some("SHSW-25"));
     assert!(d.inputs[0].state && !d.inputs[1].state);
@@ -188,7 +188,7 @@ fn gen1_emeters_with_returned_energy() {
         .set_meter(0, 0, reading(500.0, 231.2, 2.3, 0.94, 8000.0, 0.0));
     t.emu
         .set_meter(0, 2, reading(-250.0, 229.0, 1.1, 0.99, 1.0, 900.0));
-    let d = t.ctl.get_device(&id(1)).unwrap();
+    let d = t.ctl.get_device(id(1)).unwrap();
     let m = &d.meters[0];
     assert_eq!(
         (m.power, m.voltage, m.current, m.power_factor),
@@ -216,7 +216,7 @@ fn tasmota_energy_channels_and_localised_relays() {
     t.emu.set_output(0, 1, true);
     t.emu
         .set_meter(0, 1, reading(100.0, 230.0, 0.45, 0.95, 1500.0, 0.0));
-    let d = t.ctl.get_device(&id(1)).unwrap();
+    let d = t.ctl.get_device(id(1)).unwrap();
     assert!(!d.outputs[0].state && d.outputs[1].state);
     assert_eq!(d.meters[1].power, Some(100.0));
     assert_eq!(d.meters[1].voltage, Some(230.0));
@@ -225,12 +225,12 @@ fn tasmota_energy_channels_and_localised_relays() {
     assert!(d.firmware.is_some());
     assert!(d.uptime.is_some());
     // Switching with localised answers still reports the right state and change.
-    let c = t.ctl.change_output(&Identity::name("A"), true).unwrap();
+    let c = t.ctl.change_output(Identity::name("A"), true).unwrap();
     assert!(c.state && c.did_change);
     assert!(t.emu.output(0, 0));
-    let c = t.ctl.change_output(&Identity::name("B"), true).unwrap();
+    let c = t.ctl.change_output(Identity::name("B"), true).unwrap();
     assert!(c.state && !c.did_change);
-    let c = t.ctl.toggle_output(&Identity::name("B")).unwrap();
+    let c = t.ctl.toggle_output(Identity::name("B")).unwrap();
     assert!(!c.state && c.did_change);
     assert!(!t.emu.output(0, 1));
 }
@@ -249,7 +249,7 @@ fn add_on_probes_by_name_with_requires_output_and_a_probe_named_like_its_device(
     t.emu.set_probe(0, 0, Some(24.5));
     t.emu.set_probe(0, 1, Some(61.0));
     t.emu.set_temperature(0, 40.0);
-    let d = t.ctl.get_device(&id(1)).unwrap();
+    let d = t.ctl.get_device(id(1)).unwrap();
     let p = &d.temp_probes;
     assert_eq!((p[0].probe_id, p[0].temperature), (Some(101), Some(61.0)));
     assert_eq!(p[1].probe_id, Some(100));
@@ -257,11 +257,11 @@ fn add_on_probes_by_name_with_requires_output_and_a_probe_named_like_its_device(
     assert_eq!((p[2].probe_id, p[2].temperature), (Some(-1), Some(40.0)));
     assert_eq!((p[3].probe_id, p[3].temperature), (None, None));
     assert!(p[0].last_reading_time.is_some());
-    t.ctl.change_output(&Identity::name("Pump"), true).unwrap();
+    t.ctl.change_output(Identity::name("Pump"), true).unwrap();
     t.ctl.refresh_all().unwrap();
     assert_eq!(
         t.ctl
-            .get_temp_probe(&Identity::name("Pool"))
+            .get_temp_probe(Identity::name("Pool"))
             .unwrap()
             .temperature,
         Some(24.5)
@@ -271,7 +271,7 @@ fn add_on_probes_by_name_with_requires_output_and_a_probe_named_like_its_device(
     t.ctl.refresh_all().unwrap();
     assert_eq!(
         t.ctl
-            .get_temp_probe(&Identity::name("Roof"))
+            .get_temp_probe(Identity::name("Roof"))
             .unwrap()
             .temperature,
         None
@@ -298,10 +298,10 @@ fn gen1_and_tasmota_probes() {
     t.emu.set_temperature(1, 47.0);
     let r = t.ctl.refresh_all().unwrap();
     assert!(r.is_ok(), "{:?}", r.failures);
-    let g = t.ctl.device(&Identity::name("G")).unwrap();
+    let g = t.ctl.device(Identity::name("G")).unwrap();
     assert_eq!(g.temp_probes[0].temperature, Some(10.0));
     assert_eq!(g.temp_probes[1].temperature, Some(11.0));
-    let d = t.ctl.device(&Identity::name("T")).unwrap();
+    let d = t.ctl.device(Identity::name("T")).unwrap();
     assert_eq!(d.temp_probes[0].temperature, Some(-4.5));
     assert_eq!(d.temp_probes[1].temperature, Some(47.0));
     assert_eq!(d.temperature, Some(47.0));
@@ -324,22 +324,22 @@ fn change_output_and_toggle_report_what_the_device_did() {
     );
     // Output IDs: RPC 1, 2; Gen1 3; Tasmota 4.
     for (out, dev, ch) in [(2, 0, 1), (3, 1, 0), (4, 2, 0)] {
-        let c = t.ctl.change_output(&id(out), true).unwrap();
+        let c = t.ctl.change_output(id(out), true).unwrap();
         assert!(c.state && c.did_change, "output {out}");
         assert!(t.emu.output(dev, ch));
-        let c = t.ctl.change_output(&id(out), true).unwrap();
+        let c = t.ctl.change_output(id(out), true).unwrap();
         assert!(c.state && !c.did_change, "output {out} already on");
         // Someone presses the button on the device: did_change comes from the device, not a cached state.
         t.emu.set_output(dev, ch, false);
-        let c = t.ctl.change_output(&id(out), true).unwrap();
+        let c = t.ctl.change_output(id(out), true).unwrap();
         assert!(
             c.state && c.did_change,
             "output {out} was switched off behind our back"
         );
-        let c = t.ctl.toggle_output(&id(out)).unwrap();
+        let c = t.ctl.toggle_output(id(out)).unwrap();
         assert!(!c.state && c.did_change, "output {out} toggled");
         assert!(!t.emu.output(dev, ch));
-        assert!(!t.ctl.get_output(&id(out)).unwrap().state);
+        assert!(!t.ctl.get_output(id(out)).unwrap().state);
     }
     let counts = t.emu.counts(0);
     // A toggle is a read and an absolute set (safe to retry), never a Switch.Toggle.
@@ -348,7 +348,7 @@ fn change_output_and_toggle_report_what_the_device_did() {
     assert_eq!(counts.get("rpc Switch.Toggle"), None);
     match t
         .ctl
-        .get_device_component(ComponentKind::Output, &id(1))
+        .get_device_component(ComponentKind::Output, id(1))
         .unwrap()
     {
         Component::Output(o) => assert!(!o.state),
@@ -364,7 +364,7 @@ fn rpc_errors_carry_the_device_code_and_message() {
         &["Name: Small, Model: Shelly2PMG3"],
         "",
     );
-    let e = t.ctl.change_output(&id(2), true).unwrap_err();
+    let e = t.ctl.change_output(id(2), true).unwrap_err();
     match &e {
         Error::Rpc {
             code,
@@ -383,11 +383,11 @@ fn rpc_errors_carry_the_device_code_and_message() {
             .starts_with("device Small (ID: 1): Switch.Set failed with error -105")
     );
     assert!(
-        t.ctl.is_device_online(&id(1)).unwrap(),
+        t.ctl.is_device_online(id(1)).unwrap(),
         "an RPC error is an answer: still online"
     );
     assert_eq!(
-        t.ctl.device(&id(1)).unwrap().reported_model.as_deref(),
+        t.ctl.device(id(1)).unwrap().reported_model.as_deref(),
         Some("S3SW-001P16EU")
     );
 }

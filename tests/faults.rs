@@ -40,10 +40,10 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
     let status = "rpc Shelly.GetStatus";
     let attempts_of = |fault: Fault| {
         t.emu.set_fault(0, Fault::None);
-        t.ctl.get_device(&id(1)).expect("healthy again");
+        t.ctl.get_device(id(1)).expect("healthy again");
         t.emu.reset_counts(0);
         t.emu.set_fault(0, fault);
-        let e = t.ctl.get_device(&id(1)).unwrap_err();
+        let e = t.ctl.get_device(id(1)).unwrap_err();
         (e, t.emu.counts(0).get(status).copied().unwrap_or(0))
     };
 
@@ -54,12 +54,12 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
     );
     assert_eq!(n, ATTEMPTS);
     assert!(
-        !t.ctl.is_device_online(&id(1)).unwrap(),
+        !t.ctl.is_device_online(id(1)).unwrap(),
         "a timeout marks the device offline"
     );
     assert!(
         t.ctl
-            .device(&id(1))
+            .device(id(1))
             .unwrap()
             .last_error
             .unwrap()
@@ -79,7 +79,7 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
         "{e}"
     );
     assert_eq!(n, ATTEMPTS);
-    assert!(!t.ctl.is_device_online(&id(1)).unwrap());
+    assert!(!t.ctl.is_device_online(id(1)).unwrap());
 
     let (e, n) = attempts_of(Fault::MalformedJson);
     assert!(
@@ -88,7 +88,7 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
     );
     assert_eq!(n, 1, "a malformed answer is not retried");
     assert!(
-        t.ctl.is_device_online(&id(1)).unwrap(),
+        t.ctl.is_device_online(id(1)).unwrap(),
         "the device answered: it is reachable"
     );
 
@@ -99,11 +99,11 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
         "{e}"
     );
     assert_eq!(n, 0);
-    assert!(!t.ctl.is_device_online(&id(1)).unwrap());
+    assert!(!t.ctl.is_device_online(id(1)).unwrap());
 
     t.emu.set_fault(0, Fault::None);
-    assert!(t.ctl.get_device(&id(1)).unwrap().online);
-    assert!(t.ctl.device(&id(1)).unwrap().last_error.is_none());
+    assert!(t.ctl.get_device(id(1)).unwrap().online);
+    assert!(t.ctl.device(id(1)).unwrap().last_error.is_none());
 }
 
 #[test]
@@ -120,19 +120,19 @@ fn other_protocols_follow_the_same_retry_policy() {
         t.emu.reset_counts(dev);
         t.emu.set_fault(dev, Fault::Http500);
     }
-    assert!(t.ctl.get_device(&id(1)).is_err());
-    assert!(t.ctl.get_device(&id(2)).is_err());
+    assert!(t.ctl.get_device(id(1)).is_err());
+    assert!(t.ctl.get_device(id(2)).is_err());
     assert_eq!(t.emu.counts(0).get("GET /status"), Some(&ATTEMPTS));
     assert_eq!(t.emu.counts(1).get("cm Status 0"), Some(&ATTEMPTS));
     // Switching is retried the same way, and a device error does not pretend the output changed.
     t.emu.set_fault(1, Fault::Blackhole);
     t.emu.reset_counts(1);
     assert!(matches!(
-        t.ctl.change_output(&id(2), true),
+        t.ctl.change_output(id(2), true),
         Err(Error::Timeout { .. })
     ));
     assert_eq!(t.emu.total_requests(1), ATTEMPTS);
-    assert!(!t.ctl.get_output(&id(2)).unwrap().state);
+    assert!(!t.ctl.get_output(id(2)).unwrap().state);
 }
 
 #[test]
@@ -153,7 +153,7 @@ fn a_blackholed_device_does_not_delay_a_healthy_one() {
     let dead = {
         let (t, done) = (t.clone(), dead_done.clone());
         std::thread::spawn(move || {
-            let r = t.ctl.get_device(&id(1));
+            let r = t.ctl.get_device(id(1));
             done.store(true, Ordering::SeqCst);
             r
         })
@@ -164,9 +164,9 @@ fn a_blackholed_device_does_not_delay_a_healthy_one() {
         .total_requests(0)
         >= 1));
     for _ in 0..5 {
-        let d = t.ctl.get_device(&id(2)).unwrap();
+        let d = t.ctl.get_device(id(2)).unwrap();
         assert!(d.online);
-        t.ctl.toggle_output(&id(2)).unwrap();
+        t.ctl.toggle_output(id(2)).unwrap();
     }
     assert!(
         !dead_done.load(Ordering::SeqCst),
@@ -200,33 +200,33 @@ fn open_succeeds_with_an_unreachable_device_which_comes_back_and_is_refreshed() 
         "  RefreshInterval: 0.1\n",
     )
     .expect("open does not fail because a device is unreachable");
-    let away = ctl.device(&id(1)).unwrap();
+    let away = ctl.device(id(1)).unwrap();
     assert!(!away.online);
     assert!(away.last_error.unwrap().contains("connection refused"));
-    assert!(ctl.device(&id(2)).unwrap().online);
-    assert!(!ctl.get_output(&id(1)).unwrap().state, "never read yet");
+    assert!(ctl.device(id(2)).unwrap().online);
+    assert!(!ctl.get_output(id(1)).unwrap().state, "never read yet");
 
     emu.set_fault(0, Fault::None);
     assert!(
         eventually(Duration::from_secs(5), || ctl
-            .is_device_online(&id(1))
+            .is_device_online(id(1))
             .unwrap()),
         "the supervisor brings the device back"
     );
-    assert!(ctl.get_output(&id(1)).unwrap().state, "and refreshes it");
-    assert!(ctl.device(&id(1)).unwrap().last_error.is_none());
+    assert!(ctl.get_output(id(1)).unwrap().state, "and refreshes it");
+    assert!(ctl.device(id(1)).unwrap().last_error.is_none());
 
     // It goes away again and comes back again; calls in between fail cleanly.
     emu.set_fault(0, Fault::Refuse);
     assert!(eventually(Duration::from_secs(5), || !ctl
-        .is_device_online(&id(1))
+        .is_device_online(id(1))
         .unwrap()));
-    assert!(ctl.change_output(&id(1), false).is_err());
+    assert!(ctl.change_output(id(1), false).is_err());
     emu.set_fault(0, Fault::None);
     assert!(eventually(Duration::from_secs(5), || ctl
-        .is_device_online(&id(1))
+        .is_device_online(id(1))
         .unwrap()));
-    assert!(!ctl.change_output(&id(1), false).unwrap().state);
+    assert!(!ctl.change_output(id(1), false).unwrap().state);
 }
 
 #[test]
@@ -247,7 +247,7 @@ fn open_time_is_bounded_by_one_attempt_per_device() {
     // Each device got exactly one attempt at open (in parallel), not RetryCount + 1.
     for d in 0..4 {
         assert_eq!(emu.total_requests(d), 1, "device {d}");
-        assert!(!ctl.is_device_online(&id(d as i64 + 1)).unwrap());
+        assert!(!ctl.is_device_online(id(d as i64 + 1)).unwrap());
     }
 }
 
@@ -263,7 +263,7 @@ fn flapping_device_ends_in_a_consistent_state() {
     let mut ok = 0;
     let mut failed = 0;
     for _ in 0..20 {
-        match t.ctl.get_device(&id(1)) {
+        match t.ctl.get_device(id(1)) {
             Ok(d) => {
                 ok += 1;
                 assert!(d.online);
@@ -274,7 +274,7 @@ fn flapping_device_ends_in_a_consistent_state() {
     }
     assert!(ok > 0, "some calls land while it serves");
     t.emu.set_fault(0, Fault::None);
-    assert!(t.ctl.get_device(&id(1)).unwrap().online);
+    assert!(t.ctl.get_device(id(1)).unwrap().online);
     let _ = failed;
 }
 
@@ -318,19 +318,19 @@ fn a_toggle_whose_answers_are_lost_or_late_switches_exactly_once() {
         // Answers cut short: every attempt acts, none is answered.
         t.emu.set_fault(dev, Fault::TruncatedBody);
         t.emu.reset_counts(dev);
-        let r = t.ctl.toggle_output(&Identity::name(output));
+        let r = t.ctl.toggle_output(Identity::name(output));
         assert!(r.is_err(), "{output}: no answer, no success: {r:?}");
         assert!(t.emu.output(dev, 0), "{output}: toggled exactly once");
         // Answers later than ResponseTimeout: the same, the other way round.
         t.emu.set_fault(dev, Fault::None);
         t.emu.set_latency(dev, Duration::from_millis(600));
-        let r = t.ctl.toggle_output(&Identity::name(output));
+        let r = t.ctl.toggle_output(Identity::name(output));
         assert!(r.is_err(), "{output}: late answers are timeouts: {r:?}");
         assert!(!t.emu.output(dev, 0), "{output}: toggled back exactly once");
         t.emu.set_latency(dev, Duration::ZERO);
         t.emu.set_fault_scope(dev, None);
         // Healthy again: a toggle reports what happened.
-        let c = t.ctl.toggle_output(&Identity::name(output)).unwrap();
+        let c = t.ctl.toggle_output(Identity::name(output)).unwrap();
         assert!(c.state && c.did_change, "{output}");
         assert!(t.emu.output(dev, 0));
         let counts = t.emu.counts(dev);

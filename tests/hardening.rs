@@ -108,7 +108,7 @@ fn slow_loris_clients_do_not_stop_valid_webhooks() {
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }
     assert!(wake.is_set());
-    assert_eq!(ctl.webhook_queue_stats().0, 20);
+    assert_eq!(ctl.webhook_queue_stats().waiting, 20);
     drop(loris);
     ctl.close();
 }
@@ -139,7 +139,7 @@ fn a_thousand_concurrent_switches_across_fifty_devices() {
                     x ^= x >> 33;
                     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
                     let id = 1 + (x % 100) as i64;
-                    let c = ctl.toggle_output(&Identity::Id(id)).unwrap();
+                    let c = ctl.toggle_output(Identity::Id(id)).unwrap();
                     assert!(c.did_change);
                     counts[id as usize] += 1;
                 }

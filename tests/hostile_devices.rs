@@ -39,7 +39,7 @@ fn rig(model: &str, block: &str) -> Rig {
         fake.port()
     );
     let ctl = Controller::open(Settings::from_yaml_str(&yaml).unwrap(), None).unwrap();
-    assert!(ctl.is_device_online(&Identity::Id(1)).unwrap());
+    assert!(ctl.is_device_online(Identity::Id(1)).unwrap());
     Rig {
         _emu: emu,
         fake,
@@ -208,7 +208,7 @@ fn a_redirect_is_an_error_naming_its_target_and_is_never_followed() {
         ));
         let e = r
             .ctl
-            .change_output(&Identity::name("O1"), true)
+            .change_output(Identity::name("O1"), true)
             .expect_err("a redirected switch fails");
         assert!(e.to_string().contains("HTTP 307"), "{e}");
         r.fake.set(Behaviour::Sane);

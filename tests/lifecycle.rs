@@ -36,7 +36,7 @@ fn close_joins_every_thread_and_later_calls_fail_cleanly() {
         std::thread::spawn(move || {
             let mut closed = false;
             for _ in 0..10_000 {
-                match ctl.toggle_output(&Identity::Id(1)) {
+                match ctl.toggle_output(Identity::Id(1)) {
                     Ok(_) => {}
                     Err(Error::Closed) => {
                         closed = true;
@@ -60,15 +60,15 @@ fn close_joins_every_thread_and_later_calls_fail_cleanly() {
 
     assert!(matches!(ctl.refresh_all(), Err(Error::Closed)));
     assert!(matches!(
-        ctl.change_output(&Identity::Id(1), true),
+        ctl.change_output(Identity::Id(1), true),
         Err(Error::Closed)
     ));
     assert!(matches!(
-        ctl.get_device(&Identity::Id(700)),
+        ctl.get_device(Identity::Id(700)),
         Err(Error::Closed)
     ));
     assert!(matches!(
-        ctl.is_device_online(&Identity::Id(700)),
+        ctl.is_device_online(Identity::Id(700)),
         Err(Error::Closed)
     ));
     ctl.close();

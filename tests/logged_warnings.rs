@@ -72,7 +72,7 @@ fn a_full_webhook_table_is_a_clear_warning_and_open_still_succeeds() {
         "  ShellyWebhooks: {Enabled: true, Port: 0}\n",
     )
     .expect("a full hook table never fails open");
-    assert!(ctl.device(&Identity::name("Full")).unwrap().online);
+    assert!(ctl.device(Identity::name("Full")).unwrap().online);
     let w = warnings_containing("webhook limit");
     assert_eq!(w.len(), 1, "{:#?}", LINES.lock().unwrap());
     assert!(
@@ -128,7 +128,7 @@ fn mismatch_is_warned_once_with_both_models() {
         .find(|l| l.contains("Family (ID: 3)"))
         .expect("warning for Family");
     assert!(family.contains("\"SHPLG-S\" (Gen1)"), "{family}");
-    let d = t.ctl.device(&Identity::name("Wrong")).unwrap();
+    let d = t.ctl.device(Identity::name("Wrong")).unwrap();
     assert_eq!(d.reported_model.as_deref(), Some("SNSW-102P16EU"));
 }
 
@@ -169,11 +169,11 @@ fn credentials_never_reach_the_log_the_objects_or_the_errors() {
         .refresh_all()
         .map(|r| texts.extend(r.failures.iter().map(|f| f.error.to_string())));
     for n in 1..=5 {
-        if let Err(e) = ctl.get_device(&Identity::Id(n)) {
+        if let Err(e) = ctl.get_device(Identity::Id(n)) {
             texts.push(e.to_string());
         }
     }
-    let _ = ctl.change_output(&Identity::name("TO"), true);
+    let _ = ctl.change_output(Identity::name("TO"), true);
     texts.push(serde_json::to_string(&ctl.devices()).unwrap());
     texts.push(ctl.print_device_status(None).unwrap());
     texts.push(format!("{:?}", ctl.settings()));
@@ -223,7 +223,7 @@ fn a_flapping_device_logs_each_transition_once_and_leaks_nothing() {
             let mut calls = 0;
             while std::time::Instant::now() < end {
                 let t = std::time::Instant::now();
-                let _ = ctl.get_device(&Identity::Id(4242));
+                let _ = ctl.get_device(Identity::Id(4242));
                 // Not a speed claim: a call that takes this long is stuck.
                 assert!(
                     t.elapsed() < std::time::Duration::from_secs(3),

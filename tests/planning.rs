@@ -49,8 +49,8 @@ const FIXTURE: &str = "    - Name: Device Test 1
 fn ids_and_names_follow_the_anchor_scheme() {
     let dir = TempDir::new("ids");
     let ctl = Controller::open(settings(&dir, FIXTURE), None).unwrap();
-    let d1 = ctl.device(&Identity::name("Device Test 1")).unwrap();
-    let d2 = ctl.device(&Identity::name("Device Test 2")).unwrap();
+    let d1 = ctl.device(Identity::name("Device Test 1")).unwrap();
+    let d2 = ctl.device(Identity::name("Device Test 2")).unwrap();
     assert_eq!((d1.id, d2.id), (1, 2));
     assert_eq!(
         d1.meters
@@ -98,7 +98,7 @@ fn counters_skip_configured_ids_across_devices() {
     // Output IDs: device 2 gets 1, 2; device 1 gets 3; device 3 has 5 then 4, 6, 7.
     let outs: Vec<i64> = ctl.get_outputs().iter().map(|o| o.id).collect();
     assert_eq!(outs, [1, 2, 3, 5, 4, 6, 7]);
-    assert_eq!(ctl.get_output(&Identity::Id(4)).unwrap().name, "Output 4");
+    assert_eq!(ctl.get_output(Identity::Id(4)).unwrap().name, "Output 4");
     ctl.close();
 }
 

@@ -42,13 +42,13 @@ fn the_file_is_created_written_and_read_back_after_a_restart() {
         assert_eq!(doc["Outputs"][1]["Name"], "Fan");
         assert_eq!(doc["Outputs"][1]["State"], false);
         assert_eq!(doc["Meters"].as_array().unwrap().len(), 2);
-        let c = ctl.change_output(&name("Fan"), true).unwrap();
+        let c = ctl.change_output(name("Fan"), true).unwrap();
         assert!(c.state && c.did_change);
         assert_eq!(read_json(&file)["Outputs"][1]["State"], true);
     }
     let ctl = open(&dir, TWO_PM);
-    assert!(ctl.get_output(&name("Fan")).unwrap().state);
-    assert!(!ctl.get_output(&name("Light")).unwrap().state);
+    assert!(ctl.get_output(name("Fan")).unwrap().state);
+    assert!(!ctl.get_output(name("Light")).unwrap().state);
 }
 
 #[test]
@@ -60,7 +60,7 @@ fn did_change_reports_real_changes_only() {
     assert_eq!((c.state, c.did_change), (true, true));
     let c = ctl.change_output(&light, true).unwrap();
     assert_eq!((c.state, c.did_change), (true, false));
-    let c = ctl.change_output(&Identity::Id(1), false).unwrap();
+    let c = ctl.change_output(Identity::Id(1), false).unwrap();
     assert_eq!((c.state, c.did_change), (false, true));
     let c = ctl.toggle_output(&light).unwrap();
     assert_eq!((c.state, c.did_change), (true, true));
@@ -89,7 +89,7 @@ fn edits_made_between_operations_survive_a_write() {
     doc["MyNote"] = json!("kept");
     write_json(&file, &doc);
 
-    ctl.change_output(&name("Light"), true).unwrap();
+    ctl.change_output(name("Light"), true).unwrap();
 
     let after = read_json(&file);
     assert_eq!(after["Inputs"][1]["State"], true);
@@ -98,7 +98,7 @@ fn edits_made_between_operations_survive_a_write() {
     assert_eq!(after["Meters"][0]["Power"], -42.5);
     assert_eq!(after["MyNote"], "kept");
     // The controller's view picked the edits up too.
-    let d = ctl.device(&name("Kitchen 2PM")).unwrap();
+    let d = ctl.device(name("Kitchen 2PM")).unwrap();
     assert!(d.inputs[1].state);
     assert_eq!(d.meters[0].power, Some(-42.5));
     assert_eq!(d.meters[0].energy, Some(1234.5));
@@ -116,15 +116,15 @@ fn edits_are_seen_at_the_next_refresh() {
     doc["Temperature"] = json!(41.5);
     write_json(&file, &doc);
     assert!(
-        !ctl.get_input(&Identity::Id(1)).unwrap().state,
+        !ctl.get_input(Identity::Id(1)).unwrap().state,
         "cached until refreshed"
     );
     let report = ctl.refresh_all().unwrap();
     assert!(report.is_ok());
     assert_eq!(report.refreshed, 1);
-    assert!(ctl.get_input(&Identity::Id(1)).unwrap().state);
+    assert!(ctl.get_input(Identity::Id(1)).unwrap().state);
     assert_eq!(
-        ctl.get_device(&Identity::Id(1)).unwrap().temperature,
+        ctl.get_device(Identity::Id(1)).unwrap().temperature,
         Some(41.5)
     );
 }
@@ -149,7 +149,7 @@ fn writes_are_atomic_for_concurrent_readers() {
         })
     };
     for _ in 0..300 {
-        ctl.toggle_output(&name("Light")).unwrap();
+        ctl.toggle_output(name("Light")).unwrap();
     }
     stop.store(true, Ordering::Relaxed);
     assert!(reader.join().unwrap() > 0);
@@ -171,17 +171,17 @@ fn a_corrupt_file_is_reported_and_never_overwritten() {
     let garbage = "{\"Outputs\": [ oops";
     std::fs::write(&file, garbage).unwrap();
 
-    let e = ctl.get_device(&name("Kitchen 2PM")).unwrap_err();
+    let e = ctl.get_device(name("Kitchen 2PM")).unwrap_err();
     assert!(matches!(e, Error::Simulation { .. }), "{e}");
     let text = e.to_string();
     assert!(
         text.contains("Kitchen_2PM.json") && text.contains("not valid JSON"),
         "{text}"
     );
-    assert!(ctl.change_output(&name("Light"), true).is_err());
+    assert!(ctl.change_output(name("Light"), true).is_err());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), garbage);
     assert!(
-        ctl.device(&name("Kitchen 2PM"))
+        ctl.device(name("Kitchen 2PM"))
             .unwrap()
             .last_error
             .unwrap()
@@ -190,9 +190,9 @@ fn a_corrupt_file_is_reported_and_never_overwritten() {
 
     // Fixing the file makes the device usable again.
     std::fs::remove_file(&file).unwrap();
-    assert!(ctl.change_output(&name("Light"), true).unwrap().state);
+    assert!(ctl.change_output(name("Light"), true).unwrap().state);
     assert!(
-        ctl.device(&name("Kitchen 2PM"))
+        ctl.device(name("Kitchen 2PM"))
             .unwrap()
             .last_error
             .is_none()
@@ -249,7 +249,7 @@ fn online_false_in_the_file_makes_the_device_offline() {
     assert!(matches!(ctl.get_device(&id), Err(Error::Offline { .. })));
     assert!(!ctl.is_device_online(&id).unwrap());
     assert!(matches!(
-        ctl.change_output(&name("Light"), true),
+        ctl.change_output(name("Light"), true),
         Err(Error::Offline { .. })
     ));
     assert_eq!(read_json(&file)["Outputs"][0]["State"], false);
@@ -285,7 +285,7 @@ fn mock_rate_grows_energy_only_while_the_output_is_on_and_survives_restarts() {
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(energy(&ctl, &pump).energy, m0.energy, "no growth while off");
 
-        ctl.change_output(&name("Pump"), true).unwrap();
+        ctl.change_output(name("Pump"), true).unwrap();
         let m1 = energy(&ctl, &pump);
         assert_eq!(m1.power, Some(36000.0), "10 Wh per second is 36 kW");
         std::thread::sleep(Duration::from_millis(100));
@@ -322,7 +322,7 @@ fn anchor_simulation_files_are_read() {
     });
     write_json(&dir.join("Kitchen_2PM.json"), &anchor);
     let ctl = open(&dir, TWO_PM);
-    let d = ctl.device(&name("Kitchen 2PM")).unwrap();
+    let d = ctl.device(name("Kitchen 2PM")).unwrap();
     assert!(d.inputs[0].state && !d.inputs[1].state);
     assert!(d.outputs[0].state);
     assert_eq!(d.outputs[0].temperature, Some(54.6));
@@ -357,24 +357,24 @@ fn requires_output_holds_the_probe_reading_while_the_output_is_off() {
     set_temps(25.0, 18.0);
     ctl.refresh_all().unwrap();
     assert_eq!(
-        ctl.get_temp_probe(&name("Water")).unwrap().temperature,
+        ctl.get_temp_probe(name("Water")).unwrap().temperature,
         None,
         "pump off: not read"
     );
-    let air = ctl.get_temp_probe(&name("Air")).unwrap();
+    let air = ctl.get_temp_probe(name("Air")).unwrap();
     assert_eq!(air.temperature, Some(18.0));
     assert!(air.last_reading_time.unwrap().ends_with('Z'));
-    ctl.change_output(&name("Pump"), true).unwrap();
+    ctl.change_output(name("Pump"), true).unwrap();
     ctl.refresh_all().unwrap();
     assert_eq!(
-        ctl.get_temp_probe(&name("Water")).unwrap().temperature,
+        ctl.get_temp_probe(name("Water")).unwrap().temperature,
         Some(25.0)
     );
-    ctl.change_output(&name("Pump"), false).unwrap();
+    ctl.change_output(name("Pump"), false).unwrap();
     set_temps(30.0, 19.0);
     ctl.refresh_all().unwrap();
     assert_eq!(
-        ctl.get_temp_probe(&name("Water")).unwrap().temperature,
+        ctl.get_temp_probe(name("Water")).unwrap().temperature,
         Some(25.0),
         "held while off"
     );
@@ -405,7 +405,7 @@ fn child_toggler() {
     let ctl = open(&dir, TWO_PM);
     let mut states = String::new();
     for _ in 0..n.parse::<usize>().unwrap() {
-        let c = ctl.toggle_output(&name(&output)).expect("toggle");
+        let c = ctl.toggle_output(name(&output)).expect("toggle");
         states.push_str(if c.state { "1\n" } else { "0\n" });
     }
     print!("{states}");

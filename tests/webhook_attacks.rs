@@ -92,7 +92,7 @@ fn a_huge_declared_body_is_refused_without_allocating_it() {
     }
     // Still alive and serving.
     assert_eq!(event(addr, 1), 200);
-    assert_eq!(ctl.webhook_queue_stats().0, 1);
+    assert_eq!(ctl.webhook_queue_stats().waiting, 1);
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn stalled_bodies_do_not_stall_valid_events() {
     for n in 0..5 {
         assert_eq!(event(addr, n), 200);
     }
-    assert_eq!(ctl.webhook_queue_stats().0, 5);
+    assert_eq!(ctl.webhook_queue_stats().waiting, 5);
     drop(stalled);
 }
 
@@ -174,7 +174,7 @@ fn a_32_megabyte_header_is_cut_off_early() {
     );
     drop(s);
     assert_eq!(event(addr, 1), 200);
-    assert_eq!(ctl.webhook_queue_stats().0, 1);
+    assert_eq!(ctl.webhook_queue_stats().waiting, 1);
 }
 
 #[test]
@@ -189,7 +189,7 @@ fn hundreds_of_idle_connections_cost_no_threads_and_do_not_lock_out_senders() {
     for n in 0..10 {
         assert_eq!(event(addr, n), 200, "event {n}");
     }
-    assert_eq!(ctl.webhook_queue_stats().0, 10);
+    assert_eq!(ctl.webhook_queue_stats().waiting, 10);
     let after = all_threads();
     assert!(
         after <= before + 2,
@@ -353,7 +353,8 @@ fn a_flood_of_64_kib_events_is_bounded_in_memory() {
         let mut answer = vec![0; len];
         r.read_exact(&mut answer).unwrap();
     }
-    let (queued, dropped) = ctl.webhook_queue_stats();
+    let stats = ctl.webhook_queue_stats();
+    let (queued, dropped) = (stats.waiting, stats.dropped);
     // 16 MiB hold about 270 such events; the count limit (65,536) would have kept all 1,000 (60 MiB).
     assert!(queued < 300, "{queued} events of 60 KiB queued");
     assert_eq!(queued as u64 + dropped, 1000);
@@ -422,7 +423,7 @@ fn a_flood_of_events_does_not_become_a_flood_of_device_reads() {
         let mut answer = vec![0; len];
         r.read_exact(&mut answer).unwrap();
     }
-    assert_eq!(ctl.webhook_queue_stats().0, 2001);
+    assert_eq!(ctl.webhook_queue_stats().waiting, 2001);
     // At most the burst of the sender's budget (10) plus its rate (5/s) over the time taken, not 2,000; the
     // bound grows with the time, so a slow machine cannot fail it.
     let caused = reads() - before;
@@ -456,7 +457,7 @@ fn cr_lf_and_nul_in_fields_are_answered_escaped() {
         "{body:?}"
     );
     assert_eq!(body.matches('\n').count(), 1, "{body:?}");
-    assert_eq!(ctl.webhook_queue_stats().0, 0);
+    assert_eq!(ctl.webhook_queue_stats().waiting, 0);
 }
 
 #[test]

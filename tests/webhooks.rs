@@ -113,7 +113,7 @@ fn hooks_are_installed_owned_and_reconciled_without_duplicates() {
             "http://127.0.0.1:{port}/shelly/webhook?Event=switch.on&DeviceID=1&ObjectType=output&ComponentID=2"
         )
     );
-    let dev = first.device(&Identity::name("Hall")).unwrap();
+    let dev = first.device(Identity::name("Hall")).unwrap();
     assert!(
         dev.supported_webhooks
             .contains(&"input.button_triplepush".to_string())
@@ -190,7 +190,7 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
     assert!(e.params.is_empty(), "{:?}", e.params);
     // The device's worker takes the input's state at once (a thread hop, then a read of the device).
     assert!(wait_for(Duration::from_secs(5), || ctl
-        .get_input(&Identity::name("Hall In"))
+        .get_input(Identity::name("Hall In"))
         .unwrap()
         .state));
     wake.clear();
@@ -206,7 +206,7 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
         ("switch.on", "Shed", "Shed Pump")
     );
     assert!(wait_for(Duration::from_secs(5), || ctl
-        .get_output(&Identity::name("Shed Pump"))
+        .get_output(Identity::name("Shed Pump"))
         .unwrap()
         .state));
     // ... and the worker refreshes the device.
@@ -222,7 +222,7 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
     emu.fire_event(1, "switch.off", 1);
     assert!(wait_for(Duration::from_secs(5), || ctl
         .webhook_queue_stats()
-        .0
+        .waiting
         == 2));
     let shed = EventFilter {
         device: Some(Identity::name("Shed")),
@@ -279,7 +279,13 @@ fn bad_requests_get_their_status_and_queue_nothing() {
     }
     let big = format!("Event=switch.on&pad={}", "x".repeat(70 * 1024));
     assert_eq!(http(addr, "POST", "/shelly/webhook", &big).0, 413);
-    assert_eq!(ctl.webhook_queue_stats(), (0, 0));
+    assert_eq!(
+        (
+            ctl.webhook_queue_stats().waiting,
+            ctl.webhook_queue_stats().dropped
+        ),
+        (0, 0)
+    );
     assert!(!wake.is_set());
 
     // Unknown IDs are still events, with the names left empty; extra fields become Params.
@@ -322,7 +328,7 @@ fn token_and_allowed_sources() {
     assert_eq!(emu.fire_event(0, "input.toggle_on", 0), 1);
     assert!(wait_for(Duration::from_secs(5), || ctl
         .webhook_queue_stats()
-        .0
+        .waiting
         == 1));
     let e = ctl.pull_webhook_event().unwrap();
     assert!(!e.params.contains_key("token"));
@@ -407,7 +413,13 @@ fn ten_thousand_events_from_four_senders_arrive_once_each_in_order() {
         total += 1;
     }
     assert_eq!(total, 4 * PER_SENDER);
-    assert_eq!(ctl.webhook_queue_stats(), (0, 0));
+    assert_eq!(
+        (
+            ctl.webhook_queue_stats().waiting,
+            ctl.webhook_queue_stats().dropped
+        ),
+        (0, 0)
+    );
 }
 
 #[test]
@@ -428,7 +440,8 @@ fn a_full_queue_drops_the_oldest_and_counts_it() {
             200
         );
     }
-    assert_eq!(ctl.webhook_queue_stats(), (3, 2));
+    let stats = ctl.webhook_queue_stats();
+    assert_eq!((stats.waiting, stats.dropped), (3, 2));
     assert_eq!(ctl.pull_webhook_event().unwrap().params["n"], "2");
 }
 
@@ -491,13 +504,13 @@ fn hooks_are_installed_again_when_a_device_comes_back() {
     assert_eq!(emu.webhooks(0).len(), 5);
     emu.set_fault(0, smartdev::emulator::Fault::Refuse);
     assert!(wait_for(Duration::from_secs(5), || !ctl
-        .is_device_online(&Identity::Id(1))
+        .is_device_online(Identity::Id(1))
         .unwrap()));
     // Coming back, the hooks are checked again (and repaired if the device lost them meanwhile).
     emu.reset_counts(0);
     emu.set_fault(0, smartdev::emulator::Fault::None);
     assert!(wait_for(Duration::from_secs(5), || ctl
-        .is_device_online(&Identity::Id(1))
+        .is_device_online(Identity::Id(1))
         .unwrap()));
     assert!(wait_for(Duration::from_secs(5), || emu
         .counts(0)

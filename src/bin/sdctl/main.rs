@@ -147,9 +147,9 @@ fn run(args: &Args) -> Result<(), Error> {
                 return Err(report.failures.into_iter().next().expect("not ok").error);
             }
         }
-        Command::GetDevice(d) => print_json(&ctl.get_device(&args.identity(d))?)?,
+        Command::GetDevice(d) => print_json(&ctl.get_device(args.identity(d))?)?,
         Command::GetComponent(kind, c) => {
-            print_json(&ctl.get_device_component(*kind, &args.identity(c))?)?
+            print_json(&ctl.get_device_component(*kind, args.identity(c))?)?
         }
         Command::Set { output, action } => {
             let id = args.identity(output);
