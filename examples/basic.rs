@@ -39,8 +39,7 @@ fn main() -> smartdev::Result<()> {
         "Kettle: on={} did_change={}",
         change.state, change.did_change
     );
-    let compressor =
-        ctl.get_device_component(ComponentKind::Output, Identity::name("Compressor"))?;
+    let compressor = ctl.component(ComponentKind::Output, Identity::name("Compressor"))?;
     println!(
         "Compressor as JSON: {}",
         serde_json::to_string(&compressor).unwrap_or_default()
@@ -53,7 +52,7 @@ fn main() -> smartdev::Result<()> {
         report.refreshed,
         report.failures.len()
     );
-    let meter = ctl.get_meter(Identity::name("Kettle Meter"))?;
+    let meter = ctl.meter(Identity::name("Kettle Meter"))?;
     println!("Kettle meter: {:?} W, {:?} Wh\n", meter.power, meter.energy);
     println!("{}", ctl.print_device_status(None)?);
     ctl.close();

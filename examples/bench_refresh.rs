@@ -55,7 +55,7 @@ fn main() {
                 std::thread::sleep(Duration::from_millis(100));
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let t = Instant::now();
-                    ctl.get_device(&healthy_id).expect("healthy");
+                    ctl.read_device(&healthy_id).expect("healthy");
                     lat.push(t.elapsed().as_secs_f64() * 1000.0);
                 }
                 lat

@@ -163,12 +163,14 @@ typedef enum sd_result {
  Methods:
  - sd_open / sd_open_yaml: load a configuration and start everything.
  - sd_close: stop every thread, free the controller, set the caller's pointer to NULL.
- - sd_get_device / sd_get_devices: device objects as JSON (sd_get_device reads the device now).
- - sd_get_device_component: one component as JSON (last known state).
- - sd_get_output_state / sd_get_input_state / sd_get_meter / sd_get_device_online: typed hot-path getters.
+
+ Naming rule (the same in Rust, Go, Python and sdctl): `sd_read_*` and `sd_refresh_*` do device I/O; every
+ other getter returns the last known state at once.
+ - sd_read_device / sd_refresh_all / sd_read_device_online: read one device, every device in parallel, or
+   one device and say whether it answered.
+ - sd_device / sd_devices / sd_component: objects as JSON (last known state).
+ - sd_output_state / sd_input_state / sd_meter / sd_is_device_online: typed hot-path getters (last known).
  - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
- - sd_refresh_all: read every device in parallel.
- - sd_is_device_online: read the device now and say whether it answered.
  - sd_pull_event: take the oldest webhook event as JSON.
  - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
  - sd_webhook_address: where the webhook listener listens.
@@ -357,43 +359,52 @@ enum sd_result sd_open_yaml(const char *yaml_text,
 void sd_close(struct sd_controller **ctl);
 
 /*
- Reads the device now and writes its object as JSON (same fields as the Rust API and `sdctl --json`).
+ Reads the device now (device I/O), so that `sd_device` and the other getters return what it says. A
+ device that cannot be read gives its error (`SD_TIMEOUT`, `SD_DEVICE`, ...), and is then marked offline.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string.
+ */
+enum sd_result sd_read_device(const struct sd_controller *ctl,
+                              const char *name,
+                              int64_t id);
+
+/*
+ Writes the device's object as JSON, as last read (no device I/O; same fields as the Rust API and
+ `sdctl --json`). Call `sd_read_device` first for a fresh reading.
 
  # Safety
  `ctl` valid; `name` NULL or a valid C string; `buf` valid for `len` bytes (or NULL with `len` 0); `needed`
  valid.
  */
-enum sd_result sd_get_device(const struct sd_controller *ctl,
-                             const char *name,
-                             int64_t id,
-                             char *buf,
-                             size_t len,
-                             size_t *needed);
+enum sd_result sd_device(const struct sd_controller *ctl,
+                         const char *name,
+                         int64_t id,
+                         char *buf,
+                         size_t len,
+                         size_t *needed);
 
 /*
  Writes every device's object as a JSON array, as last read (no device I/O).
 
  # Safety
- As for `sd_get_device`.
+ As for `sd_device`.
  */
-enum sd_result sd_get_devices(const struct sd_controller *ctl,
-                              char *buf,
-                              size_t len,
-                              size_t *needed);
+enum sd_result sd_devices(const struct sd_controller *ctl, char *buf, size_t len, size_t *needed);
 
 /*
  Writes one component (`SD_KIND_*`) as JSON, as last read.
 
  # Safety
- As for `sd_get_device`.
+ As for `sd_device`.
  */
-enum sd_result sd_get_device_component(const struct sd_controller *ctl,
-                                       int kind,
-                                       const char *name,
-                                       int64_t id,
-                                       char *buf,
-                                       size_t len,
-                                       size_t *needed);
+enum sd_result sd_component(const struct sd_controller *ctl,
+                            int kind,
+                            const char *name,
+                            int64_t id,
+                            char *buf,
+                            size_t len,
+                            size_t *needed);
 
 /*
  Switches an output on (`desired` true) or off. On `SD_OK`, `*state` is the new state as the device reports
@@ -440,10 +451,10 @@ enum sd_result sd_refresh_all(const struct sd_controller *ctl,
  # Safety
  `ctl` valid; `name` NULL or a valid C string; `online` valid.
  */
-enum sd_result sd_is_device_online(const struct sd_controller *ctl,
-                                   const char *name,
-                                   int64_t id,
-                                   bool *online);
+enum sd_result sd_read_device_online(const struct sd_controller *ctl,
+                                     const char *name,
+                                     int64_t id,
+                                     bool *online);
 
 /*
  Takes the oldest webhook event and writes it as JSON; `SD_NO_EVENT` when none is queued. An event that
@@ -531,21 +542,21 @@ enum sd_result sd_print_model_library(const struct sd_controller *ctl,
  # Safety
  `ctl` valid; `name` NULL or a valid C string; `state` valid.
  */
-enum sd_result sd_get_output_state(const struct sd_controller *ctl,
-                                   const char *name,
-                                   int64_t id,
-                                   bool *state);
+enum sd_result sd_output_state(const struct sd_controller *ctl,
+                               const char *name,
+                               int64_t id,
+                               bool *state);
 
 /*
  Whether an input is on, as last read (no device I/O).
 
  # Safety
- As for `sd_get_output_state`.
+ As for `sd_output_state`.
  */
-enum sd_result sd_get_input_state(const struct sd_controller *ctl,
-                                  const char *name,
-                                  int64_t id,
-                                  bool *state);
+enum sd_result sd_input_state(const struct sd_controller *ctl,
+                              const char *name,
+                              int64_t id,
+                              bool *state);
 
 /*
  A meter's readings as last read, with a validity flag per value.
@@ -553,22 +564,21 @@ enum sd_result sd_get_input_state(const struct sd_controller *ctl,
  # Safety
  `ctl` valid; `name` NULL or a valid C string; `reading` valid.
  */
-enum sd_result sd_get_meter(const struct sd_controller *ctl,
-                            const char *name,
-                            int64_t id,
-                            struct sd_meter_reading *reading);
+enum sd_result sd_meter(const struct sd_controller *ctl,
+                        const char *name,
+                        int64_t id,
+                        struct sd_meter_reading *reading);
 
 /*
- Whether the device was online at its last contact (no device I/O; see `sd_is_device_online` for a fresh
- check).
+ Whether the device was online at its last contact (no device I/O; `sd_read_device_online` reads it now).
 
  # Safety
  `ctl` valid; `name` NULL or a valid C string; `online` valid.
  */
-enum sd_result sd_get_device_online(const struct sd_controller *ctl,
-                                    const char *name,
-                                    int64_t id,
-                                    bool *online);
+enum sd_result sd_is_device_online(const struct sd_controller *ctl,
+                                   const char *name,
+                                   int64_t id,
+                                   bool *online);
 
 #ifdef __cplusplus
 }  // extern "C"

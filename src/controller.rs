@@ -75,8 +75,9 @@ impl RefreshReport {
 
 /// Manages all configured devices. Every method may be called from any thread at the same time.
 ///
-/// Reads (`get_output`, `print_device_status`, `is_device_online`, ...) return the last known state without
-/// device I/O; `get_device` and `refresh_all` read the devices, and the supervisor refreshes them in the
+/// The naming rule, the same in Rust, C, Go, Python and sdctl: calls named `read_*` or `refresh_*` do device
+/// I/O; every other getter (`device`, `output`, `meters`, `component`, `is_device_online`,
+/// `print_device_status`, ...) returns the last known state at once. The supervisor refreshes devices in the
 /// background every `RefreshInterval`. Dropping the controller closes it.
 pub struct Controller {
     settings: Arc<Settings>,
@@ -369,7 +370,7 @@ impl Controller {
 
     /// Reads the device now and returns its object (model, online state, status fields, components, custom
     /// attributes). Fails with a timeout, offline or device error when the device cannot be read.
-    pub fn get_device(&self, device: impl Into<Identity>) -> Result<Device> {
+    pub fn read_device(&self, device: impl Into<Identity>) -> Result<Device> {
         let device = &device.into();
         let i = self.shared.directory.device(device)?;
         self.refresh_index(i)?;
@@ -391,7 +392,7 @@ impl Controller {
     }
 
     /// One component as last read: `State` for inputs and outputs, readings for meters and probes.
-    pub fn get_device_component(
+    pub fn component(
         &self,
         kind: ComponentKind,
         component: impl Into<Identity>,
@@ -407,7 +408,7 @@ impl Controller {
     }
 
     /// One input as last read.
-    pub fn get_input(&self, input: impl Into<Identity>) -> Result<Input> {
+    pub fn input(&self, input: impl Into<Identity>) -> Result<Input> {
         let input = &input.into();
         let (di, ci) = self
             .shared
@@ -417,7 +418,7 @@ impl Controller {
     }
 
     /// One output as last read.
-    pub fn get_output(&self, output: impl Into<Identity>) -> Result<Output> {
+    pub fn output(&self, output: impl Into<Identity>) -> Result<Output> {
         let output = &output.into();
         let (di, ci) = self
             .shared
@@ -427,7 +428,7 @@ impl Controller {
     }
 
     /// One meter as last read.
-    pub fn get_meter(&self, meter: impl Into<Identity>) -> Result<Meter> {
+    pub fn meter(&self, meter: impl Into<Identity>) -> Result<Meter> {
         let meter = &meter.into();
         let (di, ci) = self
             .shared
@@ -437,7 +438,7 @@ impl Controller {
     }
 
     /// One temperature probe as last read.
-    pub fn get_temp_probe(&self, probe: impl Into<Identity>) -> Result<TempProbe> {
+    pub fn temp_probe(&self, probe: impl Into<Identity>) -> Result<TempProbe> {
         let probe = &probe.into();
         let (di, ci) = self
             .shared
@@ -447,22 +448,22 @@ impl Controller {
     }
 
     /// All inputs of all devices, as last read.
-    pub fn get_inputs(&self) -> Vec<Input> {
+    pub fn inputs(&self) -> Vec<Input> {
         self.collect(|d| d.inputs.clone())
     }
 
     /// All outputs of all devices, as last read.
-    pub fn get_outputs(&self) -> Vec<Output> {
+    pub fn outputs(&self) -> Vec<Output> {
         self.collect(|d| d.outputs.clone())
     }
 
     /// All meters of all devices, as last read.
-    pub fn get_meters(&self) -> Vec<Meter> {
+    pub fn meters(&self) -> Vec<Meter> {
         self.collect(|d| d.meters.clone())
     }
 
     /// All temperature probes of all devices, as last read.
-    pub fn get_temp_probes(&self) -> Vec<TempProbe> {
+    pub fn temp_probes(&self) -> Vec<TempProbe> {
         self.collect(|d| d.temp_probes.clone())
     }
 
@@ -576,9 +577,9 @@ impl Controller {
     }
 
     /// Stops the listener, the supervisor and every worker and joins their threads; closing twice is
-    /// harmless. After close, calls that need a worker or the listener (`get_device`, `refresh_all`,
+    /// harmless. After close, calls that need a worker or the listener (`read_device`, `refresh_all`,
     /// `change_output`, `toggle_output`) fail with [`Error::Closed`] and `webhook_address` is `None`; reads of
-    /// the last known state (`device`, `get_output`, `print_device_status`, ...), `settings`, the model
+    /// the last known state (`device`, `output`, `print_device_status`, ...), `settings`, the model
     /// library and pulling events already queued keep working.
     pub fn close(&self) {
         let Some(mut running) = self.lock_running().take() else {

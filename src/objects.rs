@@ -393,7 +393,7 @@ pub struct TempProbe {
     pub custom: Attributes,
 }
 
-/// Any one component, as returned by `get_device_component`.
+/// Any one component, as returned by `Controller::component`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Component {

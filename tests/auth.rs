@@ -41,11 +41,11 @@ fn gen2_digest_reuses_the_nonce_of_firmware_2() {
         "",
     )
     .unwrap();
-    let d = ctl.get_device(id(1)).unwrap();
+    let d = ctl.read_device(id(1)).unwrap();
     assert!(d.online, "{:?}", d.last_error);
     for _ in 0..10 {
         ctl.toggle_output(id(1)).unwrap();
-        ctl.get_device(id(1)).unwrap();
+        ctl.read_device(id(1)).unwrap();
     }
     let s = emu.auth_stats(0);
     assert_eq!(
@@ -71,7 +71,7 @@ fn gen2_wrong_and_missing_passwords_are_auth_errors_after_one_attempt() {
     for (dev, want) in [(1, "wrong password"), (2, "requires a password")] {
         emu.reset_counts(dev as usize - 1);
         let rejected_before = emu.auth_stats(dev as usize - 1).rejected;
-        let e = ctl.get_device(id(dev)).unwrap_err();
+        let e = ctl.read_device(id(dev)).unwrap_err();
         let rejected = emu.auth_stats(dev as usize - 1).rejected - rejected_before;
         assert_eq!(
             rejected,
@@ -111,9 +111,9 @@ fn stale_nonces_are_renewed_without_an_error() {
         "",
     )
     .unwrap();
-    ctl.get_device(id(1)).unwrap();
+    ctl.read_device(id(1)).unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    ctl.get_device(id(1))
+    ctl.read_device(id(1))
         .expect("a stale nonce is renewed, not reported");
     let st = emu.auth_stats(0);
     assert_eq!(st.stale, 1, "{st:?}");
@@ -139,7 +139,7 @@ fn too_many_requests_is_waited_out_within_the_retry_budget() {
     st.retry_delay = Duration::from_millis(1300);
     let ctl = Controller::open(st, None).unwrap();
     let d = ctl
-        .get_device(id(1))
+        .read_device(id(1))
         .expect("recovered within the retry budget");
     assert!(d.online);
     assert!(emu.auth_stats(0).throttled >= 2, "{:?}", emu.auth_stats(0));
@@ -175,7 +175,7 @@ fn md5_when_the_device_asks_for_it() {
         "",
     )
     .unwrap();
-    assert!(ctl.get_device(id(1)).unwrap().online);
+    assert!(ctl.read_device(id(1)).unwrap().online);
     assert_eq!(emu.auth_stats(0).rejected, 0);
 }
 
@@ -194,12 +194,12 @@ fn gen1_basic_auth() {
         "",
     )
     .unwrap();
-    assert!(ctl.get_device(id(1)).unwrap().online);
+    assert!(ctl.read_device(id(1)).unwrap().online);
     assert!(ctl.change_output(id(1), true).unwrap().did_change);
     assert!(emu.output(0, 0));
-    let e = ctl.get_device(id(2)).unwrap_err();
+    let e = ctl.read_device(id(2)).unwrap_err();
     assert!(is_auth(&e) && e.to_string().contains("refused"), "{e}");
-    let e = ctl.get_device(id(3)).unwrap_err();
+    let e = ctl.read_device(id(3)).unwrap_err();
     assert!(
         is_auth(&e) && e.to_string().contains("requires a password"),
         "{e}"
@@ -232,9 +232,9 @@ fn tasmota_user_and_password_including_old_firmware() {
             .unwrap()
             .did_change
     );
-    let e = ctl.get_device(id(2)).unwrap_err();
+    let e = ctl.read_device(id(2)).unwrap_err();
     assert!(is_auth(&e) && e.to_string().contains("refused"), "{e}");
-    let e = ctl.get_device(id(3)).unwrap_err();
+    let e = ctl.read_device(id(3)).unwrap_err();
     assert!(
         is_auth(&e) && e.to_string().contains("requires a password"),
         "{e}"

@@ -78,6 +78,9 @@ fn set_and_get_through_the_demo() {
     assert_eq!(out["State"], false);
     assert_eq!(out["ObjectType"], "output");
     let dev = json_out(&sdctl(dir.path(), &["get", "device", "3"]));
+    // read device reads it now; the same object.
+    let read = json_out(&sdctl(dir.path(), &["read", "device", "3"]));
+    assert_eq!(read["ID"], dev["ID"]);
     assert_eq!(dev["Name"], "Demo Plug");
     let probe = json_out(&sdctl(dir.path(), &["get", "temp-probe", "Pool Water"]));
     assert_eq!(probe["RequiresOutput"], "Pool Pump");

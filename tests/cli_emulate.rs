@@ -98,7 +98,7 @@ fn sdctl_drives_emulated_devices_end_to_end() {
         request(admin_port, "POST", "/devices/0/fault?kind=blackhole", None).status,
         200
     );
-    let o = sdctl(&dir, &["--config", "c.yaml", "get", "device", "Hall"]);
+    let o = sdctl(&dir, &["--config", "c.yaml", "read", "device", "Hall"]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

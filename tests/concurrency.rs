@@ -25,7 +25,7 @@ fn open(dir: &TempDir, devices: usize) -> Controller {
 fn sixteen_threads_switching_end_in_a_consistent_state() {
     let dir = TempDir::new("threads");
     let ctl = Arc::new(open(&dir, 4));
-    let outputs: Vec<i64> = ctl.get_outputs().iter().map(|o| o.id).collect();
+    let outputs: Vec<i64> = ctl.outputs().iter().map(|o| o.id).collect();
     assert_eq!(outputs.len(), 8);
     let handles: Vec<_> = (0..16u64)
         .map(|t| {
@@ -43,7 +43,7 @@ fn sixteen_threads_switching_end_in_a_consistent_state() {
                     assert!(c.did_change, "a toggle always changes the state");
                     *toggles.entry(id).or_default() += 1;
                     // Reads from other threads never wait for a switch in progress.
-                    let _ = ctl.get_outputs();
+                    let _ = ctl.outputs();
                 }
                 toggles
             })
@@ -55,7 +55,7 @@ fn sixteen_threads_switching_end_in_a_consistent_state() {
             *total.entry(id).or_default() += n;
         }
     }
-    for o in ctl.get_outputs() {
+    for o in ctl.outputs() {
         let expected = total.get(&o.id).copied().unwrap_or(0) % 2 == 1;
         assert_eq!(
             o.state,
@@ -92,7 +92,7 @@ fn sixteen_threads_switching_end_in_a_consistent_state() {
         .sum();
     let were_off = total.values().filter(|n| *n % 2 == 0).count() as u32 + (8 - total.len() as u32);
     assert_eq!(changed, were_off);
-    assert!(ctl.get_outputs().iter().all(|o| o.state));
+    assert!(ctl.outputs().iter().all(|o| o.state));
 }
 
 #[test]

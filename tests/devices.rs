@@ -44,7 +44,7 @@ fn rpc_switch_embedded_meters_inputs_outputs_and_device_fields() {
     t.emu
         .set_meter(0, 1, reading(40.0, 230.0, 0.2, 0.8, 12.0, 0.0));
     t.emu.set_temperature(0, 48.5);
-    let d = t.ctl.get_device(Identity::name("Plus")).unwrap();
+    let d = t.ctl.read_device(Identity::name("Plus")).unwrap();
     assert!(d.online);
     assert_eq!(d.protocol, Some(Protocol::Rpc));
     assert!(
@@ -77,7 +77,7 @@ fn rpc_switch_embedded_meters_inputs_outputs_and_device_fields() {
     assert_eq!(m1.voltage, Some(230.0));
     near(m1.energy, 12.0, 0.01);
     near(d.total_power, -120.5, 0.001);
-    assert_eq!(t.ctl.get_meter(id(1)).unwrap().output_id, Some(1));
+    assert_eq!(t.ctl.meter(id(1)).unwrap().output_id, Some(1));
 }
 
 #[test]
@@ -91,7 +91,7 @@ fn rpc_em1_separate_meters() {
         .set_meter(0, 0, reading(1500.0, 229.9, 6.8, 0.96, 10_000.0, 0.0));
     t.emu
         .set_meter(0, 1, reading(-800.0, 229.9, 3.6, 0.97, 20.0, 3000.0));
-    let d = t.ctl.get_device(id(1)).unwrap();
+    let d = t.ctl.read_device(id(1)).unwrap();
     let (a, b) = (&d.meters[0], &d.meters[1]);
     assert_eq!(
         (a.power, a.voltage, a.current, a.power_factor),
@@ -117,7 +117,7 @@ fn rpc_three_phase_meter_with_device_totals() {
         .set_meter(0, 1, reading(-200.0, 231.0, 1.0, 0.9, 50.0, 75.0));
     t.emu
         .set_meter(0, 2, reading(300.0, 232.0, 1.4, 0.93, 10.0, 0.0));
-    let d = t.ctl.get_device(id(1)).unwrap();
+    let d = t.ctl.read_device(id(1)).unwrap();
     assert_eq!(d.meters.len(), 3);
     assert_eq!(d.meters[1].voltage, Some(231.0));
     assert_eq!(d.meters[1].power, Some(-200.0));
@@ -138,7 +138,7 @@ fn rpc_pm1_meter() {
         .set_meter(0, 0, reading(60.0, 228.0, 0.27, 1.0, 42.0, 1.5));
     let m = t
         .ctl
-        .get_device(id(1))
+        .read_device(id(1))
         .map(|d| d.meters[0].clone())
         .unwrap();
     assert_eq!(
@@ -161,7 +161,7 @@ fn gen1_relay_meters_are_reported_in_wh() {
     t.emu
         .set_meter(0, 1, reading(75.0, 240.0, 0.3, 1.0, 30.0, 0.0));
     t.emu.set_temperature(0, 51.5);
-    let d = t.ctl.get_device(id(1)).unwrap();
+    let d = t.ctl.read_device(id(1)).unwrap();
     assert_eq!(d.protocol, Some(Protocol::Rest));
     assert_eq!(d.reported_model.as_deref(), Some("SHSW-25"));
     assert!(d.inputs[0].state && !d.inputs[1].state);
@@ -188,7 +188,7 @@ fn gen1_emeters_with_returned_energy() {
         .set_meter(0, 0, reading(500.0, 231.2, 2.3, 0.94, 8000.0, 0.0));
     t.emu
         .set_meter(0, 2, reading(-250.0, 229.0, 1.1, 0.99, 1.0, 900.0));
-    let d = t.ctl.get_device(id(1)).unwrap();
+    let d = t.ctl.read_device(id(1)).unwrap();
     let m = &d.meters[0];
     assert_eq!(
         (m.power, m.voltage, m.current, m.power_factor),
@@ -216,7 +216,7 @@ fn tasmota_energy_channels_and_localised_relays() {
     t.emu.set_output(0, 1, true);
     t.emu
         .set_meter(0, 1, reading(100.0, 230.0, 0.45, 0.95, 1500.0, 0.0));
-    let d = t.ctl.get_device(id(1)).unwrap();
+    let d = t.ctl.read_device(id(1)).unwrap();
     assert!(!d.outputs[0].state && d.outputs[1].state);
     assert_eq!(d.meters[1].power, Some(100.0));
     assert_eq!(d.meters[1].voltage, Some(230.0));
@@ -249,7 +249,7 @@ fn add_on_probes_by_name_with_requires_output_and_a_probe_named_like_its_device(
     t.emu.set_probe(0, 0, Some(24.5));
     t.emu.set_probe(0, 1, Some(61.0));
     t.emu.set_temperature(0, 40.0);
-    let d = t.ctl.get_device(id(1)).unwrap();
+    let d = t.ctl.read_device(id(1)).unwrap();
     let p = &d.temp_probes;
     assert_eq!((p[0].probe_id, p[0].temperature), (Some(101), Some(61.0)));
     assert_eq!(p[1].probe_id, Some(100));
@@ -261,7 +261,7 @@ fn add_on_probes_by_name_with_requires_output_and_a_probe_named_like_its_device(
     t.ctl.refresh_all().unwrap();
     assert_eq!(
         t.ctl
-            .get_temp_probe(Identity::name("Pool"))
+            .temp_probe(Identity::name("Pool"))
             .unwrap()
             .temperature,
         Some(24.5)
@@ -271,7 +271,7 @@ fn add_on_probes_by_name_with_requires_output_and_a_probe_named_like_its_device(
     t.ctl.refresh_all().unwrap();
     assert_eq!(
         t.ctl
-            .get_temp_probe(Identity::name("Roof"))
+            .temp_probe(Identity::name("Roof"))
             .unwrap()
             .temperature,
         None
@@ -339,18 +339,14 @@ fn change_output_and_toggle_report_what_the_device_did() {
         let c = t.ctl.toggle_output(id(out)).unwrap();
         assert!(!c.state && c.did_change, "output {out} toggled");
         assert!(!t.emu.output(dev, ch));
-        assert!(!t.ctl.get_output(id(out)).unwrap().state);
+        assert!(!t.ctl.output(id(out)).unwrap().state);
     }
     let counts = t.emu.counts(0);
     // A toggle is a read and an absolute set (safe to retry), never a Switch.Toggle.
     assert_eq!(counts.get("rpc Switch.Set"), Some(&4));
     assert_eq!(counts.get("rpc Switch.GetStatus"), Some(&1));
     assert_eq!(counts.get("rpc Switch.Toggle"), None);
-    match t
-        .ctl
-        .get_device_component(ComponentKind::Output, id(1))
-        .unwrap()
-    {
+    match t.ctl.component(ComponentKind::Output, id(1)).unwrap() {
         Component::Output(o) => assert!(!o.state),
         other => panic!("{other:?}"),
     }

@@ -40,10 +40,10 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
     let status = "rpc Shelly.GetStatus";
     let attempts_of = |fault: Fault| {
         t.emu.set_fault(0, Fault::None);
-        t.ctl.get_device(id(1)).expect("healthy again");
+        t.ctl.read_device(id(1)).expect("healthy again");
         t.emu.reset_counts(0);
         t.emu.set_fault(0, fault);
-        let e = t.ctl.get_device(id(1)).unwrap_err();
+        let e = t.ctl.read_device(id(1)).unwrap_err();
         (e, t.emu.counts(0).get(status).copied().unwrap_or(0))
     };
 
@@ -102,7 +102,7 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
     assert!(!t.ctl.is_device_online(id(1)).unwrap());
 
     t.emu.set_fault(0, Fault::None);
-    assert!(t.ctl.get_device(id(1)).unwrap().online);
+    assert!(t.ctl.read_device(id(1)).unwrap().online);
     assert!(t.ctl.device(id(1)).unwrap().last_error.is_none());
 }
 
@@ -120,8 +120,8 @@ fn other_protocols_follow_the_same_retry_policy() {
         t.emu.reset_counts(dev);
         t.emu.set_fault(dev, Fault::Http500);
     }
-    assert!(t.ctl.get_device(id(1)).is_err());
-    assert!(t.ctl.get_device(id(2)).is_err());
+    assert!(t.ctl.read_device(id(1)).is_err());
+    assert!(t.ctl.read_device(id(2)).is_err());
     assert_eq!(t.emu.counts(0).get("GET /status"), Some(&ATTEMPTS));
     assert_eq!(t.emu.counts(1).get("cm Status 0"), Some(&ATTEMPTS));
     // Switching is retried the same way, and a device error does not pretend the output changed.
@@ -132,7 +132,7 @@ fn other_protocols_follow_the_same_retry_policy() {
         Err(Error::Timeout { .. })
     ));
     assert_eq!(t.emu.total_requests(1), ATTEMPTS);
-    assert!(!t.ctl.get_output(id(2)).unwrap().state);
+    assert!(!t.ctl.output(id(2)).unwrap().state);
 }
 
 #[test]
@@ -153,7 +153,7 @@ fn a_blackholed_device_does_not_delay_a_healthy_one() {
     let dead = {
         let (t, done) = (t.clone(), dead_done.clone());
         std::thread::spawn(move || {
-            let r = t.ctl.get_device(id(1));
+            let r = t.ctl.read_device(id(1));
             done.store(true, Ordering::SeqCst);
             r
         })
@@ -164,7 +164,7 @@ fn a_blackholed_device_does_not_delay_a_healthy_one() {
         .total_requests(0)
         >= 1));
     for _ in 0..5 {
-        let d = t.ctl.get_device(id(2)).unwrap();
+        let d = t.ctl.read_device(id(2)).unwrap();
         assert!(d.online);
         t.ctl.toggle_output(id(2)).unwrap();
     }
@@ -204,7 +204,7 @@ fn open_succeeds_with_an_unreachable_device_which_comes_back_and_is_refreshed() 
     assert!(!away.online);
     assert!(away.last_error.unwrap().contains("connection refused"));
     assert!(ctl.device(id(2)).unwrap().online);
-    assert!(!ctl.get_output(id(1)).unwrap().state, "never read yet");
+    assert!(!ctl.output(id(1)).unwrap().state, "never read yet");
 
     emu.set_fault(0, Fault::None);
     assert!(
@@ -213,7 +213,7 @@ fn open_succeeds_with_an_unreachable_device_which_comes_back_and_is_refreshed() 
             .unwrap()),
         "the supervisor brings the device back"
     );
-    assert!(ctl.get_output(id(1)).unwrap().state, "and refreshes it");
+    assert!(ctl.output(id(1)).unwrap().state, "and refreshes it");
     assert!(ctl.device(id(1)).unwrap().last_error.is_none());
 
     // It goes away again and comes back again; calls in between fail cleanly.
@@ -263,7 +263,7 @@ fn flapping_device_ends_in_a_consistent_state() {
     let mut ok = 0;
     let mut failed = 0;
     for _ in 0..20 {
-        match t.ctl.get_device(id(1)) {
+        match t.ctl.read_device(id(1)) {
             Ok(d) => {
                 ok += 1;
                 assert!(d.online);
@@ -274,7 +274,7 @@ fn flapping_device_ends_in_a_consistent_state() {
     }
     assert!(ok > 0, "some calls land while it serves");
     t.emu.set_fault(0, Fault::None);
-    assert!(t.ctl.get_device(id(1)).unwrap().online);
+    assert!(t.ctl.read_device(id(1)).unwrap().online);
     let _ = failed;
 }
 

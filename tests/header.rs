@@ -41,7 +41,8 @@ fn header_is_up_to_date_and_versioned() {
     for f in [
         "sd_open",
         "sd_close",
-        "sd_get_device",
+        "sd_read_device",
+        "sd_device",
         "sd_change_output",
         "sd_pull_event",
         "sd_wake_fd",

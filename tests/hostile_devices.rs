@@ -71,7 +71,7 @@ impl Rig {
         let id = Identity::Id(1);
         self.fake.set(b);
         let started = Instant::now();
-        let r = self.ctl.get_device(&id);
+        let r = self.ctl.read_device(&id);
         let took = started.elapsed();
         let err = r.expect_err(what);
         let label = self.ctl.device(&id).unwrap().label();
@@ -87,7 +87,7 @@ impl Rig {
         self.fake.set(Behaviour::Sane);
         let d = self
             .ctl
-            .get_device(&id)
+            .read_device(&id)
             .unwrap_or_else(|e| panic!("{what}: no recovery: {e}"));
         assert!(d.online, "{what}");
         assert_eq!(d.last_error, None, "{what}");
@@ -158,7 +158,7 @@ fn numbers_out_of_range_and_wrong_types_are_not_reported_as_values() {
     // and no invented number appears.
     let body = br#"{"id":1,"src":"x","result":{"switch:0":{"id":"zero","output":"yes","apower":1e308,"voltage":"230","current":-1e308,"aenergy":{"total":18446744073709551616},"temperature":{"tC":[]}},"input:0":{"state":7},"sys":{"uptime":-5,"mac":17}}}"#;
     r.fake.set(Behaviour::Raw(answer(200, body)));
-    let _ = r.ctl.get_device(&id);
+    let _ = r.ctl.read_device(&id);
     let d = r.ctl.device(&id).unwrap();
     for m in &d.meters {
         assert!(
@@ -168,7 +168,7 @@ fn numbers_out_of_range_and_wrong_types_are_not_reported_as_values() {
         );
     }
     r.fake.set(Behaviour::Sane);
-    assert!(r.ctl.get_device(&id).unwrap().online);
+    assert!(r.ctl.read_device(&id).unwrap().online);
     // 1e400 does not even parse as a double.
     r.fails_then_recovers(
         Behaviour::Raw(answer(

@@ -64,7 +64,7 @@ fn close_joins_every_thread_and_later_calls_fail_cleanly() {
         Err(Error::Closed)
     ));
     assert!(matches!(
-        ctl.get_device(Identity::Id(700)),
+        ctl.read_device(Identity::Id(700)),
         Err(Error::Closed)
     ));
     assert!(matches!(
@@ -168,7 +168,7 @@ fn after_close_commands_fail_with_closed_and_last_known_reads_still_work() {
     let lamp = smartdev::Identity::name("Lamp");
     ctl.close();
     ctl.close(); // harmless
-    assert!(matches!(ctl.get_device(&id), Err(smartdev::Error::Closed)));
+    assert!(matches!(ctl.read_device(&id), Err(smartdev::Error::Closed)));
     assert!(matches!(ctl.refresh_all(), Err(smartdev::Error::Closed)));
     assert!(matches!(
         ctl.change_output(&lamp, true),
@@ -176,7 +176,7 @@ fn after_close_commands_fail_with_closed_and_last_known_reads_still_work() {
     ));
     assert!(ctl.webhook_address().is_none());
     assert_eq!(ctl.device(&id).unwrap().name, "A");
-    assert!(!ctl.get_output(&lamp).unwrap().state);
+    assert!(!ctl.output(&lamp).unwrap().state);
     assert!(ctl.print_device_status(None).unwrap().contains("A (ID: 1)"));
     assert!(ctl.pull_webhook_event().is_none());
 }

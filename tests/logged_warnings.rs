@@ -169,7 +169,7 @@ fn credentials_never_reach_the_log_the_objects_or_the_errors() {
         .refresh_all()
         .map(|r| texts.extend(r.failures.iter().map(|f| f.error.to_string())));
     for n in 1..=5 {
-        if let Err(e) = ctl.get_device(Identity::Id(n)) {
+        if let Err(e) = ctl.read_device(Identity::Id(n)) {
             texts.push(e.to_string());
         }
     }
@@ -223,7 +223,7 @@ fn a_flapping_device_logs_each_transition_once_and_leaks_nothing() {
             let mut calls = 0;
             while std::time::Instant::now() < end {
                 let t = std::time::Instant::now();
-                let _ = ctl.get_device(Identity::Id(4242));
+                let _ = ctl.read_device(Identity::Id(4242));
                 // Not a speed claim: a call that takes this long is stuck.
                 assert!(
                     t.elapsed() < std::time::Duration::from_secs(3),

@@ -96,9 +96,9 @@ fn counters_skip_configured_ids_across_devices() {
     assert_eq!(devs[1].inputs[0].id, 3);
     assert_eq!(devs[1].inputs[0].name, "Input 3");
     // Output IDs: device 2 gets 1, 2; device 1 gets 3; device 3 has 5 then 4, 6, 7.
-    let outs: Vec<i64> = ctl.get_outputs().iter().map(|o| o.id).collect();
+    let outs: Vec<i64> = ctl.outputs().iter().map(|o| o.id).collect();
     assert_eq!(outs, [1, 2, 3, 5, 4, 6, 7]);
-    assert_eq!(ctl.get_output(Identity::Id(4)).unwrap().name, "Output 4");
+    assert_eq!(ctl.output(Identity::Id(4)).unwrap().name, "Output 4");
     ctl.close();
 }
 
@@ -283,7 +283,7 @@ fn a_probe_named_like_its_device_reads_the_device_temperature() {
         None,
     )
     .unwrap();
-    let probes = ctl.get_temp_probes();
+    let probes = ctl.temp_probes();
     assert_eq!(probes[0].probe_id, Some(-1));
     assert_eq!(probes[1].probe_id, None);
 }

@@ -47,8 +47,8 @@ fn the_file_is_created_written_and_read_back_after_a_restart() {
         assert_eq!(read_json(&file)["Outputs"][1]["State"], true);
     }
     let ctl = open(&dir, TWO_PM);
-    assert!(ctl.get_output(name("Fan")).unwrap().state);
-    assert!(!ctl.get_output(name("Light")).unwrap().state);
+    assert!(ctl.output(name("Fan")).unwrap().state);
+    assert!(!ctl.output(name("Light")).unwrap().state);
 }
 
 #[test]
@@ -116,15 +116,15 @@ fn edits_are_seen_at_the_next_refresh() {
     doc["Temperature"] = json!(41.5);
     write_json(&file, &doc);
     assert!(
-        !ctl.get_input(Identity::Id(1)).unwrap().state,
+        !ctl.input(Identity::Id(1)).unwrap().state,
         "cached until refreshed"
     );
     let report = ctl.refresh_all().unwrap();
     assert!(report.is_ok());
     assert_eq!(report.refreshed, 1);
-    assert!(ctl.get_input(Identity::Id(1)).unwrap().state);
+    assert!(ctl.input(Identity::Id(1)).unwrap().state);
     assert_eq!(
-        ctl.get_device(Identity::Id(1)).unwrap().temperature,
+        ctl.read_device(Identity::Id(1)).unwrap().temperature,
         Some(41.5)
     );
 }
@@ -171,7 +171,7 @@ fn a_corrupt_file_is_reported_and_never_overwritten() {
     let garbage = "{\"Outputs\": [ oops";
     std::fs::write(&file, garbage).unwrap();
 
-    let e = ctl.get_device(name("Kitchen 2PM")).unwrap_err();
+    let e = ctl.read_device(name("Kitchen 2PM")).unwrap_err();
     assert!(matches!(e, Error::Simulation { .. }), "{e}");
     let text = e.to_string();
     assert!(
@@ -246,7 +246,7 @@ fn online_false_in_the_file_makes_the_device_offline() {
     let mut doc = read_json(&file);
     doc["Online"] = json!(false);
     write_json(&file, &doc);
-    assert!(matches!(ctl.get_device(&id), Err(Error::Offline { .. })));
+    assert!(matches!(ctl.read_device(&id), Err(Error::Offline { .. })));
     assert!(!ctl.is_device_online(&id).unwrap());
     assert!(matches!(
         ctl.change_output(name("Light"), true),
@@ -255,7 +255,7 @@ fn online_false_in_the_file_makes_the_device_offline() {
     assert_eq!(read_json(&file)["Outputs"][0]["State"], false);
     doc["Online"] = json!(true);
     write_json(&file, &doc);
-    assert!(ctl.get_device(&id).unwrap().online);
+    assert!(ctl.read_device(&id).unwrap().online);
     assert!(ctl.is_device_online(&id).unwrap());
 }
 
@@ -275,7 +275,7 @@ fn mock_rate_grows_energy_only_while_the_output_is_on_and_survives_restarts() {
     let pump = name("Pump Meter");
     let energy = |ctl: &Controller, m: &Identity| {
         assert!(ctl.refresh_all().unwrap().is_ok());
-        ctl.get_meter(m).unwrap()
+        ctl.meter(m).unwrap()
     };
     let last;
     {
@@ -301,7 +301,7 @@ fn mock_rate_grows_energy_only_while_the_output_is_on_and_survives_restarts() {
     }
     // Persisted: a new controller continues from the stored counter.
     let ctl = open(&dir, devices);
-    let again = ctl.get_meter(&pump).unwrap().energy.unwrap();
+    let again = ctl.meter(&pump).unwrap().energy.unwrap();
     assert!(again >= last, "{again} < {last}");
     let file = read_json(&dir.join("Pump_Box.json"));
     assert!(file["Meters"][0]["MockTimestamp"].as_f64().unwrap() > 1.7e9);
@@ -357,24 +357,24 @@ fn requires_output_holds_the_probe_reading_while_the_output_is_off() {
     set_temps(25.0, 18.0);
     ctl.refresh_all().unwrap();
     assert_eq!(
-        ctl.get_temp_probe(name("Water")).unwrap().temperature,
+        ctl.temp_probe(name("Water")).unwrap().temperature,
         None,
         "pump off: not read"
     );
-    let air = ctl.get_temp_probe(name("Air")).unwrap();
+    let air = ctl.temp_probe(name("Air")).unwrap();
     assert_eq!(air.temperature, Some(18.0));
     assert!(air.last_reading_time.unwrap().ends_with('Z'));
     ctl.change_output(name("Pump"), true).unwrap();
     ctl.refresh_all().unwrap();
     assert_eq!(
-        ctl.get_temp_probe(name("Water")).unwrap().temperature,
+        ctl.temp_probe(name("Water")).unwrap().temperature,
         Some(25.0)
     );
     ctl.change_output(name("Pump"), false).unwrap();
     set_temps(30.0, 19.0);
     ctl.refresh_all().unwrap();
     assert_eq!(
-        ctl.get_temp_probe(name("Water")).unwrap().temperature,
+        ctl.temp_probe(name("Water")).unwrap().temperature,
         Some(25.0),
         "held while off"
     );

@@ -389,7 +389,7 @@ fn a_flood_of_events_does_not_become_a_flood_of_device_reads() {
             .copied()
             .unwrap_or(0)
     };
-    let input = ctl.get_inputs()[0].id;
+    let input = ctl.inputs()[0].id;
     let target = |n: usize| {
         format!(
             "/shelly/webhook?Event=input.toggle_{}&DeviceID=1&ObjectType=input&ComponentID={input}",

@@ -190,7 +190,7 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
     assert!(e.params.is_empty(), "{:?}", e.params);
     // The device's worker takes the input's state at once (a thread hop, then a read of the device).
     assert!(wait_for(Duration::from_secs(5), || ctl
-        .get_input(Identity::name("Hall In"))
+        .input(Identity::name("Hall In"))
         .unwrap()
         .state));
     wake.clear();
@@ -206,7 +206,7 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
         ("switch.on", "Shed", "Shed Pump")
     );
     assert!(wait_for(Duration::from_secs(5), || ctl
-        .get_output(Identity::name("Shed Pump"))
+        .output(Identity::name("Shed Pump"))
         .unwrap()
         .state));
     // ... and the worker refreshes the device.

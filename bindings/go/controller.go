@@ -239,14 +239,28 @@ func readText(call textCall) ([]byte, error) {
 	return nil, &Error{Code: int(C.SD_INSUFFICIENT_SIZE), Message: "the answer kept growing; giving up"}
 }
 
-// GetDevice reads the device now and returns it (ErrTimeout, ErrOffline, ErrDevice ... when it cannot be
-// read; ErrNotFound when no device matches).
-func (c *Controller) GetDevice(id Identity) (*Device, error) {
+// ReadDevice reads the device now (device I/O) and returns it (ErrTimeout, ErrOffline, ErrDevice ... when it
+// cannot be read; ErrNotFound when no device matches).
+func (c *Controller) ReadDevice(id Identity) (*Device, error) {
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) error {
+			var msg *C.char
+			return check(C.sdgo_read_device(p, name, num, &msg), msg)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Device(id)
+}
+
+// Device returns the device as last read (no device I/O).
+func (c *Controller) Device(id Identity) (*Device, error) {
 	var data []byte
 	err := c.use(func(p *C.sd_controller) error {
 		return withIdentity(id, func(name *C.char, num C.int64_t) (err error) {
 			data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
-				return C.sdgo_get_device(p, name, num, b, n, nd, m)
+				return C.sdgo_device(p, name, num, b, n, nd, m)
 			})
 			return err
 		})
@@ -266,7 +280,7 @@ func (c *Controller) Devices() ([]Device, error) {
 	var data []byte
 	err := c.use(func(p *C.sd_controller) (err error) {
 		data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
-			return C.sdgo_get_devices(p, b, n, nd, m)
+			return C.sdgo_devices(p, b, n, nd, m)
 		})
 		return err
 	})
@@ -280,13 +294,13 @@ func (c *Controller) Devices() ([]Device, error) {
 	return ds, nil
 }
 
-// GetComponent returns one component of the given kind as last read (no device I/O).
-func (c *Controller) GetComponent(kind Kind, id Identity) (Component, error) {
+// Component returns one component of the given kind as last read (no device I/O).
+func (c *Controller) Component(kind Kind, id Identity) (Component, error) {
 	var data []byte
 	err := c.use(func(p *C.sd_controller) error {
 		return withIdentity(id, func(name *C.char, num C.int64_t) (err error) {
 			data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
-				return C.sdgo_get_device_component(p, C.int(kind), name, num, b, n, nd, m)
+				return C.sdgo_component(p, C.int(kind), name, num, b, n, nd, m)
 			})
 			return err
 		})
@@ -297,16 +311,17 @@ func (c *Controller) GetComponent(kind Kind, id Identity) (Component, error) {
 	return decodeComponent(kind, data)
 }
 
-// ChangeOutput switches an output on or off; did is true exactly when its state changed.
-func (c *Controller) ChangeOutput(id Identity, on bool) (did bool, err error) {
-	var state, changed C.bool
+// ChangeOutput switches an output on or off; state is the new state as the device reports it, did whether it
+// changed (the same two values as ToggleOutput).
+func (c *Controller) ChangeOutput(id Identity, on bool) (state bool, did bool, err error) {
+	var st, changed C.bool
 	err = c.use(func(p *C.sd_controller) error {
 		return withIdentity(id, func(name *C.char, num C.int64_t) error {
 			var msg *C.char
-			return check(C.sdgo_change_output(p, name, num, C.bool(on), &state, &changed, &msg), msg)
+			return check(C.sdgo_change_output(p, name, num, C.bool(on), &st, &changed, &msg), msg)
 		})
 	})
-	return bool(changed), err
+	return bool(st), bool(changed), err
 }
 
 // ToggleOutput switches an output to the opposite state; state is the new state as the device reports it,
@@ -339,29 +354,29 @@ func (c *Controller) getBool(id Identity, get boolGetter) (bool, error) {
 // OutputState reports whether an output is on, as last read (no device I/O).
 func (c *Controller) OutputState(id Identity) (bool, error) {
 	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
-		return C.sdgo_get_output_state(p, n, i, o, m)
+		return C.sdgo_output_state(p, n, i, o, m)
 	})
 }
 
 // InputState reports whether an input is on, as last read (no device I/O).
 func (c *Controller) InputState(id Identity) (bool, error) {
 	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
-		return C.sdgo_get_input_state(p, n, i, o, m)
+		return C.sdgo_input_state(p, n, i, o, m)
 	})
 }
 
-// DeviceOnline reports whether the device was online at its last contact (no device I/O).
-func (c *Controller) DeviceOnline(id Identity) (bool, error) {
-	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
-		return C.sdgo_get_device_online(p, n, i, o, m)
-	})
-}
-
-// IsDeviceOnline reads the device now and reports whether it answered; an unreachable device is (false,
-// nil), not an error.
+// IsDeviceOnline reports whether the device was online at its last contact (no device I/O).
 func (c *Controller) IsDeviceOnline(id Identity) (bool, error) {
 	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
 		return C.sdgo_is_device_online(p, n, i, o, m)
+	})
+}
+
+// ReadDeviceOnline reads the device now (device I/O) and reports whether it answered; an unreachable device
+// is (false, nil), not an error.
+func (c *Controller) ReadDeviceOnline(id Identity) (bool, error) {
+	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
+		return C.sdgo_read_device_online(p, n, i, o, m)
 	})
 }
 
@@ -371,7 +386,7 @@ func (c *Controller) Meter(id Identity) (MeterReading, error) {
 	err := c.use(func(p *C.sd_controller) error {
 		return withIdentity(id, func(name *C.char, num C.int64_t) error {
 			var msg *C.char
-			return check(C.sdgo_get_meter(p, name, num, &r, &msg), msg)
+			return check(C.sdgo_meter(p, name, num, &r, &msg), msg)
 		})
 	})
 	if err != nil {

@@ -25,11 +25,11 @@ func TestOpenCloseAndUseAfterClose(t *testing.T) {
 	must(t, ctl.Close())
 	must(t, ctl.Close()) // idempotent
 
-	_, err = ctl.GetDevice(smartdev.ByName("Garage"))
+	_, err = ctl.ReadDevice(smartdev.ByName("Garage"))
 	if !errors.Is(err, smartdev.ErrClosed) {
-		t.Errorf("GetDevice after Close: %v, want ErrClosed", err)
+		t.Errorf("ReadDevice after Close: %v, want ErrClosed", err)
 	}
-	if _, err := ctl.ChangeOutput(smartdev.ByID(1), true); !errors.Is(err, smartdev.ErrClosed) {
+	if _, _, err := ctl.ChangeOutput(smartdev.ByID(1), true); !errors.Is(err, smartdev.ErrClosed) {
 		t.Errorf("ChangeOutput after Close: %v", err)
 	}
 	if _, err := ctl.Devices(); !errors.Is(err, smartdev.ErrClosed) {
@@ -70,9 +70,9 @@ func TestOpenFile(t *testing.T) {
 	}
 }
 
-func TestGetDeviceFieldsAndCustomAttributes(t *testing.T) {
+func TestReadDeviceFieldsAndCustomAttributes(t *testing.T) {
 	ctl, dir := openSim(t, false)
-	d, err := ctl.GetDevice(smartdev.ByName("Garage"))
+	d, err := ctl.ReadDevice(smartdev.ByName("Garage"))
 	must(t, err)
 	if d.ID != 1 || d.Name != "Garage" || d.Model != "ShellyPlus2PM" || !d.Online || !d.Simulate ||
 		d.ObjectType != "device" {
@@ -101,16 +101,16 @@ func TestGetDeviceFieldsAndCustomAttributes(t *testing.T) {
 	if m := d.Meters[1]; m.Name != "Compressor Meter" || m.Voltage != nil {
 		t.Errorf("meter 1 = %+v (a simulated meter reports no voltage)", m)
 	}
-	byID, err := ctl.GetDevice(smartdev.ByID(1))
+	byID, err := ctl.ReadDevice(smartdev.ByID(1))
 	must(t, err)
 	if byID.Name != "Garage" {
 		t.Errorf("ByID(1) is %q", byID.Name)
 	}
 }
 
-func TestGetComponent(t *testing.T) {
+func TestComponent(t *testing.T) {
 	ctl, _ := openSim(t, false)
-	c, err := ctl.GetComponent(smartdev.KindOutput, smartdev.ByName("Compressor"))
+	c, err := ctl.Component(smartdev.KindOutput, smartdev.ByName("Compressor"))
 	must(t, err)
 	if c.Kind != smartdev.KindOutput || c.ID != 2 || c.Name != "Compressor" || c.DeviceID != 1 ||
 		c.ComponentIndex != 1 || c.State == nil || *c.State {
@@ -127,7 +127,7 @@ func TestGetComponent(t *testing.T) {
 	if _, err := c.AsInput(); !errors.Is(err, smartdev.ErrInvalidParameter) {
 		t.Errorf("AsInput on an output: %v", err)
 	}
-	m, err := ctl.GetComponent(smartdev.KindMeter, smartdev.ByID(1))
+	m, err := ctl.Component(smartdev.KindMeter, smartdev.ByID(1))
 	must(t, err)
 	if m.State != nil || m.Name != "Door Meter" {
 		t.Errorf("meter component = %+v", m)
@@ -137,22 +137,22 @@ func TestGetComponent(t *testing.T) {
 	if mm.MockRate == nil || *mm.MockRate != 1 {
 		t.Errorf("AsMeter = %+v", mm)
 	}
-	if _, err := ctl.GetComponent(smartdev.KindTempProbe, smartdev.ByID(1)); !errors.Is(err, smartdev.ErrNotFound) {
+	if _, err := ctl.Component(smartdev.KindTempProbe, smartdev.ByID(1)); !errors.Is(err, smartdev.ErrNotFound) {
 		t.Errorf("missing probe: %v", err)
 	}
-	if _, err := ctl.GetComponent(smartdev.Kind(9), smartdev.ByID(1)); !errors.Is(err, smartdev.ErrInvalidParameter) {
+	if _, err := ctl.Component(smartdev.Kind(9), smartdev.ByID(1)); !errors.Is(err, smartdev.ErrInvalidParameter) {
 		t.Errorf("kind 9: %v", err)
 	}
 }
 
 func TestSwitchingAndTypedGetters(t *testing.T) {
 	ctl, _ := openSim(t, false)
-	did, err := ctl.ChangeOutput(smartdev.ByName("Door Light"), true)
+	_, did, err := ctl.ChangeOutput(smartdev.ByName("Door Light"), true)
 	must(t, err)
 	if !did {
 		t.Error("switching an off output on: did = false")
 	}
-	did, err = ctl.ChangeOutput(smartdev.ByID(1), true)
+	_, did, err = ctl.ChangeOutput(smartdev.ByID(1), true)
 	must(t, err)
 	if did {
 		t.Error("switching an on output on again: did = true")
@@ -179,12 +179,12 @@ func TestSwitchingAndTypedGetters(t *testing.T) {
 	if in {
 		t.Error("InputState(1) = true on a fresh simulation")
 	}
-	online, err := ctl.DeviceOnline(smartdev.ByName("Garage"))
+	online, err := ctl.IsDeviceOnline(smartdev.ByName("Garage"))
 	must(t, err)
-	fresh, err := ctl.IsDeviceOnline(smartdev.ByID(1))
+	fresh, err := ctl.ReadDeviceOnline(smartdev.ByID(1))
 	must(t, err)
 	if !online || !fresh {
-		t.Errorf("DeviceOnline = %v, IsDeviceOnline = %v", online, fresh)
+		t.Errorf("IsDeviceOnline = %v, ReadDeviceOnline = %v", online, fresh)
 	}
 
 	// A MockRate meter on an output that is on reports power and growing energy, but no voltage.
@@ -226,7 +226,7 @@ func TestSimulationFileEditSeenAfterRefresh(t *testing.T) {
 func TestErrors(t *testing.T) {
 	ctl, _ := openSim(t, false)
 
-	_, err := ctl.GetDevice(smartdev.ByName("Nowhere"))
+	_, err := ctl.ReadDevice(smartdev.ByName("Nowhere"))
 	if !errors.Is(err, smartdev.ErrNotFound) || errors.Is(err, smartdev.ErrTimeout) {
 		t.Errorf("unknown device: %v", err)
 	}
@@ -241,14 +241,14 @@ func TestErrors(t *testing.T) {
 		t.Errorf("unknown output: %v", err)
 	}
 	// A name that looks like a number is still a name: never guessed as an ID.
-	if _, err := ctl.GetDevice(smartdev.ByName("1")); !errors.Is(err, smartdev.ErrNotFound) {
+	if _, err := ctl.ReadDevice(smartdev.ByName("1")); !errors.Is(err, smartdev.ErrNotFound) {
 		t.Errorf(`ByName("1"): %v`, err)
 	}
 	// A literal Identity with a Name but not built with ByName is refused, not treated as ID 0.
-	if _, err := ctl.GetDevice(smartdev.Identity{Name: "Garage"}); !errors.Is(err, smartdev.ErrInvalidParameter) {
+	if _, err := ctl.ReadDevice(smartdev.Identity{Name: "Garage"}); !errors.Is(err, smartdev.ErrInvalidParameter) {
 		t.Errorf("literal Identity: %v", err)
 	}
-	if _, err := ctl.GetDevice(smartdev.ByName("Gar\x00age")); !errors.Is(err, smartdev.ErrInvalidParameter) {
+	if _, err := ctl.ReadDevice(smartdev.ByName("Gar\x00age")); !errors.Is(err, smartdev.ErrInvalidParameter) {
 		t.Errorf("name with NUL: %v", err)
 	}
 	if _, err := ctl.WebhookAddress(); !errors.Is(err, smartdev.ErrNotFound) {
@@ -325,7 +325,7 @@ func TestErrorMessagesUnderConcurrency(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
 				name := "ghost-" + string(rune('a'+g)) + "-" + time.Now().Format("150405.000000")
-				_, err := ctl.GetDevice(smartdev.ByName(name))
+				_, err := ctl.ReadDevice(smartdev.ByName(name))
 				if !errors.Is(err, smartdev.ErrNotFound) || !strings.Contains(err.Error(), name) {
 					errs <- name + ": " + err.Error()
 					return

@@ -12,8 +12,8 @@
 //		log.Fatal(err) // *smartdev.Error; errors.Is(err, smartdev.ErrConfig) etc.
 //	}
 //	defer ctl.Close()
-//	did, err := ctl.ChangeOutput(smartdev.ByName("Door Light"), true)
-//	dev, err := ctl.GetDevice(smartdev.ByID(1))
+//	_, did, err := ctl.ChangeOutput(smartdev.ByName("Door Light"), true)
+//	dev, err := ctl.ReadDevice(smartdev.ByID(1))
 //
 // Identities: devices and components are named with ByName or ByID, never guessed from a string.
 //

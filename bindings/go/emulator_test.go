@@ -93,15 +93,15 @@ func TestEmulatedDevice(t *testing.T) {
 	must(t, err)
 	defer ctl.Close()
 
-	did, err := ctl.ChangeOutput(smartdev.ByID(1), true)
+	_, did, err := ctl.ChangeOutput(smartdev.ByID(1), true)
 	must(t, err)
 	if !did {
 		t.Error("switching the emulated output on: did = false")
 	}
-	if did, err = ctl.ChangeOutput(smartdev.ByID(1), true); err != nil || did {
+	if _, did, err = ctl.ChangeOutput(smartdev.ByID(1), true); err != nil || did {
 		t.Errorf("switching on again: %v, %v", did, err)
 	}
-	d, err := ctl.GetDevice(smartdev.ByName("Plug"))
+	d, err := ctl.ReadDevice(smartdev.ByName("Plug"))
 	must(t, err)
 	if !d.Online || d.Protocol == nil || *d.Protocol != "RPC" || len(d.Outputs) != 1 || !d.Outputs[0].State {
 		t.Errorf("device = %+v", d)
@@ -121,9 +121,9 @@ func TestEmulatedDevice(t *testing.T) {
 		t.Fatalf("admin fault: status %d", resp.StatusCode)
 	}
 	start := time.Now()
-	_, err = ctl.GetDevice(smartdev.ByName("Plug"))
+	_, err = ctl.ReadDevice(smartdev.ByName("Plug"))
 	if !errors.Is(err, smartdev.ErrTimeout) {
-		t.Fatalf("GetDevice on a blackholed device: %v, want ErrTimeout", err)
+		t.Fatalf("ReadDevice on a blackholed device: %v, want ErrTimeout", err)
 	}
 	if !strings.Contains(err.Error(), "Plug") {
 		t.Errorf("timeout message does not name the device: %v", err)
@@ -131,11 +131,11 @@ func TestEmulatedDevice(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the timeout took %v with ResponseTimeout 0.3 and RetryCount 0", d)
 	}
-	if _, err := ctl.ChangeOutput(smartdev.ByID(1), false); !errors.Is(err, smartdev.ErrTimeout) {
+	if _, _, err := ctl.ChangeOutput(smartdev.ByID(1), false); !errors.Is(err, smartdev.ErrTimeout) {
 		t.Errorf("ChangeOutput on a blackholed device: %v", err)
 	}
-	if online, err := ctl.IsDeviceOnline(smartdev.ByName("Plug")); err != nil || online {
-		t.Errorf("IsDeviceOnline on a blackholed device: %v, %v; want false, nil", online, err)
+	if online, err := ctl.ReadDeviceOnline(smartdev.ByName("Plug")); err != nil || online {
+		t.Errorf("ReadDeviceOnline on a blackholed device: %v, %v; want false, nil", online, err)
 	}
 	if err := ctl.RefreshAll(); !errors.Is(err, smartdev.ErrTimeout) {
 		t.Errorf("RefreshAll with a blackholed device: %v", err)

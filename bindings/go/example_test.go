@@ -17,7 +17,7 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 	defer ctl.Close()
-	did, err := ctl.ChangeOutput(smartdev.ByName("Door Light"), true)
+	_, did, err := ctl.ChangeOutput(smartdev.ByName("Door Light"), true)
 	if errors.Is(err, smartdev.ErrTimeout) {
 		log.Fatal("the device did not answer: ", err)
 	}

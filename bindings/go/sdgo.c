@@ -49,18 +49,22 @@ sd_result sdgo_open(int from_yaml, const char *source, const char *schema_path, 
   return done(from_yaml ? sd_open_yaml(source, &o, out) : sd_open(source, &o, out), err);
 }
 
-sd_result sdgo_get_device(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
+sd_result sdgo_device(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
                           size_t *needed, char **err) {
-  return done(sd_get_device(c, name, id, buf, len, needed), err);
+  return done(sd_device(c, name, id, buf, len, needed), err);
 }
 
-sd_result sdgo_get_devices(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err) {
-  return done(sd_get_devices(c, buf, len, needed), err);
+sd_result sdgo_read_device(const sd_controller *c, const char *name, int64_t id, char **err) {
+  return done(sd_read_device(c, name, id), err);
 }
 
-sd_result sdgo_get_device_component(const sd_controller *c, int kind, const char *name, int64_t id, char *buf,
+sd_result sdgo_devices(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err) {
+  return done(sd_devices(c, buf, len, needed), err);
+}
+
+sd_result sdgo_component(const sd_controller *c, int kind, const char *name, int64_t id, char *buf,
                                     size_t len, size_t *needed, char **err) {
-  return done(sd_get_device_component(c, kind, name, id, buf, len, needed), err);
+  return done(sd_component(c, kind, name, id, buf, len, needed), err);
 }
 
 sd_result sdgo_change_output(const sd_controller *c, const char *name, int64_t id, bool desired, bool *state,
@@ -77,8 +81,8 @@ sd_result sdgo_refresh_all(const sd_controller *c, size_t *failures, char **err)
   return done(sd_refresh_all(c, failures), err);
 }
 
-sd_result sdgo_is_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err) {
-  return done(sd_is_device_online(c, name, id, online), err);
+sd_result sdgo_read_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err) {
+  return done(sd_read_device_online(c, name, id, online), err);
 }
 
 sd_result sdgo_pull_event(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err) {
@@ -100,21 +104,21 @@ sd_result sdgo_print_model_library(const sd_controller *c, const char *mode, con
   return done(sd_print_model_library(c, mode, model, buf, len, needed), err);
 }
 
-sd_result sdgo_get_output_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err) {
-  return done(sd_get_output_state(c, name, id, state), err);
+sd_result sdgo_output_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err) {
+  return done(sd_output_state(c, name, id, state), err);
 }
 
-sd_result sdgo_get_input_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err) {
-  return done(sd_get_input_state(c, name, id, state), err);
+sd_result sdgo_input_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err) {
+  return done(sd_input_state(c, name, id, state), err);
 }
 
-sd_result sdgo_get_meter(const sd_controller *c, const char *name, int64_t id, sd_meter_reading *reading,
+sd_result sdgo_meter(const sd_controller *c, const char *name, int64_t id, sd_meter_reading *reading,
                          char **err) {
-  return done(sd_get_meter(c, name, id, reading), err);
+  return done(sd_meter(c, name, id, reading), err);
 }
 
-sd_result sdgo_get_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err) {
-  return done(sd_get_device_online(c, name, id, online), err);
+sd_result sdgo_is_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err) {
+  return done(sd_is_device_online(c, name, id, online), err);
 }
 
 int sdgo_wait_readable(int fd, int timeout_ms) {

@@ -22,28 +22,29 @@
 sd_result sdgo_open(int from_yaml, const char *source, const char *schema_path, const char *schema_yaml,
                     const char *models_path, uintptr_t log_handle, int log_level, bool wake, sd_controller **out,
                     char **err);
-sd_result sdgo_get_device(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
+sd_result sdgo_device(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
                           size_t *needed, char **err);
-sd_result sdgo_get_devices(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err);
-sd_result sdgo_get_device_component(const sd_controller *c, int kind, const char *name, int64_t id, char *buf,
+sd_result sdgo_read_device(const sd_controller *c, const char *name, int64_t id, char **err);
+sd_result sdgo_devices(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err);
+sd_result sdgo_component(const sd_controller *c, int kind, const char *name, int64_t id, char *buf,
                                     size_t len, size_t *needed, char **err);
 sd_result sdgo_change_output(const sd_controller *c, const char *name, int64_t id, bool desired, bool *state,
                              bool *did_change, char **err);
 sd_result sdgo_toggle_output(const sd_controller *c, const char *name, int64_t id, bool *state,
                              bool *did_change, char **err);
 sd_result sdgo_refresh_all(const sd_controller *c, size_t *failures, char **err);
-sd_result sdgo_is_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err);
+sd_result sdgo_read_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err);
 sd_result sdgo_pull_event(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err);
 sd_result sdgo_wake_clear(const sd_controller *c, char **err);
 sd_result sdgo_webhook_address(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err);
 sd_result sdgo_print_device_status(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err);
 sd_result sdgo_print_model_library(const sd_controller *c, const char *mode, const char *model, char *buf,
                                    size_t len, size_t *needed, char **err);
-sd_result sdgo_get_output_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err);
-sd_result sdgo_get_input_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err);
-sd_result sdgo_get_meter(const sd_controller *c, const char *name, int64_t id, sd_meter_reading *reading,
+sd_result sdgo_output_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err);
+sd_result sdgo_input_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err);
+sd_result sdgo_meter(const sd_controller *c, const char *name, int64_t id, sd_meter_reading *reading,
                          char **err);
-sd_result sdgo_get_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err);
+sd_result sdgo_is_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err);
 
 /* Waits up to timeout_ms for fd to become readable: 1 readable, 0 not (timeout or EINTR), -1 error. */
 int sdgo_wait_readable(int fd, int timeout_ms);

@@ -1,6 +1,6 @@
 //! The simulation file: format, reading into a device, patching single fields, atomic writes.
 //!
-//! The file is the device object (as `get_device` returns it) with `Inputs`, `Outputs`, `Meters` and
+//! The file is the device object (as `read_device` returns it) with `Inputs`, `Outputs`, `Meters` and
 //! `TempProbes` arrays. Components are matched by `ComponentIndex` (array position when absent), so files of
 //! the anchor library and files of renamed components still load. Unknown keys are kept untouched.
 

@@ -26,12 +26,14 @@ use crate::{ComponentKind, Controller, Identity, ModelLibrary, PrintMode, WakeFl
 /// Methods:
 /// - sd_open / sd_open_yaml: load a configuration and start everything.
 /// - sd_close: stop every thread, free the controller, set the caller's pointer to NULL.
-/// - sd_get_device / sd_get_devices: device objects as JSON (sd_get_device reads the device now).
-/// - sd_get_device_component: one component as JSON (last known state).
-/// - sd_get_output_state / sd_get_input_state / sd_get_meter / sd_get_device_online: typed hot-path getters.
+///
+/// Naming rule (the same in Rust, Go, Python and sdctl): `sd_read_*` and `sd_refresh_*` do device I/O; every
+/// other getter returns the last known state at once.
+/// - sd_read_device / sd_refresh_all / sd_read_device_online: read one device, every device in parallel, or
+///   one device and say whether it answered.
+/// - sd_device / sd_devices / sd_component: objects as JSON (last known state).
+/// - sd_output_state / sd_input_state / sd_meter / sd_is_device_online: typed hot-path getters (last known).
 /// - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
-/// - sd_refresh_all: read every device in parallel.
-/// - sd_is_device_online: read the device now and say whether it answered.
 /// - sd_pull_event: take the oldest webhook event as JSON.
 /// - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
 /// - sd_webhook_address: where the webhook listener listens.
@@ -443,13 +445,36 @@ pub unsafe extern "C" fn sd_close(ctl: *mut *mut sd_controller) {
     })
 }
 
-/// Reads the device now and writes its object as JSON (same fields as the Rust API and `sdctl --json`).
+/// Reads the device now (device I/O), so that `sd_device` and the other getters return what it says. A
+/// device that cannot be read gives its error (`SD_TIMEOUT`, `SD_DEVICE`, ...), and is then marked offline.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_read_device(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        lib!(h.ctl.read_device(&who));
+        sd_result::SD_OK
+    })
+}
+
+/// Writes the device's object as JSON, as last read (no device I/O; same fields as the Rust API and
+/// `sdctl --json`). Call `sd_read_device` first for a fresh reading.
 ///
 /// # Safety
 /// `ctl` valid; `name` NULL or a valid C string; `buf` valid for `len` bytes (or NULL with `len` 0); `needed`
 /// valid.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sd_get_device(
+pub unsafe extern "C" fn sd_device(
     ctl: *const sd_controller,
     name: *const c_char,
     id: i64,
@@ -463,7 +488,7 @@ pub unsafe extern "C" fn sd_get_device(
         let who = tri!(unsafe { identity(name, id) });
         // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
         let h = unsafe { handle(ctl) };
-        let dev = lib!(h.ctl.get_device(&who));
+        let dev = lib!(h.ctl.device(&who));
         let text = tri!(json(&dev));
         // SAFETY: forwarded contract.
         unsafe { write_text(&text, buf, len, needed) }
@@ -473,9 +498,9 @@ pub unsafe extern "C" fn sd_get_device(
 /// Writes every device's object as a JSON array, as last read (no device I/O).
 ///
 /// # Safety
-/// As for `sd_get_device`.
+/// As for `sd_device`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sd_get_devices(
+pub unsafe extern "C" fn sd_devices(
     ctl: *const sd_controller,
     buf: *mut c_char,
     len: usize,
@@ -494,9 +519,9 @@ pub unsafe extern "C" fn sd_get_devices(
 /// Writes one component (`SD_KIND_*`) as JSON, as last read.
 ///
 /// # Safety
-/// As for `sd_get_device`.
+/// As for `sd_device`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sd_get_device_component(
+pub unsafe extern "C" fn sd_component(
     ctl: *const sd_controller,
     kind: c_int,
     name: *const c_char,
@@ -512,7 +537,7 @@ pub unsafe extern "C" fn sd_get_device_component(
         let who = tri!(unsafe { identity(name, id) });
         // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
         let h = unsafe { handle(ctl) };
-        let c = lib!(h.ctl.get_device_component(kind, &who));
+        let c = lib!(h.ctl.component(kind, &who));
         let text = tri!(json(&c));
         // SAFETY: forwarded contract.
         unsafe { write_text(&text, buf, len, needed) }
@@ -625,7 +650,7 @@ pub unsafe extern "C" fn sd_refresh_all(
 /// # Safety
 /// `ctl` valid; `name` NULL or a valid C string; `online` valid.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sd_is_device_online(
+pub unsafe extern "C" fn sd_read_device_online(
     ctl: *const sd_controller,
     name: *const c_char,
     id: i64,
@@ -638,7 +663,7 @@ pub unsafe extern "C" fn sd_is_device_online(
         let who = tri!(unsafe { identity(name, id) });
         // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
         let h = unsafe { handle(ctl) };
-        match h.ctl.get_device(&who) {
+        match h.ctl.read_device(&who) {
             Ok(d) => {
                 // SAFETY: checked above.
                 unsafe { put(online, d.online) };
@@ -870,8 +895,8 @@ unsafe fn component_state(
     let h = unsafe { handle(ctl) };
     let ctl = &h.ctl;
     let on = match kind {
-        ComponentKind::Input => lib!(ctl.get_input(&who)).state,
-        _ => lib!(ctl.get_output(&who)).state,
+        ComponentKind::Input => lib!(ctl.input(&who)).state,
+        _ => lib!(ctl.output(&who)).state,
     };
     // SAFETY: checked above.
     unsafe { put(state, on) };
@@ -883,7 +908,7 @@ unsafe fn component_state(
 /// # Safety
 /// `ctl` valid; `name` NULL or a valid C string; `state` valid.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sd_get_output_state(
+pub unsafe extern "C" fn sd_output_state(
     ctl: *const sd_controller,
     name: *const c_char,
     id: i64,
@@ -896,9 +921,9 @@ pub unsafe extern "C" fn sd_get_output_state(
 /// Whether an input is on, as last read (no device I/O).
 ///
 /// # Safety
-/// As for `sd_get_output_state`.
+/// As for `sd_output_state`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sd_get_input_state(
+pub unsafe extern "C" fn sd_input_state(
     ctl: *const sd_controller,
     name: *const c_char,
     id: i64,
@@ -913,7 +938,7 @@ pub unsafe extern "C" fn sd_get_input_state(
 /// # Safety
 /// `ctl` valid; `name` NULL or a valid C string; `reading` valid.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sd_get_meter(
+pub unsafe extern "C" fn sd_meter(
     ctl: *const sd_controller,
     name: *const c_char,
     id: i64,
@@ -926,7 +951,7 @@ pub unsafe extern "C" fn sd_get_meter(
         let who = tri!(unsafe { identity(name, id) });
         // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
         let h = unsafe { handle(ctl) };
-        let m = lib!(h.ctl.get_meter(&who));
+        let m = lib!(h.ctl.meter(&who));
         let r = sd_meter_reading {
             power: m.power.unwrap_or(0.0),
             voltage: m.voltage.unwrap_or(0.0),
@@ -947,13 +972,12 @@ pub unsafe extern "C" fn sd_get_meter(
     })
 }
 
-/// Whether the device was online at its last contact (no device I/O; see `sd_is_device_online` for a fresh
-/// check).
+/// Whether the device was online at its last contact (no device I/O; `sd_read_device_online` reads it now).
 ///
 /// # Safety
 /// `ctl` valid; `name` NULL or a valid C string; `online` valid.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sd_get_device_online(
+pub unsafe extern "C" fn sd_is_device_online(
     ctl: *const sd_controller,
     name: *const c_char,
     id: i64,

@@ -30,7 +30,7 @@ int main(void) {
   CHECK_RC(sd_open(NULL, NULL, &ctl), SD_NULL_PARAMETER);
   CHECK_RC(sd_open_yaml(yaml, NULL, NULL), SD_NULL_PARAMETER);
   CHECK(ctl == NULL);
-  CHECK_RC(sd_get_device(NULL, "Box", 0, buf, sizeof buf, &needed), SD_NULL_PARAMETER);
+  CHECK_RC(sd_device(NULL, "Box", 0, buf, sizeof buf, &needed), SD_NULL_PARAMETER);
   CHECK_RC(sd_change_output(NULL, "Lamp", 0, true, &state, &changed), SD_NULL_PARAMETER);
   CHECK_RC(sd_pull_event(NULL, buf, sizeof buf, &needed), SD_NULL_PARAMETER);
   CHECK_RC(sd_last_error_message(buf, sizeof buf, NULL), SD_NULL_PARAMETER);
@@ -57,45 +57,45 @@ int main(void) {
   /* NULL out-parameters with a valid controller. */
   CHECK_RC(sd_change_output(ctl, "Lamp", 0, true, NULL, &changed), SD_NULL_PARAMETER);
   CHECK_RC(sd_change_output(ctl, "Lamp", 0, true, &state, NULL), SD_NULL_PARAMETER);
-  CHECK_RC(sd_get_device(ctl, "Box", 0, buf, sizeof buf, NULL), SD_NULL_PARAMETER);
-  CHECK_RC(sd_get_device(ctl, "Box", 0, NULL, 10, &needed), SD_NULL_PARAMETER);
-  CHECK_RC(sd_get_meter(ctl, NULL, 1, NULL), SD_NULL_PARAMETER);
+  CHECK_RC(sd_device(ctl, "Box", 0, buf, sizeof buf, NULL), SD_NULL_PARAMETER);
+  CHECK_RC(sd_device(ctl, "Box", 0, NULL, 10, &needed), SD_NULL_PARAMETER);
+  CHECK_RC(sd_meter(ctl, NULL, 1, NULL), SD_NULL_PARAMETER);
   CHECK_RC(sd_print_model_library(ctl, NULL, NULL, buf, sizeof buf, &needed), SD_NULL_PARAMETER);
 
   /* Invalid UTF-8 names, unknown kinds and modes. */
-  CHECK_RC(sd_get_device(ctl, "\xc3\x28", 0, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
-  CHECK_RC(sd_get_device_component(ctl, 42, NULL, 1, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
-  CHECK_RC(sd_get_device_component(ctl, -1, NULL, 1, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
+  CHECK_RC(sd_device(ctl, "\xc3\x28", 0, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
+  CHECK_RC(sd_component(ctl, 42, NULL, 1, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
+  CHECK_RC(sd_component(ctl, -1, NULL, 1, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
   CHECK_RC(sd_print_model_library(ctl, "verbose", NULL, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
 
   /* Unknown identities. */
-  CHECK_RC(sd_get_device(ctl, "Nope", 0, buf, sizeof buf, &needed), SD_NOT_FOUND);
-  CHECK_RC(sd_get_device(ctl, NULL, 999, buf, sizeof buf, &needed), SD_NOT_FOUND);
+  CHECK_RC(sd_device(ctl, "Nope", 0, buf, sizeof buf, &needed), SD_NOT_FOUND);
+  CHECK_RC(sd_device(ctl, NULL, 999, buf, sizeof buf, &needed), SD_NOT_FOUND);
   CHECK_RC(sd_change_output(ctl, NULL, -5, true, &state, &changed), SD_NOT_FOUND);
-  CHECK_RC(sd_get_output_state(ctl, "Nope", 0, &state), SD_NOT_FOUND);
+  CHECK_RC(sd_output_state(ctl, "Nope", 0, &state), SD_NOT_FOUND);
   CHECK_RC(sd_print_model_library(ctl, "brief", "NoSuchModel", buf, sizeof buf, &needed), SD_NOT_FOUND);
   CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "NoSuchModel") != NULL);
 
   /* Tiny buffers: the size needed is reported and a second call succeeds. */
   char tiny[4];
-  CHECK_RC(sd_get_devices(ctl, tiny, sizeof tiny, &needed), SD_INSUFFICIENT_SIZE);
+  CHECK_RC(sd_devices(ctl, tiny, sizeof tiny, &needed), SD_INSUFFICIENT_SIZE);
   CHECK(needed > sizeof tiny);
   size_t want = needed;
-  CHECK_RC(sd_get_devices(ctl, NULL, 0, &needed), SD_INSUFFICIENT_SIZE);
+  CHECK_RC(sd_devices(ctl, NULL, 0, &needed), SD_INSUFFICIENT_SIZE);
   CHECK(needed == want);
   char *big = malloc(want);
-  CHECK_RC(sd_get_devices(ctl, big, want, &needed), SD_OK);
+  CHECK_RC(sd_devices(ctl, big, want, &needed), SD_OK);
   CHECK(strlen(big) + 1 == want);
   free(big);
   /* The message of a failure survives a too-small request for it. */
-  CHECK_RC(sd_get_device(ctl, "Nope", 0, buf, sizeof buf, &needed), SD_NOT_FOUND);
+  CHECK_RC(sd_device(ctl, "Nope", 0, buf, sizeof buf, &needed), SD_NOT_FOUND);
   CHECK_RC(sd_last_error_message(tiny, sizeof tiny, &needed), SD_INSUFFICIENT_SIZE);
   CHECK_RC(sd_last_error_message(buf, needed, &needed), SD_OK);
   CHECK(strstr(buf, "Nope") != NULL);
   /* Out-parameters stay untouched on failure. */
   state = true;
-  CHECK_RC(sd_get_output_state(ctl, "Nope", 0, &state), SD_NOT_FOUND);
+  CHECK_RC(sd_output_state(ctl, "Nope", 0, &state), SD_NOT_FOUND);
   CHECK(state == true);
 
   /* No events queued; the wake descriptor exists and a zero-time wait times out. */

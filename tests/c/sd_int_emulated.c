@@ -32,28 +32,29 @@ int main(void) {
 
   char buf[16384];
   size_t needed = 0;
-  CHECK_RC(sd_get_device(ctl, "Hall", 0, buf, sizeof buf, &needed), SD_OK);
+  CHECK_RC(sd_read_device(ctl, "Hall", 0), SD_OK);
+  CHECK_RC(sd_device(ctl, "Hall", 0, buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "\"Protocol\":\"RPC\"") != NULL);
   struct sd_meter_reading m;
-  CHECK_RC(sd_get_meter(ctl, NULL, 2, &m), SD_OK);
+  CHECK_RC(sd_meter(ctl, NULL, 2, &m), SD_OK);
   CHECK(m.has_power && m.has_voltage && m.has_energy);
   CHECK(m.power > 0.0);
 
   /* The second device is blackholed by the harness: a timeout after the retries. */
-  CHECK_RC(sd_get_device(ctl, "Dead", 0, buf, sizeof buf, &needed), SD_TIMEOUT);
+  CHECK_RC(sd_read_device(ctl, "Dead", 0), SD_TIMEOUT);
   CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "Dead (ID: 2)") != NULL && strstr(buf, "2 attempt(s)") != NULL);
   bool online = true;
-  CHECK_RC(sd_is_device_online(ctl, "Dead", 0, &online), SD_OK);
+  CHECK_RC(sd_read_device_online(ctl, "Dead", 0, &online), SD_OK);
   CHECK(!online);
   /* A wrong password is its own kind of error, and the device stays online (it answered). */
-  CHECK_RC(sd_get_device(ctl, "Locked", 0, buf, sizeof buf, &needed), SD_AUTH);
+  CHECK_RC(sd_read_device(ctl, "Locked", 0), SD_AUTH);
   CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "wrong password") != NULL && strstr(buf, "Locked (ID: 3)") != NULL);
-  CHECK_RC(sd_get_device_online(ctl, "Locked", 0, &online), SD_OK);
+  CHECK_RC(sd_is_device_online(ctl, "Locked", 0, &online), SD_OK);
   CHECK(online);
   /* Nothing listens: the connection is refused, which is SD_DEVICE (as documented), not SD_OFFLINE. */
-  CHECK_RC(sd_get_device(ctl, "Gone", 0, buf, sizeof buf, &needed), SD_DEVICE);
+  CHECK_RC(sd_read_device(ctl, "Gone", 0), SD_DEVICE);
   CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "connection refused") != NULL && strstr(buf, "Gone (ID: 4)") != NULL);
   /* *failures is written on failure too: the documented exception to "out-parameters only on SD_OK". */

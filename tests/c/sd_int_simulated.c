@@ -89,11 +89,12 @@ int main(void) {
 
   char buf[16384];
   size_t needed = 0;
-  CHECK_RC(sd_get_device(ctl, "Garage", 0, buf, sizeof buf, &needed), SD_OK);
+  CHECK_RC(sd_read_device(ctl, "Garage", 0), SD_OK);
+  CHECK_RC(sd_device(ctl, "Garage", 0, buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "\"Name\":\"Garage\"") != NULL);
   CHECK(strstr(buf, "\"Online\":true") != NULL);
   CHECK(strstr(buf, "\"Group\":\"Lights\"") != NULL);
-  CHECK_RC(sd_get_device_component(ctl, SD_KIND_OUTPUT, "Compressor", 0, buf, sizeof buf, &needed), SD_OK);
+  CHECK_RC(sd_component(ctl, SD_KIND_OUTPUT, "Compressor", 0, buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "\"Group\":\"Tools\"") != NULL);
   CHECK(strstr(buf, "\"State\":false") != NULL);
   CHECK_RC(sd_print_device_status(ctl, buf, sizeof buf, &needed), SD_OK);
@@ -109,7 +110,7 @@ int main(void) {
   CHECK(state && !changed);
   CHECK_RC(sd_toggle_output(ctl, "Compressor", 0, &state, &changed), SD_OK);
   CHECK(state && changed);
-  CHECK_RC(sd_get_output_state(ctl, NULL, 2, &state), SD_OK);
+  CHECK_RC(sd_output_state(ctl, NULL, 2, &state), SD_OK);
   CHECK(state);
 
   /* MockRate meter on an output that is on: energy and power are reported. */
@@ -117,7 +118,7 @@ int main(void) {
   struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
   nanosleep(&pause, NULL);
   CHECK_RC(sd_refresh_all(ctl, NULL), SD_OK);
-  CHECK_RC(sd_get_meter(ctl, "Door Meter", 0, &m), SD_OK);
+  CHECK_RC(sd_meter(ctl, "Door Meter", 0, &m), SD_OK);
   CHECK(m.has_power && m.power == 3600.0);
   CHECK(m.has_energy && m.energy > 0.0);
   CHECK(!m.has_voltage);
@@ -135,14 +136,14 @@ int main(void) {
   size_t failures = 99;
   CHECK_RC(sd_refresh_all(ctl, &failures), SD_OK);
   CHECK(failures == 0);
-  CHECK_RC(sd_get_output_state(ctl, "Compressor", 0, &state), SD_OK);
+  CHECK_RC(sd_output_state(ctl, "Compressor", 0, &state), SD_OK);
   CHECK(!state);
-  CHECK_RC(sd_get_input_state(ctl, NULL, 1, &state), SD_OK);
+  CHECK_RC(sd_input_state(ctl, NULL, 1, &state), SD_OK);
   CHECK(state);
   bool online = false;
-  CHECK_RC(sd_get_device_online(ctl, "Garage", 0, &online), SD_OK);
+  CHECK_RC(sd_is_device_online(ctl, "Garage", 0, &online), SD_OK);
   CHECK(online);
-  CHECK_RC(sd_is_device_online(ctl, NULL, 1, &online), SD_OK);
+  CHECK_RC(sd_read_device_online(ctl, NULL, 1, &online), SD_OK);
   CHECK(online);
 
   /* Webhook → wake descriptor readable → event pulled → clear → not readable. */

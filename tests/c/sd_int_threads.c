@@ -45,7 +45,7 @@ int main(void) {
   /* Each output was toggled THREADS * TOGGLES / 4 = 100 times: an even number, so all are off again. */
   for (int64_t output = 1; output <= 4; output++) {
     bool state = true;
-    CHECK_RC(sd_get_output_state(ctl, NULL, output, &state), SD_OK);
+    CHECK_RC(sd_output_state(ctl, NULL, output, &state), SD_OK);
     CHECK(!state);
   }
   sd_close(&ctl);

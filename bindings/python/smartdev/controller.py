@@ -54,7 +54,7 @@ _SD_TIMEOUT = 300
 #: Log levels for ``log_level`` and the ``level`` argument of a log callback.
 LOG_OFF, LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_TRACE = 0, 1, 2, 3, 4, 5
 
-#: Component kinds accepted by :meth:`Controller.get_device_component` and their ``SD_KIND_*`` numbers.
+#: Component kinds accepted by :meth:`Controller.component` and their ``SD_KIND_*`` numbers.
 KINDS: Dict[str, int] = {"input": 0, "output": 1, "meter": 2, "temp_probe": 3}
 
 #: The first buffer size for text and JSON results; grown to what the library asks for.
@@ -71,7 +71,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 @dataclass(frozen=True)
 class ByName:
-    """An explicit name identity, for names that look like numbers: ``ctl.get_device(ByName("12"))``."""
+    """An explicit name identity, for names that look like numbers: ``ctl.read_device(ByName("12"))``."""
 
     name: str
 
@@ -82,7 +82,7 @@ class ByName:
 
 @dataclass(frozen=True)
 class ByID:
-    """An explicit numeric-ID identity: ``ctl.get_device(ByID(3))`` (the same as passing ``3``)."""
+    """An explicit numeric-ID identity: ``ctl.read_device(ByID(3))`` (the same as passing ``3``)."""
 
     id: int
 
@@ -434,20 +434,26 @@ class Controller:
 
     # -- objects as dicts ----------------------------------------------------------------------------------
 
-    def get_device(self, identity: Identity) -> Dict[str, Any]:
-        """Reads the device now and returns it as a dict with the spec's PascalCase fields (``ID``, ``Name``,
-        ``Online``, ``Outputs``, ..., then custom attributes). Values a device does not report are ``None``.
+    def read_device(self, identity: Identity) -> Dict[str, Any]:
+        """Reads the device now (device I/O) and returns it as a dict with the spec's PascalCase fields (``ID``,
+        ``Name``, ``Online``, ``Outputs``, ..., then custom attributes). Values a device does not report are
+        ``None``.
 
         Raises:
             NotFoundError: no such device; DeviceTimeoutError, OfflineError, DeviceError, ...: the read failed.
         """
-        return self._json_call("sd_get_device", *_identity(identity))  # type: ignore[no-any-return]
+        self._call("sd_read_device", *_identity(identity))
+        return self.device(identity)
+
+    def device(self, identity: Identity) -> Dict[str, Any]:
+        """The device as a dict, as last read (no device I/O)."""
+        return self._json_call("sd_device", *_identity(identity))  # type: ignore[no-any-return]
 
     def devices(self) -> List[Dict[str, Any]]:
         """Every device as a dict, as last read (no device I/O)."""
-        return self._json_call("sd_get_devices")  # type: ignore[no-any-return]
+        return self._json_call("sd_devices")  # type: ignore[no-any-return]
 
-    def get_device_component(self, kind: str, identity: Identity) -> Dict[str, Any]:
+    def component(self, kind: str, identity: Identity) -> Dict[str, Any]:
         """One component as a dict, as last read (no device I/O).
 
         Args:
@@ -461,7 +467,7 @@ class Controller:
             raise InvalidArgumentError(
                 f"component kind {kind!r} is unknown; use one of {', '.join(map(repr, KINDS))}"
             )
-        return self._json_call("sd_get_device_component", number, *_identity(identity))  # type: ignore[no-any-return]
+        return self._json_call("sd_component", number, *_identity(identity))  # type: ignore[no-any-return]
 
     # -- switching -----------------------------------------------------------------------------------------
 
@@ -482,20 +488,20 @@ class Controller:
 
     # -- typed getters (no JSON, no device I/O) ------------------------------------------------------------
 
-    def get_output_state(self, identity: Identity) -> bool:
+    def output_state(self, identity: Identity) -> bool:
         """Whether an output is on, as last read."""
-        return self._bool_call("sd_get_output_state", identity)
+        return self._bool_call("sd_output_state", identity)
 
-    def get_input_state(self, identity: Identity) -> bool:
+    def input_state(self, identity: Identity) -> bool:
         """Whether an input is on, as last read."""
-        return self._bool_call("sd_get_input_state", identity)
+        return self._bool_call("sd_input_state", identity)
 
-    def get_meter(self, identity: Identity) -> Dict[str, Optional[float]]:
+    def meter(self, identity: Identity) -> Dict[str, Optional[float]]:
         """A meter's readings as last read: ``{"Power", "Voltage", "Current", "PowerFactor", "Energy",
         "ReturnedEnergy"}`` (W, V, A, -, Wh, Wh; the same keys as the meter's component dict), ``None`` for
         values the device does not report."""
         r = _native.MeterReading()
-        self._call("sd_get_meter", *_identity(identity), byref(r))
+        self._call("sd_meter", *_identity(identity), byref(r))
         return {
             "Power": r.power if r.has_power else None,
             "Voltage": r.voltage if r.has_voltage else None,
@@ -505,14 +511,14 @@ class Controller:
             "ReturnedEnergy": r.returned_energy if r.has_returned_energy else None,
         }
 
-    def get_device_online(self, identity: Identity) -> bool:
-        """Whether the device was online at its last contact (no device I/O; see :meth:`is_device_online`)."""
-        return self._bool_call("sd_get_device_online", identity)
-
     def is_device_online(self, identity: Identity) -> bool:
-        """Reads the device now and returns whether it answered. An unreachable device is ``False``, not an
-        error; an unknown one raises :class:`NotFoundError`."""
+        """Whether the device was online at its last contact (no device I/O; see :meth:`read_device_online`)."""
         return self._bool_call("sd_is_device_online", identity)
+
+    def read_device_online(self, identity: Identity) -> bool:
+        """Reads the device now (device I/O) and returns whether it answered. An unreachable device is
+        ``False``, not an error; an unknown one raises :class:`NotFoundError`."""
+        return self._bool_call("sd_read_device_online", identity)
 
     def refresh_all(self) -> None:
         """Reads every device at once.

@@ -75,7 +75,7 @@ class EmulatorTest(unittest.TestCase):
 
     def test_switch_meter_and_timeout(self) -> None:
         with Controller(yaml=self.yaml()) as ctl:
-            dev = ctl.get_device("Pump")
+            dev = ctl.read_device("Pump")
             self.assertIs(dev["Online"], True)
             self.assertEqual(dev["Protocol"], "RPC")
             self.assertIsNotNone(dev["MacAddress"])
@@ -87,24 +87,24 @@ class EmulatorTest(unittest.TestCase):
 
             self.post_admin("/devices/0/load?id=0&watts=100")
             ctl.refresh_all()
-            meter = ctl.get_meter(1)
+            meter = ctl.meter(1)
             self.assertEqual(meter["Power"], 100.0)
             self.assertIsNotNone(meter["Voltage"])
             self.assertIsNotNone(meter["Energy"])
 
             self.assertIn(b"true", self.post_admin("/devices/0/fault?kind=blackhole"))
             with self.assertRaises(smartdev.DeviceTimeoutError) as cm:
-                ctl.get_device("Pump")
+                ctl.read_device("Pump")
             e = cm.exception
             self.assertIsInstance(e, TimeoutError)
             self.assertEqual((e.code, e.code_name), (300, "SD_TIMEOUT"))
             self.assertIn("timed out", str(e))
             with self.assertRaises(TimeoutError):
                 ctl.change_output(1, False)
-            self.assertIs(ctl.is_device_online("Pump"), False)  # not an error: the answer is "offline"
+            self.assertIs(ctl.read_device_online("Pump"), False)  # not an error: the answer is "offline"
 
             self.post_admin("/devices/0/fault?kind=none")
-            self.assertIs(ctl.is_device_online("Pump"), True)
+            self.assertIs(ctl.read_device_online("Pump"), True)
 
 
 @unittest.skipUnless(SDCTL_BIN, "SDCTL_BIN is not set")
@@ -120,10 +120,10 @@ class PasswordTest(unittest.TestCase):
             )
             with Controller(yaml=yaml) as ctl:
                 with self.assertRaises(smartdev.AuthError) as cm:
-                    ctl.get_device("Rpc")
+                    ctl.read_device("Rpc")
                 self.assertEqual(cm.exception.code_name, "SD_AUTH")
                 self.assertNotIn("wrong", str(cm.exception).replace("wrong password", ""))
-                self.assertIs(ctl.get_device_online("Rpc"), True)
+                self.assertIs(ctl.is_device_online("Rpc"), True)
                 self.assertEqual(ctl.change_output("Plug", True), (True, True))
         finally:
             proc.terminate()

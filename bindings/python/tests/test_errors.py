@@ -64,7 +64,7 @@ class LibraryErrorsTest(SimulatedCase):
     def test_not_found_is_a_lookup_error_with_the_library_message(self) -> None:
         ctl = self.open()
         with self.assertRaises(LookupError) as cm:
-            ctl.get_device("Cellar")
+            ctl.read_device("Cellar")
         e = cm.exception
         self.assertIsInstance(e, smartdev.NotFoundError)
         self.assertEqual((e.code, e.code_name), (103, "SD_NOT_FOUND"))
@@ -72,7 +72,7 @@ class LibraryErrorsTest(SimulatedCase):
         with self.assertRaises(smartdev.NotFoundError):
             ctl.change_output(99, True)
         with self.assertRaises(smartdev.NotFoundError):
-            ctl.get_meter("Nope")
+            ctl.meter("Nope")
         with self.assertRaises(smartdev.NotFoundError):
             ctl.webhook_address()  # webhooks are not enabled
 
@@ -113,7 +113,7 @@ class LibraryErrorsTest(SimulatedCase):
         for bad in (True, False, 1.0, None, b"Garage", [1], {"ID": 1}):
             with self.subTest(identity=bad):
                 with self.assertRaises(TypeError):
-                    ctl.get_device(bad)  # type: ignore[arg-type]
+                    ctl.read_device(bad)  # type: ignore[arg-type]
                 with self.assertRaises(TypeError):
                     ctl.change_output(bad, True)  # type: ignore[arg-type]
         with self.assertRaises(TypeError):
@@ -125,21 +125,21 @@ class LibraryErrorsTest(SimulatedCase):
         with self.assertRaises(TypeError):
             ctl.change_output("Light", 1)  # type: ignore[arg-type]  # state must be a bool
         with self.assertRaises(TypeError):
-            ctl.get_device_component(1, 1)  # type: ignore[arg-type]
+            ctl.component(1, 1)  # type: ignore[arg-type]
 
     def test_bad_argument_values_are_value_errors(self) -> None:
         ctl = self.open()
         for call in (
-            lambda: ctl.get_device(2**63),  # outside int64: would wrap silently in ctypes
-            lambda: ctl.get_device("Gar\0age"),  # NUL would cut the name silently
-            lambda: ctl.get_device("\udc80"),  # not encodable as UTF-8
-            lambda: ctl.get_device_component("relay", 1),
+            lambda: ctl.read_device(2**63),  # outside int64: would wrap silently in ctypes
+            lambda: ctl.read_device("Gar\0age"),  # NUL would cut the name silently
+            lambda: ctl.read_device("\udc80"),  # not encodable as UTF-8
+            lambda: ctl.component("relay", 1),
         ):
             with self.assertRaises(ValueError) as cm:
                 call()
             self.assertIsInstance(cm.exception, smartdev.InvalidArgumentError)
         with self.assertRaises(smartdev.NotFoundError):
-            ctl.get_device(-(2**63))  # the lowest int64 is a valid (unknown) ID
+            ctl.read_device(-(2**63))  # the lowest int64 is a valid (unknown) ID
 
     def test_the_message_is_read_on_the_failing_thread(self) -> None:
         ctl = self.open()
@@ -147,7 +147,7 @@ class LibraryErrorsTest(SimulatedCase):
 
         def fail(name: str) -> None:
             try:
-                ctl.get_device(name)
+                ctl.read_device(name)
             except smartdev.NotFoundError as e:
                 messages[name] = str(e)
 

@@ -24,7 +24,7 @@ class LifecycleTest(SimulatedCase):
     def test_context_manager_opens_and_closes(self) -> None:
         with Controller(yaml=simulated_yaml(str(self.dir)), schema_yaml=SCHEMA_YAML) as ctl:
             self.assertFalse(ctl.closed)
-            self.assertEqual(ctl.get_device("Garage")["Name"], "Garage")
+            self.assertEqual(ctl.read_device("Garage")["Name"], "Garage")
             self.assertIn("open", repr(ctl))
         self.assertTrue(ctl.closed)
         self.assertIn("closed", repr(ctl))
@@ -43,16 +43,16 @@ class LifecycleTest(SimulatedCase):
         calls = {
             "print_model_library": lambda: ctl.print_model_library(),
             "print_device_status": lambda: ctl.print_device_status(),
-            "get_device": lambda: ctl.get_device("Garage"),
+            "get_device": lambda: ctl.read_device("Garage"),
             "devices": lambda: ctl.devices(),
-            "get_device_component": lambda: ctl.get_device_component("output", 1),
+            "get_device_component": lambda: ctl.component("output", 1),
             "change_output": lambda: ctl.change_output(1, True),
             "toggle_output": lambda: ctl.toggle_output(1),
-            "get_output_state": lambda: ctl.get_output_state(1),
-            "get_input_state": lambda: ctl.get_input_state(1),
-            "get_meter": lambda: ctl.get_meter(1),
-            "get_device_online": lambda: ctl.get_device_online(1),
-            "is_device_online": lambda: ctl.is_device_online(1),
+            "get_output_state": lambda: ctl.output_state(1),
+            "get_input_state": lambda: ctl.input_state(1),
+            "get_meter": lambda: ctl.meter(1),
+            "get_device_online": lambda: ctl.is_device_online(1),
+            "is_device_online": lambda: ctl.read_device_online(1),
             "refresh_all": lambda: ctl.refresh_all(),
             "pull_webhook_event": lambda: ctl.pull_webhook_event(),
             "wake_fd": lambda: ctl.wake_fd(),
@@ -82,17 +82,17 @@ class LifecycleTest(SimulatedCase):
         for config in (str(path), path):  # str and os.PathLike
             with self.subTest(config=type(config).__name__):
                 with Controller(config, schema_path=schema) as ctl:
-                    self.assertEqual(ctl.get_device(1)["Outputs"][0]["Group"], "Lights")
+                    self.assertEqual(ctl.read_device(1)["Outputs"][0]["Group"], "Lights")
 
     def test_a_forgotten_controller_is_closed_by_the_garbage_collector(self) -> None:
         ctl = Controller(yaml=simulated_yaml(str(self.dir)), schema_yaml=SCHEMA_YAML)
-        ctl.get_device(1)
+        ctl.read_device(1)
         del ctl
         gc.collect()
         # Opening again works (a leaked controller would still hold its threads, not a hard failure, so
         # this mainly checks __del__ runs without error).
         with Controller(yaml=simulated_yaml(str(self.dir)), schema_yaml=SCHEMA_YAML) as again:
-            self.assertTrue(again.get_output_state("Light") in (True, False))
+            self.assertTrue(again.output_state("Light") in (True, False))
 
     def test_a_collection_inside_a_log_callback_closes_on_another_thread(self) -> None:
         # What __del__ does when the collector runs it inside a log callback on a library thread.
@@ -140,7 +140,7 @@ class LifecycleTest(SimulatedCase):
             try:
                 for _ in range(50):
                     ctl.toggle_output("Fan")
-                    ctl.get_meter("Light Meter")
+                    ctl.meter("Light Meter")
             except ClosedError:
                 pass
             except Exception as e:  # pragma: no cover - reported below

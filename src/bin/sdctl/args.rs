@@ -10,9 +10,10 @@ usage: sdctl [--config FILE] [--schema FILE]... [--models FILE] [--json] [--name
 commands:
   status [DEVICE]                          refresh and print every device (or one)
   models [--detailed] [MODEL]              print the model library
-  get device ID|NAME                       read a device now and print it as JSON
-  get input|output|meter|temp-probe ID|NAME
-                                           print one component as JSON
+  read device ID|NAME                      read a device now and print it as JSON
+  get device|input|output|meter|temp-probe ID|NAME
+                                           print one device or component as JSON, as last read (sdctl reads
+                                           every device once when it starts)
   set OUTPUT on|off|toggle                 switch an output; prints the new state and whether it changed
   check                                    validate the configuration and print every problem
   events [--count N] [--timeout SECS]      run the webhook listener, print one JSON line per event
@@ -38,6 +39,7 @@ pub enum Command {
         model: Option<String>,
     },
     GetDevice(String),
+    ReadDevice(String),
     GetComponent(ComponentKind, String),
     Set {
         output: String,
@@ -143,6 +145,8 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             model: Some(m.to_string()),
         },
         ["get", "device", id] => Command::GetDevice(id.to_string()),
+        ["read", "device", id] => Command::ReadDevice(id.to_string()),
+        ["read", ..] => return Err("read needs a device ID or name, e.g. read device 3".into()),
         ["get", kind, id] => match kind.parse::<ComponentKind>() {
             Ok(k) => Command::GetComponent(k, id.to_string()),
             Err(_) => {

@@ -147,10 +147,9 @@ fn run(args: &Args) -> Result<(), Error> {
                 return Err(report.failures.into_iter().next().expect("not ok").error);
             }
         }
-        Command::GetDevice(d) => print_json(&ctl.get_device(args.identity(d))?)?,
-        Command::GetComponent(kind, c) => {
-            print_json(&ctl.get_device_component(*kind, args.identity(c))?)?
-        }
+        Command::GetDevice(d) => print_json(&ctl.device(args.identity(d))?)?,
+        Command::ReadDevice(d) => print_json(&ctl.read_device(args.identity(d))?)?,
+        Command::GetComponent(kind, c) => print_json(&ctl.component(*kind, args.identity(c))?)?,
         Command::Set { output, action } => {
             let id = args.identity(output);
             let change = match action.as_str() {
@@ -161,7 +160,7 @@ fn run(args: &Args) -> Result<(), Error> {
             if args.json {
                 print_json(&change)?;
             } else {
-                let o = ctl.get_output(&id)?;
+                let o = ctl.output(&id)?;
                 println!(
                     "{} (ID: {}): {}{}",
                     o.name,
