@@ -104,7 +104,13 @@ fn gen2_wrong_and_missing_passwords_are_auth_errors_after_one_attempt() {
 fn stale_nonces_are_renewed_without_an_error() {
     let mut s = spec("ShellyPlus1PM", PW);
     s.nonce_lifetime = Duration::from_millis(600);
-    let emu = start(vec![s]);
+    let clock = smartdev::emulator::EmuClock::manual();
+    let emu = smartdev::emulator::Emulator::start_with_clock(
+        vec![s],
+        &smartdev::ModelLibrary::embedded(),
+        clock.clone(),
+    )
+    .unwrap();
     let ctl = open(
         &emu,
         &[&format!("Name: D, Model: ShellyPlus1PM, Password: {PW}")],
@@ -112,7 +118,7 @@ fn stale_nonces_are_renewed_without_an_error() {
     )
     .unwrap();
     ctl.read_device(id(1)).unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    clock.advance(Duration::from_millis(800));
     ctl.read_device(id(1))
         .expect("a stale nonce is renewed, not reported");
     let st = emu.auth_stats(0);

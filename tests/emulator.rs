@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use smartdev::ModelLibrary;
-use smartdev::emulator::{DeviceSpec, Emulator, Fault, MeterReading};
+use smartdev::emulator::{DeviceSpec, EmuClock, Emulator, Fault, MeterReading};
 
 mod common;
 
@@ -61,6 +61,18 @@ fn start(specs: Vec<DeviceSpec>) -> Emulator {
 
 fn one(model: &str) -> Emulator {
     start(vec![DeviceSpec::new(model)])
+}
+
+/// One device on a clock the test moves: energy and uptime follow `clock.advance`, not the wall clock.
+fn one_on_manual_clock(model: &str) -> (Emulator, EmuClock) {
+    let clock = EmuClock::manual();
+    let emu = Emulator::start_with_clock(
+        vec![DeviceSpec::new(model)],
+        &ModelLibrary::embedded(),
+        clock.clone(),
+    )
+    .unwrap();
+    (emu, clock)
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -180,7 +192,7 @@ fn chosen_ports_and_ids_are_used() {
 
 #[test]
 fn gen1_relays_meters_and_units() {
-    let emu = one("Shelly2.5");
+    let (emu, clock) = one_on_manual_clock("Shelly2.5");
     let p = emu.port(0);
     let s = get_json(p, "/shelly");
     assert_eq!(s["type"], "SHSW-25");
@@ -264,14 +276,11 @@ fn gen1_relays_meters_and_units() {
             returned_wh: 0.0,
         },
     );
-    std::thread::sleep(Duration::from_millis(600));
+    clock.advance(Duration::from_millis(600));
     let total = get_json(p, "/status")["meters"][0]["total"]
         .as_i64()
         .unwrap();
-    assert!(
-        (30..=60).contains(&total),
-        "3600 W for ~0.6 s is ~36 W·min, got {total}"
-    );
+    assert_eq!(total, 36, "3600 W for 0.6 s is 36 W·min");
 
     let settings = get_json(p, "/settings");
     assert_eq!(settings["device"]["type"], "SHSW-25");
@@ -296,7 +305,7 @@ fn gen1_relays_meters_and_units() {
 
 #[test]
 fn gen1_emeters_are_wh_with_returned_energy() {
-    let emu = one("Shelly3EM");
+    let (emu, clock) = one_on_manual_clock("Shelly3EM");
     let p = emu.port(0);
     let s = get_json(p, "/shelly");
     assert_eq!(
@@ -319,7 +328,7 @@ fn gen1_emeters_are_wh_with_returned_energy() {
             returned_wh: 0.0,
         },
     );
-    std::thread::sleep(Duration::from_millis(300));
+    clock.advance(Duration::from_millis(300));
     let st = get_json(p, "/status");
     let e = &st["emeters"];
     assert_eq!(e.as_array().unwrap().len(), 3);
@@ -584,7 +593,7 @@ fn rpc_models_without_switch_meters_or_temperature() {
 
 #[test]
 fn rpc_em1_channels() {
-    let emu = one("ShellyEMG3");
+    let (emu, clock) = one_on_manual_clock("ShellyEMG3");
     let p = emu.port(0);
     emu.set_meter(
         0,
@@ -619,7 +628,7 @@ fn rpc_em1_channels() {
     let e0 = rpc(p, "EM1Data.GetStatus", json!({"id": 0}))["total_act_energy"]
         .as_f64()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    clock.advance(Duration::from_millis(400));
     let e1 = rpc(p, "EM1Data.GetStatus", json!({"id": 0}))["total_act_energy"]
         .as_f64()
         .unwrap();
@@ -631,7 +640,7 @@ fn rpc_em1_channels() {
 
 #[test]
 fn rpc_three_phase_totals_are_sums() {
-    let emu = one("ShellyPro3EM");
+    let (emu, clock) = one_on_manual_clock("ShellyPro3EM");
     let p = emu.port(0);
     emu.set_load(0, 0, 120.4);
     emu.set_load(0, 1, -3600.0);
@@ -647,7 +656,7 @@ fn rpc_three_phase_totals_are_sums() {
             returned_wh: 0.0,
         },
     );
-    std::thread::sleep(Duration::from_millis(200));
+    clock.advance(Duration::from_millis(200));
     let st = rpc(p, "Shelly.GetStatus", json!({}));
     let em = &st["em:0"];
     assert_eq!(em["c_act_power"], json!(6.8));
@@ -864,27 +873,27 @@ fn rpc_webhooks_lifecycle_and_firing() {
 
 #[test]
 fn energy_accumulates_only_while_on() {
-    let emu = one("ShellyPlus1PM");
+    let (emu, clock) = one_on_manual_clock("ShellyPlus1PM");
     let p = emu.port(0);
     emu.set_load(0, 0, 3600.0);
-    std::thread::sleep(Duration::from_millis(300));
+    clock.advance(Duration::from_millis(300));
     let off = rpc(p, "Switch.GetStatus", json!({"id": 0}))["aenergy"]["total"]
         .as_f64()
         .unwrap();
     assert_eq!(off, 0.0);
     emu.set_output(0, 0, true);
-    std::thread::sleep(Duration::from_millis(500));
+    clock.advance(Duration::from_millis(500));
     let on = rpc(p, "Switch.GetStatus", json!({"id": 0}))["aenergy"]["total"]
         .as_f64()
         .unwrap();
     // 3600 W = 1 Wh per second.
-    assert!(on > 0.4 && on < 1.5, "{on}");
+    assert!(close(on, 0.5), "{on}");
     emu.set_load(0, 0, -3600.0);
-    std::thread::sleep(Duration::from_millis(300));
+    clock.advance(Duration::from_millis(300));
     let sw = rpc(p, "Switch.GetStatus", json!({"id": 0}));
-    assert!(sw["ret_aenergy"]["total"].as_f64().unwrap() > 0.2);
+    assert!(close(sw["ret_aenergy"]["total"].as_f64().unwrap(), 0.3));
     assert_eq!(sw["apower"], json!(-3600));
-    assert!(sw["aenergy"]["total"].as_f64().unwrap() - on < 0.05);
+    assert!(close(sw["aenergy"]["total"].as_f64().unwrap(), on));
 }
 
 // ---- Tasmota ----

@@ -1,7 +1,7 @@
 //! Device authentication in the emulator (Gen1 Basic, Gen2+ Digest under both nonce rules, Tasmota
 //! parameters), spoken to with raw `TcpStream`s; digests are computed here independently.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -9,7 +9,7 @@ use md5::Md5;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use smartdev::ModelLibrary;
-use smartdev::emulator::{AuthMode, AuthStats, DeviceSpec, Emulator};
+use smartdev::emulator::{AuthMode, AuthStats, DeviceSpec, EmuClock, Emulator};
 
 mod common;
 
@@ -45,6 +45,13 @@ fn authed(port: u16, method: &str, target: &str, authorization: &str, body: Opti
 
 fn start(specs: Vec<DeviceSpec>) -> Emulator {
     Emulator::start(specs, &ModelLibrary::embedded()).unwrap()
+}
+
+/// Devices on a clock the test moves: nonce lifetimes and throttle windows follow `clock.advance`.
+fn start_on_manual_clock(specs: Vec<DeviceSpec>) -> (Emulator, EmuClock) {
+    let clock = EmuClock::manual();
+    let emu = Emulator::start_with_clock(specs, &ModelLibrary::embedded(), clock.clone()).unwrap();
+    (emu, clock)
 }
 
 fn with_password(model: &str, password: &str) -> DeviceSpec {
@@ -362,7 +369,7 @@ fn rpc_frames_need_digest_too() {
 fn rpc_fw2_expired_nonce_is_stale() {
     let mut spec = with_password("ShellyPlus1PM", "pw");
     spec.nonce_lifetime = Duration::from_secs(1);
-    let emu = start(vec![spec]);
+    let (emu, clock) = start_on_manual_clock(vec![spec]);
     let port = emu.port(0);
     let id = emu.device_id(0).to_string();
     let uri = "/rpc/Sys.GetStatus";
@@ -371,7 +378,10 @@ fn rpc_fw2_expired_nonce_is_stale() {
         get_with(port, uri, &digest(&c, "pw", "GET", uri, 1)).status,
         200
     );
-    std::thread::sleep(Duration::from_millis(1200));
+    // Still alive a moment before its lifetime ends, gone just after.
+    clock.advance(Duration::from_millis(999));
+    assert_eq!(stats(&emu).nonces_in_use, 1);
+    clock.advance(Duration::from_millis(2));
     assert_eq!(stats(&emu).nonces_in_use, 0);
     let r = get_with(port, uri, &digest(&c, "pw", "GET", uri, 2));
     let fresh = expect_challenge(&r, &id, "SHA-256");
@@ -436,24 +446,18 @@ fn rpc_fw2_32_slots_then_429_and_throttle_window() {
 fn rpc_fw2_throttle_window_outlasts_freed_slots() {
     let mut spec = with_password("ShellyPlus1PM", "pw");
     spec.nonce_lifetime = Duration::from_secs(1);
-    let emu = start(vec![spec]);
+    let (emu, clock) = start_on_manual_clock(vec![spec]);
     let port = emu.port(0);
     let uri = "/rpc/Sys.GetStatus";
     for _ in 0..32 {
         assert_eq!(get(port, uri).status, 401);
     }
-    let last_challenge = Instant::now();
     assert_eq!(get(port, uri).status, 429);
-    let throttled_at = Instant::now();
     // Every slot is free again after 1 s, yet the 2 s window still refuses.
-    std::thread::sleep(Duration::from_millis(1300).saturating_sub(last_challenge.elapsed()));
+    clock.advance(Duration::from_millis(1300));
     assert_eq!(stats(&emu).nonces_in_use, 0);
-    assert!(
-        throttled_at.elapsed() < Duration::from_millis(1900),
-        "this machine is too slow for the timing of this test"
-    );
     assert_eq!(get(port, uri).status, 429);
-    std::thread::sleep(Duration::from_millis(2100).saturating_sub(throttled_at.elapsed()));
+    clock.advance(Duration::from_millis(800));
     let r = get(port, uri);
     assert_eq!(r.status, 401, "after the window: {}", r.text());
     assert_eq!(stats(&emu).throttled, 2);

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::emu::{open, start};
 use smartdev::emulator::{DeviceSpec, Emulator, Fault};
@@ -16,18 +16,6 @@ const ATTEMPTS: u64 = 3; // RetryCount 2 + 1 in common::emu::FAST
 
 fn id(n: i64) -> Identity {
     Identity::Id(n)
-}
-
-/// Waits until `f` holds, failing the test after `limit`.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
 }
 
 #[test]
@@ -159,7 +147,7 @@ fn a_blackholed_device_does_not_delay_a_healthy_one() {
         })
     };
     // Wait until the dead device's worker is inside its first attempt.
-    assert!(eventually(Duration::from_secs(2), || t
+    assert!(common::eventually(Duration::from_secs(2), || t
         .emu
         .total_requests(0)
         >= 1));
@@ -208,7 +196,7 @@ fn open_succeeds_with_an_unreachable_device_which_comes_back_and_is_refreshed() 
 
     emu.set_fault(0, Fault::None);
     assert!(
-        eventually(Duration::from_secs(5), || ctl
+        common::eventually(Duration::from_secs(5), || ctl
             .is_device_online(id(1))
             .unwrap()),
         "the supervisor brings the device back"
@@ -218,12 +206,12 @@ fn open_succeeds_with_an_unreachable_device_which_comes_back_and_is_refreshed() 
 
     // It goes away again and comes back again; calls in between fail cleanly.
     emu.set_fault(0, Fault::Refuse);
-    assert!(eventually(Duration::from_secs(5), || !ctl
+    assert!(common::eventually(Duration::from_secs(5), || !ctl
         .is_device_online(id(1))
         .unwrap()));
     assert!(ctl.change_output(id(1), false).is_err());
     emu.set_fault(0, Fault::None);
-    assert!(eventually(Duration::from_secs(5), || ctl
+    assert!(common::eventually(Duration::from_secs(5), || ctl
         .is_device_online(id(1))
         .unwrap()));
     assert!(!ctl.change_output(id(1), false).unwrap().state);

@@ -1,6 +1,8 @@
 //! A loopback attacker against the webhook listener: one client can neither kill, stall, bloat nor hang it.
 //! Tests here count the process's threads, so they take one lock and run one at a time.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
@@ -49,18 +51,6 @@ fn event(addr: SocketAddr, n: usize) -> u16 {
         format!("GET /shelly/webhook?Event=switch.on&n={n} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .as_bytes(),
     )
-}
-
-/// Waits (hang guard only) until `f` holds.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    f()
 }
 
 /// Threads of this process whose name starts with `prefix`.
@@ -311,7 +301,7 @@ fn descriptor_exhaustion_is_survived() {
         .collect();
     assert!(hold.len() > 24);
     // A valid event still gets through while they are open.
-    let sent = eventually(Duration::from_secs(30), || event(addr, 1) == 200);
+    let sent = common::eventually(Duration::from_secs(30), || event(addr, 1) == 200);
     let mut rest = String::new();
     let _ = out.read_to_string(&mut rest);
     let _ = child.wait();
@@ -399,7 +389,7 @@ fn a_flood_of_events_does_not_become_a_flood_of_device_reads() {
     // One event: one read.
     let before = reads();
     assert_eq!(event_to(addr, &target(0)), 200);
-    assert!(eventually(Duration::from_secs(10), || reads() == before + 1));
+    assert!(common::eventually(Duration::from_secs(10), || reads() == before + 1));
 
     // 2,000 events on one keep-alive connection as fast as they go.
     let before = reads();

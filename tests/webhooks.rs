@@ -73,17 +73,6 @@ fn foreign_hook(emu: &Emulator, device: usize) {
     assert_eq!(status, 200, "{answer}");
 }
 
-fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    f()
-}
-
 #[test]
 fn hooks_are_installed_owned_and_reconciled_without_duplicates() {
     let emu = emulator();
@@ -189,7 +178,7 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
     assert!(e.received_at.ends_with('Z'));
     assert!(e.params.is_empty(), "{:?}", e.params);
     // The device's worker takes the input's state at once (a thread hop, then a read of the device).
-    assert!(wait_for(Duration::from_secs(5), || ctl
+    assert!(common::eventually(Duration::from_secs(5), || ctl
         .input(Identity::name("Hall In"))
         .unwrap()
         .state));
@@ -205,12 +194,12 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
         (e.event.as_str(), e.device.as_str(), e.component.as_str()),
         ("switch.on", "Shed", "Shed Pump")
     );
-    assert!(wait_for(Duration::from_secs(5), || ctl
+    assert!(common::eventually(Duration::from_secs(5), || ctl
         .output(Identity::name("Shed Pump"))
         .unwrap()
         .state));
     // ... and the worker refreshes the device.
-    assert!(wait_for(Duration::from_secs(5), || emu
+    assert!(common::eventually(Duration::from_secs(5), || emu
         .counts(1)
         .get("GET /status")
         .copied()
@@ -220,7 +209,7 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
     // Filters take the oldest matching event and leave the rest.
     emu.fire_event(0, "switch.off", 1);
     emu.fire_event(1, "switch.off", 1);
-    assert!(wait_for(Duration::from_secs(5), || ctl
+    assert!(common::eventually(Duration::from_secs(5), || ctl
         .webhook_queue_stats()
         .waiting
         == 2));
@@ -326,7 +315,7 @@ fn token_and_allowed_sources() {
     assert!(url.ends_with("&token=s3cret%26more"), "{url}");
     // Devices call with the token they were given.
     assert_eq!(emu.fire_event(0, "input.toggle_on", 0), 1);
-    assert!(wait_for(Duration::from_secs(5), || ctl
+    assert!(common::eventually(Duration::from_secs(5), || ctl
         .webhook_queue_stats()
         .waiting
         == 1));
@@ -480,10 +469,9 @@ fn close_stops_the_listener_while_requests_are_in_flight() {
     let delivered: usize = senders.into_iter().map(|s| s.join().unwrap()).sum();
     assert!(delivered > 0);
     // Nothing listens any more.
-    assert!(wait_for(Duration::from_secs(2), || TcpStream::connect(
-        addr
-    )
-    .is_err()));
+    assert!(common::eventually(Duration::from_secs(2), || {
+        TcpStream::connect(addr).is_err()
+    }));
 }
 
 #[test]
@@ -503,16 +491,16 @@ fn hooks_are_installed_again_when_a_device_comes_back() {
     let ctl = Controller::open(settings(&emu, &DEVICES, &extra), None).unwrap();
     assert_eq!(emu.webhooks(0).len(), 5);
     emu.set_fault(0, smartdev::emulator::Fault::Refuse);
-    assert!(wait_for(Duration::from_secs(5), || !ctl
+    assert!(common::eventually(Duration::from_secs(5), || !ctl
         .is_device_online(Identity::Id(1))
         .unwrap()));
     // Coming back, the hooks are checked again (and repaired if the device lost them meanwhile).
     emu.reset_counts(0);
     emu.set_fault(0, smartdev::emulator::Fault::None);
-    assert!(wait_for(Duration::from_secs(5), || ctl
+    assert!(common::eventually(Duration::from_secs(5), || ctl
         .is_device_online(Identity::Id(1))
         .unwrap()));
-    assert!(wait_for(Duration::from_secs(5), || emu
+    assert!(common::eventually(Duration::from_secs(5), || emu
         .counts(0)
         .get("rpc Webhook.List")
         .copied()

@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::DeviceSpec;
+use super::clock::EmuClock;
 use super::device::{Device, Family};
 use super::server::{Request, Response};
 
@@ -137,6 +138,8 @@ struct State {
 
 /// The auth side of one device.
 pub(crate) struct Auth {
+    /// Nonce lifetimes, throttle windows and numeric nonces follow it.
+    clock: EmuClock,
     scheme: Scheme,
     realm: String,
     username: String,
@@ -156,13 +159,14 @@ enum Refusal {
 }
 
 impl Auth {
-    pub(crate) fn new(family: Family, spec: &DeviceSpec, realm: &str) -> Self {
+    pub(crate) fn new(family: Family, spec: &DeviceSpec, realm: &str, clock: EmuClock) -> Self {
         let scheme = match family {
             Family::Gen1 => Scheme::Basic,
             Family::Rpc => Scheme::Digest,
             Family::Tasmota => Scheme::Tasmota,
         };
         Auth {
+            clock,
             scheme,
             realm: realm.to_string(),
             username: spec
@@ -211,7 +215,7 @@ impl Auth {
     }
 
     pub(crate) fn stats(&self) -> AuthStats {
-        let now = Instant::now();
+        let now = self.clock.instant();
         let st = self.lock();
         let mut stats = st.stats;
         stats.nonces_in_use = live(&st, now);
@@ -366,9 +370,7 @@ impl Auth {
             let v = match self.mode {
                 AuthMode::Fw2 => BASE64.encode(random_bytes()),
                 AuthMode::Fw1 => {
-                    let secs = SystemTime::now()
-                        .duration_since(UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs());
+                    let secs = self.clock.unix().max(0.0) as u64;
                     st.last_numeric = secs.max(st.last_numeric + 1);
                     st.last_numeric.to_string()
                 }
@@ -569,7 +571,9 @@ pub(crate) fn guard(dev: &Device, req: &Request) -> Option<Response> {
             )
         }),
         Scheme::Digest => {
-            let refusal = auth.check_digest(&mut st, req, Instant::now()).err()?;
+            let refusal = auth
+                .check_digest(&mut st, req, auth.clock.instant())
+                .err()?;
             drop(st);
             Some(digest_refusal(dev, req, &refusal))
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::auth::{self, Auth};
+use super::clock::EmuClock;
 use super::faults::NetControl;
 use super::server::{self, Request, Response, Service};
 use super::state::{DeviceState, Layout, Source};
@@ -221,6 +222,8 @@ pub(crate) struct Device {
     pub net: Arc<NetControl>,
     pub auth: Auth,
     state: Mutex<DeviceState>,
+    /// Real, or moved by hand in tests.
+    pub clock: EmuClock,
 }
 
 impl Device {
@@ -230,26 +233,24 @@ impl Device {
         layout: Layout,
         spec: &DeviceSpec,
         port: u16,
+        clock: EmuClock,
     ) -> Self {
-        let auth = Auth::new(ident.family, spec, &ident.id);
+        let auth = Auth::new(ident.family, spec, &ident.id, clock.clone());
         Device {
             index,
             ident,
             port,
             net: Arc::new(NetControl::new()),
             auth,
-            state: Mutex::new(DeviceState::new(
-                layout,
-                &spec.probes,
-                crate::clock::unix_now(),
-            )),
+            state: Mutex::new(DeviceState::new(layout, &spec.probes, clock.unix())),
+            clock,
         }
     }
 
     /// The state, with energy accounted up to now.
     pub(crate) fn state(&self) -> MutexGuard<'_, DeviceState> {
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        g.advance(crate::clock::unix_now());
+        g.advance(self.clock.unix());
         g
     }
 

@@ -26,6 +26,8 @@
 //! # Ok::<(), String>(())
 //! ```
 
+mod clock;
+pub use clock::EmuClock;
 mod admin;
 mod auth;
 mod components;
@@ -175,11 +177,29 @@ impl Emulator {
         Self::start_with_admin_port(specs, models, 0)
     }
 
+    /// Like [`Emulator::start`] on `clock` (for tests: [`EmuClock::manual`], moved with `advance`).
+    pub fn start_with_clock(
+        specs: Vec<DeviceSpec>,
+        models: &ModelLibrary,
+        clock: EmuClock,
+    ) -> Result<Emulator, String> {
+        Self::start_full(specs, models, 0, clock)
+    }
+
     /// Like [`Emulator::start`] with the admin endpoint on `admin_port` (0 = a free port).
     pub fn start_with_admin_port(
         specs: Vec<DeviceSpec>,
         models: &ModelLibrary,
         admin_port: u16,
+    ) -> Result<Emulator, String> {
+        Self::start_full(specs, models, admin_port, EmuClock::real())
+    }
+
+    fn start_full(
+        specs: Vec<DeviceSpec>,
+        models: &ModelLibrary,
+        admin_port: u16,
+        clock: EmuClock,
     ) -> Result<Emulator, String> {
         let resolved = specs
             .iter()
@@ -203,7 +223,7 @@ impl Emulator {
             .zip(&specs)
             .enumerate()
             .map(|(i, (((ident, layout), (port, _)), spec))| {
-                Arc::new(Device::new(i, ident, layout, spec, *port))
+                Arc::new(Device::new(i, ident, layout, spec, *port, clock.clone()))
             })
             .collect();
         let devices = Arc::new(devices);

@@ -1,8 +1,6 @@
 //! Mutable device state: outputs, inputs, meters (energy accumulated over wall time), probes, temperature and
 //! installed webhooks. Protocol modules render it; they never store anything of their own.
 
-use std::time::Instant;
-
 use super::MeterReading;
 use super::webhooks::HookStore;
 
@@ -152,7 +150,6 @@ pub(crate) struct DeviceState {
     pub hooks: HookStore,
     /// Tasmota `POWER` texts for on and off.
     pub power_text: [String; 2],
-    started: Instant,
     /// Unix seconds when the emulator started.
     pub started_unix: f64,
     /// Unix seconds up to which energy is accounted; "now" for one answer.
@@ -178,7 +175,6 @@ impl DeviceState {
             temperature: 45.0,
             hooks: HookStore::default(),
             power_text: ["ON".into(), "OFF".into()],
-            started: Instant::now(),
             started_unix: now_unix,
             clock: now_unix,
         }
@@ -190,7 +186,8 @@ impl DeviceState {
     }
 
     pub(crate) fn uptime(&self) -> u64 {
-        self.started.elapsed().as_secs()
+        // On the emulator's clock, like every other time it reports.
+        (self.clock - self.started_unix).max(0.0) as u64
     }
 
     /// Whether meter `i`'s load flows now.

@@ -42,6 +42,19 @@ impl Drop for TempDir {
     }
 }
 
+/// Polls `f` every 10 ms until it holds or `limit` passes (a hang guard, never a timing assertion); returns
+/// whether it held. Every test that waits for something another thread does uses this one.
+pub fn eventually(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    f()
+}
+
 /// Reads a JSON file.
 pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
