@@ -125,7 +125,7 @@ fn emulator_is_send_and_sync_and_rejects_unknown_models() {
     )
     .err()
     .unwrap();
-    assert!(e.contains("Shelly9000"), "{e}");
+    assert!(e.to_string().contains("Shelly9000"), "{e}");
     let mut t = DeviceSpec::new("Tasmota");
     t.reported_model = Some("X".into());
     assert!(Emulator::start(vec![t], &ModelLibrary::embedded()).is_err());
@@ -581,7 +581,10 @@ fn rpc_models_without_switch_meters_or_temperature() {
     let e = Emulator::start(vec![DeviceSpec::new("ShellyPro1")], &lib)
         .err()
         .unwrap();
-    assert!(e.contains("ShellyPro1"), "not in the custom library: {e}");
+    assert!(
+        e.to_string().contains("ShellyPro1"),
+        "not in the custom library: {e}"
+    );
     let emu = Emulator::start(vec![DeviceSpec::new("ShellyCool1")], &lib).unwrap();
     let sw = rpc(emu.port(0), "Switch.GetStatus", json!({"id": 0}));
     assert_eq!(sw, json!({"id": 0, "source": "init", "output": false}));

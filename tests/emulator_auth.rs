@@ -656,7 +656,7 @@ fn defaults_and_spec_checks() {
         let mut s = DeviceSpec::new(model);
         f(&mut s);
         let e = Emulator::start(vec![s], &lib).err().unwrap();
-        assert!(e.contains(want), "{model}: {e}");
+        assert!(e.to_string().contains(want), "{model}: {e}");
     };
     bad(
         "ShellyPlus1PM",

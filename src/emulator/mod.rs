@@ -173,7 +173,7 @@ pub struct Emulator {
 impl Emulator {
     /// Starts every device and the admin endpoint (on a free port). An unknown model, an option that does not
     /// apply to the model, or a port that cannot be bound is an error naming it; nothing keeps running then.
-    pub fn start(specs: Vec<DeviceSpec>, models: &ModelLibrary) -> Result<Emulator, String> {
+    pub fn start(specs: Vec<DeviceSpec>, models: &ModelLibrary) -> crate::Result<Emulator> {
         Self::start_with_admin_port(specs, models, 0)
     }
 
@@ -182,7 +182,7 @@ impl Emulator {
         specs: Vec<DeviceSpec>,
         models: &ModelLibrary,
         clock: EmuClock,
-    ) -> Result<Emulator, String> {
+    ) -> crate::Result<Emulator> {
         Self::start_full(specs, models, 0, clock)
     }
 
@@ -191,7 +191,7 @@ impl Emulator {
         specs: Vec<DeviceSpec>,
         models: &ModelLibrary,
         admin_port: u16,
-    ) -> Result<Emulator, String> {
+    ) -> crate::Result<Emulator> {
         Self::start_full(specs, models, admin_port, EmuClock::real())
     }
 
@@ -200,16 +200,20 @@ impl Emulator {
         models: &ModelLibrary,
         admin_port: u16,
         clock: EmuClock,
-    ) -> Result<Emulator, String> {
+    ) -> crate::Result<Emulator> {
         let resolved = specs
             .iter()
             .enumerate()
             .map(|(i, s)| Identity::from_spec(i, s, models))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|m| crate::Error::InvalidArgument(format!("emulator {m}")))?;
+        let io = |context: String| move |source| crate::Error::Io { context, source };
         let bind = |port: u16, what: &str| {
             TcpListener::bind((Ipv4Addr::LOCALHOST, port))
                 .and_then(|l| Ok((l.local_addr()?.port(), l)))
-                .map_err(|e| format!("{what}: cannot listen on 127.0.0.1:{port}: {e}"))
+                .map_err(io(format!(
+                    "emulator {what}: listening on 127.0.0.1:{port}"
+                )))
         };
         let mut listeners = Vec::with_capacity(specs.len());
         for (i, s) in specs.iter().enumerate() {
@@ -241,7 +245,7 @@ impl Emulator {
                 service,
                 Arc::clone(&dev.net),
             )
-            .map_err(|e| format!("cannot start a thread for port {port}: {e}"))?;
+            .map_err(io(format!("emulator: starting the thread for port {port}")))?;
             emu.servers.push(server);
         }
         let admin: Arc<dyn Service> = Arc::new(admin::Admin::new(Arc::clone(&devices)));
@@ -253,7 +257,7 @@ impl Emulator {
                 admin,
                 Arc::new(NetControl::new()),
             )
-            .map_err(|e| format!("cannot start the admin thread: {e}"))?,
+            .map_err(io("emulator: starting the admin thread".into()))?,
         );
         Ok(emu)
     }
