@@ -23,7 +23,7 @@
 //! s.read_to_string(&mut answer).unwrap();
 //! assert!(answer.ends_with(r#"{"was_on":false}"#));
 //! assert!(emu.output(0, 1));
-//! # Ok::<(), String>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod clock;
