@@ -3,6 +3,7 @@
 //! `models/vendor_models.json` is embedded at build time; a caller may supply its own file in the same format
 //! (the anchor library's `shelly_models.json` also loads: `meter_source` is then derived).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
@@ -57,6 +58,165 @@ pub enum MeterSource {
     Gen1Meters,
     /// Gen1 `emeters[]` (totals in Wh).
     Gen1Emeters,
+    /// Meter i is part of RPC `cover:i` (apower, aenergy) in the cover profile.
+    Cover,
+}
+
+/// What a model's outputs are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputKind {
+    /// Relays: RPC `switch:N`, Gen1 `/relay/N`.
+    #[default]
+    Switch,
+    /// Dimmable lights: RPC `light:N`, Gen1 `/light/N` (on/off and brightness).
+    Light,
+}
+
+/// What a sensor measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SensorQuantity {
+    /// Temperature in °C (RPC `temperature:N`).
+    Temperature,
+    /// Relative humidity in %RH (RPC `humidity:N`, Gen1 `ext_humidity`).
+    Humidity,
+    /// Voltage in V (RPC `voltmeter:N`, Gen1 `adcs`).
+    Voltage,
+}
+
+impl SensorQuantity {
+    /// Every quantity.
+    pub const ALL: [SensorQuantity; 3] = [
+        SensorQuantity::Temperature,
+        SensorQuantity::Humidity,
+        SensorQuantity::Voltage,
+    ];
+
+    /// The configuration and JSON word (`temperature`, `humidity`, `voltage`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SensorQuantity::Temperature => "temperature",
+            SensorQuantity::Humidity => "humidity",
+            SensorQuantity::Voltage => "voltage",
+        }
+    }
+
+    /// The unit of its values (`°C`, `%RH`, `V`).
+    pub fn unit(self) -> &'static str {
+        match self {
+            SensorQuantity::Temperature => "°C",
+            SensorQuantity::Humidity => "%RH",
+            SensorQuantity::Voltage => "V",
+        }
+    }
+
+    /// The Gen2+ RPC component type that carries it (`temperature`, `humidity`, `voltmeter`).
+    pub fn rpc_component(self) -> &'static str {
+        match self {
+            SensorQuantity::Temperature => "temperature",
+            SensorQuantity::Humidity => "humidity",
+            SensorQuantity::Voltage => "voltmeter",
+        }
+    }
+}
+
+impl fmt::Display for SensorQuantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SensorQuantity {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        SensorQuantity::ALL
+            .into_iter()
+            .find(|q| q.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "sensor quantity '{s}' is unknown; use temperature, humidity or voltage"
+                ))
+            })
+    }
+}
+
+/// How a profile differs from a model's default shape (absent counts are the default's).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileShape {
+    /// Number of digital inputs in this profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<usize>,
+    /// Number of outputs in this profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<usize>,
+    /// Number of meters in this profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meters: Option<usize>,
+    /// Number of covers in this profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covers: Option<usize>,
+    /// Where this profile's meter readings come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter_source: Option<MeterSource>,
+}
+
+/// The components a model has in one profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Shape {
+    /// The profile's name (`switch`, `cover`, `triphase`, Gen1 `relay`/`roller`), `None` for single-shape models.
+    pub profile: Option<String>,
+    /// Digital inputs.
+    pub inputs: usize,
+    /// Outputs.
+    pub outputs: usize,
+    /// Meters.
+    pub meters: usize,
+    /// Covers.
+    pub covers: usize,
+    /// Where meter readings come from.
+    pub meter_source: MeterSource,
+}
+
+impl Shape {
+    /// The output a meter measures, if the meter is part of an output.
+    pub fn meter_output(&self, meter_index: usize) -> Option<usize> {
+        match self.meter_source {
+            MeterSource::Switch if meter_index < self.outputs => Some(meter_index),
+            MeterSource::Gen1Meters if self.meters == self.outputs => Some(meter_index),
+            _ => None,
+        }
+    }
+
+    /// The cover a meter measures, if the meter is part of a cover.
+    pub fn meter_cover(&self, meter_index: usize) -> Option<usize> {
+        match self.meter_source {
+            MeterSource::Cover if meter_index < self.covers => Some(meter_index),
+            _ => None,
+        }
+    }
+
+    /// `2 outputs, 2 meters` — the shape in words, for messages.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for (n, word) in [
+            (self.inputs, "input"),
+            (self.outputs, "output"),
+            (self.covers, "cover"),
+            (self.meters, "meter"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {word}{}", if n == 1 { "" } else { "s" }));
+            }
+        }
+        if parts.is_empty() {
+            "no components".into()
+        } else {
+            parts.join(", ")
+        }
+    }
 }
 
 impl fmt::Display for MeterSource {
@@ -106,6 +266,33 @@ pub struct ModelInfo {
     /// Identifiers the device reports about itself (`/shelly` `type` on Gen1, `model` on Gen2+).
     #[serde(default)]
     pub reported_models: Vec<String>,
+    /// Number of covers (roller shutters) in the default profile.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub covers: usize,
+    /// What the outputs are: relays (`switch`, the default) or dimmable lights (`light`).
+    #[serde(default, skip_serializing_if = "is_switch")]
+    pub output_kind: OutputKind,
+    /// The device's own sensors in device order (an H&T: `temperature`, `humidity`); add-on sensors are
+    /// configured, not listed here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensors: Vec<SensorQuantity>,
+    /// The name the device reports for the profile the counts above describe (Gen2+ `/shelly` `profile`,
+    /// Gen1 `/settings` `mode`), for models that can switch profiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The model's other profiles, each with what differs from the default shape.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profiles: BTreeMap<String, ProfileShape>,
+    /// Battery devices that sleep between reports: not answering is their normal state.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sleeps: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+fn is_switch(k: &OutputKind) -> bool {
+    *k == OutputKind::Switch
 }
 
 fn unknown_name() -> String {
@@ -135,12 +322,77 @@ impl ModelInfo {
             })
     }
 
-    /// The output a meter measures, if the meter is part of an output.
+    /// The output a meter measures in the default profile, if the meter is part of an output.
     pub fn meter_output(&self, meter_index: usize) -> Option<usize> {
-        match self.meter_source() {
-            MeterSource::Switch if meter_index < self.outputs => Some(meter_index),
-            MeterSource::Gen1Meters if self.meters == self.outputs => Some(meter_index),
-            _ => None,
+        self.default_shape().meter_output(meter_index)
+    }
+
+    /// The shape of the default profile.
+    pub fn default_shape(&self) -> Shape {
+        Shape {
+            profile: self.profile.clone(),
+            inputs: self.inputs,
+            outputs: self.outputs,
+            meters: self.meters,
+            covers: self.covers,
+            meter_source: self.meter_source(),
+        }
+    }
+
+    /// The shape in profile `name` (the default profile's name, or one of `profiles`), `None` when the model
+    /// has no such profile. Names compare without regard to case.
+    pub fn shape(&self, name: &str) -> Option<Shape> {
+        if self
+            .profile
+            .as_deref()
+            .is_some_and(|p| p.eq_ignore_ascii_case(name))
+        {
+            return Some(self.default_shape());
+        }
+        let (key, p) = self
+            .profiles
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))?;
+        let meters = p.meters.unwrap_or(self.meters);
+        Some(Shape {
+            profile: Some(key.clone()),
+            inputs: p.inputs.unwrap_or(self.inputs),
+            outputs: p.outputs.unwrap_or(self.outputs),
+            meters,
+            covers: p.covers.unwrap_or(self.covers),
+            meter_source: if meters == 0 {
+                MeterSource::None
+            } else {
+                p.meter_source.unwrap_or(self.meter_source())
+            },
+        })
+    }
+
+    /// Every profile name the model knows, the default first.
+    pub fn profile_names(&self) -> Vec<&str> {
+        self.profile
+            .iter()
+            .map(String::as_str)
+            .chain(self.profiles.keys().map(String::as_str))
+            .collect()
+    }
+
+    /// The shape for a configured profile (`None`: the default), or why there is none.
+    pub fn shape_for(&self, profile: Option<&str>) -> std::result::Result<Shape, String> {
+        match profile {
+            None => Ok(self.default_shape()),
+            Some(name) => self.shape(name).ok_or_else(|| {
+                let known = self.profile_names();
+                if known.is_empty() {
+                    format!("{} has no profiles; remove Profile", self.model)
+                } else {
+                    format!(
+                        "{} has no profile '{name}'; use one of: {}",
+                        self.model,
+                        known.join(", ")
+                    )
+                }
+            }),
         }
     }
 
@@ -153,7 +405,11 @@ impl ModelInfo {
         if m == TASMOTA || m == "OtherVendor" {
             p.push(format!("{m}: this id is reserved for the Tasmota family"));
         }
-        if !self.meters_separate && self.meters > 0 && self.meters != self.outputs {
+        if !self.meters_separate
+            && self.meters > 0
+            && self.meters != self.outputs
+            && self.meter_source() != MeterSource::Cover
+        {
             p.push(format!(
                 "{m}: meters ({}) must equal outputs ({}) when meters are not separate",
                 self.meters, self.outputs
@@ -169,12 +425,37 @@ impl ModelInfo {
                 self.generation, self.protocol
             ));
         }
+        if !self.profiles.is_empty() && self.profile.is_none() {
+            p.push(format!(
+                "{m}: lists other profiles but not the name of its default one (profile)"
+            ));
+        }
+        if self.output_kind == OutputKind::Light && self.covers > 0 {
+            p.push(format!("{m}: a light model cannot have covers"));
+        }
+        for name in self.profile_names() {
+            if let Some(shape) = self.shape(name) {
+                let rest_ok = match shape.meter_source {
+                    MeterSource::Gen1Meters | MeterSource::Gen1Emeters => rest,
+                    MeterSource::None => shape.meters == 0,
+                    MeterSource::Cover => !rest && shape.covers > 0,
+                    _ => !rest,
+                };
+                if !rest_ok {
+                    p.push(format!(
+                        "{m}: profile {name}: meter_source {} does not fit protocol {} with {} meter(s) and {} cover(s)",
+                        shape.meter_source, self.protocol, shape.meters, shape.covers
+                    ));
+                }
+            }
+        }
         let src = self.meter_source();
         let ok = match src {
             MeterSource::None => self.meters == 0,
             MeterSource::Gen1Meters | MeterSource::Gen1Emeters => rest,
             MeterSource::Switch => !rest && !self.meters_separate,
             MeterSource::Em1 | MeterSource::Em | MeterSource::Pm1 => !rest,
+            MeterSource::Cover => !rest && self.covers > 0,
         };
         if !ok {
             p.push(format!(
@@ -336,6 +617,19 @@ impl ModelLibrary {
                         m.protocol,
                         m.meter_source()
                     ));
+                    if m.covers > 0 {
+                        out.push_str(&format!(" covers={}", m.covers));
+                    }
+                    if !m.sensors.is_empty() {
+                        let q: Vec<&str> = m.sensors.iter().map(|q| q.as_str()).collect();
+                        out.push_str(&format!(" sensors={}", q.join("+")));
+                    }
+                    if m.output_kind == OutputKind::Light {
+                        out.push_str(" outputs=lights");
+                    }
+                    if m.profile.is_some() {
+                        out.push_str(&format!(" profiles={}", m.profile_names().join("|")));
+                    }
                 }
             }
         }

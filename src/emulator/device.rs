@@ -78,6 +78,12 @@ impl Identity {
                 temperature_monitoring: true,
                 meter_source: None,
                 reported_models: Vec::new(),
+                covers: 0,
+                output_kind: models::OutputKind::Switch,
+                sensors: Vec::new(),
+                profile: None,
+                profiles: Default::default(),
+                sleeps: false,
             };
             let layout = Layout {
                 inputs: 0,
