@@ -19,7 +19,8 @@ use crate::error::{Error, Result};
 use crate::event::{EventFilter, WebhookEvent};
 use crate::models::{ModelLibrary, PrintMode};
 use crate::objects::{
-    Component, ComponentKind, Device, Identity, Input, Meter, Output, OutputChange, TempProbe,
+    Component, ComponentKind, Cover, CoverAction, Device, Identity, Input, Meter, Output,
+    OutputChange, Sensor, TempProbe,
 };
 use crate::wake::WakeFlag;
 use crate::webhook::install;
@@ -404,6 +405,8 @@ impl Controller {
             ComponentKind::Output => Component::Output(d.outputs[ci].clone()),
             ComponentKind::Meter => Component::Meter(d.meters[ci].clone()),
             ComponentKind::TempProbe => Component::TempProbe(d.temp_probes[ci].clone()),
+            ComponentKind::Cover => Component::Cover(d.covers[ci].clone()),
+            ComponentKind::Sensor => Component::Sensor(d.sensors[ci].clone()),
         })
     }
 
@@ -445,6 +448,64 @@ impl Controller {
             .directory
             .component(ComponentKind::TempProbe, probe)?;
         Ok(self.snapshot(di).temp_probes[ci].clone())
+    }
+
+    /// One cover as last read.
+    pub fn cover(&self, cover: impl Into<Identity>) -> Result<Cover> {
+        let cover = &cover.into();
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::Cover, cover)?;
+        Ok(self.snapshot(di).covers[ci].clone())
+    }
+
+    /// One sensor as last read.
+    pub fn sensor(&self, sensor: impl Into<Identity>) -> Result<Sensor> {
+        let sensor = &sensor.into();
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::Sensor, sensor)?;
+        Ok(self.snapshot(di).sensors[ci].clone())
+    }
+
+    /// All covers of all devices, as last read.
+    pub fn covers(&self) -> Vec<Cover> {
+        self.collect(|d| d.covers.clone())
+    }
+
+    /// All sensors of all devices, as last read.
+    pub fn sensors(&self) -> Vec<Sensor> {
+        self.collect(|d| d.sensors.clone())
+    }
+
+    /// Makes a cover open, close, stop or go to a position, and returns it as the device reports it right after
+    /// the command (usually `opening`/`closing`; the move itself takes the motor's time). A position needs a
+    /// calibrated cover: an uncalibrated one gives [`Error::Unsupported`] saying so.
+    pub fn move_cover(&self, cover: impl Into<Identity>, action: CoverAction) -> Result<Cover> {
+        if let CoverAction::Position(p) = action
+            && p > 100
+        {
+            return Err(Error::InvalidArgument(format!(
+                "cover position {p} is out of range; use 0 (closed) to 100 (open)"
+            )));
+        }
+        let cover = &cover.into();
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::Cover, cover)?;
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.sender(di)?
+            .send(Command::Cover {
+                index: ci,
+                action,
+                reply,
+            })
+            .map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| self.worker_gone(di))??;
+        Ok(self.snapshot(di).covers[ci].clone())
     }
 
     /// All inputs of all devices, as last read.

@@ -46,6 +46,14 @@ impl Directory {
                 ComponentKind::TempProbe,
                 dev.temp_probes.iter().map(|c| (c.id, &c.name)).collect(),
             );
+            add(
+                ComponentKind::Cover,
+                dev.covers.iter().map(|c| (c.id, &c.name)).collect(),
+            );
+            add(
+                ComponentKind::Sensor,
+                dev.sensors.iter().map(|c| (c.id, &c.name)).collect(),
+            );
         }
         d
     }

@@ -109,6 +109,14 @@ pub enum Error {
         /// What is not supported.
         message: String,
     },
+    /// A value the device has not reported: not read yet, or a component the device does not have in its
+    /// current profile. Unknown is never reported as `false` or 0.
+    Unknown {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// What is unknown, e.g. `the state of output 'Pump'`.
+        what: String,
+    },
     /// A simulation file could not be read or written. The file is left as it was.
     Simulation {
         /// Device label `Name (ID: n)`.
@@ -163,6 +171,7 @@ impl Error {
             | Error::Auth { device, .. }
             | Error::Rpc { device, .. }
             | Error::Unsupported { device, .. }
+            | Error::Unknown { device, .. }
             | Error::Simulation { device, .. }
             | Error::WorkerFailed { device, .. } => Some(device),
             _ => None,
@@ -246,6 +255,10 @@ impl fmt::Display for Error {
             Error::Unsupported { device, message } => {
                 write!(f, "device {device}: not supported: {message}")
             }
+            Error::Unknown { device, what } => write!(
+                f,
+                "device {device}: {what} is unknown: the device has not reported it (read it again when the device is online; if it persists, the device does not have it in its current profile)"
+            ),
             Error::Simulation {
                 device,
                 file,

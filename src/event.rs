@@ -22,6 +22,7 @@ pub const KNOWN_EVENTS: &[&str] = &[
     "cover.opening",
     "cover.closing",
     "cover.stopped",
+    "cover.calibrating",
     "em.active_power_change",
     "em.voltage_change",
     "em.current_change",
@@ -37,6 +38,16 @@ pub const KNOWN_EVENTS: &[&str] = &[
     "flood.alarm_off",
     "smoke.alarm",
     "smoke.alarm_off",
+];
+
+/// The cover events a device with covers can send (Gen2+ `Webhook.ListSupported` in the cover profile).
+pub const COVER_EVENTS: [&str; 6] = [
+    "cover.open",
+    "cover.closed",
+    "cover.stopped",
+    "cover.opening",
+    "cover.closing",
+    "cover.calibrating",
 ];
 
 /// One webhook a device sent, resolved against the configuration where possible.

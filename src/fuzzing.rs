@@ -143,7 +143,7 @@ pub fn rpc_status(data: &[u8]) {
         "Shelly1G3",
     ] {
         if let (mut d, Some(m)) = device(model, lib) {
-            crate::driver::rpc::apply_status(&mut d, &m, &v, "T");
+            crate::driver::rpc::apply_status(&mut d, &m, &m.default_shape(), &v, "T");
         }
     }
 }

@@ -56,10 +56,10 @@ pub use controller::{Controller, QueueStats, RefreshFailure, RefreshReport};
 pub use driver::OutputAction;
 pub use error::{Error, Problem, Result};
 pub use event::{EventFilter, KNOWN_EVENTS, WebhookEvent};
-pub use models::{ModelLibrary, PrintMode};
+pub use models::{ModelLibrary, PrintMode, SensorQuantity};
 pub use objects::{
-    Attributes, Component, ComponentKind, Device, Identity, Input, Meter, Output, OutputChange,
-    TempProbe,
+    Attributes, Component, ComponentKind, Cover, CoverAction, CoverState, Device, Identity, Input,
+    Meter, Output, OutputChange, Sensor, TempProbe,
 };
 pub use plan::MAX_TEMP_PROBES;
 pub use wake::WakeFlag;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::models::Protocol;
+use crate::models::{Protocol, SensorQuantity};
 
 /// Custom attributes of a device or component, in configuration order.
 pub type Attributes = Map<String, Value>;
@@ -65,56 +65,70 @@ impl fmt::Display for Identity {
     }
 }
 
-/// The four kinds of device component.
+/// The kinds of device component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ComponentKind {
     /// A digital input (switch or button terminal).
     Input,
-    /// A relay output.
+    /// A relay output (or a dimmable light's on/off).
     Output,
     /// An energy meter.
     Meter,
     /// An add-on temperature probe.
     TempProbe,
+    /// A cover (roller shutter, blind, garage door motor).
+    Cover,
+    /// A sensor: humidity, voltage, or a device's own temperature sensor.
+    Sensor,
 }
 
 impl ComponentKind {
     /// All kinds in configuration order.
-    pub const ALL: [ComponentKind; 4] = [
+    pub const ALL: [ComponentKind; 6] = [
         ComponentKind::Input,
         ComponentKind::Output,
         ComponentKind::Meter,
         ComponentKind::TempProbe,
+        ComponentKind::Cover,
+        ComponentKind::Sensor,
     ];
 
-    /// The `ObjectType` string (`input`, `output`, `meter`, `temp_probe`).
+    /// The `ObjectType` string (`input`, `output`, `meter`, `temp_probe`, `cover`, `sensor`).
     pub fn as_str(self) -> &'static str {
         match self {
             ComponentKind::Input => "input",
             ComponentKind::Output => "output",
             ComponentKind::Meter => "meter",
             ComponentKind::TempProbe => "temp_probe",
+            ComponentKind::Cover => "cover",
+            ComponentKind::Sensor => "sensor",
         }
     }
 
-    /// The configuration key of this kind's list (`Inputs`, `Outputs`, `Meters`, `TempProbes`).
+    /// The configuration key of this kind's list (`Inputs`, `Outputs`, `Meters`, `TempProbes`, `Covers`,
+    /// `Sensors`).
     pub fn config_key(self) -> &'static str {
         match self {
             ComponentKind::Input => "Inputs",
             ComponentKind::Output => "Outputs",
             ComponentKind::Meter => "Meters",
             ComponentKind::TempProbe => "TempProbes",
+            ComponentKind::Cover => "Covers",
+            ComponentKind::Sensor => "Sensors",
         }
     }
 
-    /// The prefix of default names (`Input 3`, `TempProbe 1`).
+    /// The prefix of default names (`Input 3`, `TempProbe 1`, `Cover 1`).
     pub fn default_name_prefix(self) -> &'static str {
         match self {
             ComponentKind::Input => "Input",
             ComponentKind::Output => "Output",
             ComponentKind::Meter => "Meter",
             ComponentKind::TempProbe => "TempProbe",
+            ComponentKind::Cover => "Cover",
+            ComponentKind::Sensor => "Sensor",
         }
     }
 }
@@ -127,9 +141,89 @@ impl std::str::FromStr for ComponentKind {
             "output" => Ok(ComponentKind::Output),
             "meter" => Ok(ComponentKind::Meter),
             "temp_probe" | "tempprobe" => Ok(ComponentKind::TempProbe),
+            "cover" => Ok(ComponentKind::Cover),
+            "sensor" => Ok(ComponentKind::Sensor),
             other => Err(crate::Error::InvalidArgument(format!(
-                "component type '{other}' is unknown; use input, output, meter or temp_probe"
+                "component type '{other}' is unknown; use input, output, meter, temp_probe, cover or sensor"
             ))),
+        }
+    }
+}
+
+/// What a cover is doing, as the device reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CoverState {
+    /// Fully open and still.
+    Open,
+    /// Fully closed and still.
+    Closed,
+    /// Moving towards open.
+    Opening,
+    /// Moving towards closed.
+    Closing,
+    /// Still, somewhere between open and closed (or position unknown).
+    Stopped,
+    /// Running its calibration.
+    Calibrating,
+}
+
+impl CoverState {
+    /// The word used in JSON and text (`open`, `closing`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CoverState::Open => "open",
+            CoverState::Closed => "closed",
+            CoverState::Opening => "opening",
+            CoverState::Closing => "closing",
+            CoverState::Stopped => "stopped",
+            CoverState::Calibrating => "calibrating",
+        }
+    }
+
+    /// Parses a state word as devices and simulation files write it (Gen1 `open`/`close`/`stop` too).
+    pub fn parse(s: &str) -> Option<CoverState> {
+        Some(match s {
+            "open" => CoverState::Open,
+            "closed" | "close" => CoverState::Closed,
+            "opening" => CoverState::Opening,
+            "closing" => CoverState::Closing,
+            "stopped" | "stop" => CoverState::Stopped,
+            "calibrating" => CoverState::Calibrating,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for CoverState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What to make a cover do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CoverAction {
+    /// Move to fully open.
+    Open,
+    /// Move to fully closed.
+    Close,
+    /// Stop moving.
+    Stop,
+    /// Move to a position, 0 (closed) to 100 (open); needs a calibrated cover.
+    Position(u8),
+}
+
+impl CoverAction {
+    /// `open`, `close`, `stop`, `position 40`: for messages.
+    pub fn describe(self) -> String {
+        match self {
+            CoverAction::Open => "open".into(),
+            CoverAction::Close => "close".into(),
+            CoverAction::Stop => "stop".into(),
+            CoverAction::Position(p) => format!("position {p}"),
         }
     }
 }
@@ -184,10 +278,18 @@ pub struct Device {
     pub firmware: Option<String>,
     /// The model the device reports about itself, when it differs from the configured one or is known.
     pub reported_model: Option<String>,
+    /// The profile the device reports it is in (`switch`, `cover`, `triphase`, Gen1 `relay`/`roller`); for
+    /// simulated devices the configured one. `None` for models with one shape or before first contact.
+    pub profile: Option<String>,
+    /// Set when the device is not what the configuration says (e.g. in `cover` profile while outputs are
+    /// configured): what differs and how to fix it. Components the device does not have then stay `null`.
+    pub config_mismatch: Option<String>,
     /// Sum of the power of the device's meters in W.
     pub total_power: Option<f64>,
     /// Sum of the energy of the device's meters in Wh.
     pub total_energy: Option<f64>,
+    /// Sum of the returned (exported) energy of the device's meters in Wh, where the device reports it.
+    pub total_returned_energy: Option<f64>,
     /// Webhook events the device can send.
     pub supported_webhooks: Vec<String>,
     /// The last failure talking to (or simulating) the device, cleared by the next success.
@@ -202,6 +304,10 @@ pub struct Device {
     pub meters: Vec<Meter>,
     /// Add-on temperature probes.
     pub temp_probes: Vec<TempProbe>,
+    /// Covers in hardware order.
+    pub covers: Vec<Cover>,
+    /// Sensors: the device's own (an H&T's) and add-on humidity/voltage/temperature sensors.
+    pub sensors: Vec<Sensor>,
     /// Custom attributes from the configuration.
     #[serde(flatten)]
     pub custom: Attributes,
@@ -244,13 +350,38 @@ impl Device {
     ) {
         for p in &mut self.temp_probes {
             if let Some(req) = &p.requires_output
-                && !self.outputs.iter().any(|o| &o.name == req && o.state)
+                && !self
+                    .outputs
+                    .iter()
+                    .any(|o| &o.name == req && o.state == Some(true))
             {
                 continue;
             }
             p.temperature = read(p);
             if p.temperature.is_some() {
                 p.last_reading_time = Some(now.to_string());
+            }
+        }
+    }
+
+    /// Stores new sensor readings like [`Device::update_probes`] does for probes.
+    pub(crate) fn update_sensors(
+        &mut self,
+        now: &str,
+        mut read: impl FnMut(&Sensor) -> Option<f64>,
+    ) {
+        for s in &mut self.sensors {
+            if let Some(req) = &s.requires_output
+                && !self
+                    .outputs
+                    .iter()
+                    .any(|o| &o.name == req && o.state == Some(true))
+            {
+                continue;
+            }
+            s.value = read(s);
+            if s.value.is_some() {
+                s.last_reading_time = Some(now.to_string());
             }
         }
     }
@@ -264,6 +395,7 @@ impl Device {
         }
         self.total_power = sum(self.meters.iter().map(|m| m.power));
         self.total_energy = sum(self.meters.iter().map(|m| m.energy));
+        self.total_returned_energy = sum(self.meters.iter().map(|m| m.returned_energy));
     }
 }
 
@@ -284,8 +416,8 @@ pub struct Input {
     pub device_id: i64,
     /// Hardware channel (0-based).
     pub component_index: usize,
-    /// True when the input is on (closed).
-    pub state: bool,
+    /// True when the input is on (closed); `None` until read, and for inputs in button mode (no state).
+    pub state: Option<bool>,
     /// Whether default webhooks are installed for it.
     pub webhooks: bool,
     /// Custom attributes from the configuration.
@@ -310,8 +442,10 @@ pub struct Output {
     pub device_id: i64,
     /// Hardware channel (0-based).
     pub component_index: usize,
-    /// True when the relay is on.
-    pub state: bool,
+    /// True when the relay (or light) is on; `None` until read or when the device has no such output now.
+    pub state: Option<bool>,
+    /// Brightness in % of a dimmable light output; `None` for relays.
+    pub brightness: Option<f64>,
     /// Temperature of the switch in °C, where reported.
     pub temperature: Option<f64>,
     /// Whether a meter measures this output.
@@ -343,8 +477,15 @@ pub struct Meter {
     /// ID of the output this meter measures, if it is part of one.
     #[serde(rename = "OutputID")]
     pub output_id: Option<i64>,
+    /// ID of the cover this meter measures, if it is part of one.
+    #[serde(rename = "CoverID")]
+    pub cover_id: Option<i64>,
     /// Active power in W.
     pub power: Option<f64>,
+    /// Apparent power in VA.
+    pub apparent_power: Option<f64>,
+    /// Mains frequency in Hz.
+    pub frequency: Option<f64>,
     /// Voltage in V.
     pub voltage: Option<f64>,
     /// Current in A.
@@ -393,6 +534,98 @@ pub struct TempProbe {
     pub custom: Attributes,
 }
 
+/// A cover (roller shutter, blind): Gen2+ `cover:N`, Gen1 `rollers[N]`, Tasmota `Shutter<N+1>`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
+pub struct Cover {
+    /// Numeric ID, unique among covers.
+    #[serde(rename = "ID")]
+    pub id: i64,
+    /// Name, unique among covers.
+    pub name: String,
+    /// `"cover"`.
+    pub object_type: &'static str,
+    /// ID of the device it belongs to.
+    #[serde(rename = "DeviceID")]
+    pub device_id: i64,
+    /// Hardware channel (0-based).
+    pub component_index: usize,
+    /// What the cover is doing; `None` until read.
+    pub state: Option<CoverState>,
+    /// Position in % (0 closed, 100 open); `None` until read or while the cover is not calibrated.
+    pub position: Option<f64>,
+    /// Whether the cover knows its position (calibrated); `None` until read.
+    pub calibrated: Option<bool>,
+    /// Temperature of the device's cover channel in °C, where reported.
+    pub temperature: Option<f64>,
+    /// Whether a meter measures this cover.
+    pub has_meter: bool,
+    /// Whether default webhooks are installed for it.
+    pub webhooks: bool,
+    /// Custom attributes from the configuration.
+    #[serde(flatten)]
+    pub custom: Attributes,
+}
+
+/// A sensor: an add-on's humidity or voltage input, or a device's own sensor (an H&T's temperature and
+/// humidity). Add-on sensors are matched by name like temperature probes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
+pub struct Sensor {
+    /// Numeric ID, unique among sensors.
+    #[serde(rename = "ID")]
+    pub id: i64,
+    /// Name; for add-on sensors equal to the peripheral's name in the vendor app.
+    pub name: String,
+    /// `"sensor"`.
+    pub object_type: &'static str,
+    /// ID of the device it belongs to.
+    #[serde(rename = "DeviceID")]
+    pub device_id: i64,
+    /// Position in the device's sensor list (0-based).
+    pub component_index: usize,
+    /// What it measures.
+    pub quantity: SensorQuantity,
+    /// The reading, in `Unit`; `None` until read.
+    pub value: Option<f64>,
+    /// `°C`, `%RH` or `V`.
+    pub unit: &'static str,
+    /// When the value was last read (RFC 3339, UTC).
+    pub last_reading_time: Option<String>,
+    /// The device's own id of the sensor (`humidity:100` → 100), once mapped.
+    #[serde(rename = "SensorID")]
+    pub sensor_id: Option<i64>,
+    /// Whether it is the device's own sensor (not an add-on peripheral).
+    pub built_in: bool,
+    /// Name of the output that must be on for the reading to be updated.
+    pub requires_output: Option<String>,
+    /// Custom attributes from the configuration.
+    #[serde(flatten)]
+    pub custom: Attributes,
+}
+
+impl Default for Sensor {
+    fn default() -> Self {
+        Sensor {
+            id: 0,
+            name: String::new(),
+            object_type: "sensor",
+            device_id: 0,
+            component_index: 0,
+            quantity: SensorQuantity::Humidity,
+            value: None,
+            unit: SensorQuantity::Humidity.unit(),
+            last_reading_time: None,
+            sensor_id: None,
+            built_in: false,
+            requires_output: None,
+            custom: Attributes::new(),
+        }
+    }
+}
+
 /// Any one component, as returned by `Controller::component`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -405,6 +638,10 @@ pub enum Component {
     Meter(Meter),
     /// A temperature probe.
     TempProbe(TempProbe),
+    /// A cover.
+    Cover(Cover),
+    /// A sensor.
+    Sensor(Sensor),
 }
 
 impl Component {
@@ -415,6 +652,8 @@ impl Component {
             Component::Output(c) => c.id,
             Component::Meter(c) => c.id,
             Component::TempProbe(c) => c.id,
+            Component::Cover(c) => c.id,
+            Component::Sensor(c) => c.id,
         }
     }
 
@@ -425,6 +664,8 @@ impl Component {
             Component::Output(c) => &c.name,
             Component::Meter(c) => &c.name,
             Component::TempProbe(c) => &c.name,
+            Component::Cover(c) => &c.name,
+            Component::Sensor(c) => &c.name,
         }
     }
 }
@@ -448,6 +689,8 @@ pub(crate) fn reserved_keys(kind: Option<ComponentKind>) -> Vec<String> {
         Some(ComponentKind::Output) => serde_json::to_value(Output::default()),
         Some(ComponentKind::Meter) => serde_json::to_value(Meter::default()),
         Some(ComponentKind::TempProbe) => serde_json::to_value(TempProbe::default()),
+        Some(ComponentKind::Cover) => serde_json::to_value(Cover::default()),
+        Some(ComponentKind::Sensor) => serde_json::to_value(Sensor::default()),
     };
     match value {
         Ok(Value::Object(m)) => m.keys().cloned().collect(),
@@ -465,7 +708,7 @@ mod tests {
             id: 3,
             name: "Pump".into(),
             object_type: "output",
-            state: true,
+            state: Some(true),
             ..Output::default()
         };
         o.custom.insert("Group".into(), "Garden".into());

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use crate::config::{ComponentConfig, DeviceConfig, Settings};
 use crate::error::Problem;
-use crate::models::{ModelRef, Protocol};
-use crate::objects::{ComponentKind, Device, Input, Meter, Output, TempProbe};
+use crate::models::{ModelRef, Protocol, SensorQuantity, Shape};
+use crate::objects::{ComponentKind, Cover, Device, Input, Meter, Output, Sensor, TempProbe};
 
 /// At most this many add-on probes per device.
 pub const MAX_TEMP_PROBES: usize = 5;
@@ -23,21 +23,42 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
     // Resolve models and synthesise placeholder components for unconfigured vendor kinds.
     let mut configs: Vec<DeviceConfig> = settings.devices.clone();
     let mut models = Vec::with_capacity(configs.len());
+    let mut shapes: Vec<Result<Option<Shape>, String>> = Vec::with_capacity(configs.len());
     for cfg in &mut configs {
         let model = settings.models.resolve(&cfg.model);
-        if let Some(ModelRef::Vendor(info)) = model {
+        let shape = match model {
+            Some(ModelRef::Vendor(info)) => planned_shape(info, cfg).map(Some),
+            Some(ModelRef::Tasmota) if cfg.profile.is_some() => {
+                Err("Tasmota devices have no profiles; remove Profile".to_string())
+            }
+            _ => Ok(None),
+        };
+        if let (Some(ModelRef::Vendor(info)), Ok(Some(shape))) = (model, &shape) {
             for (kind, count) in [
-                (ComponentKind::Input, info.inputs),
-                (ComponentKind::Output, info.outputs),
-                (ComponentKind::Meter, info.meters),
+                (ComponentKind::Input, shape.inputs),
+                (ComponentKind::Output, shape.outputs),
+                (ComponentKind::Meter, shape.meters),
+                (ComponentKind::Cover, shape.covers),
             ] {
                 let list = list_mut(cfg, kind);
                 if list.is_none() && count > 0 {
                     *list = Some(vec![ComponentConfig::default(); count]);
                 }
             }
+            if cfg.sensors.is_none() && !info.sensors.is_empty() {
+                cfg.sensors = Some(
+                    info.sensors
+                        .iter()
+                        .map(|&q| ComponentConfig {
+                            quantity: Some(q),
+                            ..ComponentConfig::default()
+                        })
+                        .collect(),
+                );
+            }
         }
         models.push(model);
+        shapes.push(shape);
     }
 
     // Assign IDs: explicit ones are reserved first, then counters fill the gaps in configuration order.
@@ -53,7 +74,7 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
         .collect();
 
     let mut devices = Vec::with_capacity(configs.len());
-    for (cfg, model) in configs.iter().zip(&models) {
+    for ((cfg, model), shape) in configs.iter().zip(&models).zip(&shapes) {
         let id = cfg.id.unwrap_or_else(|| device_ids.next());
         let name = cfg.name.clone().unwrap_or_else(|| format!("Device {id}"));
         let shown = if name.chars().any(char::is_control) {
@@ -86,23 +107,50 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
             custom: cfg.custom.clone(),
             ..Device::default()
         };
-        match model {
-            Some(ModelRef::Vendor(info)) => {
+        if let Err(why) = shape {
+            problems.push(Problem::new(&at, format!("Profile: {why}")));
+        }
+        let shape = shape.as_ref().ok().and_then(Option::as_ref);
+        match (model, shape) {
+            (Some(ModelRef::Vendor(info)), Some(shape)) => {
                 dev.model = info.model.clone();
                 dev.model_name = info.name.clone();
                 dev.generation = Some(info.generation);
                 dev.protocol = Some(info.protocol);
+                dev.profile = shape.profile.clone();
+                let in_profile = shape
+                    .profile
+                    .as_deref()
+                    .map(|p| format!(" in profile {p}"))
+                    .unwrap_or_default();
                 for (kind, count) in [
-                    (ComponentKind::Input, info.inputs),
-                    (ComponentKind::Output, info.outputs),
-                    (ComponentKind::Meter, info.meters),
+                    (ComponentKind::Input, shape.inputs),
+                    (ComponentKind::Output, shape.outputs),
+                    (ComponentKind::Meter, shape.meters),
+                    (ComponentKind::Cover, shape.covers),
                 ] {
                     let n = list(cfg, kind).as_ref().map_or(0, Vec::len);
                     if n != count {
+                        let other = info
+                            .profile_names()
+                            .into_iter()
+                            .filter_map(|p| info.shape(p))
+                            .filter(|s| s.profile != shape.profile)
+                            .find(|s| match kind {
+                                ComponentKind::Input => s.inputs == n,
+                                ComponentKind::Output => s.outputs == n,
+                                ComponentKind::Meter => s.meters == n,
+                                _ => s.covers == n,
+                            })
+                            .and_then(|s| s.profile);
+                        let hint = match other {
+                            Some(p) => format!("; or set Profile: {p} (it has {n})"),
+                            None => String::new(),
+                        };
                         problems.push(Problem::new(
                             &at,
                             format!(
-                                "{}: model {} has {count} {}(s) but {n} are configured; list exactly {count} or leave the key out",
+                                "{}: model {}{in_profile} has {count} {}(s) but {n} are configured; list exactly {count} or leave the key out{hint}",
                                 kind.config_key(),
                                 info.model,
                                 kind.as_str()
@@ -111,7 +159,8 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
                     }
                 }
             }
-            Some(ModelRef::Tasmota) => {
+            (Some(ModelRef::Vendor(_)), None) => {}
+            (Some(ModelRef::Tasmota), _) => {
                 dev.model = crate::models::TASMOTA.into();
                 dev.model_name = crate::models::TASMOTA.into();
                 dev.protocol = Some(Protocol::Tasmota);
@@ -129,7 +178,7 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
                     log::warn!("{at}: Webhooks has no effect on Tasmota devices");
                 }
             }
-            None => {
+            (None, _) => {
                 let hints = settings.models.suggest(&cfg.model);
                 let hint = if hints.is_empty() {
                     String::new()
@@ -179,6 +228,8 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
         let output_ids = ids(ComponentKind::Output, &mut kind_ids);
         let meter_ids = ids(ComponentKind::Meter, &mut kind_ids);
         let probe_ids = ids(ComponentKind::TempProbe, &mut kind_ids);
+        let cover_ids = ids(ComponentKind::Cover, &mut kind_ids);
+        let sensor_ids = ids(ComponentKind::Sensor, &mut kind_ids);
 
         let cfgs = |kind| list(cfg, kind).iter().flatten();
         dev.inputs = cfgs(ComponentKind::Input)
@@ -223,19 +274,94 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
                 ..Meter::default()
             })
             .collect();
-        // Link meters to the outputs they measure.
+        dev.covers = cfgs(ComponentKind::Cover)
+            .zip(cover_ids)
+            .enumerate()
+            .map(|(i, (c, (cid, cname)))| Cover {
+                id: cid,
+                name: cname,
+                object_type: "cover",
+                device_id: id,
+                component_index: i,
+                webhooks: c.webhooks && dev.protocol != Some(Protocol::Tasmota),
+                custom: c.custom.clone(),
+                ..Cover::default()
+            })
+            .collect();
+        // Link meters to the outputs or covers they measure.
         for i in 0..dev.meters.len() {
-            let output = match model {
-                Some(ModelRef::Vendor(info)) => info.meter_output(i),
-                Some(ModelRef::Tasmota) => Some(i),
-                None => None,
-            }
-            .filter(|&o| o < dev.outputs.len());
-            if let Some(o) = output {
+            let (output, cover) = match (model, shape) {
+                (Some(ModelRef::Vendor(_)), Some(shape)) => {
+                    (shape.meter_output(i), shape.meter_cover(i))
+                }
+                (Some(ModelRef::Tasmota), _) => (Some(i), None),
+                _ => (None, None),
+            };
+            if let Some(o) = output.filter(|&o| o < dev.outputs.len()) {
                 dev.meters[i].output_id = Some(dev.outputs[o].id);
                 dev.outputs[o].has_meter = true;
             }
+            if let Some(c) = cover.filter(|&c| c < dev.covers.len()) {
+                dev.meters[i].cover_id = Some(dev.covers[c].id);
+                dev.covers[c].has_meter = true;
+            }
         }
+        let built_in: &[SensorQuantity] = match model {
+            Some(ModelRef::Vendor(info)) => &info.sensors,
+            _ => &[],
+        };
+        dev.sensors = cfgs(ComponentKind::Sensor)
+            .zip(sensor_ids)
+            .enumerate()
+            .map(|(i, (c, (cid, cname)))| {
+                let own = built_in.get(i).copied();
+                let quantity = c.quantity.or(own).unwrap_or(SensorQuantity::Temperature);
+                let sat = format!("{at} Sensors[{i}]");
+                if let Some(own) = own
+                    && quantity != own
+                {
+                    problems.push(Problem::new(
+                        &sat,
+                        format!(
+                            "the device's own sensor {i} measures {own}, not {quantity}; list the built-in sensors first, in the model's order ({})",
+                            built_in.iter().map(|q| q.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
+                if own.is_none() {
+                    if c.quantity.is_none() {
+                        problems.push(Problem::new(
+                            &sat,
+                            "Quantity is required for an add-on sensor: temperature, humidity or voltage",
+                        ));
+                    }
+                    if c.name.is_none() {
+                        problems.push(Problem::new(
+                            &sat,
+                            "Name is required for an add-on sensor: the peripheral's name as set in the vendor app",
+                        ));
+                    }
+                }
+                // A built-in sensor is the device's `<quantity>:0` (its n-th of that quantity).
+                let sensor_id = own.map(|q| {
+                    built_in[..i].iter().filter(|&&b| b == q).count() as i64
+                });
+                Sensor {
+                    id: cid,
+                    name: cname,
+                    object_type: "sensor",
+                    device_id: id,
+                    component_index: i,
+                    quantity,
+                    unit: quantity.unit(),
+                    sensor_id,
+                    built_in: own.is_some(),
+                    requires_output: c.requires_output.clone(),
+                    custom: c.custom.clone(),
+                    ..Sensor::default()
+                }
+            })
+            .collect();
         if dev.inputs.iter().any(|i| i.webhooks) && dev.protocol == Some(Protocol::Tasmota) {
             dev.inputs.iter_mut().for_each(|i| i.webhooks = false);
         }
@@ -266,16 +392,24 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
                 ..TempProbe::default()
             })
             .collect();
-        for p in &dev.temp_probes {
-            if let Some(req) = &p.requires_output
+        let requirers = dev
+            .temp_probes
+            .iter()
+            .map(|p| ("TempProbes", &p.name, &p.requires_output))
+            .chain(
+                dev.sensors
+                    .iter()
+                    .map(|p| ("Sensors", &p.name, &p.requires_output)),
+            );
+        for (key, pname, req) in requirers {
+            if let Some(req) = req
                 && !dev.outputs.iter().any(|o| &o.name == req)
             {
                 let names: Vec<&str> = dev.outputs.iter().map(|o| o.name.as_str()).collect();
                 problems.push(Problem::new(
                     &at,
                     format!(
-                        "TempProbes '{}': RequiresOutput '{req}' is not an output of this device (its outputs: {})",
-                        p.name,
+                        "{key} '{pname}': RequiresOutput '{req}' is not an output of this device (its outputs: {})",
                         if names.is_empty() { "none".to_string() } else { names.join(", ") }
                     ),
                 ));
@@ -302,7 +436,27 @@ fn list(cfg: &DeviceConfig, kind: ComponentKind) -> &Option<Vec<ComponentConfig>
         ComponentKind::Output => &cfg.outputs,
         ComponentKind::Meter => &cfg.meters,
         ComponentKind::TempProbe => &cfg.temp_probes,
+        ComponentKind::Cover => &cfg.covers,
+        ComponentKind::Sensor => &cfg.sensors,
     }
+}
+
+/// The shape a device is planned with: its configured `Profile`, else a profile with covers when `Covers` are
+/// configured for a model whose default has none, else the model's default.
+fn planned_shape(info: &crate::models::ModelInfo, cfg: &DeviceConfig) -> Result<Shape, String> {
+    if let Some(p) = cfg.profile.as_deref() {
+        return info.shape_for(Some(p));
+    }
+    let wants_covers = cfg.covers.as_ref().is_some_and(|c| !c.is_empty());
+    if wants_covers && info.covers == 0 {
+        return info
+            .profile_names()
+            .into_iter()
+            .filter_map(|p| info.shape(p))
+            .find(|s| s.covers > 0)
+            .ok_or_else(|| format!("{} has no covers in any profile; remove Covers", info.model));
+    }
+    Ok(info.default_shape())
 }
 
 fn list_mut(cfg: &mut DeviceConfig, kind: ComponentKind) -> &mut Option<Vec<ComponentConfig>> {
@@ -311,6 +465,8 @@ fn list_mut(cfg: &mut DeviceConfig, kind: ComponentKind) -> &mut Option<Vec<Comp
         ComponentKind::Output => &mut cfg.outputs,
         ComponentKind::Meter => &mut cfg.meters,
         ComponentKind::TempProbe => &mut cfg.temp_probes,
+        ComponentKind::Cover => &mut cfg.covers,
+        ComponentKind::Sensor => &mut cfg.sensors,
     }
 }
 
@@ -402,6 +558,9 @@ fn simulated_webhooks(dev: &Device) -> Vec<String> {
             }
             if !dev.outputs.is_empty() {
                 events.extend(["switch.on", "switch.off"].map(String::from));
+            }
+            if !dev.covers.is_empty() {
+                events.extend(crate::event::COVER_EVENTS.map(String::from));
             }
         }
         _ => {}

@@ -11,6 +11,13 @@ fn py_bool(b: bool) -> &'static str {
     if b { "True" } else { "False" }
 }
 
+fn py_state(b: Option<bool>) -> &'static str {
+    match b {
+        Some(b) => py_bool(b),
+        None => "None",
+    }
+}
+
 fn py_num(v: Option<f64>) -> String {
     match v {
         None => "None".into(),
@@ -81,7 +88,7 @@ pub(crate) fn device_status(d: &Device) -> String {
                 i.component_index,
                 i.id,
                 i.name,
-                py_bool(i.state),
+                py_state(i.state),
                 custom_suffix(&i.custom)
             );
         }
@@ -94,7 +101,7 @@ pub(crate) fn device_status(d: &Device) -> String {
             o.component_index,
             o.id,
             o.name,
-            py_bool(o.state),
+            py_state(o.state),
             py_num(o.temperature),
             custom_suffix(&o.custom)
         );
@@ -114,6 +121,37 @@ pub(crate) fn device_status(d: &Device) -> String {
             py_num(m.energy),
             custom_suffix(&m.custom)
         );
+    }
+    if !d.covers.is_empty() {
+        let _ = writeln!(s, "  Covers ({}):", d.covers.len());
+        for c in &d.covers {
+            let _ = writeln!(
+                s,
+                "    [{}] id={} name='{}' state={} position={}{}",
+                c.component_index,
+                c.id,
+                c.name,
+                py_opt(&c.state),
+                py_num(c.position),
+                custom_suffix(&c.custom)
+            );
+        }
+    }
+    if !d.sensors.is_empty() {
+        let _ = writeln!(s, "  Sensors ({}):", d.sensors.len());
+        for x in &d.sensors {
+            let _ = writeln!(
+                s,
+                "    [{}] id={} name='{}' {}={}{}{}",
+                x.component_index,
+                x.id,
+                x.name,
+                x.quantity,
+                py_num(x.value),
+                x.unit,
+                custom_suffix(&x.custom)
+            );
+        }
     }
     let _ = writeln!(s, "  TempProbes ({}):", d.temp_probes.len());
     for p in &d.temp_probes {

@@ -60,8 +60,8 @@ fn rpc_switch_embedded_meters_inputs_outputs_and_device_fields() {
     );
     assert!(d.uptime.is_some());
     assert_eq!(d.restart_required, Some(false));
-    assert!(!d.inputs[0].state && d.inputs[1].state);
-    assert!(d.outputs[0].state && !d.outputs[1].state);
+    assert!(d.inputs[0].state == Some(false) && d.inputs[1].state == Some(true));
+    assert!(d.outputs[0].state == Some(true) && d.outputs[1].state == Some(false));
     assert_eq!(d.outputs[0].temperature, Some(48.5));
     assert_eq!(d.temperature, Some(48.5));
     let m = &d.meters[0];
@@ -164,8 +164,8 @@ fn gen1_relay_meters_are_reported_in_wh() {
     let d = t.ctl.read_device(id(1)).unwrap();
     assert_eq!(d.protocol, Some(Protocol::Rest));
     assert_eq!(d.reported_model.as_deref(), Some("SHSW-25"));
-    assert!(d.inputs[0].state && !d.inputs[1].state);
-    assert!(!d.outputs[0].state && d.outputs[1].state);
+    assert!(d.inputs[0].state == Some(true) && d.inputs[1].state == Some(false));
+    assert!(d.outputs[0].state == Some(false) && d.outputs[1].state == Some(true));
     assert_eq!(d.meters[1].power, Some(75.0));
     near(d.meters[1].energy, 30.0, 0.1);
     assert_eq!(
@@ -217,7 +217,7 @@ fn tasmota_energy_channels_and_localised_relays() {
     t.emu
         .set_meter(0, 1, reading(100.0, 230.0, 0.45, 0.95, 1500.0, 0.0));
     let d = t.ctl.read_device(id(1)).unwrap();
-    assert!(!d.outputs[0].state && d.outputs[1].state);
+    assert!(d.outputs[0].state == Some(false) && d.outputs[1].state == Some(true));
     assert_eq!(d.meters[1].power, Some(100.0));
     assert_eq!(d.meters[1].voltage, Some(230.0));
     near(d.meters[1].energy, 1500.0, 1.0);
@@ -339,7 +339,7 @@ fn change_output_and_toggle_report_what_the_device_did() {
         let c = t.ctl.toggle_output(id(out)).unwrap();
         assert!(!c.state && c.did_change, "output {out} toggled");
         assert!(!t.emu.output(dev, ch));
-        assert!(!t.ctl.output(id(out)).unwrap().state);
+        assert!(t.ctl.output(id(out)).unwrap().state == Some(false));
     }
     let counts = t.emu.counts(0);
     // A toggle is a read and an absolute set (safe to retry), never a Switch.Toggle.
@@ -347,7 +347,7 @@ fn change_output_and_toggle_report_what_the_device_did() {
     assert_eq!(counts.get("rpc Switch.GetStatus"), Some(&1));
     assert_eq!(counts.get("rpc Switch.Toggle"), None);
     match t.ctl.component(ComponentKind::Output, id(1)).unwrap() {
-        Component::Output(o) => assert!(!o.state),
+        Component::Output(o) => assert!(o.state == Some(false)),
         other => panic!("{other:?}"),
     }
 }

@@ -120,7 +120,7 @@ fn other_protocols_follow_the_same_retry_policy() {
         Err(Error::Timeout { .. })
     ));
     assert_eq!(t.emu.total_requests(1), ATTEMPTS);
-    assert!(!t.ctl.output(id(2)).unwrap().state);
+    assert!(t.ctl.output(id(2)).unwrap().state == Some(false));
 }
 
 #[test]
@@ -192,7 +192,11 @@ fn open_succeeds_with_an_unreachable_device_which_comes_back_and_is_refreshed() 
     assert!(!away.online);
     assert!(away.last_error.unwrap().contains("connection refused"));
     assert!(ctl.device(id(2)).unwrap().online);
-    assert!(!ctl.output(id(1)).unwrap().state, "never read yet");
+    assert_eq!(
+        ctl.output(id(1)).unwrap().state,
+        None,
+        "never read: unknown, not off"
+    );
 
     emu.set_fault(0, Fault::None);
     assert!(
@@ -201,7 +205,11 @@ fn open_succeeds_with_an_unreachable_device_which_comes_back_and_is_refreshed() 
             .unwrap()),
         "the supervisor brings the device back"
     );
-    assert!(ctl.output(id(1)).unwrap().state, "and refreshes it");
+    assert_eq!(
+        ctl.output(id(1)).unwrap().state,
+        Some(true),
+        "and refreshes it"
+    );
     assert!(ctl.device(id(1)).unwrap().last_error.is_none());
 
     // It goes away again and comes back again; calls in between fail cleanly.

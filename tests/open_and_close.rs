@@ -52,7 +52,7 @@ fn after_close_commands_fail_with_closed_and_last_known_reads_still_work() {
     ));
     assert!(ctl.webhook_address().is_none());
     assert_eq!(ctl.device(&id).unwrap().name, "A");
-    assert!(!ctl.output(&lamp).unwrap().state);
+    assert_eq!(ctl.output(&lamp).unwrap().state, Some(false));
     assert!(ctl.print_device_status(None).unwrap().contains("A (ID: 1)"));
     assert!(ctl.pull_webhook_event().is_none());
 }

@@ -47,8 +47,8 @@ fn the_file_is_created_written_and_read_back_after_a_restart() {
         assert_eq!(read_json(&file)["Outputs"][1]["State"], true);
     }
     let ctl = open(&dir, TWO_PM);
-    assert!(ctl.output(name("Fan")).unwrap().state);
-    assert!(!ctl.output(name("Light")).unwrap().state);
+    assert_eq!(ctl.output(name("Fan")).unwrap().state, Some(true));
+    assert_eq!(ctl.output(name("Light")).unwrap().state, Some(false));
 }
 
 #[test]
@@ -99,7 +99,7 @@ fn edits_made_between_operations_survive_a_write() {
     assert_eq!(after["MyNote"], "kept");
     // The controller's view picked the edits up too.
     let d = ctl.device(name("Kitchen 2PM")).unwrap();
-    assert!(d.inputs[1].state);
+    assert!(d.inputs[1].state == Some(true));
     assert_eq!(d.meters[0].power, Some(-42.5));
     assert_eq!(d.meters[0].energy, Some(1234.5));
     assert_eq!(d.total_power, Some(-42.5));
@@ -116,13 +116,13 @@ fn edits_are_seen_at_the_next_refresh() {
     doc["Temperature"] = json!(41.5);
     write_json(&file, &doc);
     assert!(
-        !ctl.input(Identity::Id(1)).unwrap().state,
+        ctl.input(Identity::Id(1)).unwrap().state == Some(false),
         "cached until refreshed"
     );
     let report = ctl.refresh_all().unwrap();
     assert!(report.is_ok());
     assert_eq!(report.refreshed, 1);
-    assert!(ctl.input(Identity::Id(1)).unwrap().state);
+    assert_eq!(ctl.input(Identity::Id(1)).unwrap().state, Some(true));
     assert_eq!(
         ctl.read_device(Identity::Id(1)).unwrap().temperature,
         Some(41.5)
@@ -323,8 +323,8 @@ fn anchor_simulation_files_are_read() {
     write_json(&dir.join("Kitchen_2PM.json"), &anchor);
     let ctl = open(&dir, TWO_PM);
     let d = ctl.device(name("Kitchen 2PM")).unwrap();
-    assert!(d.inputs[0].state && !d.inputs[1].state);
-    assert!(d.outputs[0].state);
+    assert!(d.inputs[0].state == Some(true) && d.inputs[1].state == Some(false));
+    assert!(d.outputs[0].state == Some(true));
     assert_eq!(d.outputs[0].temperature, Some(54.6));
     assert_eq!(
         d.outputs[0].name, "Light",

@@ -181,7 +181,8 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
     assert!(common::eventually(Duration::from_secs(5), || ctl
         .input(Identity::name("Hall In"))
         .unwrap()
-        .state));
+        .state
+        == Some(true)));
     wake.clear();
     assert!(!wake.is_set());
 
@@ -197,7 +198,8 @@ fn device_events_arrive_with_their_fields_and_wake_the_application() {
     assert!(common::eventually(Duration::from_secs(5), || ctl
         .output(Identity::name("Shed Pump"))
         .unwrap()
-        .state));
+        .state
+        == Some(true)));
     // ... and the worker refreshes the device.
     assert!(common::eventually(Duration::from_secs(5), || emu
         .counts(1)

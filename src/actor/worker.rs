@@ -11,7 +11,7 @@ use super::hook_inbox::HookInbox;
 use super::restart::{Backoff, Gate, Now};
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
-use crate::objects::{Device, OutputChange};
+use crate::objects::{CoverAction, Device, OutputChange};
 
 /// Worker threads mostly wait on sockets and parse small JSON bodies; 256 KiB is ample and keeps 1,000 workers
 /// cheap in address space.
@@ -37,6 +37,15 @@ pub(crate) enum Command {
         action: OutputAction,
         /// Where the result goes.
         reply: Sender<Result<OutputChange>>,
+    },
+    /// Apply an action to cover `index`.
+    Cover {
+        /// Cover channel (0-based).
+        index: usize,
+        /// What to do.
+        action: CoverAction,
+        /// Where the result goes.
+        reply: Sender<Result<()>>,
     },
 }
 
@@ -177,6 +186,22 @@ impl State {
                         drv.switch(dev, index, action)
                     });
                     // The caller may have given up; that is not an error here.
+                    let _ = reply.send(r);
+                }
+                Command::Cover {
+                    index,
+                    action,
+                    reply,
+                } => {
+                    let r = self.op(false, |dev, drv| {
+                        if index >= dev.covers.len() {
+                            return Err(Error::NotFound {
+                                kind: "cover",
+                                identity: format!("channel {index} of device {}", dev.label()),
+                            });
+                        }
+                        drv.cover(dev, index, action)
+                    });
                     let _ = reply.send(r);
                 }
             }

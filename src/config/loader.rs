@@ -363,6 +363,7 @@ impl Normaliser {
                 inputs: string_list(d.get("Inputs")).unwrap_or(builtin.inputs),
                 outputs: string_list(d.get("Outputs")).unwrap_or(builtin.outputs),
                 meters: string_list(d.get("Meters")).unwrap_or(builtin.meters),
+                covers: string_list(d.get("Covers")).unwrap_or(builtin.covers),
             };
         }
         w
@@ -440,6 +441,10 @@ impl Normaliser {
                                 .get("RequiresOutput")
                                 .and_then(Value::as_str)
                                 .map(str::to_string),
+                            quantity: c
+                                .get("Quantity")
+                                .and_then(Value::as_str)
+                                .and_then(|q| q.parse().ok()),
                             custom: this.custom(c, builtin_item(kind), Some(kind), &cat),
                         })
                     })
@@ -454,6 +459,8 @@ impl Normaliser {
         let outputs = components(self, ComponentKind::Output);
         let meters = components(self, ComponentKind::Meter);
         let temp_probes = components(self, ComponentKind::TempProbe);
+        let covers = components(self, ComponentKind::Cover);
+        let sensors = components(self, ComponentKind::Sensor);
         let custom = self.custom(m, builtin_device(), None, at);
         Some(DeviceConfig {
             index,
@@ -470,6 +477,9 @@ impl Normaliser {
             outputs,
             meters,
             temp_probes,
+            covers,
+            sensors,
+            profile: str_of("Profile"),
             custom,
         })
     }

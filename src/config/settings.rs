@@ -99,6 +99,8 @@ pub struct DefaultWebhooks {
     pub outputs: Vec<String>,
     /// Events for meters. Default none.
     pub meters: Vec<String>,
+    /// Events for covers. Default `cover.open`, `cover.closed`, `cover.stopped`.
+    pub covers: Vec<String>,
 }
 
 impl Default for DefaultWebhooks {
@@ -107,6 +109,11 @@ impl Default for DefaultWebhooks {
             inputs: vec!["input.toggle_on".into(), "input.toggle_off".into()],
             outputs: vec!["switch.on".into(), "switch.off".into()],
             meters: Vec::new(),
+            covers: vec![
+                "cover.open".into(),
+                "cover.closed".into(),
+                "cover.stopped".into(),
+            ],
         }
     }
 }
@@ -175,6 +182,13 @@ pub struct DeviceConfig {
     pub meters: Option<Vec<ComponentConfig>>,
     /// `TempProbes`; `None` when not configured.
     pub temp_probes: Option<Vec<ComponentConfig>>,
+    /// `Covers`; `None` when not configured.
+    pub covers: Option<Vec<ComponentConfig>>,
+    /// `Sensors`; `None` when not configured.
+    pub sensors: Option<Vec<ComponentConfig>>,
+    /// `Profile`: the profile the device is set to (`cover`, `roller`, `monophase`, ...); `None`: the model's
+    /// default, or `cover` when `Covers` are configured.
+    pub profile: Option<String>,
     /// Custom attributes, in order.
     pub custom: Attributes,
 }
@@ -190,8 +204,10 @@ pub struct ComponentConfig {
     pub webhooks: bool,
     /// `MockRate` in Wh per second (meters).
     pub mock_rate: Option<f64>,
-    /// `RequiresOutput` (temperature probes).
+    /// `RequiresOutput` (temperature probes and sensors).
     pub requires_output: Option<String>,
+    /// `Quantity` (sensors): `temperature`, `humidity` or `voltage`.
+    pub quantity: Option<crate::models::SensorQuantity>,
     /// Custom attributes, in order.
     pub custom: Attributes,
 }

@@ -256,18 +256,15 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
         input.state = s
             .get("inputs")
             .and_then(|a| a.get(i))
-            .and_then(|x| flag(x, &["input"]))
-            .unwrap_or(false);
+            .and_then(|x| flag(x, &["input"]));
     }
     let temperature = dev.temperature;
     for (i, out) in dev.outputs.iter_mut().enumerate() {
-        if let Some(on) = s
+        // A relay the answer does not list (roller mode) has no state: unknown, not off.
+        out.state = s
             .get("relays")
             .and_then(|a| a.get(i))
-            .and_then(|r| flag(r, &["ison"]))
-        {
-            out.state = on;
-        }
+            .and_then(|r| flag(r, &["ison"]));
         out.temperature = temperature;
     }
     let emeters = s
@@ -340,8 +337,8 @@ mod tests {
             "meters": [{"power": -10.5, "total": 600}, {"power": 0, "total": 0}],
             "ext_temperature": {"0": {"hwID": "0300", "tC": 21.5}}});
         apply_status(&mut d, model, &s, "T");
-        assert!(d.inputs[0].state && !d.inputs[1].state);
-        assert!(d.outputs[0].state);
+        assert!(d.inputs[0].state == Some(true) && d.inputs[1].state == Some(false));
+        assert!(d.outputs[0].state == Some(true));
         assert_eq!(d.meters[0].energy, Some(10.0));
         assert_eq!(d.meters[0].power, Some(-10.5));
         assert_eq!(d.meters[0].voltage, Some(240.98));
@@ -383,7 +380,7 @@ mod tests {
             &json!({"inputs": [{"input": 1}], "meters": []}),
             "T",
         );
-        assert!(d.inputs[0].state && !d.inputs[1].state);
+        assert!(d.inputs[0].state == Some(true) && d.inputs[1].state == Some(false));
         assert_eq!(d.meters[1].energy, None);
     }
 }

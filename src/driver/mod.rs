@@ -8,6 +8,7 @@ pub(crate) mod gen1;
 pub(crate) mod http;
 mod icmp;
 mod json;
+pub(crate) mod profile;
 mod resolve;
 pub(crate) mod rpc;
 mod simfile;
@@ -20,9 +21,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use crate::config::Settings;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::models::{ModelInfo, ModelRef};
-use crate::objects::{ComponentKind, Device, OutputChange};
+use crate::objects::{ComponentKind, CoverAction, Device, OutputChange};
 
 /// What to do with an output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +72,15 @@ pub(crate) trait Driver: Send {
         action: OutputAction,
     ) -> Result<OutputChange>;
 
+    /// Makes cover `index` (0-based channel) open, close, stop or go to a position, and stores the cover's state
+    /// as the device reports it afterwards.
+    fn cover(&mut self, dev: &mut Device, _index: usize, _action: CoverAction) -> Result<()> {
+        Err(Error::Unsupported {
+            device: dev.label(),
+            message: "this device's driver cannot move covers".into(),
+        })
+    }
+
     /// Webhook events implied these component states (`(kind, channel, on)`): take them, and read the device
     /// when `read` is set. Simulated devices ignore them: their file is the truth.
     fn hook(
@@ -115,12 +125,12 @@ pub(crate) fn apply_hook_state(dev: &mut Device, kind: ComponentKind, index: usi
     match kind {
         ComponentKind::Input => {
             if let Some(i) = dev.inputs.get_mut(index) {
-                i.state = on;
+                i.state = Some(on);
             }
         }
         ComponentKind::Output => {
             if let Some(o) = dev.outputs.get_mut(index) {
-                o.state = on;
+                o.state = Some(on);
             }
         }
         _ => {}

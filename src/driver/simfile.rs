@@ -1,7 +1,7 @@
 //! The simulation file: format, reading into a device, patching single fields, atomic writes.
 //!
-//! The file is the device object (as `read_device` returns it) with `Inputs`, `Outputs`, `Meters` and
-//! `TempProbes` arrays. Components are matched by `ComponentIndex` (array position when absent), so files of
+//! The file is the device object (as `read_device` returns it) with `Inputs`, `Outputs`, `Meters`,
+//! `TempProbes`, `Covers` and `Sensors` arrays. Components are matched by `ComponentIndex` (array position when absent), so files of
 //! the anchor library and files of renamed components still load. Unknown keys are kept untouched.
 
 use std::io::Write;
@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::objects::{ComponentKind, Device};
+use crate::objects::{ComponentKind, CoverState, Device};
 
 /// Key of a meter's last MockRate update (Unix seconds).
 pub(crate) const MOCK_TIMESTAMP: &str = "MockTimestamp";
@@ -158,9 +158,21 @@ pub(crate) fn write_atomic(
     })
 }
 
-/// The whole file for a device that has none yet.
-pub(crate) fn document(dev: &Device) -> Map<String, Value> {
-    match serde_json::to_value(dev) {
+/// The whole file for a device that has none yet: a new simulated device starts with everything off and its
+/// covers closed and calibrated (the states it then reports are the file's, so they are known).
+pub(crate) fn document(dev: &mut Device) -> Map<String, Value> {
+    for i in &mut dev.inputs {
+        i.state.get_or_insert(false);
+    }
+    for o in &mut dev.outputs {
+        o.state.get_or_insert(false);
+    }
+    for c in &mut dev.covers {
+        c.state.get_or_insert(CoverState::Closed);
+        c.position.get_or_insert(0.0);
+        c.calibrated.get_or_insert(true);
+    }
+    match serde_json::to_value(&*dev) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
     }
@@ -237,6 +249,19 @@ fn number(v: &Value, path: &str) -> Result<Option<f64>, String> {
         Value::Null => Ok(None),
         Value::Number(n) => Ok(n.as_f64()),
         other => Err(bad(path, "a number or null", other)),
+    }
+}
+
+fn cover_state(v: &Value, path: &str) -> Result<Option<CoverState>, String> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => CoverState::parse(s).map(Some).ok_or_else(|| {
+            format!(
+                "{path}: '{}' is not a cover state; use open, closed, opening, closing, stopped or calibrating",
+                crate::text::clip(s, 40)
+            )
+        }),
+        other => Err(bad(path, "a cover state (a string) or null", other)),
     }
 }
 
@@ -319,25 +344,49 @@ pub(crate) fn merge(
     }
     for i in 0..dev.inputs.len() {
         for (_, v, path) in r.component_fields(ComponentKind::Input, i, &["State"]) {
-            dev.inputs[i].state = state(v, &path)?;
+            dev.inputs[i].state = Some(state(v, &path)?);
         }
     }
     for i in 0..dev.outputs.len() {
-        for (f, v, path) in r.component_fields(ComponentKind::Output, i, &["State", "Temperature"])
-        {
+        const OUTPUT: [&str; 3] = ["State", "Temperature", "Brightness"];
+        for (f, v, path) in r.component_fields(ComponentKind::Output, i, &OUTPUT) {
             match f {
-                "State" => dev.outputs[i].state = state(v, &path)?,
+                "State" => dev.outputs[i].state = Some(state(v, &path)?),
+                "Brightness" => dev.outputs[i].brightness = number(v, &path)?,
                 _ => dev.outputs[i].temperature = number(v, &path)?,
             }
         }
     }
-    const METER: [&str; 6] = [
+    for i in 0..dev.covers.len() {
+        const COVER: [&str; 4] = ["State", "Position", "Calibrated", "Temperature"];
+        for (f, v, path) in r.component_fields(ComponentKind::Cover, i, &COVER) {
+            let c = &mut dev.covers[i];
+            match f {
+                "State" => c.state = cover_state(v, &path)?,
+                "Position" => {
+                    c.position = number(v, &path)?;
+                    if c.position.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
+                        return Err(format!("{path}: expected 0 to 100 (percent open)"));
+                    }
+                }
+                "Calibrated" => c.calibrated = Some(state(v, &path)?),
+                _ => c.temperature = number(v, &path)?,
+            }
+        }
+        // An uncalibrated cover does not know its position.
+        if dev.covers[i].calibrated == Some(false) {
+            dev.covers[i].position = None;
+        }
+    }
+    const METER: [&str; 8] = [
         "Power",
         "Voltage",
         "Current",
         "PowerFactor",
         "Energy",
         "ReturnedEnergy",
+        "Frequency",
+        "ApparentPower",
     ];
     for i in 0..dev.meters.len() {
         for (f, v, path) in r.component_fields(ComponentKind::Meter, i, &METER) {
@@ -349,6 +398,8 @@ pub(crate) fn merge(
                 "Current" => m.current = n,
                 "PowerFactor" => m.power_factor = n,
                 "Energy" => m.energy = n,
+                "Frequency" => m.frequency = n,
+                "ApparentPower" => m.apparent_power = n,
                 _ => m.returned_energy = n,
             }
         }
@@ -362,6 +413,15 @@ pub(crate) fn merge(
         probe_values.push(value);
     }
     dev.update_probes(now_rfc3339, |p| probe_values[p.component_index]);
+    let mut sensor_values = Vec::with_capacity(dev.sensors.len());
+    for i in 0..dev.sensors.len() {
+        let mut value = dev.sensors[i].value;
+        for (_, v, path) in r.component_fields(ComponentKind::Sensor, i, &["Value"]) {
+            value = number(v, &path)?;
+        }
+        sensor_values.push(value);
+    }
+    dev.update_sensors(now_rfc3339, |s| sensor_values[s.component_index]);
     dev.update_totals();
     Ok(())
 }
@@ -414,7 +474,7 @@ mod tests {
         .unwrap();
         let mut d = device();
         merge(&doc, &mut d, "t").unwrap();
-        assert!(!d.outputs[0].state && d.outputs[1].state);
+        assert!(d.outputs[0].state == Some(false) && d.outputs[1].state == Some(true));
         assert_eq!(d.meters[0].power, Some(12.5));
         assert_eq!(d.mac_address.as_deref(), Some("AA"));
         assert!(d.online);

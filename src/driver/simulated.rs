@@ -15,7 +15,7 @@ use super::simfile::{self, MOCK_TIMESTAMP};
 use super::{Driver, OutputAction};
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::objects::{ComponentKind, Device, OutputChange};
+use crate::objects::{ComponentKind, CoverAction, CoverState, Device, OutputChange};
 
 /// How often an update is redone when the file keeps changing under it (an editor saving in a loop) before
 /// our write goes ahead anyway.
@@ -115,7 +115,10 @@ impl Simulated {
             };
             let since = simfile::mock_timestamp(doc, i).map_err(|m| self.error(dev, m))?;
             let running = match dev.meters[i].output_id {
-                Some(oid) => dev.outputs.iter().any(|o| o.id == oid && o.state),
+                Some(oid) => dev
+                    .outputs
+                    .iter()
+                    .any(|o| o.id == oid && o.state == Some(true)),
                 None => true,
             };
             let meter = &mut dev.meters[i];
@@ -184,10 +187,10 @@ impl Driver for Simulated {
             }
             // Energy up to now accrues with the output's old state.
             let mut dirty = me.advance_mock(dev, doc)?;
-            let before = dev.outputs[index].state;
+            let before = dev.outputs[index].state.unwrap_or(false);
             let after = action.apply(before);
             if after != before {
-                dev.outputs[index].state = after;
+                dev.outputs[index].state = Some(after);
                 simfile::set(doc, ComponentKind::Output, index, "State", after.into());
                 // Power of MockRate meters follows the new state (no time has passed, so energy stays).
                 me.advance_mock(dev, doc)?;
@@ -198,6 +201,50 @@ impl Driver for Simulated {
                 did_change: after != before,
             };
             Ok((change, dirty))
+        })
+    }
+
+    /// A simulated cover moves at once: open → 100 %, close → 0 %, a position → that position (calibrated
+    /// covers only, like real ones), stop → stays where it is.
+    fn cover(&mut self, dev: &mut Device, index: usize, action: CoverAction) -> Result<()> {
+        self.transaction(dev, |me, dev, doc| {
+            if !dev.online {
+                return Err(Self::offline(dev));
+            }
+            let c = &dev.covers[index];
+            let (state, position) = match action {
+                CoverAction::Open => (CoverState::Open, Some(100.0)),
+                CoverAction::Close => (CoverState::Closed, Some(0.0)),
+                CoverAction::Stop => (CoverState::Stopped, c.position),
+                CoverAction::Position(p) => {
+                    if c.calibrated != Some(true) {
+                        return Err(Error::Unsupported {
+                            device: dev.label(),
+                            message: format!(
+                                "cover '{}' is not calibrated, so it cannot go to a position; calibrate it in the vendor app (or set Calibrated: true in {})",
+                                c.name,
+                                me.file.display()
+                            ),
+                        });
+                    }
+                    let state = match p {
+                        0 => CoverState::Closed,
+                        100 => CoverState::Open,
+                        _ => CoverState::Stopped,
+                    };
+                    (state, Some(f64::from(p)))
+                }
+            };
+            let c = &mut dev.covers[index];
+            // Uncalibrated covers know no position, even at an end stop.
+            let position = position.filter(|_| c.calibrated != Some(false));
+            c.state = Some(state);
+            c.position = position;
+            simfile::set(doc, ComponentKind::Cover, index, "State", state.as_str().into());
+            if c.calibrated != Some(false) {
+                simfile::set(doc, ComponentKind::Cover, index, "Position", position.into());
+            }
+            Ok(((), true))
         })
     }
 
@@ -252,7 +299,7 @@ mod tests {
                     simfile::set(&mut edited, ComponentKind::Output, 1, "State", true.into());
                     std::fs::write(&file, serde_json::to_string(&edited).unwrap()).unwrap();
                 }
-                dev.outputs[0].state = true;
+                dev.outputs[0].state = Some(true);
                 simfile::set(doc, ComponentKind::Output, 0, "State", true.into());
                 Ok(((), true))
             })

@@ -46,7 +46,7 @@ pub(crate) fn switch(
     // Our own read wins over `was`: after a retried set, `was` may describe the effect of our first attempt.
     let before = before.or(answer.was).unwrap_or(answer.now);
     if let Some(o) = dev.outputs.get_mut(index) {
-        o.state = answer.now;
+        o.state = Some(answer.now);
     }
     Ok(OutputChange {
         state: answer.now,
@@ -96,7 +96,7 @@ mod tests {
             log: Vec::new(),
         };
         let c = switch(&mut f, &mut dev, 1, action).unwrap();
-        (c, f.log, dev.outputs[1].state)
+        (c, f.log, dev.outputs[1].state == Some(true))
     }
 
     #[test]

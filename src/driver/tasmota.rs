@@ -242,7 +242,7 @@ pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) {
             power_text(&word)
         };
         if let Some(on) = mask.map(|m| m >> i & 1 == 1).or_else(from_text) {
-            out.state = on;
+            out.state = Some(on);
         }
     }
     let sns = s.get("StatusSNS").unwrap_or(&Value::Null);
@@ -300,13 +300,16 @@ mod tests {
         let mut d = device(2, 0);
         let s = json!({"Status": {"Power": 2}, "StatusSTS": {"POWER1": "EIN", "POWER2": "AUS"}});
         apply_status(&mut d, &s, "T");
-        assert!(!d.outputs[0].state && d.outputs[1].state);
+        assert!(d.outputs[0].state == Some(false) && d.outputs[1].state == Some(true));
         let s = json!({"StatusSTS": {"POWER1": "EIN", "POWER2": "AUS"}});
         apply_status(&mut d, &s, "T");
-        assert!(d.outputs[0].state && !d.outputs[1].state);
+        assert!(d.outputs[0].state == Some(true) && d.outputs[1].state == Some(false));
         let mut one = device(1, 0);
         apply_status(&mut one, &json!({"StatusSTS": {"POWER1": "ON"}}), "T");
-        assert!(one.outputs[0].state, "single relay reporting POWER1");
+        assert!(
+            one.outputs[0].state == Some(true),
+            "single relay reporting POWER1"
+        );
     }
 
     #[test]

@@ -894,9 +894,20 @@ unsafe fn component_state(
     // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
     let h = unsafe { handle(ctl) };
     let ctl = &h.ctl;
-    let on = match kind {
-        ComponentKind::Input => lib!(ctl.input(&who)).state,
-        _ => lib!(ctl.output(&who)).state,
+    let (on, name, device) = match kind {
+        ComponentKind::Input => {
+            let c = lib!(ctl.input(&who));
+            (c.state, c.name, c.device_id)
+        }
+        _ => {
+            let c = lib!(ctl.output(&who));
+            (c.state, c.name, c.device_id)
+        }
+    };
+    let Some(on) = on else {
+        let device = lib!(ctl.device(device)).label();
+        let what = format!("the state of {kind} '{name}'");
+        return fail_with(&crate::Error::Unknown { device, what });
     };
     // SAFETY: checked above.
     unsafe { put(state, on) };

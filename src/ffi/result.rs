@@ -51,6 +51,9 @@ pub enum sd_result {
     SD_WORKER_FAILED = 305,
     /// The device refused the credentials.
     SD_AUTH = 306,
+    /// The value is unknown: the device has not reported it (not read yet, or the device does not have that
+    /// component in its current profile). Never reported as `false`.
+    SD_UNKNOWN = 307,
     /// A local I/O failure (a file, a socket, a thread).
     SD_IO = 400,
 }
@@ -70,6 +73,7 @@ impl sd_result {
             Error::Device { .. } | Error::Rpc { .. } => sd_result::SD_DEVICE,
             Error::Auth { .. } => sd_result::SD_AUTH,
             Error::Unsupported { .. } => sd_result::SD_UNSUPPORTED,
+            Error::Unknown { .. } => sd_result::SD_UNKNOWN,
             Error::Simulation { .. } => sd_result::SD_SIMULATION,
             Error::WorkerFailed { .. } => sd_result::SD_WORKER_FAILED,
             Error::Closed => sd_result::SD_CLOSED,
@@ -99,6 +103,7 @@ impl sd_result {
             sd_result::SD_SIMULATION => c"SD_SIMULATION",
             sd_result::SD_WORKER_FAILED => c"SD_WORKER_FAILED",
             sd_result::SD_AUTH => c"SD_AUTH",
+            sd_result::SD_UNKNOWN => c"SD_UNKNOWN",
             sd_result::SD_IO => c"SD_IO",
         }
     }

@@ -57,6 +57,8 @@ impl Shared {
             Some("output" | "switch") => Some(ComponentKind::Output),
             Some("meter") => Some(ComponentKind::Meter),
             Some("temp_probe") => Some(ComponentKind::TempProbe),
+            Some("cover") => Some(ComponentKind::Cover),
+            Some("sensor") => Some(ComponentKind::Sensor),
             _ => None,
         };
         let place = kind.zip(hook.component_id).and_then(|(k, id)| {
@@ -71,6 +73,8 @@ impl Shared {
             ComponentKind::Output => snap.outputs[ci].name.clone(),
             ComponentKind::Meter => snap.meters[ci].name.clone(),
             ComponentKind::TempProbe => snap.temp_probes[ci].name.clone(),
+            ComponentKind::Cover => snap.covers[ci].name.clone(),
+            ComponentKind::Sensor => snap.sensors[ci].name.clone(),
         };
         let state =
             match (kind, hook.event.as_str()) {
@@ -80,7 +84,11 @@ impl Shared {
                 | (ComponentKind::Output, "switch.off") => Some(false),
                 _ => None,
             };
-        if matches!(kind, ComponentKind::Input | ComponentKind::Output) {
+        // A cover event implies no state we could apply without reading (position): it only asks for a read.
+        if matches!(
+            kind,
+            ComponentKind::Input | ComponentKind::Output | ComponentKind::Cover
+        ) {
             // The worker applies the state (it is the only writer of the device) and reads the device when
             // asked; a read already asked for needs no budget.
             let inbox = &self.hook_inboxes[di];

@@ -23,6 +23,8 @@ impl Rpc {
         let reported = text(&info, &["model"]).or_else(|| text(&info, &["type"]));
         let generation = num(&info, &["gen"]);
         identify(dev, &self.model, reported.as_deref(), generation.is_none());
+        let profile = text(&info, &["profile"]);
+        self.shape = crate::driver::profile::detect(dev, &self.model, profile.as_deref());
         match self.call(dev, "Webhook.ListSupported", None) {
             Ok(r) => dev.supported_webhooks = supported_events(&r),
             Err(e) => log::debug!("device {}: no webhook list: {}", dev.label(), e.reason()),
@@ -60,6 +62,7 @@ impl Rpc {
                         );
                     }
                 }
+                map_sensors(dev, &config);
                 self.probes_mapped = true;
             }
             Err(e) => log::debug!("device {}: probe mapping postponed: {e}", dev.label()),
@@ -67,18 +70,52 @@ impl Rpc {
     }
 }
 
-/// Add-on probe ids and names from a `Shelly.GetConfig` result: every `temperature:N` with N ≥ 100.
-pub(crate) fn probe_ids(config: &Value) -> Vec<(i64, String)> {
+/// Maps configured add-on sensors to their `humidity:N`, `voltmeter:N` or `temperature:N` ids (N ≥ 100) by
+/// name; built-in sensors keep their planned ids.
+fn map_sensors(dev: &mut Device, config: &Value) {
+    let label = dev.label();
+    for x in dev.sensors.iter_mut().filter(|x| !x.built_in) {
+        let found = addon_ids(config, x.quantity.rpc_component());
+        x.sensor_id = found.iter().find(|(_, n)| *n == x.name).map(|(id, _)| *id);
+        if x.sensor_id.is_none() {
+            let names: Vec<String> = found
+                .iter()
+                .map(|(_, n)| crate::text::quote(n, 60))
+                .collect();
+            log::warn!(
+                "device {label}: add-on {} sensor '{}' not found (the device names its {} sensors: {})",
+                x.quantity,
+                x.name,
+                x.quantity,
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+    }
+}
+
+/// Add-on peripheral ids and names of one RPC component type (`temperature`, `humidity`, `voltmeter`) from a
+/// `Shelly.GetConfig` result: every `<type>:N` with N ≥ 100.
+pub(crate) fn addon_ids(config: &Value, component: &str) -> Vec<(i64, String)> {
     let Some(map) = config.as_object() else {
         return Vec::new();
     };
+    let prefix = format!("{component}:");
     let mut found: Vec<(i64, String)> = map
         .iter()
         .filter_map(|(k, v)| {
-            let id: i64 = k.strip_prefix("temperature:")?.parse().ok()?;
+            let id: i64 = k.strip_prefix(&prefix)?.parse().ok()?;
             (id >= 100).then(|| (id, text(v, &["name"]).unwrap_or_default()))
         })
         .collect();
     found.sort();
     found
+}
+
+/// Add-on probe ids and names from a `Shelly.GetConfig` result: every `temperature:N` with N ≥ 100.
+pub(crate) fn probe_ids(config: &Value) -> Vec<(i64, String)> {
+    addon_ids(config, "temperature")
 }

@@ -27,9 +27,10 @@ use super::json::flag;
 use super::switching::{Relay, SetAnswer};
 use super::{Driver, OutputAction};
 use crate::clock;
+use crate::driver::profile;
 use crate::error::{Error, Result};
-use crate::models::ModelInfo;
-use crate::objects::{Device, OutputChange};
+use crate::models::{ModelInfo, OutputKind, Shape};
+use crate::objects::{CoverAction, Device, OutputChange};
 use crate::webhook::install::HookPlan;
 
 /// Drives one Gen2+ device.
@@ -37,6 +38,8 @@ pub(crate) struct Rpc {
     http: Http,
     base: String,
     model: ModelInfo,
+    /// What the device is, from the profile it reported (the model's default until it says).
+    shape: Shape,
     introduced: bool,
     probes_mapped: bool,
     next_id: u64,
@@ -59,6 +62,7 @@ impl Rpc {
         Rpc {
             http,
             base,
+            shape: model.default_shape(),
             model,
             introduced: false,
             probes_mapped: false,
@@ -73,33 +77,59 @@ impl Rpc {
         if !self.introduced {
             self.introduce(dev)?;
         }
-        if !self.probes_mapped && dev.temp_probes.iter().any(|p| p.probe_id != Some(-1)) {
+        let unmapped_sensors = dev
+            .sensors
+            .iter()
+            .any(|x| !x.built_in && x.sensor_id.is_none());
+        if !self.probes_mapped
+            && (dev.temp_probes.iter().any(|p| p.probe_id != Some(-1)) || unmapped_sensors)
+        {
             self.map_probes(dev);
         }
         let status = self.call(dev, "Shelly.GetStatus", None)?;
-        apply_status(dev, &self.model, &status, &clock::rfc3339_now());
+        apply_status(
+            dev,
+            &self.model,
+            &self.shape,
+            &status,
+            &clock::rfc3339_now(),
+        );
         Ok(())
+    }
+
+    /// RPC component type of the outputs (`Switch` or `Light`).
+    fn output_method(&self, verb: &str) -> String {
+        match self.model.output_kind {
+            OutputKind::Switch => format!("Switch.{verb}"),
+            OutputKind::Light => format!("Light.{verb}"),
+        }
     }
 }
 
 impl Relay for Rpc {
     fn reports_previous(&self) -> bool {
-        true
+        // `Switch.Set` answers `was_on`; `Light.Set` answers null.
+        self.model.output_kind == OutputKind::Switch
     }
 
     fn output_state(&mut self, dev: &mut Device, index: usize) -> Result<bool> {
-        let status = self.call(dev, "Switch.GetStatus", Some(json!({ "id": index })))?;
+        let method = self.output_method("GetStatus");
+        let status = self.call(dev, &method, Some(json!({ "id": index })))?;
         flag(&status, &["output"]).ok_or_else(|| Error::Device {
             device: dev.label(),
-            message: "RPC Switch.GetStatus: the answer has no output".into(),
+            message: format!("RPC {method}: the answer has no output"),
         })
     }
 
     fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
-        let result = self.call(dev, "Switch.Set", Some(json!({"id": index, "on": on})))?;
+        let method = self.output_method("Set");
+        let result = self.call(dev, &method, Some(json!({"id": index, "on": on})))?;
+        if self.model.output_kind == OutputKind::Light {
+            return Ok(SetAnswer { was: None, now: on });
+        }
         let was = flag(&result, &["was_on"]).ok_or_else(|| Error::Device {
             device: dev.label(),
-            message: "RPC Switch.Set: the answer has no was_on".into(),
+            message: format!("RPC {method}: the answer has no was_on"),
         })?;
         Ok(SetAnswer {
             was: Some(was),
@@ -137,7 +167,25 @@ impl Driver for Rpc {
         index: usize,
         action: OutputAction,
     ) -> Result<OutputChange> {
+        profile::check_has(dev, &self.shape, crate::ComponentKind::Output, index)?;
         super::switching::switch(self, dev, index, action)
+    }
+
+    fn cover(&mut self, dev: &mut Device, index: usize, action: CoverAction) -> Result<()> {
+        profile::check_has(dev, &self.shape, crate::ComponentKind::Cover, index)?;
+        if let CoverAction::Position(_) = action {
+            profile::check_calibrated(dev, index)?;
+        }
+        let (method, params) = match action {
+            CoverAction::Open => ("Cover.Open", json!({ "id": index })),
+            CoverAction::Close => ("Cover.Close", json!({ "id": index })),
+            CoverAction::Stop => ("Cover.Stop", json!({ "id": index })),
+            CoverAction::Position(p) => ("Cover.GoToPosition", json!({ "id": index, "pos": p })),
+        };
+        self.call(dev, method, Some(params))?;
+        let status = self.call(dev, "Cover.GetStatus", Some(json!({ "id": index })))?;
+        status::apply_cover(&mut dev.covers[index], Some(&status));
+        Ok(())
     }
 
     fn probe(&mut self, dev: &Device) -> bool {
@@ -181,9 +229,9 @@ mod tests {
                           "temperature": {"tC": 40.0}},
             "temperature:100": {"id": 100, "tC": 20.0}, "temperature:101": {"id": 101, "tC": 22.5}
         });
-        apply_status(&mut d, model, &s, "T");
-        assert!(d.inputs[0].state && !d.inputs[1].state);
-        assert!(d.outputs[0].state && !d.outputs[1].state);
+        apply_status(&mut d, model, &model.default_shape(), &s, "T");
+        assert!(d.inputs[0].state == Some(true) && d.inputs[1].state == Some(false));
+        assert!(d.outputs[0].state == Some(true) && d.outputs[1].state == Some(false));
         let m = &d.meters[0];
         assert_eq!(
             (m.power, m.voltage, m.current, m.power_factor),
@@ -212,7 +260,7 @@ mod tests {
                          "b_total_act_ret_energy": 7.5, "total_act": 6.0},
             "temperature:0": {"tC": 38.5}
         });
-        apply_status(&mut d, model, &s, "T");
+        apply_status(&mut d, model, &model.default_shape(), &s, "T");
         assert_eq!(d.meters[1].power, Some(-50.0));
         assert_eq!(d.meters[1].returned_energy, Some(7.5));
         assert_eq!(d.meters[2].voltage, None);

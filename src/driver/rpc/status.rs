@@ -1,14 +1,22 @@
-//! Mapping a `Shelly.GetStatus` result onto a device: switches, inputs, meters (switch-embedded, em/emdata,
-//! em1/em1data, pm1), temperatures, system facts. Values the device does not report stay `None`.
+//! Mapping a `Shelly.GetStatus` result onto a device: switches or lights, covers, inputs, meters
+//! (switch/cover-embedded, em/emdata, em1/em1data, pm1), temperatures, sensors, system facts. Values the device
+//! does not report stay `None`: a component the device does not have in its profile reads as unknown.
 
 use serde_json::Value;
 
 use crate::driver::json::{at, flag, num, text};
-use crate::models::{MeterSource, ModelInfo};
-use crate::objects::Device;
+use crate::models::{MeterSource, ModelInfo, OutputKind, SensorQuantity, Shape};
+use crate::objects::{CoverState, Device};
 
-/// Copies a `Shelly.GetStatus` result into the device. Values the device does not report become `None`.
-pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: &str) {
+/// Copies a `Shelly.GetStatus` result into the device. `shape` is what the device is now (its reported
+/// profile). Values the device does not report become `None`.
+pub(crate) fn apply_status(
+    dev: &mut Device,
+    model: &ModelInfo,
+    shape: &Shape,
+    s: &Value,
+    now: &str,
+) {
     dev.mac_address = text(s, &["sys", "mac"]).or(dev.mac_address.take());
     dev.uptime = num(s, &["sys", "uptime"]).map(|u| u.max(0.0) as u64);
     dev.restart_required = flag(s, &["sys", "restart_required"]);
@@ -16,29 +24,46 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
         .and_then(Value::as_object)
         .map(|u| !u.is_empty());
     for (i, input) in dev.inputs.iter_mut().enumerate() {
-        // Inputs in button mode report state null: not pressed.
-        input.state = flag(s, &[&format!("input:{i}"), "state"]).unwrap_or(false);
+        // Inputs in button mode report state null: they have no state.
+        input.state = flag(s, &[&format!("input:{i}"), "state"]);
     }
     let mut temps = Vec::new();
+    let output_type = match model.output_kind {
+        OutputKind::Switch => "switch",
+        OutputKind::Light => "light",
+    };
     for (i, out) in dev.outputs.iter_mut().enumerate() {
-        let key = format!("switch:{i}");
-        if let Some(on) = flag(s, &[&key, "output"]) {
-            out.state = on;
-        }
+        let key = format!("{output_type}:{i}");
+        // A switch the device does not have (cover profile) has no state: unknown, not off.
+        out.state = flag(s, &[&key, "output"]);
+        out.brightness = match model.output_kind {
+            OutputKind::Light => num(s, &[&key, "brightness"]),
+            OutputKind::Switch => None,
+        };
         out.temperature =
             num(s, &[&key, "temperature", "tC"]).filter(|_| model.temperature_monitoring);
         temps.extend(out.temperature);
+    }
+    for (i, c) in dev.covers.iter_mut().enumerate() {
+        let key = format!("cover:{i}");
+        apply_cover(c, s.get(&key));
+        c.temperature = c.temperature.filter(|_| model.temperature_monitoring);
+        temps.extend(c.temperature);
     }
     dev.temperature = if temps.is_empty() {
         num(s, &["temperature:0", "tC"])
     } else {
         Some(temps.iter().sum::<f64>() / temps.len() as f64)
     };
-    let source = model.meter_source();
+    let source = shape.meter_source;
     for (i, m) in dev.meters.iter_mut().enumerate() {
         let r = match source {
-            MeterSource::Switch => {
-                let k = format!("switch:{i}");
+            MeterSource::Switch | MeterSource::Cover | MeterSource::Pm1 => {
+                let k = match source {
+                    MeterSource::Switch => format!("switch:{i}"),
+                    MeterSource::Cover => format!("cover:{i}"),
+                    _ => format!("pm1:{i}"),
+                };
                 [
                     num(s, &[&k, "apower"]),
                     num(s, &[&k, "voltage"]),
@@ -46,6 +71,8 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
                     num(s, &[&k, "pf"]),
                     num(s, &[&k, "aenergy", "total"]),
                     num(s, &[&k, "ret_aenergy", "total"]),
+                    num(s, &[&k, "freq"]),
+                    num(s, &[&k, "aprtpower"]),
                 ]
             }
             MeterSource::Em1 => {
@@ -57,6 +84,8 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
                     num(s, &[&k, "pf"]),
                     num(s, &[&d, "total_act_energy"]),
                     num(s, &[&d, "total_act_ret_energy"]),
+                    num(s, &[&k, "freq"]),
+                    num(s, &[&k, "aprt_power"]),
                 ]
             }
             MeterSource::Em => {
@@ -68,20 +97,11 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
                     num(s, &["em:0", &format!("{p}_pf")]),
                     num(s, &["emdata:0", &format!("{p}_total_act_energy")]),
                     num(s, &["emdata:0", &format!("{p}_total_act_ret_energy")]),
+                    num(s, &["em:0", &format!("{p}_freq")]),
+                    num(s, &["em:0", &format!("{p}_aprt_power")]),
                 ]
             }
-            MeterSource::Pm1 => {
-                let k = format!("pm1:{i}");
-                [
-                    num(s, &[&k, "apower"]),
-                    num(s, &[&k, "voltage"]),
-                    num(s, &[&k, "current"]),
-                    num(s, &[&k, "pf"]),
-                    num(s, &[&k, "aenergy", "total"]),
-                    num(s, &[&k, "ret_aenergy", "total"]),
-                ]
-            }
-            _ => [None; 6],
+            _ => [None; 8],
         };
         [
             m.power,
@@ -90,6 +110,8 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
             m.power_factor,
             m.energy,
             m.returned_energy,
+            m.frequency,
+            m.apparent_power,
         ] = r;
     }
     dev.update_totals();
@@ -97,6 +119,8 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
         // The 3-phase meter reports its own totals.
         dev.total_power = num(s, &["em:0", "total_act_power"]).or(dev.total_power);
         dev.total_energy = num(s, &["emdata:0", "total_act"]).or(dev.total_energy);
+        dev.total_returned_energy =
+            num(s, &["emdata:0", "total_act_ret"]).or(dev.total_returned_energy);
     }
     let device_temp = dev.temperature;
     dev.update_probes(now, |p| match p.probe_id {
@@ -104,4 +128,25 @@ pub(crate) fn apply_status(dev: &mut Device, model: &ModelInfo, s: &Value, now: 
         Some(id) => num(s, &[&format!("temperature:{id}"), "tC"]),
         None => None,
     });
+    dev.update_sensors(now, |x| {
+        let id = x.sensor_id?;
+        let key = format!("{}:{id}", x.quantity.rpc_component());
+        match x.quantity {
+            SensorQuantity::Temperature => num(s, &[&key, "tC"]),
+            SensorQuantity::Humidity => num(s, &[&key, "rh"]),
+            SensorQuantity::Voltage => num(s, &[&key, "voltage"]),
+        }
+    });
+}
+
+/// Copies one `cover:N` status (a `Shelly.GetStatus` member or a `Cover.GetStatus` result) into `c`; `None`
+/// (the device has no such cover now) makes everything unknown.
+pub(crate) fn apply_cover(c: &mut crate::objects::Cover, v: Option<&Value>) {
+    let v = v.unwrap_or(&Value::Null);
+    c.state = text(v, &["state"]).and_then(|t| CoverState::parse(&t));
+    c.calibrated = flag(v, &["pos_control"]);
+    // `current_pos` is only meaningful on a calibrated cover.
+    c.position = num(v, &["current_pos"])
+        .filter(|p| (0.0..=100.0).contains(p) && c.calibrated != Some(false));
+    c.temperature = num(v, &["temperature", "tC"]);
 }
