@@ -682,6 +682,128 @@ mod tests {
     }
 
     #[test]
+    fn embedded_library_has_at_least_80_models_each_with_its_source_page() {
+        let lib = ModelLibrary::embedded();
+        assert!(lib.models().len() >= 80, "{}", lib.models().len());
+        for m in lib.models() {
+            let url = m.url.as_deref().unwrap_or_default();
+            assert!(url.starts_with("https://"), "{}: no source page", m.model);
+            assert!(
+                !m.reported_models.is_empty(),
+                "{}: no reported model id",
+                m.model
+            );
+        }
+    }
+
+    #[test]
+    fn dimmers_have_light_outputs() {
+        let lib = ModelLibrary::embedded();
+        let g3 = lib.get("ShellyDimmerG3").unwrap();
+        assert_eq!(g3.output_kind, OutputKind::Light);
+        assert_eq!((g3.inputs, g3.outputs, g3.covers), (2, 1, 0));
+        assert_eq!(g3.reported_models, ["S3DM-0A101WWL"]);
+        let pro = lib.get("ShellyProDimmer2PM").unwrap();
+        assert_eq!(pro.output_kind, OutputKind::Light);
+        assert_eq!((pro.inputs, pro.outputs), (4, 2));
+        assert_eq!(
+            lib.get("ShellyPlusWallDimmer").unwrap().inputs,
+            0,
+            "the wall dimmer's buttons are not input components"
+        );
+        // Gen1 dimmers report their load in `meters[0]`.
+        let d2 = lib.get("ShellyDimmer2").unwrap();
+        assert_eq!(d2.meter_source(), MeterSource::Gen1Meters);
+        assert_eq!(d2.meter_output(0), Some(0));
+    }
+
+    #[test]
+    fn input_only_models_have_no_outputs_or_meters() {
+        let lib = ModelLibrary::embedded();
+        for (id, inputs, protocol) in [
+            ("ShellyI3", 3, Protocol::Rest),
+            ("ShellyPlusI4", 4, Protocol::Rpc),
+            ("ShellyI4G4", 4, Protocol::Rpc),
+        ] {
+            let m = lib.get(id).unwrap();
+            assert_eq!(
+                (m.inputs, m.outputs, m.meters, m.covers),
+                (inputs, 0, 0, 0),
+                "{id}"
+            );
+            assert_eq!(m.protocol, protocol, "{id}");
+            assert_eq!(m.meter_source(), MeterSource::None, "{id}");
+            assert!(!m.sleeps, "{id}");
+        }
+    }
+
+    #[test]
+    fn sensor_models_list_their_own_sensors() {
+        let lib = ModelLibrary::embedded();
+        for id in ["ShellyHT", "ShellyPlusHT", "ShellyHTG3"] {
+            let m = lib.get(id).unwrap();
+            assert_eq!(
+                m.sensors,
+                [SensorQuantity::Temperature, SensorQuantity::Humidity],
+                "{id}"
+            );
+            assert!(m.sleeps, "{id}");
+            assert!(
+                !m.temperature_monitoring,
+                "{id}: the probe is a sensor, not the device's own temperature"
+            );
+            assert_eq!((m.inputs, m.outputs, m.meters), (0, 0, 0), "{id}");
+        }
+        let uni = lib.get("ShellyUni").unwrap();
+        assert_eq!(uni.sensors, [SensorQuantity::Voltage]);
+        assert_eq!((uni.inputs, uni.outputs), (2, 2));
+        assert!(!uni.sleeps);
+    }
+
+    #[test]
+    fn profiles_resolve_to_their_shapes() {
+        let lib = ModelLibrary::embedded();
+        let s25 = lib.get("Shelly2.5").unwrap();
+        let roller = s25.shape("Roller").unwrap();
+        assert_eq!(roller.profile.as_deref(), Some("roller"));
+        assert_eq!(
+            (roller.inputs, roller.outputs, roller.covers, roller.meters),
+            (2, 0, 1, 2)
+        );
+        assert_eq!(roller.meter_source, MeterSource::Gen1Meters);
+        assert_eq!(roller.meter_output(0), None);
+        assert_eq!(s25.shape("relay").unwrap(), s25.default_shape());
+
+        let g4 = lib.get("Shelly2PMG4").unwrap();
+        let cover = g4.shape("cover").unwrap();
+        assert_eq!(
+            (cover.inputs, cover.outputs, cover.covers, cover.meters),
+            (2, 0, 1, 1)
+        );
+        assert_eq!(cover.meter_cover(0), Some(0));
+        assert_eq!(g4.profile_names(), ["switch", "cover"]);
+
+        let mono = lib.get("ShellyPro3EM").unwrap().shape("monophase").unwrap();
+        assert_eq!((mono.meters, mono.meter_source), (3, MeterSource::Em1));
+
+        // The Shutter is a cover device without profiles.
+        let shutter = lib.get("ShellyShutter").unwrap();
+        let shape = shutter.default_shape();
+        assert_eq!(
+            (shape.inputs, shape.outputs, shape.covers, shape.meters),
+            (2, 0, 1, 1)
+        );
+        assert_eq!(shape.meter_cover(0), Some(0));
+        assert!(shutter.shape("cover").is_none());
+        assert!(
+            shutter
+                .shape_for(Some("cover"))
+                .unwrap_err()
+                .contains("has no profiles")
+        );
+    }
+
+    #[test]
     fn anchor_format_file_loads_and_derives_meter_source() {
         let text = r#"[{"model":"ShellyEMG3","name":"Shelly EM Gen3","url":null,"generation":3,"protocol":"RPC",
             "inputs":0,"outputs":1,"meters":2,"meters_seperate":true,"temperature_monitoring":true}]"#;
