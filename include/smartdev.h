@@ -148,10 +148,20 @@ typedef enum sd_result {
    */
   SD_AUTH = 306,
   /*
+   The value is unknown: the device has not reported it (not read yet, or the device does not have that
+   component in its current profile). Never reported as `false`.
+   */
+  SD_UNKNOWN = 307,
+  /*
    A local I/O failure (a file, a socket, a thread).
    */
   SD_IO = 400,
 } sd_result;
+
+/*
+ What a sensor measures.
+ */
+typedef struct SensorQuantity SensorQuantity;
 
 /*
  An open installation: configuration, one worker per device, the supervisor and the webhook listener.
@@ -279,6 +289,8 @@ typedef struct sd_meter_reading {
    */
   bool has_returned_energy;
 } sd_meter_reading;
+
+
 
 
 

@@ -118,9 +118,13 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
                 dev.generation = Some(info.generation);
                 dev.protocol = Some(info.protocol);
                 dev.profile = shape.profile.clone();
+                // A battery device asleep is not a device gone: no offline warnings for it.
+                dev.expect_offline |= info.sleeps;
+                // Only a profile other than the default is worth naming.
                 let in_profile = shape
                     .profile
                     .as_deref()
+                    .filter(|_| shape.profile != info.profile)
                     .map(|p| format!(" in profile {p}"))
                     .unwrap_or_default();
                 for (kind, count) in [

@@ -214,7 +214,7 @@ fn models_command_lists_the_library() {
     let o = sdctl(dir.path(), &["models", "--detailed", "Vendor2PMG3"]);
     assert_eq!(
         stdout(&o).trim(),
-        "Shelly Model Library:\n  Shelly2PMG3 — Shelly 2PM Gen3 gen3 in=2 out=2 meters=2 protocol=RPC meter_source=switch"
+        "Shelly Model Library:\n  Shelly2PMG3 — Shelly 2PM Gen3 gen3 in=2 out=2 meters=2 protocol=RPC meter_source=switch profiles=switch|cover"
     );
     assert_eq!(
         sdctl(dir.path(), &["models", "Nope"]).status.code(),

@@ -380,7 +380,11 @@ mod tests {
             &json!({"inputs": [{"input": 1}], "meters": []}),
             "T",
         );
-        assert!(d.inputs[0].state == Some(true) && d.inputs[1].state == Some(false));
+        assert_eq!(
+            (d.inputs[0].state, d.inputs[1].state),
+            (Some(true), None),
+            "an input the answer does not list is unknown, not off"
+        );
         assert_eq!(d.meters[1].energy, None);
     }
 }

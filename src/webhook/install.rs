@@ -97,6 +97,9 @@ pub(crate) fn plan(dev: &Device, w: &WebhookSettings, port: u16) -> Option<HookP
             &w.default_webhooks.outputs,
         );
     }
+    for c in dev.covers.iter().filter(|c| c.webhooks) {
+        add("cover", c.id, c.component_index, &w.default_webhooks.covers);
+    }
     Some(HookPlan { base, wanted: out })
 }
 
@@ -125,6 +128,10 @@ pub(crate) const GEN1_ACTIONS: &[(&str, &str)] = &[
     ("longpush_url", "input.button_longpush"),
     ("out_on_url", "switch.on"),
     ("out_off_url", "switch.off"),
+    // Roller mode (Shelly 2.5, Shelly 2): reached open, reached closed, stopped.
+    ("roller_open_url", "cover.open"),
+    ("roller_close_url", "cover.closed"),
+    ("roller_stop_url", "cover.stopped"),
 ];
 
 /// The Gen1 action name for an event.

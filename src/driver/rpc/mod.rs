@@ -230,7 +230,11 @@ mod tests {
             "temperature:100": {"id": 100, "tC": 20.0}, "temperature:101": {"id": 101, "tC": 22.5}
         });
         apply_status(&mut d, model, &model.default_shape(), &s, "T");
-        assert!(d.inputs[0].state == Some(true) && d.inputs[1].state == Some(false));
+        assert_eq!(
+            (d.inputs[0].state, d.inputs[1].state),
+            (Some(true), None),
+            "a button-mode input has no state"
+        );
         assert!(d.outputs[0].state == Some(true) && d.outputs[1].state == Some(false));
         let m = &d.meters[0];
         assert_eq!(
