@@ -43,6 +43,7 @@ pub mod models;
 mod objects;
 mod plan;
 mod print;
+mod suggest;
 mod text;
 mod untrusted_json;
 mod url;

@@ -83,7 +83,11 @@ impl FromStr for Verbosity {
 pub fn init(settings: &LogSettings) -> Result<bool> {
     let config = ConfigBuilder::new()
         .set_time_format_rfc3339()
-        .set_thread_level(LevelFilter::Debug)
+        .set_thread_level(if settings.thread_ids {
+            LevelFilter::Error
+        } else {
+            LevelFilter::Debug
+        })
         .set_target_level(LevelFilter::Off)
         // The HTTP client logs request URLs at debug level, and Tasmota's protocol puts credentials in the
         // query: its records never reach our log sinks.
@@ -228,6 +232,7 @@ mod tests {
             logfile: Some(dir.clone()),
             logfile_verbosity: Verbosity::Detailed,
             console_verbosity: Verbosity::None,
+            thread_ids: false,
         };
         let e = init(&settings).unwrap_err().to_string();
         assert!(

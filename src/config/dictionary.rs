@@ -208,7 +208,14 @@ impl Rule {
             }
         }
         if let Some((val, at)) = schema {
-            match rule.kind {
+            // An extension may leave out the type its base already has (the anchor library deep-merges its
+            // extensions): a schema whose keys are all rule words describes list items, else dict fields.
+            let kind = match rule.kind {
+                ValueType::Any if is_rule_shaped(val) => ValueType::List,
+                ValueType::Any if val.is_object() => ValueType::Dict,
+                k => k,
+            };
+            match kind {
                 ValueType::Dict => rule.fields = fields_from_value(val, &at, problems),
                 ValueType::List => {
                     rule.items = Some(Box::new(Rule::from_value(val, &at, problems)))
@@ -321,6 +328,30 @@ impl Rule {
             }
         }
     }
+}
+
+/// Whether `v` reads as one rule (every key is a rule word) rather than as a mapping of field names.
+fn is_rule_shaped(v: &Value) -> bool {
+    const WORDS: [&str; 16] = [
+        "type",
+        "required",
+        "nullable",
+        "empty",
+        "allow_unknown",
+        "min",
+        "max",
+        "minlength",
+        "maxlength",
+        "allowed",
+        "aliases",
+        "excludes",
+        "description",
+        "meta",
+        "schema",
+        "default",
+    ];
+    v.as_object()
+        .is_some_and(|m| !m.is_empty() && m.keys().all(|k| WORDS.contains(&k.as_str())))
 }
 
 fn number(v: f64) -> Value {

@@ -70,7 +70,8 @@ impl ConfigLoader {
             source: source.to_string(),
             problems,
         };
-        let doc = crate::yaml::parse(text).map_err(fail)?;
+        let mut doc = crate::yaml::parse(text).map_err(fail)?;
+        super::validate::integral_numbers(&mut doc, self.dictionary.root());
         let mut problems = validate(&doc, self.dictionary.root());
         // Normalising tolerates wrong types (it reads what it can), so its checks run even when validation
         // failed and every problem is reported at once; one per key path is enough.
@@ -269,6 +270,7 @@ impl Normaliser {
                 .map(|p| resolve(base, p)),
             logfile_verbosity: verbosity("LogfileVerbosity", Verbosity::Detailed),
             console_verbosity: verbosity("ConsoleVerbosity", Verbosity::Summary),
+            thread_ids: f.get("LogThreadID").and_then(Value::as_bool).unwrap_or(false),
         }
     }
 
@@ -358,6 +360,23 @@ impl Normaliser {
             w.queue_capacity = c as usize;
         }
         if let Some(d) = nn(defaults).and_then(Value::as_object) {
+            // Any event a Shelly device documents is accepted (each device installs what it lists as
+            // supported); a name that exists nowhere is a typo.
+            for (key, list) in d {
+                for (i, e) in list.as_array().into_iter().flatten().enumerate() {
+                    let Some(e) = e.as_str() else { continue };
+                    if !crate::event::KNOWN_EVENTS.contains(&e) {
+                        self.problem(
+                            format!("{at}.{defaults}.{key}[{i}]"),
+                            format!(
+                                "'{}' is not an event any Shelly device sends{}",
+                                crate::text::clip(e, 60),
+                                crate::suggest::hint(e, crate::event::KNOWN_EVENTS.iter().copied())
+                            ),
+                        );
+                    }
+                }
+            }
             let builtin = DefaultWebhooks::default();
             w.default_webhooks = DefaultWebhooks {
                 inputs: string_list(d.get("Inputs")).unwrap_or(builtin.inputs),

@@ -127,6 +127,8 @@ pub struct LogSettings {
     pub logfile_verbosity: Verbosity,
     /// `ConsoleVerbosity`. Default summary.
     pub console_verbosity: Verbosity,
+    /// `LogThreadID`: name the thread in every record (default: only in debug records).
+    pub thread_ids: bool,
 }
 
 /// A credential: never shown by `Debug`, never written to logs, files or JSON.

@@ -42,6 +42,36 @@ pub(crate) fn describe(v: &Value) -> String {
     }
 }
 
+/// Turns whole numbers written with a decimal point (`ID: 3.0`, `RetryCount: 2.0`) into integers where the
+/// dictionary asks for an integer: they have one clear meaning, and the anchor library accepted them.
+pub(crate) fn integral_numbers(v: &mut Value, rule: &Rule) {
+    match v {
+        Value::Number(n) if rule.kind == ValueType::Integer && !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_rule) = &rule.items {
+                for item in items {
+                    integral_numbers(item, item_rule);
+                }
+            }
+        }
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                if let Some(field_rule) = rule.field(key) {
+                    integral_numbers(value, field_rule);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 fn type_matches(v: &Value, t: ValueType) -> bool {
     match t {
         ValueType::Any => true,
@@ -178,10 +208,25 @@ fn check_map(
                 check_value(value, field_rule, &at, problems);
             }
             None if rule.allow_unknown || rule.kind == ValueType::Any => {}
-            None => problems.push(Problem::new(
-                &at,
-                "unknown key; add it to the validation dictionary",
-            )),
+            None => {
+                let known = rule
+                    .fields
+                    .iter()
+                    .flat_map(|(k, r)| std::iter::once(k.as_str()).chain(r.aliases.iter().map(String::as_str)));
+                match crate::suggest::closest(key, known) {
+                    Some(k) => problems.push(Problem::new(
+                        &at,
+                        format!("unknown key; did you mean '{k}'?"),
+                    )),
+                    // The application's own blocks (Website, Email, Location, ...) sit beside ours at the top:
+                    // they are the application's to validate unless it put rules for them into the dictionary.
+                    None if path.is_empty() => {}
+                    None => problems.push(Problem::new(
+                        &at,
+                        "unknown key; if it is a custom attribute of yours, add it to the validation dictionary (ValidationDictionary::define, or sdctl --schema FILE)",
+                    )),
+                }
+            }
         }
     }
     let mut reported: Vec<(&str, &str)> = Vec::new();

@@ -79,6 +79,7 @@ fn init_logging(args: &Args, settings: &Settings) -> Result<(), Error> {
         logfile: None,
         logfile_verbosity: Verbosity::None,
         console_verbosity: Verbosity::Warning,
+        thread_ids: false,
     });
     if args.verbose {
         log.console_verbosity = Verbosity::Detailed;
