@@ -9,8 +9,9 @@ use std::sync::LazyLock;
 use serde_json::Value;
 
 use crate::config::ConfigLoader;
+use crate::models::SensorQuantity;
 use crate::models::{ModelLibrary, ModelRef};
-use crate::objects::{Device, TempProbe};
+use crate::objects::{Cover, Device, Sensor, TempProbe};
 use crate::webhook::request::{Incoming, Rules, parse};
 
 /// Parsed once: the targets run millions of times.
@@ -116,13 +117,69 @@ fn json(data: &[u8]) -> Option<Value> {
     serde_json::from_slice(data).ok()
 }
 
-/// Applies a Gen1 `/status` answer to devices of every Gen1 meter style.
+/// `d` with two covers and a sensor of every quantity: add-on ones (named like Tasmota sensor blocks) and, when
+/// `built_in`, the device's own temperature and humidity first.
+fn with_covers_and_sensors(mut d: Device, built_in: bool) -> Device {
+    d.covers = (0..2)
+        .map(|i| Cover {
+            name: format!("C{i}"),
+            component_index: i,
+            ..Cover::default()
+        })
+        .collect();
+    let sensor = |name: &str, quantity, own: bool, id| Sensor {
+        name: name.into(),
+        quantity,
+        unit: quantity.unit(),
+        built_in: own,
+        sensor_id: id,
+        ..Sensor::default()
+    };
+    if built_in {
+        d.sensors
+            .push(sensor("T", SensorQuantity::Temperature, true, Some(0)));
+        d.sensors
+            .push(sensor("H", SensorQuantity::Humidity, true, Some(0)));
+    }
+    d.sensors.extend([
+        sensor("AM2301", SensorQuantity::Humidity, false, None),
+        sensor("BME280", SensorQuantity::Temperature, false, Some(100)),
+        sensor("INA219", SensorQuantity::Voltage, false, None),
+        sensor("01131B7A4B6F", SensorQuantity::Temperature, false, None),
+    ]);
+    d
+}
+
+/// Applies a Gen1 `/status` answer to devices of every Gen1 meter style, a light, a Shelly 2.5 in both modes
+/// (and in roller mode while planned as relays), and a device with its own sensors.
 pub fn gen1_status(data: &[u8]) {
     let Some(v) = json(data) else { return };
     let lib = &*LIBRARY;
-    for model in ["Shelly2.5", "Shelly3EM", "Shelly1", "ShellyEM"] {
-        if let (mut d, Some(m)) = device(model, lib) {
-            crate::driver::gen1::apply_status(&mut d, &m, &v, "T");
+    for model in [
+        "Shelly2.5",
+        "Shelly3EM",
+        "Shelly1",
+        "ShellyEM",
+        "ShellyDimmer2",
+    ] {
+        if let (d, Some(m)) = device(model, lib) {
+            let d = with_covers_and_sensors(d, false);
+            let shapes = std::iter::once(m.default_shape()).chain(m.shape("roller"));
+            for shape in shapes {
+                let mut d = d.clone();
+                crate::driver::gen1::apply_status(&mut d, &m, &shape, &v, "T");
+            }
+        }
+    }
+    // A Gen1 H&T-like device: its own temperature and humidity.
+    if let (d, Some(mut m)) = device("Shelly1", lib) {
+        m.sensors = vec![SensorQuantity::Temperature, SensorQuantity::Humidity];
+        let mut d = with_covers_and_sensors(d, true);
+        crate::driver::gen1::apply_status(&mut d, &m, &m.default_shape(), &v, "T");
+    }
+    if let Some(rollers) = v.get("rollers").and_then(Value::as_array) {
+        for r in rollers {
+            crate::driver::gen1::apply_roller(&mut Cover::default(), Some(r));
         }
     }
 }
@@ -142,18 +199,27 @@ pub fn rpc_status(data: &[u8]) {
         "ShellyPlusPMMini",
         "Shelly1G3",
     ] {
-        if let (mut d, Some(m)) = device(model, lib) {
+        if let (d, Some(m)) = device(model, lib) {
+            let mut d = with_covers_and_sensors(d, !m.sensors.is_empty());
             crate::driver::rpc::apply_status(&mut d, &m, &m.default_shape(), &v, "T");
         }
     }
 }
 
-/// Applies a Tasmota `Status 0` answer.
+/// Applies a Tasmota `Status 0` answer to a device with outputs, meters, probes, shutters and sensors, and
+/// reads every `Shutter<n>` object of it as a command answer would carry it.
 pub fn tasmota_status(data: &[u8]) {
     let Some(v) = json(data) else { return };
-    let (mut d, _) = device("Tasmota", &LIBRARY);
-    crate::driver::tasmota::apply_status(&mut d, &v, "T");
+    let (d, _) = device("Tasmota", &LIBRARY);
+    let mut d = with_covers_and_sensors(d, false);
+    let _ = crate::driver::tasmota::apply_status(&mut d, &v, "T");
     let _ = crate::driver::tasmota::power_mask(&v);
+    for sns in [Some(&v), v.get("StatusSNS")].into_iter().flatten() {
+        for n in 1..=2 {
+            let shutter = sns.get(format!("Shutter{n}"));
+            crate::driver::tasmota::apply_shutter(&mut Cover::default(), shutter);
+        }
+    }
 }
 
 /// Parses a `WWW-Authenticate` value and answers it.
@@ -422,7 +488,11 @@ mod tests {
 
     #[test]
     fn device_parsers_never_panic() {
-        let gen1: &[&[u8]] = &[br#"{"relays":[{"ison":true}],"meters":[{"power":1,"total":60}],"emeters":[{"power":-1,"total":1}],"inputs":[{"input":1}],"ext_temperature":{"0":{"tC":1}},"temperature":40}"#];
+        let gen1: &[&[u8]] = &[
+            br#"{"relays":[{"ison":true}],"meters":[{"power":1,"total":60}],"emeters":[{"power":-1,"total":1}],"inputs":[{"input":1}],"ext_temperature":{"0":{"tC":1}},"temperature":40}"#,
+            br#"{"rollers":[{"state":"stop","current_pos":100,"positioning":true,"calibrating":false,"power":0}],"meters":[{"power":2,"total":6},{"power":0,"total":0}],"ext_humidity":{"0":{"hum":55.1}},"ext_temperature":{"0":{"tC":20},"1":{"tC":21}},"adcs":[{"voltage":11.9}],"tmp":{"tC":22,"is_valid":true},"hum":{"value":40,"is_valid":false}}"#,
+            br#"{"lights":[{"ison":true,"brightness":55,"mode":"white"}],"rollers":[{"state":"open","current_pos":-1,"positioning":false}],"tmp":{"tC":40}}"#,
+        ];
         run(gen1, gen1_status);
         let rpc: &[&[u8]] = &[
             br#"{"sys":{"mac":"A","uptime":1,"available_updates":{}},"switch:0":{"output":true,"apower":-1,"aenergy":{"total":1},"temperature":{"tC":1}},"input:0":{"state":null},"em:0":{"a_act_power":1,"total_act_power":2},"emdata:0":{"total_act":3},"em1:0":{"act_power":1},"em1data:0":{"total_act_energy":1},"pm1:0":{"apower":1},"temperature:100":{"tC":2},"temperature:0":{"tC":3}}"#,
@@ -432,6 +502,7 @@ mod tests {
         run(rpc, rpc_status);
         let tas: &[&[u8]] = &[
             br#"{"Status":{"Power":"3"},"StatusSTS":{"POWER1":"EIN","UptimeSec":5},"StatusPRM":{"Uptime":"1T01:02:03"},"StatusSNS":{"ENERGY":{"Total":[1,2],"Power":3,"Voltage":[230]},"DS18B20-1":{"Id":"01131B7A4B6F","Temperature":1},"ESP32":{"Temperature":4}}}"#,
+            br#"{"StatusSNS":{"ENERGY":{"Total":[1,2],"ExportActive":[0.5,0],"Frequency":50,"ApparentPower":[10,20]},"Shutter1":{"Position":40,"Direction":-1,"Target":0,"Tilt":0},"AM2301":{"Temperature":21,"Humidity":48},"BME280":{"Temperature":20,"Humidity":40,"Pressure":1000},"INA219":{"Voltage":12.1}},"Shutter2":{"Position":100,"Direction":0}}"#,
             // cargo-fuzz crash: the hours of a text uptime overflowed u64 (multiply with overflow).
             br#"{"tuaStsSTS":{"PWER2":"O0S"},"StatusPRM":{"Uptime":"0T+111111111111111111:10000:59"}}"#,
             br#"{"StatusPRM":{"Uptime":"99999999999999999T00:00:00"}}"#,

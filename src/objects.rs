@@ -182,7 +182,8 @@ impl CoverState {
         }
     }
 
-    /// Parses a state word as devices and simulation files write it (Gen1 `open`/`close`/`stop` too).
+    /// Parses a Gen2+ state word as devices and simulation files write it (`close` and `stop` are accepted as
+    /// `closed` and `stopped` in files). Gen1 roller words mean motion, not position: `driver/gen1.rs` maps them.
     pub fn parse(s: &str) -> Option<CoverState> {
         Some(match s {
             "open" => CoverState::Open,

@@ -206,6 +206,7 @@ mod tests {
         let mut o = Output {
             id: 1,
             name: "Sydney Dev A O1".into(),
+            state: Some(false),
             temperature: Some(54.6),
             ..Output::default()
         };

@@ -156,3 +156,48 @@ fn relay(port: Option<u16>, request: &[u8]) -> Result<Vec<u8>, ureq::Error> {
     up.read_to_end(&mut answer)?;
     Ok(answer)
 }
+
+/// Helpers for request-level driver tests: canned JSON answers and the request lines the driver sent.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::sync::LazyLock;
+
+    use super::Script;
+    use crate::driver::http::Http;
+
+    /// No retries and no pauses: each request takes exactly one canned answer.
+    static SETTINGS: LazyLock<crate::Settings> = LazyLock::new(|| {
+        crate::Settings::from_yaml_str(
+            "SmartDevices:\n  RetryCount: 0\n  RetryDelay: 0\n  Devices: [{Name: F, Model: Shelly1, Simulate: true}]\n",
+        )
+        .expect("fixed settings load")
+    });
+
+    /// An HTTP client whose connections get the answers of `script`.
+    pub(crate) fn http(script: &Script) -> Http {
+        Http::canned(&SETTINGS, script.clone())
+    }
+
+    /// A `200 OK` answer with `body` as JSON.
+    pub(crate) fn ok(body: &serde_json::Value) -> Vec<u8> {
+        let body = body.to_string();
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    /// The target (path and query) of every request sent so far.
+    pub(crate) fn targets(script: &Script) -> Vec<String> {
+        script
+            .exchanges()
+            .iter()
+            .map(|(req, _)| {
+                let line = String::from_utf8_lossy(req);
+                let first = line.lines().next().unwrap_or_default().to_string();
+                first.split(' ').nth(1).unwrap_or_default().to_string()
+            })
+            .collect()
+    }
+}

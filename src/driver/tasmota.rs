@@ -2,8 +2,20 @@
 //!
 //! Relay states come from the numeric `Status.Power` bitmask where present, because the `POWER` texts follow
 //! the build's language ("EIN"/"AUS"). Energy totals are kWh on the wire and Wh here; multi-channel `ENERGY`
-//! arrays give one meter per channel. DS18B20 probes are matched by their `Id` (or sensor key); a probe named
-//! like its device reads the chip temperature (`ESP32`/`ESP8266`).
+//! arrays give one meter per channel (`Frequency` and `Voltage` may be one value for all). DS18B20 probes are
+//! matched by their `Id` (or sensor key); a probe named like its device reads the chip temperature
+//! (`ESP32`/`ESP8266`).
+//!
+//! Covers are shutters (`SetOption80 1`, `ShutterRelay<n>`): cover i is `StatusSNS.Shutter<i+1>`
+//! (`Position`, `Direction` 1 opening / -1 closing / 0 still); a configured cover the device does not report
+//! leaves the cover unknown and says so in `Device::config_mismatch`. Moving one sends `ShutterOpen<n>`,
+//! `ShutterClose<n>`, `ShutterStop<n>` or `ShutterPosition<n> <pos>`, then reads the shutter from the answer or
+//! from `Status 10`.
+//!
+//! Sensors are matched by name: a configured sensor reads the `StatusSNS` object whose key is its `Name`
+//! (`AM2301`, `SI7021`, `BME280`, `SHT3X`, `DS18B20-1`, ...; a DS18B20 also by its `Id`) and takes its
+//! `Temperature`, `Humidity` or `Voltage`. Tasmota's ADC (`ANALOG`) and ADS1115 blocks report raw counts or
+//! user-scaled ranges, not volts, so they give no voltage; sensors that report `Voltage` (INA219, INA226) do.
 
 use serde_json::Value;
 
@@ -14,13 +26,16 @@ use super::switching::{Relay, SetAnswer};
 use super::{AuthProblem, Driver, OutputAction};
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::objects::{Device, OutputChange};
+use crate::models::SensorQuantity;
+use crate::objects::{Cover, CoverAction, CoverState, Device, OutputChange};
 
 /// Drives one Tasmota device.
 pub(crate) struct Tasmota {
     http: Http,
     base: String,
     credentials: Credentials,
+    /// Configured covers whose shutter the last status did not report (shutter mode not enabled).
+    missing_shutters: Vec<usize>,
 }
 
 /// Texts for "on" and "off" in Tasmota's language builds, upper-case.
@@ -56,6 +71,7 @@ impl Tasmota {
             http,
             base,
             credentials,
+            missing_shutters: Vec::new(),
         }
     }
 
@@ -69,6 +85,19 @@ impl Tasmota {
     }
 
     fn command(&self, dev: &mut Device, cmnd: &str) -> Result<Value> {
+        let reply = self.send(dev, cmnd)?;
+        if unknown(&reply) {
+            return Err(Error::Device {
+                device: dev.label(),
+                message: format!("command '{cmnd}' is unknown to this firmware"),
+            });
+        }
+        Ok(reply)
+    }
+
+    /// Sends one command (credentials in the query, the retry policy) and returns the answer; authentication
+    /// refusals and `WARNING` answers are errors, an unknown command is left to the caller.
+    fn send(&self, dev: &mut Device, cmnd: &str) -> Result<Value> {
         use crate::url::encode_component;
         let mut url = format!("{}/cm?cmnd={}", self.base, encode_component(cmnd));
         if let Some(pw) = &self.credentials.password {
@@ -101,19 +130,27 @@ impl Tasmota {
                 message: format!("command '{cmnd}': {w}"),
             });
         }
-        if text(&reply, &["Command"]).as_deref() == Some("Unknown") {
-            return Err(Error::Device {
-                device: dev.label(),
-                message: format!("command '{cmnd}' is unknown to this firmware"),
-            });
-        }
         Ok(reply)
     }
 
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
         let status = self.command(dev, "Status 0")?;
-        apply_status(dev, &status, &clock::rfc3339_now());
+        if let Some(missing) = apply_status(dev, &status, &clock::rfc3339_now()) {
+            self.missing_shutters = missing;
+        }
         Ok(())
+    }
+
+    /// Why cover `index` cannot be moved: the device is not in shutter mode for it.
+    fn no_shutter(&self, dev: &Device, index: usize) -> Error {
+        let message = match &dev.config_mismatch {
+            Some(m) if self.missing_shutters.contains(&index) => m.clone(),
+            _ => shutter_mode_message(dev, &[index]),
+        };
+        Error::Unsupported {
+            device: dev.label(),
+            message,
+        }
     }
 
     /// Relay states from the `Status` bitmask.
@@ -171,10 +208,118 @@ impl Driver for Tasmota {
         super::switching::switch(self, dev, index, action)
     }
 
+    /// `ShutterOpen<n>`, `ShutterClose<n>`, `ShutterStop<n>` or `ShutterPosition<n> <pos>` (n = index + 1), then
+    /// the shutter's state from the answer, or from `Status 10` when the answer does not carry it.
+    fn cover(&mut self, dev: &mut Device, index: usize, action: CoverAction) -> Result<()> {
+        if index >= dev.covers.len() {
+            return Err(Error::Unsupported {
+                device: dev.label(),
+                message: format!("no cover channel {index} is configured"),
+            });
+        }
+        if self.missing_shutters.contains(&index) {
+            return Err(self.no_shutter(dev, index));
+        }
+        let n = index + 1;
+        let cmnd = match action {
+            CoverAction::Open => format!("ShutterOpen{n}"),
+            CoverAction::Close => format!("ShutterClose{n}"),
+            CoverAction::Stop => format!("ShutterStop{n}"),
+            CoverAction::Position(p) => format!("ShutterPosition{n} {}", p.min(100)),
+        };
+        let answer = self.send(dev, &cmnd)?;
+        // A shutter the firmware does not have answers as an unknown command.
+        if unknown(&answer) {
+            return Err(self.no_shutter(dev, index));
+        }
+        let key = format!("Shutter{n}");
+        let state = match answer.get(&key).filter(|v| v.is_object()) {
+            Some(v) => v.clone(),
+            None => {
+                let status = self.command(dev, "Status 10")?;
+                match status.get("StatusSNS").and_then(|sns| sns.get(&key)) {
+                    Some(v) if v.is_object() => v.clone(),
+                    _ => {
+                        return Err(Error::Device {
+                            device: dev.label(),
+                            message: format!(
+                                "command 'Status 10': the answer has no {key} after '{cmnd}'"
+                            ),
+                        });
+                    }
+                }
+            }
+        };
+        if let Some(c) = dev.covers.get_mut(index) {
+            apply_shutter(c, Some(&state));
+        }
+        Ok(())
+    }
+
     fn probe(&mut self, dev: &Device) -> bool {
         let url = format!("{}/cm?cmnd=Status", self.base);
         self.http.answers(dev, &url, "command 'Status'")
     }
+}
+
+/// Whether an answer is Tasmota's `{"Command":"Unknown"}`.
+fn unknown(reply: &Value) -> bool {
+    text(reply, &["Command"]).as_deref() == Some("Unknown")
+}
+
+/// The mismatch message for configured covers (indices) the device reports no shutter for, with the fix.
+fn shutter_mode_message(dev: &Device, missing: &[usize]) -> String {
+    let names: Vec<String> = missing
+        .iter()
+        .map(|&i| {
+            let name = dev.covers.get(i).map_or("?", |c| c.name.as_str());
+            format!("'{name}' (Shutter{})", i + 1)
+        })
+        .collect();
+    let relays: Vec<String> = missing
+        .iter()
+        .map(|&i| format!("ShutterRelay{} <its first relay>", i + 1))
+        .collect();
+    let (what, verb, pronoun) = if missing.len() == 1 {
+        ("cover", "is", "it stays")
+    } else {
+        ("covers", "are", "they stay")
+    };
+    format!(
+        "{what} {} {verb} configured but the device reports no such shutter: shutter mode is not enabled on the device; enable it with SetOption80 1 and {}, then restart the device, or remove the {what} from the configuration. Until then {pronoun} unknown",
+        names.join(", "),
+        relays.join(", ")
+    )
+}
+
+/// Copies one `Shutter<n>` object (`Position`, `Direction`, `Target`, `Tilt`) into `c`; `None` (the device
+/// reports no such shutter) makes everything unknown.
+pub(crate) fn apply_shutter(c: &mut Cover, v: Option<&Value>) {
+    let Some(v) = v.filter(|v| v.is_object()) else {
+        c.state = None;
+        c.position = None;
+        c.calibrated = None;
+        return;
+    };
+    // Tasmota shutters are calibrated by their open and close durations: a reported shutter has a position.
+    c.calibrated = Some(true);
+    c.position = num(v, &["Position"])
+        .or_else(|| num(v, &["position"]))
+        .filter(|p| (0.0..=100.0).contains(p));
+    let direction = ["Direction", "direction"]
+        .iter()
+        .find_map(|k| at(v, &[k]))
+        .and_then(Value::as_i64);
+    c.state = match direction {
+        Some(1) => Some(CoverState::Opening),
+        Some(-1) => Some(CoverState::Closing),
+        Some(0) => Some(match c.position {
+            Some(p) if p >= 100.0 => CoverState::Open,
+            Some(p) if p <= 0.0 => CoverState::Closed,
+            _ => CoverState::Stopped,
+        }),
+        _ => None,
+    };
 }
 
 /// `Some(true)` for an "on" text in any known language, `Some(false)` for "off".
@@ -224,8 +369,10 @@ fn channel(energy: &Value, key: &str, i: usize) -> Option<f64> {
     }
 }
 
-/// Copies a `Status 0` answer into the device. Values the device does not report become `None`.
-pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) {
+/// Copies a `Status 0` answer into the device. Values the device does not report become `None`. Returns the
+/// configured covers whose shutter the answer lacks (`None` when the answer has no `StatusSNS` to tell), and
+/// sets or clears `Device::config_mismatch` accordingly.
+pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) -> Option<Vec<usize>> {
     dev.mac_address = text(s, &["StatusNET", "Mac"]).or(dev.mac_address.take());
     dev.firmware = text(s, &["StatusFWR", "Version"]);
     dev.uptime = num(s, &["StatusSTS", "UptimeSec"])
@@ -241,18 +388,23 @@ pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) {
                 .or_else(|| single.then(|| text(sts, &["POWER"])).flatten())?;
             power_text(&word)
         };
-        if let Some(on) = mask.map(|m| m >> i & 1 == 1).or_else(from_text) {
+        // A mask of 64 bits says nothing about relay 65 and beyond.
+        let from_mask = mask.filter(|_| i < 64).map(|m| m >> i & 1 == 1);
+        if let Some(on) = from_mask.or_else(from_text) {
             out.state = Some(on);
         }
     }
-    let sns = s.get("StatusSNS").unwrap_or(&Value::Null);
+    let sns_obj = s.get("StatusSNS").filter(|v| v.is_object());
+    let sns = sns_obj.unwrap_or(&Value::Null);
     let energy = sns.get("ENERGY").unwrap_or(&Value::Null);
     for (i, m) in dev.meters.iter_mut().enumerate() {
         m.power = channel(energy, "Power", i);
-        // One voltage serves every channel of a single-phase device.
+        // One voltage (and frequency) serves every channel of a single-phase device.
         m.voltage = channel(energy, "Voltage", i).or_else(|| channel(energy, "Voltage", 0));
+        m.frequency = channel(energy, "Frequency", i).or_else(|| channel(energy, "Frequency", 0));
         m.current = channel(energy, "Current", i);
         m.power_factor = channel(energy, "Factor", i);
+        m.apparent_power = channel(energy, "ApparentPower", i);
         m.energy = channel(energy, "Total", i).map(|kwh| kwh * 1000.0);
         m.returned_energy = channel(energy, "ExportActive", i).map(|kwh| kwh * 1000.0);
     }
@@ -273,12 +425,57 @@ pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) {
             if mine { num(v, &["Temperature"]) } else { None }
         })
     });
+    dev.update_sensors(now, |x| {
+        let field = match x.quantity {
+            SensorQuantity::Temperature => "Temperature",
+            SensorQuantity::Humidity => "Humidity",
+            SensorQuantity::Voltage => "Voltage",
+        };
+        let block = sns.get(&x.name).filter(|v| v.is_object()).or_else(|| {
+            // A DS18B20 may be named by its Id.
+            sns.as_object()?.iter().find_map(|(key, v)| {
+                (key.starts_with("DS18B20") && text(v, &["Id"]).as_deref() == Some(x.name.as_str()))
+                    .then_some(v)
+            })
+        })?;
+        num(block, &[field])
+    });
+    let mut missing = Vec::new();
+    for (i, c) in dev.covers.iter_mut().enumerate() {
+        let shutter = sns
+            .get(format!("Shutter{}", i + 1))
+            .filter(|v| v.is_object());
+        if shutter.is_none() && sns_obj.is_some() {
+            missing.push(i);
+        }
+        apply_shutter(c, shutter);
+    }
+    // Without StatusSNS the answer says nothing about shutter mode.
+    sns_obj?;
+    let message = (!missing.is_empty()).then(|| shutter_mode_message(dev, &missing));
+    if message.is_some() && message != dev.config_mismatch {
+        log::warn!(
+            "device {}: {}",
+            dev.label(),
+            message.as_deref().unwrap_or("")
+        );
+    }
+    if message.is_none() && dev.config_mismatch.is_some() {
+        log::info!(
+            "device {}: every configured cover is a shutter now",
+            dev.label()
+        );
+    }
+    dev.config_mismatch = message;
+    Some(missing)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::{Meter, Output, TempProbe};
+    use crate::driver::canned::Script;
+    use crate::driver::canned::testing::{self, ok, targets};
+    use crate::objects::{Meter, Output, Sensor, TempProbe};
     use serde_json::json;
 
     fn device(outputs: usize, meters: usize) -> Device {
@@ -362,5 +559,258 @@ mod tests {
         assert_eq!(power_text("maybe"), None);
         assert_eq!(power_mask(&json!({"Status": {"Power": "3"}})), Some(3));
         assert_eq!(uptime_text("bad"), None);
+    }
+    fn with_covers(mut d: Device, n: usize) -> Device {
+        d.covers = (0..n)
+            .map(|i| Cover {
+                name: format!("Blind {i}"),
+                ..Cover::default()
+            })
+            .collect();
+        d
+    }
+
+    #[test]
+    fn shutters_are_covers_by_number() {
+        let mut d = with_covers(device(2, 0), 3);
+        let s = json!({"StatusSNS": {"Time": "2024-05-01T10:00:00",
+            "Shutter1": {"Position": 35, "Direction": 1, "Target": 100, "Tilt": 0},
+            "Shutter2": {"Position": 0, "Direction": 0, "Target": 0, "Tilt": 0},
+            "Shutter3": {"Position": 100, "Direction": 0, "Target": 100}}});
+        assert_eq!(apply_status(&mut d, &s, "T"), Some(vec![]));
+        let got: Vec<_> = d
+            .covers
+            .iter()
+            .map(|c| (c.state, c.position, c.calibrated))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(CoverState::Opening), Some(35.0), Some(true)),
+                (Some(CoverState::Closed), Some(0.0), Some(true)),
+                (Some(CoverState::Open), Some(100.0), Some(true)),
+            ]
+        );
+        assert!(d.config_mismatch.is_none());
+        let s = json!({"StatusSNS": {"Shutter1": {"Position": 60, "Direction": -1},
+            "Shutter2": {"Position": 50, "Direction": 0}, "Shutter3": {"Position": 50}}});
+        apply_status(&mut d, &s, "T");
+        let states: Vec<_> = d.covers.iter().map(|c| c.state).collect();
+        assert_eq!(
+            states,
+            [Some(CoverState::Closing), Some(CoverState::Stopped), None]
+        );
+    }
+
+    #[test]
+    fn a_cover_without_its_shutter_is_unknown_and_the_fix_is_named() {
+        let mut d = with_covers(device(2, 0), 2);
+        let s = json!({"StatusSNS": {"Shutter1": {"Position": 10, "Direction": 0}}});
+        assert_eq!(apply_status(&mut d, &s, "T"), Some(vec![1]));
+        let c = &d.covers[1];
+        assert_eq!((c.state, c.position, c.calibrated), (None, None, None));
+        let m = d.config_mismatch.clone().unwrap();
+        assert!(m.contains("'Blind 1' (Shutter2)"), "{m}");
+        assert!(
+            m.contains("SetOption80 1") && m.contains("ShutterRelay2"),
+            "{m}"
+        );
+        // An answer without StatusSNS says nothing about shutter mode: the message stays.
+        assert_eq!(
+            apply_status(&mut d, &json!({"Status": {"Power": 0}}), "T"),
+            None
+        );
+        assert!(d.config_mismatch.is_some());
+        // Shutter mode enabled: the message clears.
+        let s = json!({"StatusSNS": {"Shutter1": {"Position": 10, "Direction": 0},
+            "Shutter2": {"Position": 20, "Direction": 0}}});
+        apply_status(&mut d, &s, "T");
+        assert!(d.config_mismatch.is_none());
+        assert_eq!(d.covers[1].position, Some(20.0));
+    }
+
+    fn sensor(name: &str, quantity: SensorQuantity) -> Sensor {
+        Sensor {
+            name: name.into(),
+            quantity,
+            unit: quantity.unit(),
+            ..Sensor::default()
+        }
+    }
+
+    #[test]
+    fn sensors_by_name_and_quantity() {
+        let mut d = device(1, 0);
+        d.sensors = vec![
+            sensor("AM2301", SensorQuantity::Temperature),
+            sensor("AM2301", SensorQuantity::Humidity),
+            sensor("BME280", SensorQuantity::Humidity),
+            sensor("SHT3X", SensorQuantity::Temperature),
+            sensor("DS18B20-2", SensorQuantity::Temperature),
+            sensor("01131B7A4B6F", SensorQuantity::Temperature),
+            sensor("INA219", SensorQuantity::Voltage),
+            sensor("ANALOG", SensorQuantity::Voltage),
+            sensor("SI7021", SensorQuantity::Humidity),
+        ];
+        let s = json!({"StatusSNS": {
+            "AM2301": {"Temperature": 22.4, "Humidity": 51.3, "DewPoint": 11.8},
+            "BME280": {"Temperature": 19.0, "Humidity": 44.1, "DewPoint": 6.6, "Pressure": 1012.4},
+            "SHT3X": {"Temperature": 18.25, "Humidity": 60.0},
+            "DS18B20-1": {"Id": "01131B7A4B6F", "Temperature": 5.5},
+            "DS18B20-2": {"Id": "0000000000AA", "Temperature": 7.0},
+            "INA219": {"Voltage": 12.31, "Current": 0.2, "Power": 2.46},
+            "ANALOG": {"A0": 712},
+            "SI7021": {"Temperature": "n/a", "Humidity": null},
+            "TempUnit": "C"}});
+        apply_status(&mut d, &s, "T");
+        let v: Vec<Option<f64>> = d.sensors.iter().map(|x| x.value).collect();
+        assert_eq!(
+            v,
+            [
+                Some(22.4),
+                Some(51.3),
+                Some(44.1),
+                Some(18.25),
+                Some(7.0),
+                Some(5.5),
+                Some(12.31),
+                None,
+                None
+            ]
+        );
+        assert_eq!(d.sensors[0].last_reading_time.as_deref(), Some("T"));
+    }
+
+    #[test]
+    fn frequency_apparent_power_and_export() {
+        let mut d = device(2, 2);
+        let s = json!({"StatusSNS": {"ENERGY": {"Total": [1.5, 0.25], "ExportActive": [0.125, 0.0],
+            "Power": [100, -20], "ApparentPower": [110, 25], "Voltage": 229.5, "Frequency": 50.02,
+            "Current": [0.48, 0.11], "Factor": [0.91, 0.8]}}});
+        apply_status(&mut d, &s, "T");
+        let m = &d.meters;
+        assert_eq!((m[0].frequency, m[1].frequency), (Some(50.02), Some(50.02)));
+        assert_eq!(
+            (m[0].apparent_power, m[1].apparent_power),
+            (Some(110.0), Some(25.0))
+        );
+        assert_eq!(
+            (m[0].returned_energy, m[1].returned_energy),
+            (Some(125.0), Some(0.0))
+        );
+        assert_eq!(d.total_returned_energy, Some(125.0));
+        // Not reported: None, not 0.
+        apply_status(&mut d, &json!({"StatusSNS": {"ENERGY": {"Power": 5}}}), "T");
+        assert_eq!(
+            (
+                d.meters[0].frequency,
+                d.meters[0].apparent_power,
+                d.meters[0].returned_energy
+            ),
+            (None, None, None)
+        );
+        assert_eq!(d.total_returned_energy, None);
+    }
+
+    #[test]
+    fn hostile_status_values_are_absent_not_panics() {
+        let mut d = with_covers(device(70, 2), 1);
+        d.sensors = vec![sensor("AM2301", SensorQuantity::Humidity)];
+        for s in [
+            json!({"Status": {"Power": u64::MAX}, "StatusSNS": {"Shutter1": [1], "AM2301": 5}}),
+            json!({"StatusSNS": {"Shutter1": {"Position": 1e308, "Direction": "up"},
+                "ENERGY": {"Frequency": [], "ApparentPower": {"0": 1}}}}),
+            json!({"StatusSNS": []}),
+            json!({"StatusSNS": {"Shutter1": {"Position": -5, "Direction": 1e300}}}),
+        ] {
+            apply_status(&mut d, &s, "T");
+            assert_eq!(d.covers[0].position, None);
+            assert_eq!(d.sensors[0].value, None);
+        }
+    }
+
+    /// A driver whose commands get the canned `answers` in order, after a read that found `status`.
+    fn driver(d: &mut Device, status: Value, answers: Vec<Value>) -> (Tasmota, Script) {
+        let script = Script::default();
+        script.load(std::iter::once(&status).chain(&answers).map(ok));
+        let mut t = Tasmota::new(
+            testing::http(&script),
+            "http://127.0.0.1:9".into(),
+            Credentials::default(),
+        );
+        t.read(d).unwrap();
+        (t, script)
+    }
+
+    fn commands(script: &Script) -> Vec<String> {
+        targets(script)
+            .iter()
+            .map(|t| {
+                let q = t.strip_prefix("/cm?cmnd=").unwrap_or(t);
+                crate::url::decode(q, false)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cover_commands_and_the_state_they_leave() {
+        let mut d = with_covers(device(2, 0), 1);
+        let status =
+            json!({"StatusSNS": {"Shutter1": {"Position": 0, "Direction": 0, "Target": 0}}});
+        let (mut t, script) = driver(
+            &mut d,
+            status,
+            vec![
+                // Answers that carry the shutter...
+                json!({"Shutter1": {"Position": 0, "Direction": 1, "Target": 100, "Tilt": 0}}),
+                json!({"Shutter1": {"Position": 80, "Direction": -1, "Target": 40, "Tilt": 0}}),
+                // ... and one that does not: the state comes from Status 10.
+                json!({"ShutterStop1": "Done"}),
+                json!({"StatusSNS": {"Shutter1": {"Position": 62, "Direction": 0, "Target": 62}}}),
+                json!({"ShutterClose1": 0}),
+                json!({"StatusSNS": {"Shutter1": {"Position": 62, "Direction": -1, "Target": 0}}}),
+            ],
+        );
+        assert_eq!(d.covers[0].state, Some(CoverState::Closed));
+        t.cover(&mut d, 0, CoverAction::Open).unwrap();
+        assert_eq!(d.covers[0].state, Some(CoverState::Opening));
+        t.cover(&mut d, 0, CoverAction::Position(40)).unwrap();
+        assert_eq!(d.covers[0].state, Some(CoverState::Closing));
+        t.cover(&mut d, 0, CoverAction::Stop).unwrap();
+        assert_eq!(
+            (d.covers[0].state, d.covers[0].position),
+            (Some(CoverState::Stopped), Some(62.0))
+        );
+        t.cover(&mut d, 0, CoverAction::Close).unwrap();
+        assert_eq!(d.covers[0].state, Some(CoverState::Closing));
+        assert_eq!(
+            commands(&script),
+            [
+                "Status 0",
+                "ShutterOpen1",
+                "ShutterPosition1 40",
+                "ShutterStop1",
+                "Status 10",
+                "ShutterClose1",
+                "Status 10"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cover_the_device_has_no_shutter_for_is_refused_with_the_fix() {
+        let mut d = with_covers(device(2, 0), 2);
+        let status = json!({"StatusSNS": {"Shutter1": {"Position": 0, "Direction": 0}}});
+        let (mut t, script) = driver(&mut d, status, vec![json!({"Command": "Unknown"})]);
+        // Known from the last read: nothing is sent.
+        let e = t.cover(&mut d, 1, CoverAction::Open).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(e.to_string().contains("SetOption80 1"), "{e}");
+        assert_eq!(commands(&script), ["Status 0"]);
+        // Not known (no read yet, or the firmware dropped it since): the device's "unknown command" says it.
+        t.missing_shutters.clear();
+        let e = t.cover(&mut d, 1, CoverAction::Stop).unwrap_err();
+        assert!(e.to_string().contains("ShutterRelay2"), "{e}");
+        assert_eq!(commands(&script), ["Status 0", "ShutterStop2"]);
     }
 }

@@ -230,11 +230,8 @@ mod tests {
             "temperature:100": {"id": 100, "tC": 20.0}, "temperature:101": {"id": 101, "tC": 22.5}
         });
         apply_status(&mut d, model, &model.default_shape(), &s, "T");
-        assert_eq!(
-            (d.inputs[0].state, d.inputs[1].state),
-            (Some(true), None),
-            "a button-mode input has no state"
-        );
+        // An input in button mode reports state null: it has no state (unknown, not off).
+        assert_eq!((d.inputs[0].state, d.inputs[1].state), (Some(true), None));
         assert!(d.outputs[0].state == Some(true) && d.outputs[1].state == Some(false));
         let m = &d.meters[0];
         assert_eq!(
