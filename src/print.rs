@@ -232,7 +232,7 @@ mod tests {
         );
         assert!(text.contains("  Hostname: 192.168.86.30:80\n"));
         assert!(text.contains("  Generation: 3 / Protocol: RPC\n"));
-        assert!(text.contains("    [0] id=1 name='Sydney Dev A O1' state=None temp=54.6, Group: Living Room, Colour: Red\n"));
+        assert!(text.contains("    [0] id=1 name='Sydney Dev A O1' state=False temp=54.6, Group: Living Room, Colour: Red\n"));
         assert!(text.contains("  TotalPower: 0.0W  TotalEnergy: NoneWh"));
         assert!(text.ends_with("  Webhooks not supported on this device."));
     }

@@ -18,7 +18,10 @@ fn distance(a: &str, b: &str) -> usize {
 
 /// The candidate closest to `word`, if it is close enough to be a plausible typo (about one edit per four
 /// characters, at least one). Ties go to the first candidate.
-pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     // Long foreign words are not compared character by character: the hint is for typos, not essays.
     if word.chars().count() > 200 {
         return None;

@@ -270,7 +270,10 @@ impl Normaliser {
                 .map(|p| resolve(base, p)),
             logfile_verbosity: verbosity("LogfileVerbosity", Verbosity::Detailed),
             console_verbosity: verbosity("ConsoleVerbosity", Verbosity::Summary),
-            thread_ids: f.get("LogThreadID").and_then(Value::as_bool).unwrap_or(false),
+            thread_ids: f
+                .get("LogThreadID")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         }
     }
 
