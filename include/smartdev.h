@@ -37,6 +37,16 @@
 #define SD_KIND_TEMP_PROBE 3
 
 /*
+ Component kind: cover (roller shutter, blind).
+ */
+#define SD_KIND_COVER 4
+
+/*
+ Component kind: sensor (humidity, voltage, a device's own temperature).
+ */
+#define SD_KIND_SENSOR 5
+
+/*
  Log level: errors.
  */
 #define SD_LOG_ERROR 1
@@ -159,9 +169,38 @@ typedef enum sd_result {
 } sd_result;
 
 /*
- What a sensor measures.
+ What a cover is doing, as last reported (`sd_cover_reading.state`). Numbers never change meaning.
  */
-typedef struct SensorQuantity SensorQuantity;
+typedef enum sd_cover_state {
+  /*
+   Not reported yet (never read, or the device does not have this cover in its current profile).
+   */
+  SD_COVER_UNKNOWN = 0,
+  /*
+   Fully open and still.
+   */
+  SD_COVER_OPEN = 1,
+  /*
+   Fully closed and still.
+   */
+  SD_COVER_CLOSED = 2,
+  /*
+   Moving towards open.
+   */
+  SD_COVER_OPENING = 3,
+  /*
+   Moving towards closed.
+   */
+  SD_COVER_CLOSING = 4,
+  /*
+   Still, somewhere between open and closed.
+   */
+  SD_COVER_STOPPED = 5,
+  /*
+   Running its calibration.
+   */
+  SD_COVER_CALIBRATING = 6,
+} sd_cover_state;
 
 /*
  An open installation: configuration, one worker per device, the supervisor and the webhook listener.
@@ -178,9 +217,13 @@ typedef struct SensorQuantity SensorQuantity;
  other getter returns the last known state at once.
  - sd_read_device / sd_refresh_all / sd_read_device_online: read one device, every device in parallel, or
    one device and say whether it answered.
- - sd_device / sd_devices / sd_component: objects as JSON (last known state).
- - sd_output_state / sd_input_state / sd_meter / sd_is_device_online: typed hot-path getters (last known).
+ - sd_device / sd_devices / sd_component: objects as JSON (last known state), covers and sensors included
+   (`SD_KIND_COVER`, `SD_KIND_SENSOR`).
+ - sd_output_state / sd_input_state / sd_meter / sd_cover / sd_sensor_value / sd_is_device_online: typed
+   hot-path getters (last known). A state or value the device has not reported is `SD_UNKNOWN` (or a
+   validity flag that is false), never `false` or 0.
  - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
+ - sd_open_cover / sd_close_cover / sd_stop_cover / sd_set_cover_position: move a cover.
  - sd_pull_event: take the oldest webhook event as JSON.
  - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
  - sd_webhook_address: where the webhook listener listens.
@@ -290,6 +333,34 @@ typedef struct sd_meter_reading {
   bool has_returned_energy;
 } sd_meter_reading;
 
+/*
+ One cover as last read (`sd_cover`). Unknown is never reported as a value: `state` is
+ `SD_COVER_UNKNOWN`, and a `has_` flag is false when the device has not reported that value (the value is
+ then 0 / false and must not be used).
+ */
+typedef struct sd_cover_reading {
+  /*
+   What the cover is doing.
+   */
+  enum sd_cover_state state;
+  /*
+   Position in % (0 closed, 100 open). Unknown while the cover is not calibrated.
+   */
+  double position;
+  /*
+   Whether the cover knows its end positions (can be sent to a position).
+   */
+  bool calibrated;
+  /*
+   `position` is valid.
+   */
+  bool has_position;
+  /*
+   `calibrated` is valid.
+   */
+  bool has_calibrated;
+} sd_cover_reading;
+
 
 
 
@@ -304,7 +375,8 @@ extern "C" {
 const char *sd_version(void);
 
 /*
- The name of a result code (e.g. `"SD_TIMEOUT"`), static; `"SD_UNKNOWN"` for numbers that are not codes.
+ The name of a result code (e.g. `"SD_TIMEOUT"`), static; `"SD_UNRECOGNISED"` for numbers that are not
+ codes (`"SD_UNKNOWN"` is the name of the code 307, a value the device has not reported).
  */
 const char *sd_result_name(int code);
 
@@ -405,7 +477,9 @@ enum sd_result sd_device(const struct sd_controller *ctl,
 enum sd_result sd_devices(const struct sd_controller *ctl, char *buf, size_t len, size_t *needed);
 
 /*
- Writes one component (`SD_KIND_*`) as JSON, as last read.
+ Writes one component (`SD_KIND_INPUT`, `SD_KIND_OUTPUT`, `SD_KIND_METER`, `SD_KIND_TEMP_PROBE`,
+ `SD_KIND_COVER`, `SD_KIND_SENSOR`) as JSON, as last read. Values not reported yet are `null` (a cover's
+ `State` is then `null`, never `"closed"`; a sensor's `Value` is `null`, never 0).
 
  # Safety
  As for `sd_device`.
@@ -549,7 +623,8 @@ enum sd_result sd_print_model_library(const struct sd_controller *ctl,
                                       size_t *needed);
 
 /*
- Whether an output is on, as last read (no device I/O).
+ Whether an output is on, as last read (no device I/O). `SD_UNKNOWN` when the device has not reported it
+ (not read yet, or the output does not exist in the device's current profile): unknown is never `false`.
 
  # Safety
  `ctl` valid; `name` NULL or a valid C string; `state` valid.
@@ -560,7 +635,8 @@ enum sd_result sd_output_state(const struct sd_controller *ctl,
                                bool *state);
 
 /*
- Whether an input is on, as last read (no device I/O).
+ Whether an input is on, as last read (no device I/O). `SD_UNKNOWN` when the device has not reported it
+ (not read yet, or an input in button mode, which has no state): unknown is never `false`.
 
  # Safety
  As for `sd_output_state`.
@@ -580,6 +656,78 @@ enum sd_result sd_meter(const struct sd_controller *ctl,
                         const char *name,
                         int64_t id,
                         struct sd_meter_reading *reading);
+
+/*
+ A cover as last read (no device I/O): what it is doing, its position and whether it is calibrated, each
+ with a validity flag (`SD_COVER_UNKNOWN` / `has_` false until the device reports them).
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string; `cover` valid.
+ */
+enum sd_result sd_cover(const struct sd_controller *ctl,
+                        const char *name,
+                        int64_t id,
+                        struct sd_cover_reading *cover);
+
+/*
+ A sensor's value as last read (no device I/O), in its unit (`°C`, `%RH` or `V`; the JSON of
+ `sd_component(SD_KIND_SENSOR, ...)` names it). `SD_UNKNOWN` when the device has not reported it (not read
+ yet, a sleeping device that has not woken up, or a `RequiresOutput` that was never on): never 0.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string; `value` valid.
+ */
+enum sd_result sd_sensor_value(const struct sd_controller *ctl,
+                               const char *name,
+                               int64_t id,
+                               double *value);
+
+/*
+ Starts opening a cover fully (device I/O). `SD_OK` means the device took the command; the move takes the
+ motor's time, and `sd_cover` then shows `SD_COVER_OPENING` until the device reports the end.
+
+ One function per action rather than one `sd_move_cover(..., action, position)`: each call says what it
+ does where it is written, no out-of-range action value can be passed (a C enum argument may hold any
+ `int`), and a position is only taken where it means something (`sd_set_cover_position`). Not to be
+ confused with `sd_close`, which closes the controller.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string.
+ */
+enum sd_result sd_open_cover(const struct sd_controller *ctl,
+                             const char *name,
+                             int64_t id);
+
+/*
+ Starts closing a cover fully (device I/O); as for `sd_open_cover`. (`sd_close` closes the controller.)
+
+ # Safety
+ As for `sd_open_cover`.
+ */
+enum sd_result sd_close_cover(const struct sd_controller *ctl,
+                              const char *name,
+                              int64_t id);
+
+/*
+ Stops a moving cover where it is (device I/O); as for `sd_open_cover`.
+
+ # Safety
+ As for `sd_open_cover`.
+ */
+enum sd_result sd_stop_cover(const struct sd_controller *ctl, const char *name, int64_t id);
+
+/*
+ Sends a cover to `position` % (0 closed … 100 open; device I/O); as for `sd_open_cover`.
+ `SD_INVALID_PARAMETER` for a position over 100 (nothing is sent); `SD_UNSUPPORTED` when the cover is not
+ calibrated (it does not know its end positions: calibrate it in the vendor app).
+
+ # Safety
+ As for `sd_open_cover`.
+ */
+enum sd_result sd_set_cover_position(const struct sd_controller *ctl,
+                                     const char *name,
+                                     int64_t id,
+                                     uint8_t position);
 
 /*
  Whether the device was online at its last contact (no device I/O; `sd_read_device_online` reads it now).

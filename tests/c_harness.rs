@@ -108,6 +108,16 @@ fn simulated_devices() {
 }
 
 #[test]
+fn covers_sensors_and_unknown_states() {
+    each_build("sd_int_covers", |d| {
+        vec![
+            ("SD_TEST_DIR", d.path().display().to_string()),
+            ("SD_CLOSED_PORT", closed_port().to_string()),
+        ]
+    });
+}
+
+#[test]
 fn many_threads_on_one_controller() {
     each_build("sd_int_threads", |d| {
         vec![("SD_TEST_DIR", d.path().display().to_string())]

@@ -136,6 +136,108 @@ fn exit_codes_separate_usage_errors_from_failed_operations() {
     assert!(stdout(&o).contains("Plug (ID: 1) — offline"));
 }
 
+/// A simulated Shelly 2PM Gen3 in cover profile (cover "Blind") and a simulated H&T Gen3 (built-in sensors).
+const COVERS: &str = "SmartDevices:\n  SimulationFileFolder: sims\n  RefreshInterval: 0\n  Devices:\n    - {Name: Shutter, Model: Shelly2PMG3, Simulate: true, Profile: cover, Covers: [{Name: Blind}]}\n    - {Name: Bath, Model: ShellyHTG3, Simulate: true, Sensors: [{Name: Bath Temperature}, {Name: Bath Humidity}]}\n";
+
+#[test]
+fn covers_move_and_report_through_sdctl() {
+    let dir = TempDir::new("cli-covers");
+    dir.write("c.yaml", COVERS);
+    let run = |args: &[&str]| {
+        let mut all = vec!["--config", "c.yaml"];
+        all.extend_from_slice(args);
+        sdctl(dir.path(), &all)
+    };
+    let o = run(&["cover", "Blind", "open"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "Blind (ID: 1): open, position 100 %");
+    let c = json_out(&run(&["--json", "cover", "Blind", "position", "40"]));
+    assert_eq!(
+        (c["State"].clone(), c["Position"].clone()),
+        (json!("stopped"), json!(40.0))
+    );
+    // Each sdctl run is a new process: the simulated cover kept its position in its file.
+    let c = json_out(&run(&["get", "cover", "Blind"]));
+    assert_eq!(
+        (c["ObjectType"].clone(), c["Position"].clone()),
+        (json!("cover"), json!(40.0))
+    );
+    let o = run(&["cover", "1", "stop"]);
+    assert_eq!(stdout(&o).trim(), "Blind (ID: 1): stopped, position 40 %");
+    let o = run(&["cover", "Blind", "close"]);
+    assert_eq!(stdout(&o).trim(), "Blind (ID: 1): closed, position 0 %");
+    let o = run(&["status", "Shutter"]);
+    assert!(stdout(&o).contains("Covers (1):"), "{}", stdout(&o));
+    let dev = json_out(&run(&["--json", "status", "Shutter"]));
+    assert_eq!(dev["Profile"], "cover");
+    assert_eq!(dev["Covers"][0]["State"], "closed");
+
+    // Usage errors (2) say what to do, and send nothing.
+    for (args, says) in [
+        (
+            &["cover", "Blind", "position", "150"][..],
+            "use 0 (closed) to 100 (open)",
+        ),
+        (&["cover", "Blind", "position", "x"], "whole number"),
+        (&["cover", "Blind", "position"], "needs a number"),
+        (
+            &["cover", "Blind", "sideways"],
+            "open, close, stop or position N",
+        ),
+        (&["cover", "Blind"], "e.g. cover Blind position 40"),
+        (&["cover", "Nope", "open"], "cover 'Nope' not found"),
+        (&["get", "thing", "1"], "cover or sensor"),
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(json_out(&run(&["get", "cover", "Blind"]))["Position"], 0.0);
+
+    // Uncalibrated (edited in the simulation file): a position is a failed operation (1) saying why.
+    let file = dir.join("sims/Shutter.json");
+    let mut doc = read_json(&file);
+    doc["Covers"][0]["Calibrated"] = json!(false);
+    write_json(&file, &doc);
+    let o = run(&["cover", "Blind", "position", "30"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not calibrated"), "{}", stderr(&o));
+    let o = run(&["cover", "Blind", "open"]);
+    assert_eq!(
+        stdout(&o).trim(),
+        "Blind (ID: 1): open, not calibrated (no position)"
+    );
+}
+
+#[test]
+fn sensors_are_null_until_reported_through_sdctl() {
+    let dir = TempDir::new("cli-sensors");
+    dir.write("c.yaml", COVERS);
+    let run = |args: &[&str]| {
+        let mut all = vec!["--config", "c.yaml"];
+        all.extend_from_slice(args);
+        sdctl(dir.path(), &all)
+    };
+    let s = json_out(&run(&["get", "sensor", "Bath Humidity"]));
+    assert_eq!(s["Value"], Value::Null);
+    assert_eq!(
+        (s["Quantity"].clone(), s["Unit"].clone()),
+        (json!("humidity"), json!("%RH"))
+    );
+    let file = dir.join("sims/Bath.json");
+    let mut doc = read_json(&file);
+    doc["Sensors"][1]["Value"] = json!(48.5);
+    write_json(&file, &doc);
+    let s = json_out(&run(&["get", "sensor", "2"]));
+    assert_eq!(s["Value"], 48.5);
+    assert_eq!(
+        json_out(&run(&["get", "sensor", "Bath Temperature"]))["Value"],
+        Value::Null
+    );
+    let o = run(&["status", "Bath"]);
+    assert!(stdout(&o).contains("humidity=48.5%RH"), "{}", stdout(&o));
+}
+
 #[test]
 fn check_prints_every_problem_and_schema_files_add_custom_attributes() {
     let dir = TempDir::new("cli-check");
@@ -353,4 +455,22 @@ fn no_argument_or_config_edge_panics() {
         assert_eq!(o.status.code(), Some(code), "{a:?}: {err}");
         assert!(err.contains(says), "{a:?}: expected '{says}' in: {err}");
     }
+}
+
+/// The README's covers-and-sensors configuration example passes `sdctl check` (the first YAML example is
+/// checked by `tests/config_layouts.rs`).
+#[test]
+fn the_readme_covers_example_is_valid() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .find("### Covers, sensors and profiles")
+        .expect("README has the covers section");
+    let start = section + readme[section..].find("```yaml\n").unwrap() + 8;
+    let end = start + readme[start..].find("```").unwrap();
+    let dir = TempDir::new("cli-readme-covers");
+    dir.write("c.yaml", &readme[start..end]);
+    let o = sdctl(dir.path(), &["--config", "c.yaml", "check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("valid (3 device(s)"), "{}", stdout(&o));
 }

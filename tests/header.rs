@@ -47,6 +47,12 @@ fn header_is_up_to_date_and_versioned() {
         "sd_pull_event",
         "sd_wake_fd",
         "sd_last_error_message",
+        "sd_cover",
+        "sd_sensor_value",
+        "sd_open_cover",
+        "sd_close_cover",
+        "sd_stop_cover",
+        "sd_set_cover_position",
     ] {
         assert!(text.contains(&format!(" {f}(")), "{f} is exported");
     }

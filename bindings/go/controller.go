@@ -299,9 +299,7 @@ func (c *Controller) Component(kind Kind, id Identity) (Component, error) {
 	var data []byte
 	err := c.use(func(p *C.sd_controller) error {
 		return withIdentity(id, func(name *C.char, num C.int64_t) (err error) {
-			data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
-				return C.sdgo_component(p, C.int(kind), name, num, b, n, nd, m)
-			})
+			data, err = componentJSON(p, kind, name, num)
 			return err
 		})
 	})
@@ -351,14 +349,16 @@ func (c *Controller) getBool(id Identity, get boolGetter) (bool, error) {
 	return bool(out), err
 }
 
-// OutputState reports whether an output is on, as last read (no device I/O).
+// OutputState reports whether an output is on, as last read (no device I/O). ErrUnknown when the device has
+// not reported it (not read yet, or no such output in its current profile): unknown is never false.
 func (c *Controller) OutputState(id Identity) (bool, error) {
 	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
 		return C.sdgo_output_state(p, n, i, o, m)
 	})
 }
 
-// InputState reports whether an input is on, as last read (no device I/O).
+// InputState reports whether an input is on, as last read (no device I/O). ErrUnknown when the device has
+// not reported it (not read yet, or an input in button mode): unknown is never false.
 func (c *Controller) InputState(id Identity) (bool, error) {
 	return c.getBool(id, func(p *C.sd_controller, n *C.char, i C.int64_t, o *C.bool, m **C.char) C.sd_result {
 		return C.sdgo_input_state(p, n, i, o, m)
@@ -407,6 +407,131 @@ func (c *Controller) Meter(id Identity) (MeterReading, error) {
 		Energy:         value(r.has_energy, r.energy),
 		ReturnedEnergy: value(r.has_returned_energy, r.returned_energy),
 	}, nil
+}
+
+// componentJSON is sd_component for one identity on an open handle.
+func componentJSON(p *C.sd_controller, kind Kind, name *C.char, num C.int64_t) ([]byte, error) {
+	return readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+		return C.sdgo_component(p, C.int(kind), name, num, b, n, nd, m)
+	})
+}
+
+// Cover returns a cover as last read (no device I/O); State, Position and Calibrated are nil until the device
+// reports them.
+func (c *Controller) Cover(id Identity) (Cover, error) {
+	comp, err := c.Component(KindCover, id)
+	if err != nil {
+		return Cover{}, err
+	}
+	return comp.AsCover()
+}
+
+// Covers returns the covers of every device as last read (no device I/O), in configuration order.
+func (c *Controller) Covers() ([]Cover, error) {
+	ds, err := c.Devices()
+	if err != nil {
+		return nil, err
+	}
+	all := []Cover{}
+	for _, d := range ds {
+		all = append(all, d.Covers...)
+	}
+	return all, nil
+}
+
+// Sensor returns a sensor as last read (no device I/O); Value is nil until the device reports it.
+func (c *Controller) Sensor(id Identity) (Sensor, error) {
+	comp, err := c.Component(KindSensor, id)
+	if err != nil {
+		return Sensor{}, err
+	}
+	return comp.AsSensor()
+}
+
+// Sensors returns the sensors of every device as last read (no device I/O), in configuration order.
+func (c *Controller) Sensors() ([]Sensor, error) {
+	ds, err := c.Devices()
+	if err != nil {
+		return nil, err
+	}
+	all := []Sensor{}
+	for _, d := range ds {
+		all = append(all, d.Sensors...)
+	}
+	return all, nil
+}
+
+// SensorValue returns a sensor's value as last read (no device I/O), in its Unit. ErrUnknown when the device
+// has not reported it (not read yet, a sleeping device that has not woken up): unknown is never 0.
+func (c *Controller) SensorValue(id Identity) (float64, error) {
+	var v C.double
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) error {
+			var msg *C.char
+			return check(C.sdgo_sensor_value(p, name, num, &v, &msg), msg)
+		})
+	})
+	return float64(v), err
+}
+
+// coverCall is one of the sdgo_ cover operations.
+type coverCall func(p *C.sd_controller, name *C.char, num C.int64_t, msg **C.char) C.sd_result
+
+// moveCover runs a cover operation and returns the cover as the device reports it right after the command
+// (usually opening or closing: the move takes the motor's time).
+func (c *Controller) moveCover(id Identity, call coverCall) (Cover, error) {
+	var data []byte
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) (err error) {
+			var msg *C.char
+			if err = check(call(p, name, num, &msg), msg); err != nil {
+				return err
+			}
+			data, err = componentJSON(p, KindCover, name, num)
+			return err
+		})
+	})
+	if err != nil {
+		return Cover{}, err
+	}
+	var cv Cover
+	if err := json.Unmarshal(data, &cv); err != nil {
+		return Cover{}, err
+	}
+	return cv, nil
+}
+
+// OpenCover starts opening a cover fully (device I/O) and returns it as reported right after the command.
+func (c *Controller) OpenCover(id Identity) (Cover, error) {
+	return c.moveCover(id, func(p *C.sd_controller, n *C.char, i C.int64_t, m **C.char) C.sd_result {
+		return C.sdgo_open_cover(p, n, i, m)
+	})
+}
+
+// CloseCover starts closing a cover fully (device I/O) and returns it as reported right after the command.
+func (c *Controller) CloseCover(id Identity) (Cover, error) {
+	return c.moveCover(id, func(p *C.sd_controller, n *C.char, i C.int64_t, m **C.char) C.sd_result {
+		return C.sdgo_close_cover(p, n, i, m)
+	})
+}
+
+// StopCover stops a moving cover where it is (device I/O) and returns it as reported right after.
+func (c *Controller) StopCover(id Identity) (Cover, error) {
+	return c.moveCover(id, func(p *C.sd_controller, n *C.char, i C.int64_t, m **C.char) C.sd_result {
+		return C.sdgo_stop_cover(p, n, i, m)
+	})
+}
+
+// SetCoverPosition sends a cover to position % (0 closed … 100 open; device I/O) and returns it as reported
+// right after the command. ErrInvalidParameter outside 0..100 (nothing is sent); ErrUnsupported when the
+// cover is not calibrated (it does not know its end positions: calibrate it in the vendor app).
+func (c *Controller) SetCoverPosition(id Identity, position int) (Cover, error) {
+	if position < 0 || position > 255 { // beyond uint8; the library checks 101..255 itself
+		return Cover{}, errInvalid("cover position %d is out of range; use 0 (closed) to 100 (open)", position)
+	}
+	return c.moveCover(id, func(p *C.sd_controller, n *C.char, i C.int64_t, m **C.char) C.sd_result {
+		return C.sdgo_set_cover_position(p, n, i, C.uint8_t(position), m)
+	})
 }
 
 // RefreshAll reads every device at once. On failure the error is the first device's, and its message says

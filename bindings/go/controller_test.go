@@ -3,6 +3,8 @@ package smartdev_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,7 +91,8 @@ func TestReadDeviceFieldsAndCustomAttributes(t *testing.T) {
 			len(d.Inputs), len(d.Outputs), len(d.Meters), len(d.TempProbes))
 	}
 	o := d.Outputs[0]
-	if o.Name != "Door Light" || o.ID != 1 || o.DeviceID != 1 || o.State || o.Custom["Group"] != "Lights" {
+	if o.Name != "Door Light" || o.ID != 1 || o.DeviceID != 1 || o.State == nil || *o.State ||
+		o.Custom["Group"] != "Lights" {
 		t.Errorf("output 0 = %+v", o)
 	}
 	if d.Outputs[1].Custom["Group"] != "Tools" {
@@ -218,7 +221,7 @@ func TestSimulationFileEditSeenAfterRefresh(t *testing.T) {
 	}
 	ds, err := ctl.Devices()
 	must(t, err)
-	if !ds[0].Outputs[1].State {
+	if st := ds[0].Outputs[1].State; st == nil || !*st {
 		t.Error("Devices() does not show the edit")
 	}
 }
@@ -295,7 +298,7 @@ func TestSentinelCodesMatchTheLibrary(t *testing.T) {
 		"SD_MODEL_LIBRARY": smartdev.ErrModelLibrary, "SD_TIMEOUT": smartdev.ErrTimeout,
 		"SD_OFFLINE": smartdev.ErrOffline, "SD_DEVICE": smartdev.ErrDevice, "SD_UNSUPPORTED": smartdev.ErrUnsupported,
 		"SD_SIMULATION": smartdev.ErrSimulation, "SD_WORKER_FAILED": smartdev.ErrWorkerFailed,
-		"SD_AUTH": smartdev.ErrAuth, "SD_IO": smartdev.ErrIO,
+		"SD_AUTH": smartdev.ErrAuth, "SD_UNKNOWN": smartdev.ErrUnknown, "SD_IO": smartdev.ErrIO,
 	} {
 		se := e.(*smartdev.Error)
 		if got := smartdev.CodeName(se.Code); got != name {
@@ -308,7 +311,7 @@ func TestSentinelCodesMatchTheLibrary(t *testing.T) {
 	if errors.Is(smartdev.ErrTimeout, smartdev.ErrOffline) {
 		t.Error("different codes match")
 	}
-	if smartdev.CodeName(12345) != "SD_UNKNOWN" {
+	if smartdev.CodeName(12345) != "SD_UNRECOGNISED" {
 		t.Error("CodeName of a non-code")
 	}
 }
@@ -468,4 +471,156 @@ func TestLoggerReceivesMessagesAtOpen(t *testing.T) {
 		t.Fatal("the logger received nothing while opening")
 	}
 	t.Logf("%d log line(s) at open, e.g. %q", n, got[0])
+}
+
+// coverConfig is a simulated Shelly 2PM Gen3 in cover profile ("Shutter", cover "Blind"), a simulated H&T
+// Gen3 ("Bath", built-in sensors "Bath Temperature" and "Bath Humidity"), and a ShellyPlus1PM that is never
+// reached ("Far", output "Far Lamp", at a port where nothing listens).
+func coverConfig(t *testing.T, dir string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	must(t, l.Close())
+	return fmt.Sprintf(`SmartDevices:
+  SimulationFileFolder: '%s'
+  RefreshInterval: 0
+  ResponseTimeout: 1
+  RetryCount: 0
+  Devices:
+    - {Name: Shutter, Model: Shelly2PMG3, Simulate: true, Profile: cover, Covers: [{Name: Blind}]}
+    - {Name: Bath, Model: ShellyHTG3, Simulate: true, Sensors: [{Name: Bath Temperature}, {Name: Bath Humidity}]}
+    - {Name: Far, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %d, Outputs: [{Name: Far Lamp}]}
+`, dir, port)
+}
+
+func openCovers(t *testing.T) (*smartdev.Controller, string) {
+	t.Helper()
+	dir := t.TempDir()
+	ctl, err := smartdev.OpenYAML(coverConfig(t, dir))
+	must(t, err)
+	t.Cleanup(func() { must(t, ctl.Close()) })
+	return ctl, dir
+}
+
+func TestCovers(t *testing.T) {
+	ctl, dir := openCovers(t)
+	c, err := ctl.Cover(smartdev.ByName("Blind"))
+	must(t, err)
+	if c.ID != 1 || c.ObjectType != "cover" || c.State == nil || *c.State != smartdev.CoverClosed ||
+		c.Position == nil || *c.Position != 0 || c.Calibrated == nil || !*c.Calibrated {
+		t.Fatalf("new simulated cover = %+v", c)
+	}
+	d, err := ctl.Device(smartdev.ByName("Shutter"))
+	must(t, err)
+	if d.Profile == nil || *d.Profile != "cover" || len(d.Outputs) != 0 || len(d.Covers) != 1 || d.Custom != nil {
+		t.Errorf("cover device = %+v", d)
+	}
+	if d.Meters[0].CoverID == nil || *d.Meters[0].CoverID != 1 {
+		t.Errorf("the cover's meter: %+v", d.Meters[0])
+	}
+
+	expect := func(what string, c smartdev.Cover, err error, state smartdev.CoverState, pos float64) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if c.State == nil || *c.State != state || c.Position == nil || *c.Position != pos {
+			t.Errorf("%s: cover = %+v, want %s at %v", what, c, state, pos)
+		}
+	}
+	c, err = ctl.OpenCover(smartdev.ByName("Blind"))
+	expect("open", c, err, smartdev.CoverOpen, 100)
+	c, err = ctl.SetCoverPosition(smartdev.ByID(1), 40)
+	expect("position 40", c, err, smartdev.CoverStopped, 40)
+	c, err = ctl.StopCover(smartdev.ByName("Blind"))
+	expect("stop", c, err, smartdev.CoverStopped, 40)
+	c, err = ctl.CloseCover(smartdev.ByName("Blind"))
+	expect("close", c, err, smartdev.CoverClosed, 0)
+	c, err = ctl.Cover(smartdev.ByID(1))
+	expect("last known", c, err, smartdev.CoverClosed, 0)
+
+	for _, p := range []int{101, 255, 256, -1} {
+		if _, err := ctl.SetCoverPosition(smartdev.ByName("Blind"), p); !errors.Is(err, smartdev.ErrInvalidParameter) ||
+			!strings.Contains(err.Error(), "0 (closed) to 100 (open)") {
+			t.Errorf("position %d: %v", p, err)
+		}
+	}
+	if _, err := ctl.OpenCover(smartdev.ByName("Bath Humidity")); !errors.Is(err, smartdev.ErrNotFound) {
+		t.Errorf("a sensor as a cover: %v", err)
+	}
+	all, err := ctl.Covers()
+	must(t, err)
+	if len(all) != 1 || all[0].Name != "Blind" {
+		t.Errorf("Covers() = %+v", all)
+	}
+
+	// Uncalibrated: no position, positions refused, open/close still work.
+	must(t, os.WriteFile(filepath.Join(dir, "Shutter.json"),
+		[]byte(`{"Covers":[{"ComponentIndex":0,"Calibrated":false}]}`), 0o644))
+	_, err = ctl.ReadDevice(smartdev.ByName("Shutter"))
+	must(t, err)
+	c, err = ctl.Cover(smartdev.ByName("Blind"))
+	must(t, err)
+	if c.Calibrated == nil || *c.Calibrated || c.Position != nil {
+		t.Errorf("uncalibrated cover = %+v", c)
+	}
+	if _, err := ctl.SetCoverPosition(smartdev.ByName("Blind"), 50); !errors.Is(err, smartdev.ErrUnsupported) ||
+		!strings.Contains(err.Error(), "not calibrated") {
+		t.Errorf("position on an uncalibrated cover: %v", err)
+	}
+	c, err = ctl.OpenCover(smartdev.ByName("Blind"))
+	must(t, err)
+	if c.State == nil || *c.State != smartdev.CoverOpen || c.Position != nil {
+		t.Errorf("opened uncalibrated cover = %+v", c)
+	}
+}
+
+func TestSensorsAndUnknownValues(t *testing.T) {
+	ctl, dir := openCovers(t)
+	s, err := ctl.Sensor(smartdev.ByName("Bath Humidity"))
+	must(t, err)
+	if s.Value != nil || s.Quantity != "humidity" || s.Unit != "%RH" || !s.BuiltIn || s.ObjectType != "sensor" {
+		t.Errorf("sensor before a value = %+v", s)
+	}
+	if v, err := ctl.SensorValue(smartdev.ByName("Bath Temperature")); !errors.Is(err, smartdev.ErrUnknown) || v != 0 {
+		t.Errorf("SensorValue before a value: %v, %v; want ErrUnknown", v, err)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "Bath.json"),
+		[]byte(`{"Sensors":[{"ComponentIndex":0,"Value":21.5},{"ComponentIndex":1,"Value":48}]}`), 0o644))
+	_, err = ctl.ReadDevice(smartdev.ByName("Bath"))
+	must(t, err)
+	if v, err := ctl.SensorValue(smartdev.ByName("Bath Temperature")); err != nil || v != 21.5 {
+		t.Errorf("temperature = %v, %v", v, err)
+	}
+	if v, err := ctl.SensorValue(smartdev.ByID(2)); err != nil || v != 48 {
+		t.Errorf("humidity = %v, %v", v, err)
+	}
+	all, err := ctl.Sensors()
+	must(t, err)
+	if len(all) != 2 || all[1].Value == nil || *all[1].Value != 48 {
+		t.Errorf("Sensors() = %+v", all)
+	}
+	if _, err := ctl.SensorValue(smartdev.ByName("Blind")); !errors.Is(err, smartdev.ErrNotFound) {
+		t.Errorf("a cover as a sensor: %v", err)
+	}
+
+	// A device never reached: its states are unknown (nil, ErrUnknown), never false.
+	on, err := ctl.OutputState(smartdev.ByName("Far Lamp"))
+	if !errors.Is(err, smartdev.ErrUnknown) || on || !strings.Contains(err.Error(), "Far Lamp") {
+		t.Errorf("OutputState of a device never reached: %v, %v; want ErrUnknown", on, err)
+	}
+	if _, err := ctl.InputState(smartdev.ByID(3)); !errors.Is(err, smartdev.ErrUnknown) {
+		t.Errorf("InputState of a device never reached: %v", err)
+	}
+	d, err := ctl.Device(smartdev.ByName("Far"))
+	must(t, err)
+	if d.Online || d.Outputs[0].State != nil || d.Inputs[0].State != nil {
+		t.Errorf("device never reached = %+v", d)
+	}
+	comp, err := ctl.Component(smartdev.KindOutput, smartdev.ByName("Far Lamp"))
+	must(t, err)
+	if comp.State != nil {
+		t.Errorf("Component State of an unknown output = %v", *comp.State)
+	}
 }

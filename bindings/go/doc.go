@@ -17,6 +17,10 @@
 //
 // Identities: devices and components are named with ByName or ByID, never guessed from a string.
 //
+// Unknown is never false: a state or value the device has not reported (not read yet, a component not in the
+// device's current profile) is a nil pointer in the structs (Output.State, Cover.Position, Sensor.Value, ...)
+// and ErrUnknown from OutputState, InputState and SensorValue.
+//
 // Errors: every failure is an *Error holding the library's result code and message; compare with errors.Is
 // against ErrTimeout, ErrNotFound, ErrConfig, ... The library keeps the message of the last failure per OS
 // thread; the binding fetches it inside the same C call as the failing function (see sdgo.h), so messages

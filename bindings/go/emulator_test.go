@@ -103,7 +103,8 @@ func TestEmulatedDevice(t *testing.T) {
 	}
 	d, err := ctl.ReadDevice(smartdev.ByName("Plug"))
 	must(t, err)
-	if !d.Online || d.Protocol == nil || *d.Protocol != "RPC" || len(d.Outputs) != 1 || !d.Outputs[0].State {
+	if !d.Online || d.Protocol == nil || *d.Protocol != "RPC" || len(d.Outputs) != 1 ||
+		d.Outputs[0].State == nil || !*d.Outputs[0].State {
 		t.Errorf("device = %+v", d)
 	}
 	m, err := ctl.Meter(smartdev.ByID(1))

@@ -38,7 +38,8 @@ func (e *Error) Is(target error) bool {
 	return ok && e != nil && t != nil && t.Code == e.Code
 }
 
-// CodeName is the library's name of a result code (e.g. "SD_TIMEOUT"), or "SD_UNKNOWN".
+// CodeName is the library's name of a result code (e.g. "SD_TIMEOUT"), or "SD_UNRECOGNISED" for a number
+// that is not a code ("SD_UNKNOWN" is the name of ErrUnknown's code).
 func CodeName(code int) string {
 	return C.GoString(C.sd_result_name(C.int(code)))
 }
@@ -86,6 +87,10 @@ var (
 	ErrWorkerFailed = sentinel(C.SD_WORKER_FAILED, "the device's worker failed")
 	// ErrAuth: the device refused the credentials.
 	ErrAuth = sentinel(C.SD_AUTH, "the device refused the credentials")
+	// ErrUnknown: the value is unknown because the device has not reported it (not read yet, a sleeping
+	// device, or a component the device does not have in its current profile). OutputState, InputState and
+	// SensorValue return it rather than false or 0; in the structs the value is nil.
+	ErrUnknown = sentinel(C.SD_UNKNOWN, "the device has not reported this value")
 	// ErrIO: a local I/O failure (a file, a socket, a thread).
 	ErrIO = sentinel(C.SD_IO, "local I/O failure")
 )

@@ -99,11 +99,33 @@ func (c *TempProbe) UnmarshalJSON(b []byte) error {
 	return decodeWithCustom(b, (*plain)(c))
 }
 
-// decodeComponent fills a Component from one component object of the given kind.
+// UnmarshalJSON decodes a cover object and its custom attributes.
+func (c *Cover) UnmarshalJSON(b []byte) error {
+	type plain Cover
+	return decodeWithCustom(b, (*plain)(c))
+}
+
+// UnmarshalJSON decodes a sensor object and its custom attributes.
+func (c *Sensor) UnmarshalJSON(b []byte) error {
+	type plain Sensor
+	return decodeWithCustom(b, (*plain)(c))
+}
+
+// decodeComponent fills a Component from one component object of the given kind. State is decoded for
+// inputs and outputs only: other kinds have no on/off state (a cover's State is a word).
 func decodeComponent(kind Kind, b []byte) (Component, error) {
 	var c Component
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Component{}, err
+	}
+	if kind == KindInput || kind == KindOutput {
+		var s struct {
+			State *bool `json:"State"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			return Component{}, err
+		}
+		c.State = s.State
 	}
 	if err := json.Unmarshal(b, &c.Fields); err != nil {
 		return Component{}, err

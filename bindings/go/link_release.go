@@ -1,4 +1,4 @@
-//go:build smartdev_release
+//go:build smartdev_release && !smartdev_ldflags
 
 package smartdev
 

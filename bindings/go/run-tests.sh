@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the smartdev library and sdctl, then checks and tests the Go binding:
 #   gofmt -l . (must print nothing), go vet ./..., go test -count=1 ./... (with SDCTL_BIN for the emulator test).
+# Honours CARGO_TARGET_DIR (relative to the repository, as cargo runs there): the library and sdctl are then
+# taken from it, linked through -tags smartdev_ldflags and CGO_LDFLAGS.
 # Works from any directory. Installs Go from apt (golang-go) when `go` is missing; that needs root (or
 # password-less sudo). Set GO_RACE=1 to also run the tests under the race detector.
 set -euo pipefail
@@ -51,11 +53,19 @@ fi
 say "$(go version)"
 
 # --- the library and sdctl ------------------------------------------------------------------------------------
+target="${CARGO_TARGET_DIR:-$repo/target}"
+case "$target" in /*) ;; *) target="$repo/$target" ;; esac
 say "cargo build --lib"
 (cd "$repo" && cargo build --lib)
 say "cargo build --bin sdctl"
 (cd "$repo" && cargo build --bin sdctl)
-[ -f "$repo/target/debug/libsmartdev.a" ] || die "target/debug/libsmartdev.a was not built"
+[ -f "$target/debug/libsmartdev.a" ] || die "$target/debug/libsmartdev.a was not built"
+if [ "$target" != "$repo/target" ]; then
+  # The default build links ../../target/debug/libsmartdev.a; name the library in CARGO_TARGET_DIR instead.
+  export GOFLAGS="$GOFLAGS -tags=smartdev_ldflags"
+  export CGO_LDFLAGS="$target/debug/libsmartdev.a -lgcc_s -lutil -lrt -lpthread -lm -ldl"
+  say "linking $target/debug/libsmartdev.a (CARGO_TARGET_DIR)"
+fi
 
 # --- the binding ----------------------------------------------------------------------------------------------
 cd "$here"
@@ -67,7 +77,7 @@ if [ -n "$unformatted" ]; then
 fi
 say "go vet ./..."
 go vet ./...
-export SDCTL_BIN="$repo/target/debug/sdctl"
+export SDCTL_BIN="$target/debug/sdctl"
 say "go test -count=1 ./...  (SDCTL_BIN=$SDCTL_BIN)"
 go test -count=1 ./...
 if [ "${GO_RACE:-0}" = "1" ]; then

@@ -117,6 +117,27 @@ sd_result sdgo_meter(const sd_controller *c, const char *name, int64_t id, sd_me
   return done(sd_meter(c, name, id, reading), err);
 }
 
+sd_result sdgo_sensor_value(const sd_controller *c, const char *name, int64_t id, double *value, char **err) {
+  return done(sd_sensor_value(c, name, id, value), err);
+}
+
+sd_result sdgo_open_cover(const sd_controller *c, const char *name, int64_t id, char **err) {
+  return done(sd_open_cover(c, name, id), err);
+}
+
+sd_result sdgo_close_cover(const sd_controller *c, const char *name, int64_t id, char **err) {
+  return done(sd_close_cover(c, name, id), err);
+}
+
+sd_result sdgo_stop_cover(const sd_controller *c, const char *name, int64_t id, char **err) {
+  return done(sd_stop_cover(c, name, id), err);
+}
+
+sd_result sdgo_set_cover_position(const sd_controller *c, const char *name, int64_t id, uint8_t position,
+                                  char **err) {
+  return done(sd_set_cover_position(c, name, id, position), err);
+}
+
 sd_result sdgo_is_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err) {
   return done(sd_is_device_online(c, name, id, online), err);
 }

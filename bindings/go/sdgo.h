@@ -44,6 +44,12 @@ sd_result sdgo_output_state(const sd_controller *c, const char *name, int64_t id
 sd_result sdgo_input_state(const sd_controller *c, const char *name, int64_t id, bool *state, char **err);
 sd_result sdgo_meter(const sd_controller *c, const char *name, int64_t id, sd_meter_reading *reading,
                          char **err);
+sd_result sdgo_sensor_value(const sd_controller *c, const char *name, int64_t id, double *value, char **err);
+sd_result sdgo_open_cover(const sd_controller *c, const char *name, int64_t id, char **err);
+sd_result sdgo_close_cover(const sd_controller *c, const char *name, int64_t id, char **err);
+sd_result sdgo_stop_cover(const sd_controller *c, const char *name, int64_t id, char **err);
+sd_result sdgo_set_cover_position(const sd_controller *c, const char *name, int64_t id, uint8_t position,
+                                  char **err);
 sd_result sdgo_is_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err);
 
 /* Waits up to timeout_ms for fd to become readable: 1 readable, 0 not (timeout or EINTR), -1 error. */

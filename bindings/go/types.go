@@ -42,10 +42,11 @@ func (i Identity) String() string {
 	return "ID " + strconv.FormatInt(i.ID, 10)
 }
 
-// Kind is one of the four component kinds.
+// Kind is one of the component kinds.
 type Kind int
 
-// The component kinds (named Kind... because Input, Output, Meter and TempProbe are the component types).
+// The component kinds (named Kind... because Input, Output, Meter, TempProbe, Cover and Sensor are the
+// component types).
 const (
 	// KindInput is a digital input.
 	KindInput Kind = C.SD_KIND_INPUT
@@ -55,9 +56,13 @@ const (
 	KindMeter Kind = C.SD_KIND_METER
 	// KindTempProbe is an add-on temperature probe.
 	KindTempProbe Kind = C.SD_KIND_TEMP_PROBE
+	// KindCover is a cover (roller shutter, blind).
+	KindCover Kind = C.SD_KIND_COVER
+	// KindSensor is a sensor (humidity, voltage, a device's own temperature).
+	KindSensor Kind = C.SD_KIND_SENSOR
 )
 
-// String is the library's ObjectType of the kind: input, output, meter or temp_probe.
+// String is the library's ObjectType of the kind: input, output, meter, temp_probe, cover or sensor.
 func (k Kind) String() string {
 	switch k {
 	case KindInput:
@@ -68,6 +73,10 @@ func (k Kind) String() string {
 		return "meter"
 	case KindTempProbe:
 		return "temp_probe"
+	case KindCover:
+		return "cover"
+	case KindSensor:
+		return "sensor"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -127,10 +136,18 @@ type Device struct {
 	Firmware *string `json:"Firmware"`
 	// ReportedModel is the model the device reports about itself.
 	ReportedModel *string `json:"ReportedModel"`
+	// Profile is the profile the device reports it is in ("switch", "cover", Gen1 "relay"/"roller", ...); for
+	// simulated devices the configured one. Nil for models with one shape or before first contact.
+	Profile *string `json:"Profile"`
+	// ConfigMismatch says what differs when the device is not what the configuration says (e.g. in cover
+	// profile while outputs are configured) and how to fix it; nil when it matches.
+	ConfigMismatch *string `json:"ConfigMismatch"`
 	// TotalPower is the sum of the power of the device's meters in W.
 	TotalPower *float64 `json:"TotalPower"`
 	// TotalEnergy is the sum of the energy of the device's meters in Wh.
 	TotalEnergy *float64 `json:"TotalEnergy"`
+	// TotalReturnedEnergy is the sum of the returned (exported) energy of the device's meters in Wh.
+	TotalReturnedEnergy *float64 `json:"TotalReturnedEnergy"`
 	// SupportedWebhooks lists the webhook events the device can send.
 	SupportedWebhooks []string `json:"SupportedWebhooks"`
 	// LastError is the last failure talking to (or simulating) the device, cleared by the next success.
@@ -145,6 +162,10 @@ type Device struct {
 	Meters []Meter `json:"Meters"`
 	// TempProbes are the add-on temperature probes.
 	TempProbes []TempProbe `json:"TempProbes"`
+	// Covers are the covers in hardware order.
+	Covers []Cover `json:"Covers"`
+	// Sensors are the device's own sensors (an H&T's) and add-on humidity, voltage and temperature sensors.
+	Sensors []Sensor `json:"Sensors"`
 	// Custom holds the custom attributes from the configuration: every JSON key that is not one of the
 	// fields above (numbers decode as float64). Nil when there are none.
 	Custom map[string]interface{} `json:"-"`
@@ -162,8 +183,9 @@ type Input struct {
 	DeviceID int64 `json:"DeviceID"`
 	// ComponentIndex is the hardware channel (0-based).
 	ComponentIndex int `json:"ComponentIndex"`
-	// State is true when the input is on (closed).
-	State bool `json:"State"`
+	// State is true when the input is on (closed), false when off, and nil when unknown: not read yet, or an
+	// input in button mode (no state). Unknown is never false.
+	State *bool `json:"State"`
 	// Webhooks is whether default webhooks are installed for it.
 	Webhooks bool `json:"Webhooks"`
 	// Custom holds the custom attributes (keys that are not fields above); nil when there are none.
@@ -182,8 +204,11 @@ type Output struct {
 	DeviceID int64 `json:"DeviceID"`
 	// ComponentIndex is the hardware channel (0-based).
 	ComponentIndex int `json:"ComponentIndex"`
-	// State is true when the relay is on.
-	State bool `json:"State"`
+	// State is true when the relay (or light) is on, false when off, and nil when unknown: not read yet, or
+	// the device does not have this output in its current profile. Unknown is never false.
+	State *bool `json:"State"`
+	// Brightness is the brightness in % of a dimmable light output; nil for relays.
+	Brightness *float64 `json:"Brightness"`
 	// Temperature is the temperature of the switch in °C, where reported.
 	Temperature *float64 `json:"Temperature"`
 	// HasMeter is whether a meter measures this output.
@@ -208,8 +233,14 @@ type Meter struct {
 	ComponentIndex int `json:"ComponentIndex"`
 	// OutputID is the ID of the output this meter measures, if any.
 	OutputID *int64 `json:"OutputID"`
+	// CoverID is the ID of the cover this meter measures, if any.
+	CoverID *int64 `json:"CoverID"`
 	// Power is the active power in W.
 	Power *float64 `json:"Power"`
+	// ApparentPower is in VA.
+	ApparentPower *float64 `json:"ApparentPower"`
+	// Frequency is the mains frequency in Hz.
+	Frequency *float64 `json:"Frequency"`
 	// Voltage is in V.
 	Voltage *float64 `json:"Voltage"`
 	// Current is in A.
@@ -250,6 +281,84 @@ type TempProbe struct {
 	Custom map[string]interface{} `json:"-"`
 }
 
+// CoverState is what a cover is doing, as the device reports it (the library's JSON word).
+type CoverState string
+
+// The cover states.
+const (
+	// CoverOpen is fully open and still.
+	CoverOpen CoverState = "open"
+	// CoverClosed is fully closed and still.
+	CoverClosed CoverState = "closed"
+	// CoverOpening is moving towards open.
+	CoverOpening CoverState = "opening"
+	// CoverClosing is moving towards closed.
+	CoverClosing CoverState = "closing"
+	// CoverStopped is still, somewhere between open and closed.
+	CoverStopped CoverState = "stopped"
+	// CoverCalibrating is running its calibration.
+	CoverCalibrating CoverState = "calibrating"
+)
+
+// Cover is a cover (roller shutter, blind, garage door motor).
+type Cover struct {
+	// ID is the numeric ID, unique among covers.
+	ID int64 `json:"ID"`
+	// Name is unique among covers.
+	Name string `json:"Name"`
+	// ObjectType is always "cover".
+	ObjectType string `json:"ObjectType"`
+	// DeviceID is the ID of the device it belongs to.
+	DeviceID int64 `json:"DeviceID"`
+	// ComponentIndex is the hardware channel (0-based).
+	ComponentIndex int `json:"ComponentIndex"`
+	// State is what the cover is doing; nil until the device reports it (never assumed closed).
+	State *CoverState `json:"State"`
+	// Position is in % (0 closed, 100 open); nil until read and while the cover is not calibrated.
+	Position *float64 `json:"Position"`
+	// Calibrated is whether the cover knows its end positions (needed by SetCoverPosition); nil until read.
+	Calibrated *bool `json:"Calibrated"`
+	// Temperature is the temperature of the device's cover channel in °C, where reported.
+	Temperature *float64 `json:"Temperature"`
+	// HasMeter is whether a meter measures this cover.
+	HasMeter bool `json:"HasMeter"`
+	// Webhooks is whether default webhooks are installed for it.
+	Webhooks bool `json:"Webhooks"`
+	// Custom holds the custom attributes (keys that are not fields above); nil when there are none.
+	Custom map[string]interface{} `json:"-"`
+}
+
+// Sensor is a sensor: a device's own (an H&T's temperature and humidity) or an add-on's humidity, voltage or
+// temperature input.
+type Sensor struct {
+	// ID is the numeric ID, unique among sensors.
+	ID int64 `json:"ID"`
+	// Name is unique among sensors; for add-on sensors the peripheral's name in the vendor app.
+	Name string `json:"Name"`
+	// ObjectType is always "sensor".
+	ObjectType string `json:"ObjectType"`
+	// DeviceID is the ID of the device it belongs to.
+	DeviceID int64 `json:"DeviceID"`
+	// ComponentIndex is the position in the device's sensor list (0-based).
+	ComponentIndex int `json:"ComponentIndex"`
+	// Quantity is what it measures: "temperature", "humidity" or "voltage".
+	Quantity string `json:"Quantity"`
+	// Value is the reading in Unit; nil until the device reports it (never 0).
+	Value *float64 `json:"Value"`
+	// Unit is "°C", "%RH" or "V".
+	Unit string `json:"Unit"`
+	// LastReadingTime is when the value was last read (RFC 3339, UTC).
+	LastReadingTime *string `json:"LastReadingTime"`
+	// SensorID is the device's own id of the sensor, once mapped.
+	SensorID *int64 `json:"SensorID"`
+	// BuiltIn is whether it is the device's own sensor (not an add-on peripheral).
+	BuiltIn bool `json:"BuiltIn"`
+	// RequiresOutput names the output that must be on for the reading to be updated.
+	RequiresOutput *string `json:"RequiresOutput"`
+	// Custom holds the custom attributes (keys that are not fields above); nil when there are none.
+	Custom map[string]interface{} `json:"-"`
+}
+
 // MeterReading is one meter's readings as last read. A nil field is a value the device does not report.
 type MeterReading struct {
 	// Power is the active power in W (negative: energy flows back).
@@ -266,9 +375,9 @@ type MeterReading struct {
 	ReturnedEnergy *float64
 }
 
-// Component is any one component as returned by GetComponent: the common fields typed, plus the whole JSON
-// object (custom attributes included) in Fields and JSON. Use AsInput, AsOutput, AsMeter or AsTempProbe for
-// the fully typed struct.
+// Component is any one component as returned by Controller.Component: the common fields typed, plus the
+// whole JSON object (custom attributes included) in Fields and JSON. Use AsInput, AsOutput, AsMeter,
+// AsTempProbe, AsCover or AsSensor for the fully typed struct.
 type Component struct {
 	// Kind is the component's kind (the one asked for).
 	Kind Kind `json:"-"`
@@ -280,8 +389,9 @@ type Component struct {
 	DeviceID int64 `json:"DeviceID"`
 	// ComponentIndex is the hardware channel or list position (0-based).
 	ComponentIndex int `json:"ComponentIndex"`
-	// State is the on/off state of an input or output; nil for meters and probes.
-	State *bool `json:"State"`
+	// State is the on/off state of an input or output; nil when unknown (not read yet) and for other kinds
+	// (a cover's state is a word: use AsCover).
+	State *bool `json:"-"`
 	// Fields is the whole JSON object decoded generically (numbers as float64).
 	Fields map[string]interface{} `json:"-"`
 	// JSON is the object exactly as the library wrote it.
@@ -320,6 +430,20 @@ func (c Component) AsMeter() (Meter, error) {
 func (c Component) AsTempProbe() (TempProbe, error) {
 	var v TempProbe
 	err := c.as(KindTempProbe, &v)
+	return v, err
+}
+
+// AsCover decodes the component as a Cover (ErrInvalidParameter when it is another kind).
+func (c Component) AsCover() (Cover, error) {
+	var v Cover
+	err := c.as(KindCover, &v)
+	return v, err
+}
+
+// AsSensor decodes the component as a Sensor (ErrInvalidParameter when it is another kind).
+func (c Component) AsSensor() (Sensor, error) {
+	var v Sensor
+	err := c.as(KindSensor, &v)
 	return v, err
 }
 

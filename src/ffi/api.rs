@@ -15,7 +15,9 @@ use super::boundary::{
 use super::log::{Registration, sd_log_callback};
 use super::result::sd_result;
 use crate::log_scope::{self, ScopeId};
-use crate::{ComponentKind, Controller, Identity, ModelLibrary, PrintMode, WakeFlag};
+use crate::{
+    ComponentKind, Controller, CoverAction, CoverState, Identity, ModelLibrary, PrintMode, WakeFlag,
+};
 
 /// An open installation: configuration, one worker per device, the supervisor and the webhook listener.
 ///
@@ -31,9 +33,13 @@ use crate::{ComponentKind, Controller, Identity, ModelLibrary, PrintMode, WakeFl
 /// other getter returns the last known state at once.
 /// - sd_read_device / sd_refresh_all / sd_read_device_online: read one device, every device in parallel, or
 ///   one device and say whether it answered.
-/// - sd_device / sd_devices / sd_component: objects as JSON (last known state).
-/// - sd_output_state / sd_input_state / sd_meter / sd_is_device_online: typed hot-path getters (last known).
+/// - sd_device / sd_devices / sd_component: objects as JSON (last known state), covers and sensors included
+///   (`SD_KIND_COVER`, `SD_KIND_SENSOR`).
+/// - sd_output_state / sd_input_state / sd_meter / sd_cover / sd_sensor_value / sd_is_device_online: typed
+///   hot-path getters (last known). A state or value the device has not reported is `SD_UNKNOWN` (or a
+///   validity flag that is false), never `false` or 0.
 /// - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
+/// - sd_open_cover / sd_close_cover / sd_stop_cover / sd_set_cover_position: move a cover.
 /// - sd_pull_event: take the oldest webhook event as JSON.
 /// - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
 /// - sd_webhook_address: where the webhook listener listens.
@@ -102,6 +108,63 @@ pub const SD_KIND_OUTPUT: c_int = 1;
 pub const SD_KIND_METER: c_int = 2;
 /// Component kind: temperature probe.
 pub const SD_KIND_TEMP_PROBE: c_int = 3;
+/// Component kind: cover (roller shutter, blind).
+pub const SD_KIND_COVER: c_int = 4;
+/// Component kind: sensor (humidity, voltage, a device's own temperature).
+pub const SD_KIND_SENSOR: c_int = 5;
+
+/// What a cover is doing, as last reported (`sd_cover_reading.state`). Numbers never change meaning.
+#[repr(C)]
+#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum sd_cover_state {
+    /// Not reported yet (never read, or the device does not have this cover in its current profile).
+    SD_COVER_UNKNOWN = 0,
+    /// Fully open and still.
+    SD_COVER_OPEN = 1,
+    /// Fully closed and still.
+    SD_COVER_CLOSED = 2,
+    /// Moving towards open.
+    SD_COVER_OPENING = 3,
+    /// Moving towards closed.
+    SD_COVER_CLOSING = 4,
+    /// Still, somewhere between open and closed.
+    SD_COVER_STOPPED = 5,
+    /// Running its calibration.
+    SD_COVER_CALIBRATING = 6,
+}
+
+impl From<Option<CoverState>> for sd_cover_state {
+    fn from(s: Option<CoverState>) -> Self {
+        match s {
+            None => sd_cover_state::SD_COVER_UNKNOWN,
+            Some(CoverState::Open) => sd_cover_state::SD_COVER_OPEN,
+            Some(CoverState::Closed) => sd_cover_state::SD_COVER_CLOSED,
+            Some(CoverState::Opening) => sd_cover_state::SD_COVER_OPENING,
+            Some(CoverState::Closing) => sd_cover_state::SD_COVER_CLOSING,
+            Some(CoverState::Stopped) => sd_cover_state::SD_COVER_STOPPED,
+            Some(CoverState::Calibrating) => sd_cover_state::SD_COVER_CALIBRATING,
+        }
+    }
+}
+
+/// One cover as last read (`sd_cover`). Unknown is never reported as a value: `state` is
+/// `SD_COVER_UNKNOWN`, and a `has_` flag is false when the device has not reported that value (the value is
+/// then 0 / false and must not be used).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct sd_cover_reading {
+    /// What the cover is doing.
+    pub state: sd_cover_state,
+    /// Position in % (0 closed, 100 open). Unknown while the cover is not calibrated.
+    pub position: f64,
+    /// Whether the cover knows its end positions (can be sent to a position).
+    pub calibrated: bool,
+    /// `position` is valid.
+    pub has_position: bool,
+    /// `calibrated` is valid.
+    pub has_calibrated: bool,
+}
 
 /// One meter's readings. A `has_` flag is false when the device does not report that value (the value is
 /// then 0 and must not be used).
@@ -166,10 +229,12 @@ fn kind_of(kind: c_int) -> Result<ComponentKind, sd_result> {
         SD_KIND_OUTPUT => Ok(ComponentKind::Output),
         SD_KIND_METER => Ok(ComponentKind::Meter),
         SD_KIND_TEMP_PROBE => Ok(ComponentKind::TempProbe),
+        SD_KIND_COVER => Ok(ComponentKind::Cover),
+        SD_KIND_SENSOR => Ok(ComponentKind::Sensor),
         other => Err(fail(
             sd_result::SD_INVALID_PARAMETER,
             format!(
-                "kind {other} is not one of SD_KIND_INPUT (0), SD_KIND_OUTPUT (1), SD_KIND_METER (2), SD_KIND_TEMP_PROBE (3)"
+                "kind {other} is not one of SD_KIND_INPUT (0), SD_KIND_OUTPUT (1), SD_KIND_METER (2), SD_KIND_TEMP_PROBE (3), SD_KIND_COVER (4), SD_KIND_SENSOR (5)"
             ),
         )),
     }
@@ -204,35 +269,15 @@ pub extern "C" fn sd_version() -> *const c_char {
     guard(|| concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast())
 }
 
-/// The name of a result code (e.g. `"SD_TIMEOUT"`), static; `"SD_UNKNOWN"` for numbers that are not codes.
+/// The name of a result code (e.g. `"SD_TIMEOUT"`), static; `"SD_UNRECOGNISED"` for numbers that are not
+/// codes (`"SD_UNKNOWN"` is the name of the code 307, a value the device has not reported).
 #[unsafe(no_mangle)]
 pub extern "C" fn sd_result_name(code: c_int) -> *const c_char {
     guard(|| {
-        const ALL: [sd_result; 20] = [
-            sd_result::SD_OK,
-            sd_result::SD_NULL_PARAMETER,
-            sd_result::SD_INVALID_PARAMETER,
-            sd_result::SD_INSUFFICIENT_SIZE,
-            sd_result::SD_NOT_FOUND,
-            sd_result::SD_NO_EVENT,
-            sd_result::SD_CLOSED,
-            sd_result::SD_PANIC,
-            sd_result::SD_CONFIG,
-            sd_result::SD_INIT,
-            sd_result::SD_LOGGER,
-            sd_result::SD_MODEL_LIBRARY,
-            sd_result::SD_TIMEOUT,
-            sd_result::SD_OFFLINE,
-            sd_result::SD_DEVICE,
-            sd_result::SD_UNSUPPORTED,
-            sd_result::SD_SIMULATION,
-            sd_result::SD_WORKER_FAILED,
-            sd_result::SD_AUTH,
-            sd_result::SD_IO,
-        ];
-        ALL.iter()
+        sd_result::ALL
+            .iter()
             .find(|r| **r as c_int == code)
-            .map_or(c"SD_UNKNOWN".as_ptr(), |r| r.name().as_ptr())
+            .map_or(c"SD_UNRECOGNISED".as_ptr(), |r| r.name().as_ptr())
     })
 }
 
@@ -516,7 +561,9 @@ pub unsafe extern "C" fn sd_devices(
     })
 }
 
-/// Writes one component (`SD_KIND_*`) as JSON, as last read.
+/// Writes one component (`SD_KIND_INPUT`, `SD_KIND_OUTPUT`, `SD_KIND_METER`, `SD_KIND_TEMP_PROBE`,
+/// `SD_KIND_COVER`, `SD_KIND_SENSOR`) as JSON, as last read. Values not reported yet are `null` (a cover's
+/// `State` is then `null`, never `"closed"`; a sensor's `Value` is `null`, never 0).
 ///
 /// # Safety
 /// As for `sd_device`.
@@ -914,7 +961,8 @@ unsafe fn component_state(
     sd_result::SD_OK
 }
 
-/// Whether an output is on, as last read (no device I/O).
+/// Whether an output is on, as last read (no device I/O). `SD_UNKNOWN` when the device has not reported it
+/// (not read yet, or the output does not exist in the device's current profile): unknown is never `false`.
 ///
 /// # Safety
 /// `ctl` valid; `name` NULL or a valid C string; `state` valid.
@@ -929,7 +977,8 @@ pub unsafe extern "C" fn sd_output_state(
     guard(|| unsafe { component_state(ctl, ComponentKind::Output, name, id, state) })
 }
 
-/// Whether an input is on, as last read (no device I/O).
+/// Whether an input is on, as last read (no device I/O). `SD_UNKNOWN` when the device has not reported it
+/// (not read yet, or an input in button mode, which has no state): unknown is never `false`.
 ///
 /// # Safety
 /// As for `sd_output_state`.
@@ -981,6 +1030,155 @@ pub unsafe extern "C" fn sd_meter(
         unsafe { put(reading, r) };
         sd_result::SD_OK
     })
+}
+
+/// A cover as last read (no device I/O): what it is doing, its position and whether it is calibrated, each
+/// with a validity flag (`SD_COVER_UNKNOWN` / `has_` false until the device reports them).
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `cover` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_cover(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    cover: *mut sd_cover_reading,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(cover, "cover");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let c = lib!(h.ctl.cover(&who));
+        let r = sd_cover_reading {
+            state: c.state.into(),
+            position: c.position.unwrap_or(0.0),
+            calibrated: c.calibrated.unwrap_or(false),
+            has_position: c.position.is_some(),
+            has_calibrated: c.calibrated.is_some(),
+        };
+        // SAFETY: checked above.
+        unsafe { put(cover, r) };
+        sd_result::SD_OK
+    })
+}
+
+/// A sensor's value as last read (no device I/O), in its unit (`°C`, `%RH` or `V`; the JSON of
+/// `sd_component(SD_KIND_SENSOR, ...)` names it). `SD_UNKNOWN` when the device has not reported it (not read
+/// yet, a sleeping device that has not woken up, or a `RequiresOutput` that was never on): never 0.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `value` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_sensor_value(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    value: *mut f64,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(value, "value");
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let s = lib!(h.ctl.sensor(&who));
+        let Some(v) = s.value else {
+            let device = lib!(h.ctl.device(s.device_id)).label();
+            let what = format!("the {} of sensor '{}'", s.quantity, s.name);
+            return fail_with(&crate::Error::Unknown { device, what });
+        };
+        // SAFETY: checked above.
+        unsafe { put(value, v) };
+        sd_result::SD_OK
+    })
+}
+
+/// Shared body of the cover operations.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string.
+unsafe fn move_cover(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    action: CoverAction,
+) -> sd_result {
+    require!(ctl, "ctl");
+    // SAFETY: forwarded contract.
+    let who = tri!(unsafe { identity(name, id) });
+    // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+    let h = unsafe { handle(ctl) };
+    lib!(h.ctl.move_cover(&who, action));
+    sd_result::SD_OK
+}
+
+/// Starts opening a cover fully (device I/O). `SD_OK` means the device took the command; the move takes the
+/// motor's time, and `sd_cover` then shows `SD_COVER_OPENING` until the device reports the end.
+///
+/// One function per action rather than one `sd_move_cover(..., action, position)`: each call says what it
+/// does where it is written, no out-of-range action value can be passed (a C enum argument may hold any
+/// `int`), and a position is only taken where it means something (`sd_set_cover_position`). Not to be
+/// confused with `sd_close`, which closes the controller.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_open_cover(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { move_cover(ctl, name, id, CoverAction::Open) })
+}
+
+/// Starts closing a cover fully (device I/O); as for `sd_open_cover`. (`sd_close` closes the controller.)
+///
+/// # Safety
+/// As for `sd_open_cover`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_close_cover(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { move_cover(ctl, name, id, CoverAction::Close) })
+}
+
+/// Stops a moving cover where it is (device I/O); as for `sd_open_cover`.
+///
+/// # Safety
+/// As for `sd_open_cover`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_stop_cover(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { move_cover(ctl, name, id, CoverAction::Stop) })
+}
+
+/// Sends a cover to `position` % (0 closed … 100 open; device I/O); as for `sd_open_cover`.
+/// `SD_INVALID_PARAMETER` for a position over 100 (nothing is sent); `SD_UNSUPPORTED` when the cover is not
+/// calibrated (it does not know its end positions: calibrate it in the vendor app).
+///
+/// # Safety
+/// As for `sd_open_cover`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_set_cover_position(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    position: u8,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { move_cover(ctl, name, id, CoverAction::Position(position)) })
 }
 
 /// Whether the device was online at its last contact (no device I/O; `sd_read_device_online` reads it now).

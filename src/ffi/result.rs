@@ -59,6 +59,31 @@ pub enum sd_result {
 }
 
 impl sd_result {
+    /// Every code, for `sd_result_name` (a new variant must be added here and to `name`).
+    pub(crate) const ALL: [sd_result; 21] = [
+        sd_result::SD_OK,
+        sd_result::SD_NULL_PARAMETER,
+        sd_result::SD_INVALID_PARAMETER,
+        sd_result::SD_INSUFFICIENT_SIZE,
+        sd_result::SD_NOT_FOUND,
+        sd_result::SD_NO_EVENT,
+        sd_result::SD_CLOSED,
+        sd_result::SD_PANIC,
+        sd_result::SD_CONFIG,
+        sd_result::SD_INIT,
+        sd_result::SD_LOGGER,
+        sd_result::SD_MODEL_LIBRARY,
+        sd_result::SD_TIMEOUT,
+        sd_result::SD_OFFLINE,
+        sd_result::SD_DEVICE,
+        sd_result::SD_UNSUPPORTED,
+        sd_result::SD_SIMULATION,
+        sd_result::SD_WORKER_FAILED,
+        sd_result::SD_AUTH,
+        sd_result::SD_UNKNOWN,
+        sd_result::SD_IO,
+    ];
+
     /// The code for a library error (the one place that maps errors to codes).
     pub(crate) fn from_error(e: &Error) -> Self {
         match e {
@@ -105,6 +130,32 @@ impl sd_result {
             sd_result::SD_AUTH => c"SD_AUTH",
             sd_result::SD_UNKNOWN => c"SD_UNKNOWN",
             sd_result::SD_IO => c"SD_IO",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sd_result;
+
+    /// `sd_result_name` finds every code through `ALL`; a code missing there would be named
+    /// `SD_UNRECOGNISED` (SD_UNKNOWN was, when it was added).
+    #[test]
+    fn every_code_is_listed_once_under_its_own_name() {
+        let names: Vec<_> = sd_result::ALL.iter().map(|r| r.name()).collect();
+        for (r, n) in sd_result::ALL.iter().zip(&names) {
+            assert!(n.to_str().unwrap().starts_with("SD_"), "{r:?}");
+            assert_eq!(names.iter().filter(|m| *m == n).count(), 1, "{r:?}");
+            assert_eq!(format!("{r:?}"), n.to_str().unwrap());
+        }
+        // SD_UNKNOWN was once left out, and named SD_UNKNOWN only by the fallback's accident.
+        for r in [
+            sd_result::SD_PANIC,
+            sd_result::SD_MODEL_LIBRARY,
+            sd_result::SD_UNKNOWN,
+            sd_result::SD_IO,
+        ] {
+            assert!(sd_result::ALL.contains(&r), "{r:?}");
         }
     }
 }

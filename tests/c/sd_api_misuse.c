@@ -76,6 +76,13 @@ int main(void) {
   CHECK_RC(sd_print_model_library(ctl, "brief", "NoSuchModel", buf, sizeof buf, &needed), SD_NOT_FOUND);
   CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "NoSuchModel") != NULL);
+  /* This device has no covers or sensors. */
+  struct sd_cover_reading cover;
+  double value = 0.0;
+  CHECK_RC(sd_cover(ctl, NULL, 1, &cover), SD_NOT_FOUND);
+  CHECK_RC(sd_sensor_value(ctl, NULL, 1, &value), SD_NOT_FOUND);
+  CHECK_RC(sd_open_cover(ctl, "Lamp", 0), SD_NOT_FOUND);
+  CHECK_RC(sd_set_cover_position(ctl, NULL, 1, 200), SD_INVALID_PARAMETER); /* the range is checked first */
 
   /* Tiny buffers: the size needed is reported and a second call succeeds. */
   char tiny[4];
@@ -105,7 +112,8 @@ int main(void) {
 
   /* Result names. */
   CHECK(strcmp(sd_result_name(SD_TIMEOUT), "SD_TIMEOUT") == 0);
-  CHECK(strcmp(sd_result_name(12345), "SD_UNKNOWN") == 0);
+  CHECK(strcmp(sd_result_name(SD_UNKNOWN), "SD_UNKNOWN") == 0);
+  CHECK(strcmp(sd_result_name(12345), "SD_UNRECOGNISED") == 0); /* not a code: not mistaken for SD_UNKNOWN */
   CHECK(strcmp(sd_version(), SMARTDEV_VERSION) == 0);
 
   /* Closing twice through the same variable is harmless. */

@@ -9,16 +9,20 @@ Quick start::
     with Controller("devices.yaml") as ctl:
         print(ctl.print_device_status())
         state, changed = ctl.change_output("Pump", True)
+        ctl.set_cover_position("Blind", 40)
 
 The shared library is found through ``SMARTDEV_LIB`` or the repository's ``target/release`` /
 ``target/debug`` (see :mod:`smartdev._native`); it is loaded on first use.
 
 Identities: an ``int`` is an ID, a ``str`` is a name; ``ByName("12")`` names a device called "12".
-Errors: :class:`SmartDevError` and its subclasses, each with ``.code`` and ``.code_name``.
+Errors: :class:`SmartDevError` and its subclasses, each with ``.code`` and ``.code_name``. A state or value the
+device has not reported is ``None`` in the dicts and :class:`UnknownValueError` from the typed getters, never
+``False`` or 0.
 """
 
 from . import controller, errors
 from .controller import (
+    COVER_STATES,
     KINDS,
     LOG_DEBUG,
     LOG_ERROR,
@@ -54,6 +58,7 @@ from .errors import (
     SimulationError,
     SmartDevError,
     SmartDevIOError,
+    UnknownValueError,
     UnsupportedError,
     WorkerFailedError,
     error_for_code,

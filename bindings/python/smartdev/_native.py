@@ -29,6 +29,7 @@ from ctypes import (
     c_int,
     c_int64,
     c_size_t,
+    c_uint8,
     c_void_p,
 )
 from pathlib import Path
@@ -109,6 +110,11 @@ _PROTOTYPES = {
     "sd_input_state": (c_int, [_ctl, c_char_p, c_int64, _bool_p]),
     "sd_meter": (c_int, [_ctl, c_char_p, c_int64, POINTER(MeterReading)]),
     "sd_is_device_online": (c_int, [_ctl, c_char_p, c_int64, _bool_p]),
+    "sd_sensor_value": (c_int, [_ctl, c_char_p, c_int64, POINTER(c_double)]),
+    "sd_open_cover": (c_int, [_ctl, c_char_p, c_int64]),
+    "sd_close_cover": (c_int, [_ctl, c_char_p, c_int64]),
+    "sd_stop_cover": (c_int, [_ctl, c_char_p, c_int64]),
+    "sd_set_cover_position": (c_int, [_ctl, c_char_p, c_int64, c_uint8]),
 }
 
 

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import weakref
-from ctypes import byref, c_bool, c_size_t, c_void_p
+from ctypes import byref, c_bool, c_double, c_size_t, c_void_p
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -34,6 +34,7 @@ __all__ = [
     "Identity",
     "LogCallback",
     "KINDS",
+    "COVER_STATES",
     "LOG_OFF",
     "LOG_ERROR",
     "LOG_WARN",
@@ -55,7 +56,10 @@ _SD_TIMEOUT = 300
 LOG_OFF, LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG, LOG_TRACE = 0, 1, 2, 3, 4, 5
 
 #: Component kinds accepted by :meth:`Controller.component` and their ``SD_KIND_*`` numbers.
-KINDS: Dict[str, int] = {"input": 0, "output": 1, "meter": 2, "temp_probe": 3}
+KINDS: Dict[str, int] = {"input": 0, "output": 1, "meter": 2, "temp_probe": 3, "cover": 4, "sensor": 5}
+
+#: The words a cover's ``State`` can hold (``None`` when the device has not reported it).
+COVER_STATES = ("open", "closed", "opening", "closing", "stopped", "calibrating")
 
 #: The first buffer size for text and JSON results; grown to what the library asks for.
 _FIRST_BUFFER = 16 * 1024
@@ -457,7 +461,7 @@ class Controller:
         """One component as a dict, as last read (no device I/O).
 
         Args:
-            kind: ``"input"``, ``"output"``, ``"meter"`` or ``"temp_probe"``.
+            kind: ``"input"``, ``"output"``, ``"meter"``, ``"temp_probe"``, ``"cover"`` or ``"sensor"``.
             identity: the component's ID (int) or name (str), or :class:`ByName` / :class:`ByID`.
         """
         if not isinstance(kind, str):
@@ -468,6 +472,24 @@ class Controller:
                 f"component kind {kind!r} is unknown; use one of {', '.join(map(repr, KINDS))}"
             )
         return self._json_call("sd_component", number, *_identity(identity))  # type: ignore[no-any-return]
+
+    def cover(self, identity: Identity) -> Dict[str, Any]:
+        """A cover as a dict, as last read (no device I/O): ``State`` (one of :data:`COVER_STATES`),
+        ``Position`` (0 closed … 100 open), ``Calibrated``, ... each ``None`` until the device reports it."""
+        return self.component("cover", identity)
+
+    def covers(self) -> List[Dict[str, Any]]:
+        """The covers of every device as dicts, as last read, in configuration order."""
+        return [c for d in self.devices() for c in d["Covers"]]
+
+    def sensor(self, identity: Identity) -> Dict[str, Any]:
+        """A sensor as a dict, as last read (no device I/O): ``Quantity`` (``temperature``, ``humidity``,
+        ``voltage``), ``Value`` (``None`` until reported), ``Unit``, ``BuiltIn``, ..."""
+        return self.component("sensor", identity)
+
+    def sensors(self) -> List[Dict[str, Any]]:
+        """The sensors of every device as dicts, as last read, in configuration order."""
+        return [s for d in self.devices() for s in d["Sensors"]]
 
     # -- switching -----------------------------------------------------------------------------------------
 
@@ -486,15 +508,78 @@ class Controller:
         self._call("sd_toggle_output", *_identity(identity), byref(new), byref(changed))
         return bool(new.value), bool(changed.value)
 
+    # -- covers --------------------------------------------------------------------------------------------
+
+    def _move_cover(self, name: str, identity: Identity, *args: Any) -> Dict[str, Any]:
+        """Runs a cover operation and returns the cover's dict right after it, under one call guard."""
+        who = _identity(identity)
+        ptr = self._enter()
+        try:
+            _check(getattr(_native.lib(), name)(ptr, *who, *args))
+            fn = _native.lib().sd_component
+            text = _read_text(lambda b, n, need: fn(ptr, KINDS["cover"], *who, b, n, need))
+        finally:
+            self._leave()
+        return json.loads(text)  # type: ignore[arg-type, no-any-return]
+
+    def open_cover(self, identity: Identity) -> Dict[str, Any]:
+        """Starts opening a cover fully (device I/O); returns its dict as reported right after the command
+        (the move takes the motor's time)."""
+        return self._move_cover("sd_open_cover", identity)
+
+    def close_cover(self, identity: Identity) -> Dict[str, Any]:
+        """Starts closing a cover fully (device I/O); returns its dict right after the command."""
+        return self._move_cover("sd_close_cover", identity)
+
+    def stop_cover(self, identity: Identity) -> Dict[str, Any]:
+        """Stops a moving cover where it is (device I/O); returns its dict right after the command."""
+        return self._move_cover("sd_stop_cover", identity)
+
+    def set_cover_position(self, identity: Identity, position: int) -> Dict[str, Any]:
+        """Sends a cover to ``position`` % (0 closed … 100 open; device I/O); returns its dict right after
+        the command.
+
+        Raises:
+            InvalidArgumentError: ``position`` outside 0..100 (nothing is sent); TypeError: not an int;
+            UnsupportedError: the cover is not calibrated (calibrate it in the vendor app).
+        """
+        if isinstance(position, bool) or not isinstance(position, int):
+            raise TypeError(f"position must be an int, not {type(position).__name__}")
+        if not 0 <= position <= 255:  # beyond uint8 (ctypes would wrap it); the library checks 101..255
+            raise InvalidArgumentError(
+                f"cover position {position} is out of range; use 0 (closed) to 100 (open)"
+            )
+        return self._move_cover("sd_set_cover_position", identity, position)
+
     # -- typed getters (no JSON, no device I/O) ------------------------------------------------------------
 
     def output_state(self, identity: Identity) -> bool:
-        """Whether an output is on, as last read."""
+        """Whether an output is on, as last read.
+
+        Raises:
+            UnknownValueError: the device has not reported it (not read yet, or no such output in its current
+                profile). Unknown is never ``False``; the output's dict then has ``"State": None``.
+        """
         return self._bool_call("sd_output_state", identity)
 
     def input_state(self, identity: Identity) -> bool:
-        """Whether an input is on, as last read."""
+        """Whether an input is on, as last read.
+
+        Raises:
+            UnknownValueError: the device has not reported it (not read yet, or an input in button mode).
+        """
         return self._bool_call("sd_input_state", identity)
+
+    def sensor_value(self, identity: Identity) -> float:
+        """A sensor's value as last read, in its ``Unit`` (``°C``, ``%RH`` or ``V``; see :meth:`sensor`).
+
+        Raises:
+            UnknownValueError: the device has not reported it (not read yet, a sleeping device that has not
+                woken up). Unknown is never 0.
+        """
+        out = c_double(0.0)
+        self._call("sd_sensor_value", *_identity(identity), byref(out))
+        return float(out.value)
 
     def meter(self, identity: Identity) -> Dict[str, Optional[float]]:
         """A meter's readings as last read: ``{"Power", "Voltage", "Current", "PowerFactor", "Energy",

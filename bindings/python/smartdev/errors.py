@@ -8,6 +8,7 @@ Several classes also derive from the built-in exception a Python programmer woul
 ``except`` clauses keep working:
 
 * :class:`NotFoundError` is a :class:`LookupError`,
+* :class:`UnknownValueError` is a :class:`LookupError` too (the value looked up is not there yet),
 * :class:`DeviceTimeoutError` is a :class:`TimeoutError` (and so an :class:`OSError`),
 * :class:`InvalidArgumentError` is a :class:`ValueError`,
 * :class:`SmartDevIOError` is an :class:`OSError`,
@@ -32,6 +33,7 @@ __all__ = [
     "SimulationError",
     "WorkerFailedError",
     "AuthError",
+    "UnknownValueError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
@@ -64,8 +66,13 @@ CODE_NAMES: Dict[int, str] = {
     304: "SD_SIMULATION",
     305: "SD_WORKER_FAILED",
     306: "SD_AUTH",
+    307: "SD_UNKNOWN",
     400: "SD_IO",
 }
+
+#: What :attr:`SmartDevError.code_name` says for a number that is not a code (the library's
+#: ``sd_result_name`` says the same); ``"SD_UNKNOWN"`` is the name of code 307.
+UNRECOGNISED = "SD_UNRECOGNISED"
 
 
 class SmartDevError(Exception):
@@ -86,7 +93,7 @@ class SmartDevError(Exception):
         self.message: str = message
         self.code: Optional[int] = code if code is not None else self.default_code
         self.code_name: Optional[str] = (
-            None if self.code is None else CODE_NAMES.get(self.code, "SD_UNKNOWN")
+            None if self.code is None else CODE_NAMES.get(self.code, UNRECOGNISED)
         )
 
     def __str__(self) -> str:
@@ -176,6 +183,17 @@ class AuthError(SmartDevError):
     default_code = 306
 
 
+class UnknownValueError(SmartDevError, LookupError):
+    """The value is unknown because the device has not reported it (``SD_UNKNOWN``): not read yet (a device
+    that was never reached, a sleeping device that has not woken up), an input in button mode, or a
+    component the device does not have in its current profile. Raised by :meth:`Controller.output_state`,
+    :meth:`Controller.input_state` and :meth:`Controller.sensor_value` instead of answering ``False`` or 0:
+    unknown is never false. In the dicts the value is ``None``. Also a :class:`LookupError` (catch
+    :class:`NotFoundError` or this class to tell "no such component" from "no value yet")."""
+
+    default_code = 307
+
+
 class ClosedError(SmartDevError):
     """The controller was closed (``SD_CLOSED``); raised by every method called after ``close()``."""
 
@@ -229,6 +247,7 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
     304: SimulationError,
     305: WorkerFailedError,
     306: AuthError,
+    307: UnknownValueError,
     400: SmartDevIOError,
 }
 
@@ -236,4 +255,4 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
 def error_for_code(code: int, message: str) -> SmartDevError:
     """Builds the exception for a failed C call that returned ``code`` with ``message``."""
     cls = CODE_TO_CLASS.get(code, SmartDevError)
-    return cls(message or f"{CODE_NAMES.get(code, 'SD_UNKNOWN')} ({code})", code)
+    return cls(message or f"{CODE_NAMES.get(code, UNRECOGNISED)} ({code})", code)

@@ -20,7 +20,8 @@ class ErrorTableTest(unittest.TestCase):
         for code, name in CODE_NAMES.items():
             with self.subTest(code=code):
                 self.assertEqual(lib.sd_result_name(code).decode(), name)
-        self.assertEqual(lib.sd_result_name(999).decode(), "SD_UNKNOWN")
+        self.assertEqual(lib.sd_result_name(999).decode(), "SD_UNRECOGNISED")
+        self.assertEqual(error_for_code(999, "").code_name, "SD_UNRECOGNISED")  # not mistaken for code 307
 
     def test_each_code_maps_to_its_class(self) -> None:
         expected = {
@@ -40,6 +41,7 @@ class ErrorTableTest(unittest.TestCase):
             304: smartdev.SimulationError,
             305: smartdev.WorkerFailedError,
             306: smartdev.AuthError,
+            307: smartdev.UnknownValueError,
             400: smartdev.SmartDevIOError,
         }
         self.assertEqual(CODE_TO_CLASS, expected)
@@ -52,6 +54,8 @@ class ErrorTableTest(unittest.TestCase):
 
     def test_built_in_bases(self) -> None:
         self.assertTrue(issubclass(smartdev.NotFoundError, LookupError))
+        self.assertTrue(issubclass(smartdev.UnknownValueError, LookupError))
+        self.assertFalse(issubclass(smartdev.UnknownValueError, smartdev.NotFoundError))
         self.assertTrue(issubclass(smartdev.DeviceTimeoutError, TimeoutError))
         self.assertTrue(issubclass(smartdev.InvalidArgumentError, ValueError))
         self.assertTrue(issubclass(smartdev.SmartDevIOError, OSError))

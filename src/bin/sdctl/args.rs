@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use smartdev::{ComponentKind, Identity};
+use smartdev::{ComponentKind, CoverAction, Identity};
 
 pub const USAGE: &str = "\
 usage: sdctl [--config FILE] [--schema FILE]... [--models FILE] [--json] [--name] [--verbose] <command>
@@ -11,10 +11,13 @@ commands:
   status [DEVICE]                          refresh and print every device (or one)
   models [--detailed] [MODEL]              print the model library
   read device ID|NAME                      read a device now and print it as JSON
-  get device|input|output|meter|temp-probe ID|NAME
+  get device|input|output|meter|temp-probe|cover|sensor ID|NAME
                                            print one device or component as JSON, as last read (sdctl reads
-                                           every device once when it starts)
+                                           every device once when it starts); a value the device has not
+                                           reported is null, never false or 0
   set OUTPUT on|off|toggle                 switch an output; prints the new state and whether it changed
+  cover COVER open|close|stop|position N   move a cover (N: 0 closed to 100 open; needs a calibrated cover);
+                                           prints its state right after the command
   check                                    validate the configuration and print every problem
   events [--count N] [--timeout SECS]      run the webhook listener, print one JSON line per event
   emulate DEVICE...                        serve emulated devices on 127.0.0.1 (sdctl emulate --help)
@@ -23,8 +26,8 @@ options:
   --config FILE   configuration (YAML, either layout); without it an embedded demo of simulated devices is used
   --schema FILE   validation-dictionary extension with custom attributes (repeatable)
   --models FILE   model library to use instead of the built-in one
-  --json          print JSON instead of text (status, set)
-  --name          treat DEVICE/OUTPUT/... arguments as names even when they look like numbers
+  --json          print JSON instead of text (status, set, cover)
+  --name          treat DEVICE/OUTPUT/COVER/... arguments as names even when they look like numbers
   --verbose       log detailed messages to stderr
 
 An argument that is an integer is an ID, otherwise a name.
@@ -44,6 +47,10 @@ pub enum Command {
     Set {
         output: String,
         action: String,
+    },
+    Cover {
+        cover: String,
+        action: CoverAction,
     },
     Check,
     Events {
@@ -151,7 +158,7 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             Ok(k) => Command::GetComponent(k, id.to_string()),
             Err(_) => {
                 return Err(format!(
-                    "cannot get '{kind}'; use device, input, output, meter or temp-probe"
+                    "cannot get '{kind}'; use device, input, output, meter, temp-probe, cover or sensor"
                 ));
             }
         },
@@ -166,6 +173,37 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
         ["set", ..] => {
             return Err("set needs an output and on|off|toggle, e.g. set 'Pool Pump' on".into());
         }
+        ["cover", cover, action] => {
+            let action = match *action {
+                "open" => CoverAction::Open,
+                "close" => CoverAction::Close,
+                "stop" => CoverAction::Stop,
+                "position" => {
+                    return Err(
+                        "cover position needs a number, e.g. cover Blind position 40".into(),
+                    );
+                }
+                other => {
+                    return Err(format!(
+                        "cover needs open, close, stop or position N, not '{other}'"
+                    ));
+                }
+            };
+            Command::Cover {
+                cover: cover.to_string(),
+                action,
+            }
+        }
+        ["cover", cover, "position", n] => Command::Cover {
+            cover: cover.to_string(),
+            action: CoverAction::Position(position(n)?),
+        },
+        ["cover", ..] => {
+            return Err(
+                "cover needs a cover and open|close|stop|position N, e.g. cover Blind position 40"
+                    .into(),
+            );
+        }
         ["check"] => Command::Check,
         ["events"] => Command::Events { count, timeout },
         [cmd, ..] => return Err(format!("unknown command or wrong arguments: '{cmd}'")),
@@ -178,6 +216,19 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
     }
     args.command = Some(command);
     Ok(args)
+}
+
+/// A cover position: a whole number from 0 (closed) to 100 (open).
+fn position(text: &str) -> Result<u8, String> {
+    match text.parse::<i64>() {
+        Ok(p) if (0..=100).contains(&p) => Ok(p as u8),
+        Ok(p) => Err(format!(
+            "cover position {p} is out of range; use 0 (closed) to 100 (open)"
+        )),
+        Err(_) => Err(format!(
+            "cover position needs a whole number, not '{text}'; use 0 (closed) to 100 (open)"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -211,6 +262,26 @@ mod tests {
             })
         );
         assert_eq!(a.config.unwrap(), PathBuf::from("x.yaml"));
+        let a = p(&["--json", "cover", "Blind", "position", "40"]).unwrap();
+        assert_eq!(
+            a.command,
+            Some(Command::Cover {
+                cover: "Blind".into(),
+                action: CoverAction::Position(40)
+            })
+        );
+        let a = p(&["cover", "3", "stop"]).unwrap();
+        assert_eq!(
+            a.command,
+            Some(Command::Cover {
+                cover: "3".into(),
+                action: CoverAction::Stop
+            })
+        );
+        assert_eq!(
+            p(&["get", "sensor", "Bath"]).unwrap().command,
+            Some(Command::GetComponent(ComponentKind::Sensor, "Bath".into()))
+        );
     }
 
     #[test]
@@ -237,6 +308,36 @@ mod tests {
             p(&["status", "--count", "2"])
                 .unwrap_err()
                 .contains("only apply to events")
+        );
+        assert!(
+            p(&["cover", "Blind", "position", "150"])
+                .unwrap_err()
+                .contains("use 0 (closed) to 100 (open)")
+        );
+        assert!(
+            p(&["cover", "Blind", "position", "-1"])
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(
+            p(&["cover", "Blind", "position", "half"])
+                .unwrap_err()
+                .contains("whole number")
+        );
+        assert!(
+            p(&["cover", "Blind", "position"])
+                .unwrap_err()
+                .contains("needs a number")
+        );
+        assert!(
+            p(&["cover", "Blind", "up"])
+                .unwrap_err()
+                .contains("not 'up'")
+        );
+        assert!(
+            p(&["cover", "Blind"])
+                .unwrap_err()
+                .contains("e.g. cover Blind")
         );
         let a = p(&["events", "--count", "3", "--timeout", "1.5"]).unwrap();
         assert_eq!(

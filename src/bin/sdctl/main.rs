@@ -175,10 +175,29 @@ fn run(args: &Args) -> Result<(), Error> {
                 );
             }
         }
+        Command::Cover { cover, action } => {
+            let c = ctl.move_cover(args.identity(cover), *action)?;
+            if args.json {
+                print_json(&c)?;
+            } else {
+                println!("{}", describe_cover(&c));
+            }
+        }
         _ => unreachable!("handled above"),
     }
     ctl.close();
     Ok(())
+}
+
+/// `Blind (ID: 1): opening, position 40 %`; what the device has not reported is said to be unknown.
+fn describe_cover(c: &smartdev::Cover) -> String {
+    let state = c.state.map_or("state unknown", |s| s.as_str());
+    let position = match (c.position, c.calibrated) {
+        (Some(p), _) => format!(", position {p} %"),
+        (None, Some(false)) => ", not calibrated (no position)".to_string(),
+        (None, _) => ", position unknown".to_string(),
+    };
+    format!("{} (ID: {}): {state}{position}", c.name, c.id)
 }
 
 /// Runs the listener and prints one JSON line per event until `count` events or `timeout` seconds.
