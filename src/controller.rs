@@ -136,6 +136,9 @@ impl Controller {
     /// Starts everything (the builder's last step).
     pub(crate) fn start(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
         let devices = crate::plan::plan(&settings).map_err(Error::Init)?;
+        for note in crate::plan::anchor_differences(&settings) {
+            log::warn!("{note}");
+        }
         // Shared with every worker's driver factory, which rebuilds a driver after a panic.
         let settings = Arc::new(settings);
         let closing = Arc::new(AtomicBool::new(false));

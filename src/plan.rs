@@ -17,6 +17,90 @@ pub const MAX_TEMP_PROBES: usize = 5;
 
 /// Builds the initial device objects, or every problem that prevents it.
 pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
+    let (devices, problems) = plan_all(settings);
+    if problems.is_empty() {
+        Ok(devices)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Component counts sc-smart-device's model table had where smartdev's differs (the hardware has more):
+/// defaults assigned after such a device shift compared with the old library.
+const ANCHOR_COUNTS: [(&str, ComponentKind, usize); 1] = [("Shelly3EM", ComponentKind::Output, 0)];
+
+/// Components whose default ID or name differs from what sc-smart-device assigned for the same file, each
+/// with how to pin it. Empty when nothing differs (IDs and names configured, or no affected model).
+pub(crate) fn anchor_differences(settings: &Settings) -> Vec<Problem> {
+    let mut old = settings.clone();
+    let mut affected = false;
+    for cfg in &mut old.devices {
+        let canonical = settings.models.get(&cfg.model).map(|m| m.model.as_str());
+        for (model, kind, count) in ANCHOR_COUNTS {
+            if canonical == Some(model) && list(cfg, kind).is_none() {
+                *list_mut(cfg, kind) = Some(vec![ComponentConfig::default(); count]);
+                affected = true;
+            }
+        }
+    }
+    if !affected {
+        return Vec::new();
+    }
+    let (new_devices, _) = plan_all(settings);
+    let (old_devices, _) = plan_all(&old);
+    let root = &settings.root_key;
+    let mut notes = Vec::new();
+    for ((cfg, new), old) in settings.devices.iter().zip(&new_devices).zip(&old_devices) {
+        let at = format!(
+            "{root}.Devices[{}] ('{}')",
+            cfg.index,
+            crate::text::clip(&new.name, 60)
+        );
+        for kind in [
+            ComponentKind::Input,
+            ComponentKind::Output,
+            ComponentKind::Meter,
+        ] {
+            let pick = |d: &Device| -> Vec<(i64, String)> {
+                match kind {
+                    ComponentKind::Input => {
+                        d.inputs.iter().map(|c| (c.id, c.name.clone())).collect()
+                    }
+                    ComponentKind::Output => {
+                        d.outputs.iter().map(|c| (c.id, c.name.clone())).collect()
+                    }
+                    _ => d.meters.iter().map(|c| (c.id, c.name.clone())).collect(),
+                }
+            };
+            let (now, before) = (pick(new), pick(old));
+            for (i, (id, name)) in now.iter().enumerate() {
+                let key = format!("{}[{i}]", kind.config_key());
+                match before.get(i) {
+                    Some((old_id, old_name)) if (old_id, old_name) != (id, name) => {
+                        notes.push(Problem::new(
+                            &at,
+                            format!(
+                                "{key} gets ID {id}, '{name}'; sc-smart-device gave it ID {old_id}, '{old_name}' (it did not know the Shelly3EM's relay). To keep the old ones, write ID: {old_id} and Name: {old_name} for it"
+                            ),
+                        ));
+                    }
+                    None => notes.push(Problem::new(
+                        &at,
+                        format!(
+                            "{key} ('{name}', ID {id}) is new: sc-smart-device did not know this {}",
+                            kind.as_str()
+                        ),
+                    )),
+                    _ => {}
+                }
+            }
+        }
+    }
+    notes
+}
+
+/// Plans every device and collects every problem (devices are built even where a rule failed).
+fn plan_all(settings: &Settings) -> (Vec<Device>, Vec<Problem>) {
     let mut problems = Vec::new();
     let root = &settings.root_key;
 
@@ -427,11 +511,7 @@ pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
     }
 
     check_unique(&devices, &mut problems);
-    if problems.is_empty() {
-        Ok(devices)
-    } else {
-        Err(problems)
-    }
+    (devices, problems)
 }
 
 fn list(cfg: &DeviceConfig, kind: ComponentKind) -> &Option<Vec<ComponentConfig>> {
@@ -663,5 +743,12 @@ impl Settings {
     /// limits, ...) without starting anything. Empty when `Controller::open` would accept the settings.
     pub fn check(&self) -> Vec<Problem> {
         plan(self).err().unwrap_or_default()
+    }
+
+    /// Components whose default ID or name differs from what sc-smart-device assigned for the same file (its
+    /// model table lacked the Shelly3EM's relay), each with how to pin the old one. Not errors: `sdctl check`
+    /// prints them and `open` logs them as warnings.
+    pub fn anchor_differences(&self) -> Vec<Problem> {
+        anchor_differences(self)
     }
 }

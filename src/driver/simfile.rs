@@ -11,6 +11,23 @@ use serde_json::{Map, Value};
 
 use crate::objects::{ComponentKind, CoverState, Device};
 
+/// Key marking a file written (or migrated) by smartdev; its `Online` is honoured.
+pub(crate) const FORMAT_KEY: &str = "FileFormat";
+/// The value of [`FORMAT_KEY`].
+pub(crate) const FORMAT: &str = "smartdev 1";
+
+/// sc-smart-device writes `"Online": false` into every file it creates and never reads it back. A file of
+/// its (it lists `customkeylist`) that smartdev has not marked yet is taken as the old library meant it:
+/// online. The mark is added so that later edits of `Online` are honoured. Returns whether `doc` changed.
+pub(crate) fn migrate_anchor(doc: &mut Map<String, Value>) -> bool {
+    if doc.contains_key(FORMAT_KEY) || !doc.contains_key("customkeylist") {
+        return false;
+    }
+    doc.insert("Online".into(), Value::Bool(true));
+    doc.insert(FORMAT_KEY.into(), FORMAT.into());
+    true
+}
+
 /// Key of a meter's last MockRate update (Unix seconds).
 pub(crate) const MOCK_TIMESTAMP: &str = "MockTimestamp";
 
@@ -172,10 +189,12 @@ pub(crate) fn document(dev: &mut Device) -> Map<String, Value> {
         c.position.get_or_insert(0.0);
         c.calibrated.get_or_insert(true);
     }
-    match serde_json::to_value(&*dev) {
+    let mut doc = match serde_json::to_value(&*dev) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
-    }
+    };
+    doc.insert(FORMAT_KEY.into(), FORMAT.into());
+    doc
 }
 
 /// Finds the array element of component `index` of `kind` in the file.

@@ -74,7 +74,15 @@ impl Simulated {
     fn load(&self, dev: &mut Device, lock: &simfile::Lock) -> Result<Map<String, Value>> {
         let now = clock::rfc3339_now();
         match simfile::read(&self.file).map_err(|m| self.error(dev, m))? {
-            Some(doc) => {
+            Some(mut doc) => {
+                if simfile::migrate_anchor(&mut doc) {
+                    log::info!(
+                        "device {}: simulation file {} was written by sc-smart-device; taken as online and marked as migrated (its other values are kept)",
+                        dev.label(),
+                        self.file.display()
+                    );
+                    self.save(dev, &doc, lock)?;
+                }
                 simfile::merge(&doc, dev, &now).map_err(|m| self.error(dev, m))?;
                 Ok(doc)
             }

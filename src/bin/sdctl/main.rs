@@ -254,6 +254,9 @@ fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Resul
 fn check(args: &Args) -> Result<(), Error> {
     let settings = load(args)?;
     let problems = settings.check();
+    for note in settings.anchor_differences() {
+        eprintln!("sdctl: note: {note}");
+    }
     if problems.is_empty() {
         println!(
             "{}: valid ({} device(s), layout {:?})",
