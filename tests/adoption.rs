@@ -208,3 +208,101 @@ fn the_shelly3em_relay_shifts_default_ids_and_every_shift_is_named() {
         .collect();
     assert!(!notes.iter().any(|n| n.contains("('Pump')")), "{notes:?}");
 }
+
+/// Creates a hook on an emulated Gen2 device the way sc-smart-device did: named `<component>: <event>`,
+/// calling the listener at `base` with its query shape.
+fn old_library_hook(
+    emu: &smartdev::emulator::Emulator,
+    name: &str,
+    event: &str,
+    cid: u64,
+    url: &str,
+) {
+    let body = json!({"id": 1, "method": "Webhook.Create", "params": {"cid": cid, "enable": true,
+        "event": event, "name": name, "urls": [url]}})
+    .to_string();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], emu.port(0)));
+    let r = common::raw_http::send(
+        addr,
+        "POST",
+        "/rpc",
+        &[],
+        Some(&body),
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
+fn hooks_the_old_library_installed_are_adopted_so_no_event_arrives_twice() {
+    use smartdev::ModelLibrary;
+    use smartdev::emulator::{DeviceSpec, Emulator};
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("Shelly2PMG3")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    // A port for our listener, known before it starts (the old library's hooks name it).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://127.0.0.1:{port}/shelly/webhook");
+    old_library_hook(
+        &emu,
+        "Hall In: input.toggle_on",
+        "input.toggle_on",
+        0,
+        &format!("{base}?Event=input.toggle_on&DeviceID=1&ObjectType=input&ComponentID=1"),
+    );
+    old_library_hook(
+        &emu,
+        "Hall In: input.button_push",
+        "input.button_push",
+        0,
+        &format!("{base}?Event=input.button_push&DeviceID=1&ObjectType=input&ComponentID=1"),
+    );
+    old_library_hook(
+        &emu,
+        "Node-RED",
+        "input.toggle_on",
+        0,
+        "http://127.0.0.9:1880/hook",
+    );
+    let hooks = format!(
+        "  ShellyWebhooks:\n    Enabled: true\n    Host: 127.0.0.1\n    Port: {port}\n    DefaultWebhooks:\n      Inputs: [input.toggle_on, input.toggle_off]\n"
+    );
+    let ctl = common::emu::open(
+        &emu,
+        &["Name: Hall, Model: Shelly2PMG3, Inputs: [{Name: Hall In, Webhooks: true}, {Name: Hall In 2}]"],
+        &hooks,
+    )
+    .unwrap();
+    let mut names: Vec<String> = emu
+        .webhooks(0)
+        .iter()
+        .map(|h| h["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "Node-RED",
+            "smartdev:input:1:input.toggle_off",
+            "smartdev:input:1:input.toggle_on",
+        ],
+        "the old toggle_on hook is adopted (renamed, not doubled), its button_push hook that nothing wants is gone, Node-RED's stays"
+    );
+    let toggles: Vec<_> = emu
+        .webhooks(0)
+        .into_iter()
+        .filter(|h| {
+            h["event"] == "input.toggle_on"
+                && h["urls"][0].as_str().unwrap_or("").starts_with(&base)
+        })
+        .collect();
+    assert_eq!(toggles.len(), 1, "exactly one hook calls us per event");
+    drop(ctl);
+}

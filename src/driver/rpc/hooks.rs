@@ -1,5 +1,7 @@
 //! Reconciling smartdev's webhooks on a Gen2+ device (`Webhook.List/Create/Update/Delete`): its own hooks
-//! are made to match the plan, duplicates removed, everything else left alone.
+//! are made to match the plan, duplicates removed, everything else left alone. A hook that calls our listener
+//! (same host, port and path) is ours whatever its name: sc-smart-device's (`<component>: <event>`) are
+//! adopted, so an event never arrives twice.
 
 use serde_json::{Value, json};
 
@@ -29,22 +31,63 @@ impl Rpc {
             }
         }
         let list = self.call(dev, "Webhook.List", None)?;
+        let calls_us = |h: &Value| {
+            h.get("urls").and_then(Value::as_array).is_some_and(|urls| {
+                urls.iter()
+                    .filter_map(Value::as_str)
+                    .any(|u| u == plan.base || u.starts_with(&format!("{}?", plan.base)))
+            })
+        };
         let ours: Vec<Value> = list
             .get("hooks")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter(|h| text(h, &["name"]).is_some_and(|n| n.starts_with(NAME_PREFIX)))
+            .filter(|h| {
+                text(h, &["name"]).is_some_and(|n| n.starts_with(NAME_PREFIX)) || calls_us(h)
+            })
             .cloned()
             .collect();
+        // Each hook on the device serves at most one wanted hook: by name first, then (an adopted one) by event
+        // and channel.
+        let mut used = vec![false; ours.len()];
+        let mut matched: Vec<Option<usize>> = Vec::with_capacity(wanted.len());
         for w in &wanted {
+            let by_name = ours.iter().enumerate().position(|(i, h)| {
+                !used[i] && text(h, &["name"]).as_deref() == Some(w.name.as_str())
+            });
+            if let Some(i) = by_name {
+                used[i] = true;
+            }
+            matched.push(by_name);
+        }
+        for (k, w) in wanted.iter().enumerate() {
+            if matched[k].is_some() {
+                continue;
+            }
+            let adopt = ours.iter().enumerate().position(|(i, h)| {
+                !used[i]
+                    && !text(h, &["name"]).is_some_and(|n| n.starts_with(NAME_PREFIX))
+                    && text(h, &["event"]).as_deref() == Some(w.event.as_str())
+                    && h.get("cid").and_then(Value::as_u64) == Some(w.channel as u64)
+            });
+            if let Some(i) = adopt {
+                used[i] = true;
+                log::info!(
+                    "device {}: adopting hook {} (it calls our listener) as '{}'",
+                    dev.label(),
+                    crate::text::quote(&text(&ours[i], &["name"]).unwrap_or_default(), 60),
+                    w.name
+                );
+            }
+            matched[k] = adopt;
+        }
+        for (k, w) in wanted.iter().enumerate() {
             let desired = json!({"cid": w.channel, "enable": true, "event": w.event, "name": w.name, "urls": [w.url]});
-            let existing = ours
-                .iter()
-                .find(|h| text(h, &["name"]).as_deref() == Some(w.name.as_str()));
+            let existing = matched[k].map(|i| &ours[i]);
             match existing {
                 Some(h)
-                    if ["cid", "enable", "event", "urls"]
+                    if ["cid", "enable", "event", "name", "urls"]
                         .iter()
                         .all(|k| h.get(*k) == desired.get(*k)) => {}
                 Some(h) => {
@@ -67,13 +110,9 @@ impl Rpc {
             }
         }
         for (i, h) in ours.iter().enumerate() {
-            let name = text(h, &["name"]).unwrap_or_default();
-            // A second hook of the same name (a create whose answer was lost, in an older version) fires
-            // every event twice: only the first one is kept.
-            let duplicate = ours[..i]
-                .iter()
-                .any(|o| text(o, &["name"]).as_deref() == Some(name.as_str()));
-            if duplicate || !wanted.iter().any(|w| w.name == name) {
+            // Everything of ours not serving a wanted hook goes: stale ones, a second hook of the same name (a
+            // create whose answer was lost, in an older version), an old library's hook nothing adopted.
+            if !used[i] {
                 let id = h.get("id").cloned().unwrap_or(Value::Null);
                 self.call(dev, "Webhook.Delete", Some(json!({ "id": id })))?;
             }
