@@ -172,7 +172,6 @@ fn their_simulation_files_open_online_once_migrated_and_keep_their_values() {
 
 #[test]
 fn the_shelly3em_relay_shifts_default_ids_and_every_shift_is_named() {
-    let dir = TempDir::new("adopt-3em");
     let yaml = "SmartDevices:\n  Devices:\n    - {Name: Meter, Model: Shelly3EM, Simulate: true}\n    - {Name: Pump, Model: ShellyPlus1PM, Simulate: true}\n";
     let s = ConfigLoader::new().load_str(yaml).unwrap();
     let notes: Vec<String> = s
