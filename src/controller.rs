@@ -194,6 +194,7 @@ impl Controller {
             return Err(Error::Init(problems));
         }
         let directory = Directory::new(&devices);
+        let peers = Arc::new(crate::actor::peers::Peers::new(&devices));
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
         let count = devices.len();
         let (mut slots, mut senders, mut threads) = (Vec::new(), Vec::new(), Vec::new());
@@ -210,6 +211,7 @@ impl Controller {
                 now,
                 liveness.clone(),
                 inbox,
+                peers.clone(),
                 started_tx.clone(),
             ) {
                 Ok(w) => {
@@ -231,6 +233,7 @@ impl Controller {
             }
         }
         drop(started_tx);
+        peers.connect(slots.clone());
         let shared = Arc::new(Shared {
             directory,
             slots,

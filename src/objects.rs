@@ -350,11 +350,12 @@ impl Device {
         mut read: impl FnMut(&TempProbe) -> Option<f64>,
     ) {
         for p in &mut self.temp_probes {
+            // An output of another device is checked by the worker, which sees the other devices.
             if let Some(req) = &p.requires_output
-                && !self
+                && self
                     .outputs
                     .iter()
-                    .any(|o| &o.name == req && o.state == Some(true))
+                    .any(|o| &o.name == req && o.state != Some(true))
             {
                 continue;
             }
@@ -372,11 +373,12 @@ impl Device {
         mut read: impl FnMut(&Sensor) -> Option<f64>,
     ) {
         for s in &mut self.sensors {
+            // An output of another device is checked by the worker, which sees the other devices.
             if let Some(req) = &s.requires_output
-                && !self
+                && self
                     .outputs
                     .iter()
-                    .any(|o| &o.name == req && o.state == Some(true))
+                    .any(|o| &o.name == req && o.state != Some(true))
             {
                 continue;
             }

@@ -158,6 +158,7 @@ fn plan_all(settings: &Settings) -> (Vec<Device>, Vec<Problem>) {
         .collect();
 
     let mut devices = Vec::with_capacity(configs.len());
+    let mut places = Vec::with_capacity(configs.len());
     for ((cfg, model), shape) in configs.iter().zip(&models).zip(&shapes) {
         let id = cfg.id.unwrap_or_else(|| device_ids.next());
         let name = cfg.name.clone().unwrap_or_else(|| format!("Device {id}"));
@@ -480,29 +481,7 @@ fn plan_all(settings: &Settings) -> (Vec<Device>, Vec<Problem>) {
                 ..TempProbe::default()
             })
             .collect();
-        let requirers = dev
-            .temp_probes
-            .iter()
-            .map(|p| ("TempProbes", &p.name, &p.requires_output))
-            .chain(
-                dev.sensors
-                    .iter()
-                    .map(|p| ("Sensors", &p.name, &p.requires_output)),
-            );
-        for (key, pname, req) in requirers {
-            if let Some(req) = req
-                && !dev.outputs.iter().any(|o| &o.name == req)
-            {
-                let names: Vec<&str> = dev.outputs.iter().map(|o| o.name.as_str()).collect();
-                problems.push(Problem::new(
-                    &at,
-                    format!(
-                        "{key} '{pname}': RequiresOutput '{req}' is not an output of this device (its outputs: {})",
-                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
-                    ),
-                ));
-            }
-        }
+        places.push(at);
         if dev.simulate {
             dev.simulation_file = Some(simulation_file(settings, &dev.name));
             dev.supported_webhooks = simulated_webhooks(&dev);
@@ -510,6 +489,7 @@ fn plan_all(settings: &Settings) -> (Vec<Device>, Vec<Problem>) {
         devices.push(dev);
     }
 
+    check_requires_output(&devices, &places, &mut problems);
     check_unique(&devices, &mut problems);
     (devices, problems)
 }
@@ -650,6 +630,38 @@ fn simulated_webhooks(dev: &Device) -> Vec<String> {
         _ => {}
     }
     events
+}
+
+/// `RequiresOutput` names an output of any device (a pool pump on one device, its pipe probe on another).
+fn check_requires_output(devices: &[Device], places: &[String], problems: &mut Vec<Problem>) {
+    let outputs: Vec<&str> = devices
+        .iter()
+        .flat_map(|d| d.outputs.iter().map(|o| o.name.as_str()))
+        .collect();
+    for (dev, at) in devices.iter().zip(places) {
+        let requirers = dev
+            .temp_probes
+            .iter()
+            .map(|p| ("TempProbes", &p.name, &p.requires_output))
+            .chain(
+                dev.sensors
+                    .iter()
+                    .map(|p| ("Sensors", &p.name, &p.requires_output)),
+            );
+        for (key, pname, req) in requirers {
+            if let Some(req) = req
+                && !outputs.contains(&req.as_str())
+            {
+                problems.push(Problem::new(
+                    at,
+                    format!(
+                        "{key} '{pname}': RequiresOutput '{req}' is not the name of any output{}",
+                        crate::suggest::hint(req, outputs.iter().copied())
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 fn check_unique(devices: &[Device], problems: &mut Vec<Problem>) {

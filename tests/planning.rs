@@ -200,19 +200,27 @@ fn names_and_ids_are_unique_per_kind_across_devices() {
 }
 
 #[test]
-fn requires_output_must_name_an_output_of_the_same_device() {
+fn requires_output_names_an_output_of_any_device() {
     let dir = TempDir::new("req");
+    // A pool pump on one device and the pipe probe on another is a real set-up.
     let p = check(
         &dir,
         "    - {Name: A, Model: ShellyPlus1PM, Simulate: true, Outputs: [{Name: Pump}]}
     - {Name: B, Model: ShellyPlus1PM, Simulate: true, Outputs: [{Name: Heater}], TempProbes: [{Name: Water, RequiresOutput: Pump}]}
 ",
     );
+    assert!(p.is_empty(), "{p:?}");
+    let p = check(
+        &dir,
+        "    - {Name: A, Model: ShellyPlus1PM, Simulate: true, Outputs: [{Name: Pump}]}
+    - {Name: B, Model: ShellyPlus1PM, Simulate: true, Outputs: [{Name: Heater}], TempProbes: [{Name: Water, RequiresOutput: Pupm}]}
+",
+    );
     assert_eq!(p.len(), 1, "{p:?}");
     assert!(
         p[0].contains("('B', ID 2)")
             && p[0].contains(
-                "RequiresOutput 'Pump' is not an output of this device (its outputs: Heater)"
+                "RequiresOutput 'Pupm' is not the name of any output; did you mean 'Pump'?"
             ),
         "{p:?}"
     );

@@ -381,6 +381,44 @@ fn requires_output_holds_the_probe_reading_while_the_output_is_off() {
 }
 
 #[test]
+fn requires_output_may_name_an_output_of_another_device() {
+    let dir = TempDir::new("probe-remote");
+    let ctl = open(
+        &dir,
+        "    - {Name: Pump Relay, Model: ShellyPlus1PM, Simulate: true, Outputs: [{Name: Pump}]}
+    - {Name: Pipe, Model: ShellyPlus1, Simulate: true, TempProbes: [{Name: Water, RequiresOutput: Pump}]}
+",
+    );
+    let file = dir.join("Pipe.json");
+    let set_temp = |w: f64| {
+        let mut doc = read_json(&file);
+        doc["TempProbes"][0]["Temperature"] = json!(w);
+        write_json(&file, &doc);
+    };
+    set_temp(25.0);
+    ctl.read_device(name("Pipe")).unwrap();
+    assert_eq!(
+        ctl.temp_probe(name("Water")).unwrap().temperature,
+        None,
+        "the pump on the other device is off: not read"
+    );
+    ctl.change_output(name("Pump"), true).unwrap();
+    ctl.read_device(name("Pipe")).unwrap();
+    assert_eq!(
+        ctl.temp_probe(name("Water")).unwrap().temperature,
+        Some(25.0)
+    );
+    ctl.change_output(name("Pump"), false).unwrap();
+    set_temp(30.0);
+    ctl.read_device(name("Pipe")).unwrap();
+    assert_eq!(
+        ctl.temp_probe(name("Water")).unwrap().temperature,
+        Some(25.0),
+        "held while the other device's pump is off"
+    );
+}
+
+#[test]
 fn file_names_keep_unicode_letters_and_replace_the_rest() {
     let dir = TempDir::new("unicode");
     let _ctl = open(

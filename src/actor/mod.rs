@@ -1,6 +1,7 @@
 //! Threads: one worker per device and one supervisor.
 
 pub(crate) mod hook_inbox;
+pub(crate) mod peers;
 pub(crate) mod restart;
 pub(crate) mod supervisor;
 pub(crate) mod worker;

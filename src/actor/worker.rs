@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::hook_inbox::HookInbox;
+use super::peers::Peers;
 use super::restart::{Backoff, Gate, Now};
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
@@ -79,12 +80,14 @@ pub(crate) fn spawn(
     now: Now,
     liveness: Liveness,
     inbox: Arc<HookInbox>,
+    peers: Arc<Peers>,
     started: Sender<(i64, Result<()>)>,
 ) -> std::io::Result<Worker> {
     // Callers block on their replies, so a small inbox is enough (each slot costs memory in every one of
     // possibly thousands of workers); when it is full, senders wait (back-pressure) and background checks are
     // skipped by the supervisor's try_send.
     let (tx, rx) = crossbeam_channel::bounded(8);
+    let remote_gated = Peers::matters_for(&device);
     let device = Arc::new(device);
     let slot: Slot = Arc::new(RwLock::new(Arc::clone(&device)));
     let state = State {
@@ -96,6 +99,8 @@ pub(crate) fn spawn(
         failing: false,
         hooks_synced: false,
         inbox,
+        remote_gated,
+        peers,
         slot: slot.clone(),
     };
     let builder = std::thread::Builder::new()
@@ -120,6 +125,10 @@ struct State {
     /// The driver's webhooks are in place for this online period.
     hooks_synced: bool,
     inbox: Arc<HookInbox>,
+    /// The other devices' outputs, for `RequiresOutput` across devices.
+    peers: Arc<Peers>,
+    /// Whether a probe or sensor of this device waits on another device's output.
+    remote_gated: bool,
     slot: Slot,
 }
 
@@ -241,6 +250,10 @@ impl State {
             },
             Gate::Run => self.run_driver(reads, f),
         };
+        if self.remote_gated && reads {
+            let before = Arc::clone(&self.slot.read().unwrap_or_else(|e| e.into_inner()));
+            self.peers.gate(Arc::make_mut(&mut self.device), &before);
+        }
         let dev = Arc::make_mut(&mut self.device);
         match &result {
             Ok(_) => dev.last_error = None,
@@ -428,6 +441,7 @@ mod tests {
             now,
             liveness(),
             Arc::default(),
+            Arc::default(),
             started_tx,
         )
         .unwrap();
@@ -479,6 +493,7 @@ mod tests {
             factory,
             now,
             liveness(),
+            Arc::default(),
             Arc::default(),
             started_tx,
         )
