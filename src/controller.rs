@@ -209,9 +209,11 @@ impl Controller {
                 drv,
                 factory,
                 now,
-                liveness.clone(),
-                inbox,
-                peers.clone(),
+                worker::Links {
+                    liveness: liveness.clone(),
+                    inbox,
+                    peers: peers.clone(),
+                },
                 started_tx.clone(),
             ) {
                 Ok(w) => {

@@ -68,6 +68,16 @@ pub(crate) struct Worker {
     pub thread: JoinHandle<()>,
 }
 
+/// What a worker shares with the rest of the controller.
+pub(crate) struct Links {
+    /// How an offline device is probed.
+    pub liveness: Liveness,
+    /// Webhook events on their way to this worker.
+    pub inbox: Arc<HookInbox>,
+    /// The other devices' published outputs.
+    pub peers: Arc<Peers>,
+}
+
 /// Builds a fresh driver for the device, at open and after a panic.
 pub(crate) type Factory = Box<dyn FnMut() -> Result<Box<dyn Driver>> + Send>;
 
@@ -78,11 +88,14 @@ pub(crate) fn spawn(
     driver: Box<dyn Driver>,
     factory: Factory,
     now: Now,
-    liveness: Liveness,
-    inbox: Arc<HookInbox>,
-    peers: Arc<Peers>,
+    links: Links,
     started: Sender<(i64, Result<()>)>,
 ) -> std::io::Result<Worker> {
+    let Links {
+        liveness,
+        inbox,
+        peers,
+    } = links;
     // Callers block on their replies, so a small inbox is enough (each slot costs memory in every one of
     // possibly thousands of workers); when it is full, senders wait (back-pressure) and background checks are
     // skipped by the supervisor's try_send.
@@ -439,9 +452,11 @@ mod tests {
             Box::new(Exploding),
             factory,
             now,
-            liveness(),
-            Arc::default(),
-            Arc::default(),
+            Links {
+                liveness: liveness(),
+                inbox: Arc::default(),
+                peers: Arc::default(),
+            },
             started_tx,
         )
         .unwrap();
@@ -492,9 +507,11 @@ mod tests {
             Box::new(Exploding),
             factory,
             now,
-            liveness(),
-            Arc::default(),
-            Arc::default(),
+            Links {
+                liveness: liveness(),
+                inbox: Arc::default(),
+                peers: Arc::default(),
+            },
             started_tx,
         )
         .unwrap();
