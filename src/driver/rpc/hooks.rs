@@ -19,16 +19,26 @@ impl Rpc {
             return Ok(());
         };
         let mut wanted = Vec::new();
+        let mut skipped: Vec<&str> = Vec::new();
         for w in &plan.wanted {
             if dev.supported_webhooks.contains(&w.event) {
                 wanted.push(w);
-            } else {
-                log::warn!(
-                    "device {}: webhook event '{}' is not supported by the device; skipped",
-                    dev.label(),
-                    w.event
-                );
+            } else if !skipped.contains(&w.event.as_str()) {
+                skipped.push(&w.event);
             }
+        }
+        if !skipped.is_empty() {
+            // One line per device: the events it does not list in Webhook.ListSupported.
+            log::warn!(
+                "device {}: does not send {}; those hooks are skipped (it lists: {})",
+                dev.label(),
+                skipped.join(", "),
+                if dev.supported_webhooks.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    dev.supported_webhooks.join(", ")
+                }
+            );
         }
         let list = self.call(dev, "Webhook.List", None)?;
         let calls_us = |h: &Value| {
