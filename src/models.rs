@@ -604,44 +604,63 @@ impl ModelLibrary {
         };
         let mut out = String::new();
         if !vendor.is_empty() {
-            out.push_str("Shelly Model Library:");
-            for m in vendor {
-                out.push_str(&format!("\n  {} — {}", m.model, m.name));
-                if mode == PrintMode::Detailed {
-                    out.push_str(&format!(
-                        " gen{} in={} out={} meters={} protocol={} meter_source={}",
-                        m.generation,
-                        m.inputs,
-                        m.outputs,
-                        m.meters,
-                        m.protocol,
-                        m.meter_source()
-                    ));
-                    if m.covers > 0 {
-                        out.push_str(&format!(" covers={}", m.covers));
-                    }
-                    if !m.sensors.is_empty() {
-                        let q: Vec<&str> = m.sensors.iter().map(|q| q.as_str()).collect();
-                        out.push_str(&format!(" sensors={}", q.join("+")));
-                    }
-                    if m.output_kind == OutputKind::Light {
-                        out.push_str(" outputs=lights");
-                    }
-                    if m.profile.is_some() {
-                        out.push_str(&format!(" profiles={}", m.profile_names().join("|")));
-                    }
-                }
+            out.push_str(&format!("Shelly models ({}):\n", vendor.len()));
+            let mut t = crate::print::Table::new();
+            if mode == PrintMode::Detailed {
+                t.row(
+                    [
+                        "Model", "Name", "Gen", "Protocol", "Inputs", "Outputs", "Covers",
+                        "Meters", "Sensors", "Profiles",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                );
             }
+            for m in vendor {
+                if mode == PrintMode::Brief {
+                    t.row(vec![m.model.clone(), m.name.clone()]);
+                    continue;
+                }
+                let outputs = match m.output_kind {
+                    OutputKind::Light if m.outputs > 0 => format!("{} (lights)", m.outputs),
+                    _ => m.outputs.to_string(),
+                };
+                let meters = match m.meter_source() {
+                    MeterSource::None => "0".to_string(),
+                    src => format!("{} ({src})", m.meters),
+                };
+                let sensors: Vec<&str> = m.sensors.iter().map(|q| q.as_str()).collect();
+                t.row(vec![
+                    m.model.clone(),
+                    m.name.clone(),
+                    m.generation.to_string(),
+                    m.protocol.to_string(),
+                    m.inputs.to_string(),
+                    outputs,
+                    m.covers.to_string(),
+                    meters,
+                    if sensors.is_empty() {
+                        "–".into()
+                    } else {
+                        sensors.join(", ")
+                    },
+                    if m.profile.is_some() {
+                        m.profile_names().join(", ")
+                    } else {
+                        "–".into()
+                    },
+                ]);
+            }
+            t.write(&mut out, "  ");
         }
         if model.is_none() || wanted_tasmota {
-            if !out.is_empty() {
-                out.push('\n');
-            }
-            out.push_str("Tasmota Model Library:\n  Tasmota");
+            out.push_str("Tasmota:\n  Tasmota");
             if mode == PrintMode::Detailed {
-                out.push_str(" — every input, output, meter and probe is configured explicitly");
+                out.push_str(" — every input, output, cover, meter, sensor and probe is configured explicitly");
             }
+            out.push('\n');
         }
+        let out = out.trim_end().to_string();
         Ok(out)
     }
 }
@@ -831,20 +850,27 @@ mod tests {
     fn print_modes_and_filter() {
         let lib = ModelLibrary::embedded();
         let brief = lib.print(PrintMode::Brief, None).unwrap();
+        let count = lib.models().len();
         assert!(
-            brief.starts_with("Shelly Model Library:\n  ShellyEM — Shelly EM\n"),
+            brief.starts_with(&format!("Shelly models ({count}):\n  ShellyEM ")),
             "{brief}"
         );
-        assert!(brief.ends_with("Tasmota Model Library:\n  Tasmota"));
-        let one = lib.print(PrintMode::Detailed, Some("ShellyEM")).unwrap();
+        assert!(brief.ends_with("Tasmota:\n  Tasmota"));
+        // Brief: two aligned columns.
+        let col = |line: &str| line.find("Shelly ").unwrap_or(0);
+        let lines: Vec<&str> = brief.lines().skip(1).take(count).collect();
+        assert!(lines.iter().all(|l| col(l) == col(lines[0])), "{brief}");
+        let one = lib.print(PrintMode::Detailed, Some("Shelly2PMG3")).unwrap();
         assert_eq!(
             one,
-            "Shelly Model Library:\n  ShellyEM — Shelly EM gen1 in=0 out=1 meters=2 protocol=REST meter_source=gen1_emeters"
+            "Shelly models (1):
+  Model        Name             Gen  Protocol  Inputs  Outputs  Covers  Meters      Sensors  Profiles
+  Shelly2PMG3  Shelly 2PM Gen3  3    RPC       2       2        0       2 (switch)  –        switch, cover"
         );
         assert!(lib.print(PrintMode::Brief, Some("Nope")).is_err());
         assert_eq!(
             lib.print(PrintMode::Brief, Some("OtherVendor")).unwrap(),
-            "Tasmota Model Library:\n  Tasmota"
+            "Tasmota:\n  Tasmota"
         );
         assert!("verbose".parse::<PrintMode>().is_err());
     }

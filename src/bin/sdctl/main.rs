@@ -115,7 +115,21 @@ fn run(args: &Args) -> Result<(), Error> {
             } else {
                 PrintMode::Brief
             };
-            println!("{}", models.print(mode, model.as_deref())?);
+            // The text checks the filter (unknown model → usage error) for both outputs.
+            let text = models.print(mode, model.as_deref())?;
+            if args.json {
+                let chosen: Vec<&smartdev::models::ModelInfo> = models
+                    .models()
+                    .iter()
+                    .filter(|m| model.as_deref().is_none_or(|id| models.get(id) == Some(*m)))
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&chosen).unwrap_or_else(|_| "[]".into())
+                );
+            } else {
+                println!("{text}");
+            }
             return Ok(());
         }
         Command::Check => return check(args),
