@@ -133,7 +133,7 @@ impl Table {
 pub(crate) fn device_status(d: &Device) -> String {
     let mut s = String::new();
     let state = if d.online { "online" } else { "offline" };
-    let _ = writeln!(s, "{} (ID {}) — {state}", d.name, d.id);
+    let _ = writeln!(s, "{} — {state}", d.label());
     let mut facts = Table::new();
     let model = if d.is_tasmota() {
         "Tasmota".to_string()
@@ -386,7 +386,7 @@ mod tests {
         };
         let text = device_status(&d);
         let expected = "\
-Sydney Dev A (ID 1) — online
+Sydney Dev A (ID: 1) — online
   Model     Shelly 2PM Gen3 (Shelly2PMG3), Gen3, RPC
   Address   192.168.86.30:80
   Firmware  –

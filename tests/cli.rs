@@ -35,13 +35,13 @@ fn the_demo_runs_without_a_config_and_says_where_its_files_go() {
     let o = sdctl(dir.path(), &["status"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("Demo 2PM (ID 1) — online"), "{out}");
+    assert!(out.contains("Demo 2PM (ID: 1) — online"), "{out}");
     assert!(
         out.contains("  Outputs\n    1  Hall Light   off  (Group: Lighting)\n"),
         "{out}"
     );
     assert!(
-        out.contains("Demo Plug (ID 3) — online\n  Model      Tasmota\n"),
+        out.contains("Demo Plug (ID: 3) — online\n  Model      Tasmota\n"),
         "{out}"
     );
     for python_ism in ["None", "True", "False", "NoneW"] {
@@ -137,7 +137,7 @@ fn exit_codes_separate_usage_errors_from_failed_operations() {
     let o = sdctl(dir.path(), &["--config", "c.yaml", "status"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stdout(&o).contains("Plug (ID 1) — offline"),
+        stdout(&o).contains("Plug (ID: 1) — offline"),
         "{}",
         stdout(&o)
     );
