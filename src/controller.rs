@@ -213,6 +213,7 @@ impl Controller {
                     liveness: liveness.clone(),
                     inbox,
                     peers: peers.clone(),
+                    refreshes: settings.refresh_interval.is_some(),
                 },
                 started_tx.clone(),
             ) {

@@ -236,7 +236,8 @@ impl fmt::Display for Error {
                 attempts,
             } => write!(
                 f,
-                "device {device}: {request} timed out after {attempts} attempt(s)"
+                "device {device}: {request} timed out after {}",
+                attempts_text(*attempts)
             ),
             Error::Offline { device } => write!(f, "device {device} is offline"),
             Error::Device { device, message } => write!(f, "device {device}: {message}"),
@@ -288,3 +289,12 @@ impl std::error::Error for Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `1 attempt`, `3 attempts`.
+pub(crate) fn attempts_text(n: u32) -> String {
+    if n == 1 {
+        "1 attempt".into()
+    } else {
+        format!("{n} attempts")
+    }
+}

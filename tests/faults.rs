@@ -51,19 +51,19 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
             .unwrap()
             .last_error
             .unwrap()
-            .contains("timed out after 3 attempt(s)")
+            .contains("timed out after 3 attempts")
     );
 
     let (e, n) = attempts_of(Fault::Http500);
     assert!(
-        matches!(&e, Error::Device { message, .. } if message.contains("HTTP 500") && message.contains("after 3 attempt(s)")),
+        matches!(&e, Error::Device { message, .. } if message.contains("HTTP 500") && message.contains("after 3 attempts")),
         "{e}"
     );
     assert_eq!(n, ATTEMPTS);
 
     let (e, n) = attempts_of(Fault::TruncatedBody);
     assert!(
-        matches!(&e, Error::Device { message, .. } if message.contains("after 3 attempt(s)")),
+        matches!(&e, Error::Device { message, .. } if message.contains("after 3 attempts")),
         "{e}"
     );
     assert_eq!(n, ATTEMPTS);
@@ -83,7 +83,7 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
     // Refused connections never reach the device, so the count stays 0; the message says how often we tried.
     let (e, n) = attempts_of(Fault::Refuse);
     assert!(
-        matches!(&e, Error::Device { message, .. } if message.contains("connection refused (after 3 attempt(s))")),
+        matches!(&e, Error::Device { message, .. } if message.contains("connection refused (after 3 attempts)")),
         "{e}"
     );
     assert_eq!(n, 0);

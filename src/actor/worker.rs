@@ -76,6 +76,8 @@ pub(crate) struct Links {
     pub inbox: Arc<HookInbox>,
     /// The other devices' published outputs.
     pub peers: Arc<Peers>,
+    /// Whether the supervisor refreshes devices in the background (then an offline device is retried).
+    pub refreshes: bool,
 }
 
 /// Builds a fresh driver for the device, at open and after a panic.
@@ -95,6 +97,7 @@ pub(crate) fn spawn(
         liveness,
         inbox,
         peers,
+        refreshes,
     } = links;
     // Callers block on their replies, so a small inbox is enough (each slot costs memory in every one of
     // possibly thousands of workers); when it is full, senders wait (back-pressure) and background checks are
@@ -113,6 +116,7 @@ pub(crate) fn spawn(
         hooks_synced: false,
         inbox,
         remote_gated,
+        refreshes,
         peers,
         slot: slot.clone(),
     };
@@ -142,6 +146,8 @@ struct State {
     peers: Arc<Peers>,
     /// Whether a probe or sensor of this device waits on another device's output.
     remote_gated: bool,
+    /// Whether the supervisor retries offline devices in the background.
+    refreshes: bool,
     slot: Slot,
 }
 
@@ -156,12 +162,22 @@ impl State {
         {
             // No transition happened (it starts offline), but an unreachable device at start deserves a word.
             let d = &self.device;
+            let retry = if self.refreshes {
+                "; retrying in the background"
+            } else {
+                ""
+            };
             if d.expect_offline {
-                log::debug!("device {} is offline at start (expected): {e}", d.label());
+                log::debug!(
+                    "device {} is offline at start (expected): {}",
+                    d.label(),
+                    e.reason()
+                );
             } else {
                 log::warn!(
-                    "device {} is offline at start: {e}; retrying in the background",
-                    d.label()
+                    "device {} is offline at start: {}{retry}",
+                    d.label(),
+                    e.reason()
                 );
             }
         }
@@ -456,6 +472,7 @@ mod tests {
                 liveness: liveness(),
                 inbox: Arc::default(),
                 peers: Arc::default(),
+                refreshes: false,
             },
             started_tx,
         )
@@ -511,6 +528,7 @@ mod tests {
                 liveness: liveness(),
                 inbox: Arc::default(),
                 peers: Arc::default(),
+                refreshes: false,
             },
             started_tx,
         )

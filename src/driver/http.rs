@@ -338,6 +338,7 @@ impl Http {
 
 fn final_error(dev: &Device, what: &str, f: Failure, attempts: u32) -> Error {
     let device = dev.label();
+    let tries = crate::error::attempts_text(attempts);
     match f {
         Failure::Timeout => Error::Timeout {
             device,
@@ -346,12 +347,12 @@ fn final_error(dev: &Device, what: &str, f: Failure, attempts: u32) -> Error {
         },
         Failure::Connection(m) => Error::Device {
             device,
-            message: format!("{what}: {m} (after {attempts} attempt(s))"),
+            message: format!("{what}: {m} (after {tries})"),
         },
         Failure::Status(429, _) => Error::Device {
             device,
             message: format!(
-                "{what}: the device is busy (HTTP 429 Too many requests) (after {attempts} attempt(s))"
+                "{what}: the device is busy (HTTP 429 Too many requests) (after {tries})"
             ),
         },
         Failure::Redirect(code, target) => Error::Device {
@@ -366,7 +367,7 @@ fn final_error(dev: &Device, what: &str, f: Failure, attempts: u32) -> Error {
         },
         Failure::Status(code, body) => Error::Device {
             device,
-            message: format!("{what}: HTTP {code} {body:?} (after {attempts} attempt(s))"),
+            message: format!("{what}: HTTP {code} {body:?} (after {tries})"),
         },
         Failure::Body(m) => Error::Device {
             device,

@@ -33,12 +33,22 @@ fn main() -> ExitCode {
         }
     };
     match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Done::Yes) => ExitCode::SUCCESS,
+        // What failed was already shown (an offline device in the status listing).
+        Ok(Done::Shown) => ExitCode::from(FAILED),
         Err(e) => {
             eprintln!("sdctl: {e}");
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// How a command ended when it did not end in an error still to be printed.
+enum Done {
+    /// Everything worked.
+    Yes,
+    /// Something failed and the output already says what.
+    Shown,
 }
 
 fn exit_code(e: &Error) -> u8 {
@@ -94,16 +104,16 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Error> {
     Ok(())
 }
 
-fn run(args: &Args) -> Result<(), Error> {
+fn run(args: &Args) -> Result<Done, Error> {
     let command = args.command.as_ref().expect("parse sets a command");
     match command {
         Command::Help => {
             println!("{}", args::USAGE);
-            return Ok(());
+            return Ok(Done::Yes);
         }
         Command::Version => {
             println!("sdctl {}", smartdev::VERSION);
-            return Ok(());
+            return Ok(Done::Yes);
         }
         Command::Models { detailed, model } => {
             let models = match &args.models {
@@ -130,9 +140,9 @@ fn run(args: &Args) -> Result<(), Error> {
             } else {
                 println!("{text}");
             }
-            return Ok(());
+            return Ok(Done::Yes);
         }
-        Command::Check => return check(args),
+        Command::Check => return check(args).map(|()| Done::Yes),
         _ => {}
     }
     let mut settings = load(args)?;
@@ -142,24 +152,29 @@ fn run(args: &Args) -> Result<(), Error> {
         settings.webhooks.enabled = true;
         return events(settings, *count, *timeout);
     }
+    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises).
+    settings.refresh_interval = None;
     let ctl = builder(args)?.open(settings)?;
     match command {
         Command::Status(device) => {
-            let report = ctl.refresh_all()?;
-            for f in &report.failures {
-                eprintln!("sdctl: {}", f.error);
-            }
+            // Open has just read every device: the listing is fresh, and an offline device shows as offline with
+            // its last error (the exit code says it too).
             let id = device.as_deref().map(|d| args.identity(d));
+            let shown = match &id {
+                Some(id) => vec![ctl.device(id)?],
+                None => ctl.devices(),
+            };
             if args.json {
                 match &id {
-                    Some(id) => print_json(&ctl.device(id)?)?,
-                    None => print_json(&ctl.devices())?,
+                    Some(_) => print_json(&shown[0])?,
+                    None => print_json(&shown)?,
                 }
             } else {
                 println!("{}", ctl.print_device_status(id.as_ref())?);
             }
-            if !report.is_ok() {
-                return Err(report.failures.into_iter().next().expect("not ok").error);
+            if shown.iter().any(|d| !d.online) {
+                ctl.close();
+                return Ok(Done::Shown);
             }
         }
         Command::GetDevice(d) => print_json(&ctl.device(args.identity(d))?)?,
@@ -200,7 +215,7 @@ fn run(args: &Args) -> Result<(), Error> {
         _ => unreachable!("handled above"),
     }
     ctl.close();
-    Ok(())
+    Ok(Done::Yes)
 }
 
 /// `Blind (ID: 1): opening, position 40 %`; what the device has not reported is said to be unknown.
@@ -215,7 +230,7 @@ fn describe_cover(c: &smartdev::Cover) -> String {
 }
 
 /// Runs the listener and prints one JSON line per event until `count` events or `timeout` seconds.
-fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Result<(), Error> {
+fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Result<Done, Error> {
     use std::io::Write;
     use std::time::{Duration, Instant};
     let path = settings.webhooks.path.clone();
@@ -255,12 +270,17 @@ fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Resul
     }
     ctl.close();
     match count {
-        Some(c) if seen < c => Err(Error::Timeout {
-            device: "listener".into(),
-            request: format!("waiting for {c} webhook event(s) ({seen} received)"),
-            attempts: 1,
-        }),
-        _ => Ok(()),
+        Some(c) if seen < c => {
+            let waited = timeout
+                .map(|t| format!(" within {t} s"))
+                .unwrap_or_default();
+            eprintln!(
+                "sdctl: received {seen} of {c} webhook event{}{waited}; stopped waiting (raise --timeout to wait longer)",
+                if c == 1 { "" } else { "s" }
+            );
+            Ok(Done::Shown)
+        }
+        _ => Ok(Done::Yes),
     }
 }
 
