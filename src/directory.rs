@@ -67,6 +67,12 @@ impl Directory {
         .ok_or_else(|| Error::NotFound {
             kind: "device",
             identity: id.to_string(),
+            hint: match id {
+                Identity::Name(n) => {
+                    crate::suggest::hint(n, self.device_by_name.keys().map(String::as_str))
+                }
+                Identity::Id(_) => String::new(),
+            },
         })
     }
 
@@ -79,6 +85,16 @@ impl Directory {
         .ok_or_else(|| Error::NotFound {
             kind: kind.as_str(),
             identity: id.to_string(),
+            hint: match id {
+                Identity::Name(n) => crate::suggest::hint(
+                    n,
+                    self.by_name
+                        .keys()
+                        .filter(|(k, _)| *k == kind)
+                        .map(|(_, name)| name.as_str()),
+                ),
+                Identity::Id(_) => String::new(),
+            },
         })
     }
 }

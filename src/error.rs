@@ -57,6 +57,8 @@ pub enum Error {
         kind: &'static str,
         /// The identity as given (`ID 7` or `name 'Kitchen'`).
         identity: String,
+        /// `; did you mean 'Kitchen'?` when a known name is close, else empty.
+        hint: String,
     },
     /// A request argument is not usable (e.g. an unknown print mode).
     InvalidArgument(String),
@@ -228,7 +230,11 @@ impl fmt::Display for Error {
                 write!(f, "initialisation failed: {} problem(s)", problems.len())?;
                 write_problems(f, problems)
             }
-            Error::NotFound { kind, identity } => write!(f, "{kind} {identity} not found"),
+            Error::NotFound {
+                kind,
+                identity,
+                hint,
+            } => write!(f, "{kind} {identity} not found{hint}"),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::Timeout {
                 device,

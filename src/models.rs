@@ -600,6 +600,7 @@ impl ModelLibrary {
             Some(id) => vec![self.get(id).ok_or_else(|| Error::NotFound {
                 kind: "model",
                 identity: format!("'{id}'"),
+                hint: String::new(),
             })?],
         };
         let mut out = String::new();

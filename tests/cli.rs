@@ -108,6 +108,13 @@ fn exit_codes_separate_usage_errors_from_failed_operations() {
         "{}",
         stderr(&o)
     );
+    // A misspelt name points at the one meant.
+    let o = sdctl(dir.path(), &["set", "Hall Lihgt", "on"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).lines().last().unwrap_or(""),
+        "sdctl: output 'Hall Lihgt' not found; did you mean 'Hall Light'?"
+    );
 
     // A simulated device that is offline makes the operation fail with exit code 1.
     let cfg = dir.write(

@@ -219,6 +219,7 @@ impl State {
                             return Err(Error::NotFound {
                                 kind: "output",
                                 identity: format!("channel {index} of device {}", dev.label()),
+                                hint: String::new(),
                             });
                         }
                         drv.switch(dev, index, action)
@@ -236,6 +237,7 @@ impl State {
                             return Err(Error::NotFound {
                                 kind: "cover",
                                 identity: format!("channel {index} of device {}", dev.label()),
+                                hint: String::new(),
                             });
                         }
                         drv.cover(dev, index, action)
