@@ -665,6 +665,7 @@ fn check_requires_output(devices: &[Device], places: &[String], problems: &mut V
 }
 
 fn check_unique(devices: &[Device], problems: &mut Vec<Problem>) {
+    // Owners are positions (`Devices[1] ('A')`, `Devices[0] ('A') Outputs[1]`): two devices may share a name.
     fn dupes<'a, K: std::hash::Hash + Eq + std::fmt::Display>(
         items: impl Iterator<Item = (K, &'a str)>,
         what: &str,
@@ -683,8 +684,13 @@ fn check_unique(devices: &[Device], problems: &mut Vec<Problem>) {
             }
         }
     }
+    let labels: Vec<String> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| format!("Devices[{i}] ('{}')", crate::text::clip(&d.name, 60)))
+        .collect();
     dupes(
-        devices.iter().map(|d| (d.id, d.name.as_str())),
+        devices.iter().zip(&labels).map(|(d, l)| (d.id, l.as_str())),
         "device",
         "ID",
         problems,
@@ -692,44 +698,44 @@ fn check_unique(devices: &[Device], problems: &mut Vec<Problem>) {
     dupes(
         devices
             .iter()
-            .map(|d| (format!("'{}'", d.name), d.name.as_str())),
+            .zip(&labels)
+            .map(|(d, l)| (format!("'{}'", d.name), l.as_str())),
         "device",
         "Name",
         problems,
     );
-    let labels: Vec<String> = devices
-        .iter()
-        .map(|d| format!("device '{}'", d.name))
-        .collect();
     macro_rules! per_kind {
-        ($field:ident, $what:expr) => {
-            let items: Vec<(i64, String, &str)> = devices
+        ($field:ident, $what:expr, $key:expr) => {
+            let items: Vec<(i64, String, String)> = devices
                 .iter()
                 .zip(&labels)
                 .flat_map(|(d, l)| {
                     d.$field
                         .iter()
-                        .map(move |c| (c.id, c.name.clone(), l.as_str()))
+                        .enumerate()
+                        .map(move |(ci, c)| (c.id, c.name.clone(), format!("{l} {}[{ci}]", $key)))
                 })
                 .collect();
             dupes(
-                items.iter().map(|(id, _, l)| (*id, *l)),
+                items.iter().map(|(id, _, l)| (*id, l.as_str())),
                 $what,
                 "ID",
                 problems,
             );
             dupes(
-                items.iter().map(|(_, n, l)| (format!("'{n}'"), *l)),
+                items.iter().map(|(_, n, l)| (format!("'{n}'"), l.as_str())),
                 $what,
                 "Name",
                 problems,
             );
         };
     }
-    per_kind!(inputs, "input");
-    per_kind!(outputs, "output");
-    per_kind!(meters, "meter");
-    per_kind!(temp_probes, "temp_probe");
+    per_kind!(inputs, "input", "Inputs");
+    per_kind!(outputs, "output", "Outputs");
+    per_kind!(meters, "meter", "Meters");
+    per_kind!(temp_probes, "temp_probe", "TempProbes");
+    per_kind!(covers, "cover", "Covers");
+    per_kind!(sensors, "sensor", "Sensors");
     let files: Vec<(String, &str)> = devices
         .iter()
         .filter_map(|d| {

@@ -186,14 +186,22 @@ fn names_and_ids_are_unique_per_kind_across_devices() {
 ",
     );
     let has = |s: &str| p.iter().any(|x| x.contains(s));
-    assert!(has("device ID 4 is used by both A and C"), "{p:?}");
-    assert!(has("device Name 'A' is used by both A and A"), "{p:?}");
     assert!(
-        has("output Name 'Lamp' is used by both device 'A' and device 'A'"),
+        has("device ID 4 is used by both Devices[0] ('A') and Devices[2] ('C')"),
         "{p:?}"
     );
     assert!(
-        has("meter ID 9 is used by both device 'A' and device 'C'"),
+        has("device Name 'A' is used by both Devices[0] ('A') and Devices[1] ('A')"),
+        "{p:?}"
+    );
+    assert!(
+        has(
+            "output Name 'Lamp' is used by both Devices[0] ('A') Outputs[0] and Devices[1] ('A') Outputs[0]"
+        ),
+        "{p:?}"
+    );
+    assert!(
+        has("meter ID 9 is used by both Devices[0] ('A') Meters[0] and Devices[2] ('C') Meters[0]"),
         "{p:?}"
     );
     assert!(has("would share the simulation file"), "{p:?}");
