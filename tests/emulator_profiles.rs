@@ -1,5 +1,6 @@
-//! The emulator's profiles and richer components over real HTTP: switch/cover profiles and covers moving on the
-//! manual clock.
+//! The emulator's profiles and richer components over real HTTP: switch/cover profiles, covers moving on the
+//! manual clock, Gen1 rollers, Tasmota shutters, per-component energy fields, the Pro 3EM monophase profile,
+//! sensors, button inputs and dimmers.
 
 use std::time::Duration;
 
@@ -47,6 +48,10 @@ fn rpc_err(port: u16, method: &str, params: Value) -> (i64, String) {
             .unwrap_or_else(|| panic!("{method}: no error in {f}")),
         e["message"].as_str().unwrap().to_string(),
     )
+}
+
+fn tasmota(port: u16, cmnd: &str) -> Value {
+    get_json(port, &format!("/cm?cmnd={}", cmnd.replace(' ', "%20")))
 }
 
 /// Devices on a clock the test moves.
@@ -405,4 +410,165 @@ fn a_gen4_2pm_in_the_cover_profile_looks_like_the_real_one() {
     let st = rpc(p, "Shelly.GetStatus", json!({}));
     let comps: Vec<String> = keys(&st).into_iter().filter(|k| k.contains(':')).collect();
     assert_eq!(comps, ["cover:0", "input:0", "input:1"]);
+}
+
+// ---- 3. Gen1 roller ----
+
+#[test]
+fn a_shelly_25_in_roller_mode() {
+    let (emu, clock) = manual(vec![
+        with_profile("Shelly2.5", "roller"),
+        DeviceSpec::new("Shelly2.5"),
+    ]);
+    let p = emu.port(0);
+    let info = get_json(p, "/shelly");
+    assert_eq!(
+        (&info["mode"], &info["num_rollers"], &info["num_outputs"]),
+        (&json!("roller"), &json!(1), &json!(2))
+    );
+    let settings = get_json(p, "/settings");
+    assert_eq!(settings["mode"], "roller");
+    assert_eq!(settings["rollers"].as_array().unwrap().len(), 1);
+    assert_eq!(settings["rollers"][0]["positioning"], true);
+    assert_eq!(get_json(emu.port(1), "/settings")["mode"], "relay");
+
+    let st = get_json(p, "/status");
+    assert!(st.get("relays").is_none(), "roller mode has no relays");
+    assert_eq!(st["meters"].as_array().unwrap().len(), 2);
+    let roller = &st["rollers"][0];
+    assert_eq!(
+        keys(roller),
+        [
+            "state",
+            "power",
+            "is_valid",
+            "safety_switch",
+            "overtemperature",
+            "stop_reason",
+            "last_direction",
+            "current_pos",
+            "calibrating",
+            "positioning"
+        ]
+    );
+    assert_eq!(
+        (&roller["state"], &roller["current_pos"]),
+        (&json!("stop"), &json!(0))
+    );
+
+    let r = get(p, "/relay/0?turn=on");
+    assert_eq!(r.status, 400, "relays are refused in roller mode");
+    let r = get_json(p, "/roller/0?go=open");
+    assert_eq!(
+        (&r["state"], &r["last_direction"]),
+        (&json!("open"), &json!("open"))
+    );
+    assert_eq!(r["power"].as_f64(), Some(100.0));
+    clock.advance(secs(10.0));
+    let st = get_json(p, "/status");
+    assert_eq!(st["rollers"][0]["current_pos"], 50);
+    // The opening winding's meter carries the load, the closing one does not.
+    assert_eq!(
+        (
+            st["meters"][0]["power"].as_f64(),
+            st["meters"][1]["power"].as_f64()
+        ),
+        (Some(100.0), Some(0.0))
+    );
+    let r = get_json(p, "/roller/0?go=to_pos&roller_pos=30");
+    assert_eq!(r["state"], "close");
+    clock.advance(secs(4.0));
+    assert_eq!(get_json(p, "/roller/0")["current_pos"], 30);
+    assert_eq!(get_json(p, "/roller/0")["state"], "stop");
+    assert_eq!(get_json(p, "/roller/0?roller_pos=40")["state"], "open");
+    let r = get_json(p, "/roller/0?go=stop");
+    assert_eq!(
+        (&r["state"], &r["current_pos"]),
+        (&json!("stop"), &json!(30))
+    );
+
+    for bad in [
+        "/roller/0?go=fly",
+        "/roller/0?go=to_pos",
+        "/roller/0?roller_pos=101",
+    ] {
+        assert_eq!(get(p, bad).status, 400, "{bad}");
+    }
+    assert_eq!(get(p, "/roller/1").status, 404);
+    emu.set_cover_calibrated(0, 0, false);
+    let r = get(p, "/roller/0?go=to_pos&roller_pos=50");
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("calibrated"), "{}", r.text());
+    assert_eq!(get_json(p, "/roller/0")["positioning"], false);
+    assert_eq!(get_json(p, "/roller/0?go=close")["state"], "close");
+
+    // Relay mode: relays work, the roller endpoint is refused.
+    assert_eq!(get(emu.port(1), "/roller/0?go=open").status, 400);
+    assert_eq!(get_json(emu.port(1), "/relay/0?turn=on")["ison"], true);
+    // Switching the mode at runtime.
+    emu.set_profile(1, "roller").unwrap();
+    assert_eq!(get_json(emu.port(1), "/settings")["mode"], "roller");
+    assert!(get_json(emu.port(1), "/status").get("rollers").is_some());
+}
+
+// ---- 4. Tasmota shutters ----
+
+#[test]
+fn tasmota_shutters_move_and_report() {
+    let mut spec = DeviceSpec::new("Tasmota");
+    spec.shutters = 1;
+    let (emu, clock) = manual(vec![spec]);
+    let p = emu.port(0);
+    assert_eq!(tasmota(p, "Status 0")["StatusSTS"]["POWER1"], "OFF");
+    let r = tasmota(p, "ShutterOpen1");
+    assert_eq!(
+        r,
+        json!({"Shutter1": {"Position": 0, "Direction": 1, "Target": 100, "Tilt": 0}})
+    );
+    // Shutter 1 drives relay 1 (open) and relay 2 (close).
+    assert!(emu.output(0, 0) && !emu.output(0, 1));
+    clock.advance(secs(10.0));
+    let sns = &tasmota(p, "Status 10")["StatusSNS"];
+    assert_eq!(
+        sns["Shutter1"],
+        json!({"Position": 50, "Direction": 1, "Target": 100, "Tilt": 0})
+    );
+    let r = tasmota(p, "ShutterStop1");
+    assert_eq!(r["Shutter1"]["Direction"], 0);
+    assert_eq!(r["Shutter1"]["Position"], 50);
+    assert!(!emu.output(0, 0) && !emu.output(0, 1));
+    assert_eq!(tasmota(p, "ShutterStop1"), json!({"ShutterStop": "Done"}));
+
+    let r = tasmota(p, "ShutterPosition1 20");
+    assert_eq!(
+        r["Shutter1"],
+        json!({"Position": 50, "Direction": -1, "Target": 20, "Tilt": 0})
+    );
+    assert!(emu.output(0, 1));
+    clock.advance(secs(6.0));
+    let sns = &tasmota(p, "Status 10")["StatusSNS"];
+    assert_eq!(
+        sns["Shutter1"],
+        json!({"Position": 20, "Direction": 0, "Target": 20, "Tilt": 0})
+    );
+    assert!(!emu.output(0, 1), "the relay switches off with the motor");
+    assert_eq!(tasmota(p, "ShutterPosition1")["Shutter1"]["Position"], 20);
+    assert_eq!(tasmota(p, "ShutterClose")["Shutter1"]["Direction"], -1);
+    clock.advance(secs(20.0));
+    assert_eq!(emu.cover(0, 0).state, CoverState::Closed);
+    assert_eq!(tasmota(p, "ShutterPosition1 UP")["Shutter1"]["Target"], 100);
+    assert_eq!(tasmota(p, "ShutterOpen2"), json!({"Command": "Unknown"}));
+    assert_eq!(tasmota(p, "ShutterPosition1 x,5")["Shutter1"]["Target"], 0);
+
+    let mut bad = DeviceSpec::new("Tasmota");
+    bad.shutters = 2;
+    bad.outputs = Some(2);
+    let e = Emulator::start(vec![bad], &ModelLibrary::embedded())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("need 4 relays"), "{e}");
+    let mut shelly = DeviceSpec::new("Shelly2PMG3");
+    shelly.shutters = 1;
+    assert!(Emulator::start(vec![shelly], &ModelLibrary::embedded()).is_err());
 }
