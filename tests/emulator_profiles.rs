@@ -2,11 +2,17 @@
 //! manual clock, Gen1 rollers, Tasmota shutters, per-component energy fields, the Pro 3EM monophase profile,
 //! sensors, button inputs and dimmers.
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use smartdev::ModelLibrary;
-use smartdev::emulator::{CoverState, DeviceSpec, EmuClock, Emulator};
+use smartdev::emulator::{
+    AddonSensor, CoverState, DeviceSpec, EmuClock, Emulator, InputType, Press,
+};
+use smartdev::models::SensorQuantity;
 
 mod common;
 
@@ -77,6 +83,37 @@ fn keys(v: &Value) -> Vec<String> {
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
+}
+
+/// A local webhook receiver: every request target arrives on the channel.
+fn hook_listener() -> (u16, mpsc::Receiver<String>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&buf)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (port, rx)
 }
 
 // ---- 1. profiles ----
@@ -571,4 +608,536 @@ fn tasmota_shutters_move_and_report() {
     let mut shelly = DeviceSpec::new("Shelly2PMG3");
     shelly.shutters = 1;
     assert!(Emulator::start(vec![shelly], &ModelLibrary::embedded()).is_err());
+}
+
+// ---- 5. energy fields ----
+
+fn switch0(model: &str) -> Value {
+    let emu = Emulator::start(vec![DeviceSpec::new(model)], &ModelLibrary::embedded()).unwrap();
+    emu.set_output(0, 0, true);
+    rpc(emu.port(0), "Switch.GetStatus", json!({"id": 0}))
+}
+
+#[test]
+fn switches_report_the_meter_fields_of_their_device_line() {
+    let plus = switch0("ShellyPlus1PM");
+    assert!(plus.get("apower").is_some() && plus.get("aenergy").is_some());
+    for k in ["freq", "pf", "ret_aenergy"] {
+        assert!(plus.get(k).is_none(), "Plus 1PM has no {k}");
+    }
+    let g3 = switch0("Shelly1PMG3");
+    assert!(g3.get("freq").is_some() && g3.get("ret_aenergy").is_some());
+    assert!(g3.get("pf").is_none());
+    let g4 = switch0("Shelly2PMG4");
+    for k in ["freq", "pf", "ret_aenergy"] {
+        assert!(g4.get(k).is_some(), "2PM Gen4 {k}");
+    }
+    assert!(switch0("ShellyPro4PM").get("pf").is_some());
+    assert!(
+        switch0("Shelly1G3").get("apower").is_none(),
+        "no meter, no power"
+    );
+}
+
+#[test]
+fn energy_components_carry_frequency_apparent_power_and_returned_energy() {
+    let (emu, clock) = manual(vec![
+        DeviceSpec::new("ShellyPMMiniG3"),
+        DeviceSpec::new("ShellyEMG3"),
+        DeviceSpec::new("ShellyPro3EM"),
+        DeviceSpec::new("Shelly1PMG4"),
+    ]);
+    // Export: returned energy grows, drawn energy does not.
+    emu.set_load(0, 0, -1800.0);
+    emu.set_frequency(0, 0, 60.0);
+    clock.advance(secs(2.0));
+    let pm = rpc(emu.port(0), "PM1.GetStatus", json!({"id": 0}));
+    assert_eq!(pm["freq"], json!(60));
+    assert!(
+        close(pm["ret_aenergy"]["total"].as_f64().unwrap(), 1.0, 1e-6),
+        "{pm}"
+    );
+    assert_eq!(pm["aenergy"]["total"], json!(0));
+
+    emu.set_load(1, 1, -3600.0);
+    emu.set_frequency(1, 1, 49.9);
+    clock.advance(secs(1.0));
+    let st = rpc(emu.port(1), "Shelly.GetStatus", json!({}));
+    let em1 = &st["em1:1"];
+    assert_eq!(em1["freq"], json!(49.9));
+    assert!(em1["aprt_power"].as_f64().unwrap() > 0.0);
+    assert!(close(
+        st["em1data:1"]["total_act_ret_energy"].as_f64().unwrap(),
+        1.0,
+        0.01
+    ));
+    emu.set_frequency(2, 0, 50.2);
+    emu.set_load(2, 2, -3600.0);
+    clock.advance(secs(1.0));
+    let st = rpc(emu.port(2), "Shelly.GetStatus", json!({}));
+    let em = &st["em:0"];
+    assert_eq!(em["a_freq"], json!(50.2));
+    for k in [
+        "a_aprt_power",
+        "b_aprt_power",
+        "c_aprt_power",
+        "total_aprt_power",
+    ] {
+        assert!(em[k].is_number(), "em {k}");
+    }
+    let d = &st["emdata:0"];
+    assert!(close(
+        d["c_total_act_ret_energy"].as_f64().unwrap(),
+        1.0,
+        0.01
+    ));
+    assert_eq!(d["total_act_ret"], d["c_total_act_ret_energy"]);
+
+    emu.set_output(3, 0, true);
+    emu.set_load(3, 0, -3600.0);
+    clock.advance(secs(1.0));
+    let sw = rpc(emu.port(3), "Switch.GetStatus", json!({"id": 0}));
+    assert!(close(
+        sw["ret_aenergy"]["total"].as_f64().unwrap(),
+        1.0,
+        1e-6
+    ));
+    assert_eq!(
+        post(emu.admin_port(), "/devices/3/frequency?id=0&hz=59.5").status,
+        200
+    );
+    assert_eq!(
+        rpc(emu.port(3), "Switch.GetStatus", json!({"id": 0}))["freq"],
+        json!(59.5)
+    );
+    assert_eq!(
+        post(emu.admin_port(), "/devices/3/frequency?id=0&hz=nan").status,
+        400
+    );
+}
+
+#[test]
+fn the_monophase_profile_has_three_single_phase_meters() {
+    let emu = Emulator::start(
+        vec![
+            with_profile("ShellyPro3EM", "monophase"),
+            with_profile("Shelly3EM63G3", "monophase"),
+        ],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    for d in 0..2 {
+        let p = emu.port(d);
+        assert_eq!(get_json(p, "/shelly")["profile"], "monophase");
+        let st = rpc(p, "Shelly.GetStatus", json!({}));
+        let comps: Vec<String> = keys(&st).into_iter().filter(|k| k.contains(':')).collect();
+        assert_eq!(
+            comps,
+            [
+                "em1:0",
+                "em1:1",
+                "em1:2",
+                "em1data:0",
+                "em1data:1",
+                "em1data:2"
+            ]
+        );
+        assert_eq!(rpc(p, "EM1.GetStatus", json!({"id": 2}))["id"], 2);
+        assert_eq!(rpc_err(p, "EM.GetStatus", json!({"id": 0})).0, -105);
+        let cfg = rpc(p, "Shelly.GetConfig", json!({}));
+        assert!(cfg.get("em1:2").is_some() && cfg.get("em:0").is_none());
+    }
+    emu.set_profile(0, "triphase").unwrap();
+    let st = rpc(emu.port(0), "Shelly.GetStatus", json!({}));
+    assert!(st.get("em:0").is_some() && st.get("em1:0").is_none());
+    assert_eq!(
+        rpc_err(emu.port(0), "EM1.GetStatus", json!({"id": 0})).0,
+        -105
+    );
+}
+
+// ---- 6. sensors ----
+
+fn addons() -> Vec<AddonSensor> {
+    vec![
+        AddonSensor::new("Bathroom", SensorQuantity::Humidity),
+        AddonSensor::new("Tank", SensorQuantity::Voltage),
+    ]
+}
+
+#[test]
+fn rpc_addon_humidity_and_voltmeter_beside_probes() {
+    let mut spec = DeviceSpec::new("Shelly1G3");
+    spec.probes = vec!["Roof".into()];
+    spec.sensors = addons();
+    let emu = Emulator::start(vec![spec], &ModelLibrary::embedded()).unwrap();
+    let p = emu.port(0);
+    let st = rpc(p, "Shelly.GetStatus", json!({}));
+    let comps: Vec<String> = keys(&st)
+        .into_iter()
+        .filter(|k| k.contains(':') && !k.starts_with("input") && !k.starts_with("switch"))
+        .collect();
+    assert_eq!(
+        comps,
+        [
+            "humidity:101",
+            "temperature:100",
+            "temperature:101",
+            "voltmeter:100"
+        ],
+        "a DHT22 is a temperature and a humidity with one id"
+    );
+    assert_eq!(keys(&st["humidity:101"]), ["id", "rh"]);
+    assert_eq!(keys(&st["voltmeter:100"]), ["id", "voltage"]);
+    let cfg = rpc(p, "Shelly.GetConfig", json!({}));
+    assert_eq!(cfg["temperature:100"]["name"], "Roof");
+    assert_eq!(cfg["temperature:101"]["name"], "Bathroom");
+    assert_eq!(cfg["humidity:101"]["name"], "Bathroom");
+    assert_eq!(cfg["voltmeter:100"]["name"], "Tank");
+    assert_eq!(cfg["sys"]["device"]["addon_type"], "sensor");
+
+    emu.set_sensor(0, SensorQuantity::Humidity, 0, Some(63.25));
+    emu.set_sensor(0, SensorQuantity::Voltage, 0, Some(11.8));
+    emu.set_sensor(0, SensorQuantity::Temperature, 1, Some(19.0));
+    assert_eq!(
+        rpc(p, "Humidity.GetStatus", json!({"id": 101})),
+        json!({"id": 101, "rh": 63.3})
+    );
+    assert_eq!(
+        rpc(p, "Voltmeter.GetStatus", json!({"id": 100})),
+        json!({"id": 100, "voltage": 11.8})
+    );
+    assert_eq!(
+        rpc(p, "Temperature.GetStatus", json!({"id": 101}))["tC"],
+        json!(19)
+    );
+    assert_eq!(
+        rpc(p, "Voltmeter.GetConfig", json!({"id": 100}))["name"],
+        "Tank"
+    );
+    assert_eq!(rpc_err(p, "Humidity.GetStatus", json!({"id": 100})).0, -105);
+    let a = emu.admin_port();
+    assert_eq!(
+        post(a, "/devices/0/sensor?quantity=humidity&id=0&value=40").status,
+        200
+    );
+    assert_eq!(
+        rpc(p, "Humidity.GetStatus", json!({"id": 101}))["rh"],
+        json!(40)
+    );
+    assert_eq!(
+        post(a, "/devices/0/sensor?quantity=voltage&id=0").status,
+        200
+    );
+    assert_eq!(
+        rpc(p, "Voltmeter.GetStatus", json!({"id": 100}))["voltage"],
+        Value::Null
+    );
+    assert_eq!(
+        post(a, "/devices/0/sensor?quantity=pressure&id=0").status,
+        400
+    );
+    assert_eq!(
+        post(a, "/devices/0/sensor?quantity=humidity&id=5").status,
+        400
+    );
+    let types = rpc(p, "Webhook.ListSupported", json!({}))["types"].clone();
+    assert!(types.get("humidity.change").is_some() && types.get("voltmeter.change").is_some());
+}
+
+#[test]
+fn gen1_and_tasmota_humidity_sensors() {
+    let mut g1 = DeviceSpec::new("Shelly1");
+    g1.sensors = vec![AddonSensor::new("Cellar", SensorQuantity::Humidity)];
+    let mut t = DeviceSpec::new("Tasmota");
+    t.probes = vec!["Pipe".into()];
+    t.sensors = vec![
+        AddonSensor::new("Hall", SensorQuantity::Humidity),
+        AddonSensor::new("BME280", SensorQuantity::Humidity),
+        AddonSensor::new("si7021", SensorQuantity::Humidity),
+    ];
+    let emu = Emulator::start(vec![g1, t], &ModelLibrary::embedded()).unwrap();
+    emu.set_sensor(0, SensorQuantity::Humidity, 0, Some(71.5));
+    let st = get_json(emu.port(0), "/status");
+    assert_eq!(st["ext_temperature"]["0"]["tC"].as_f64(), Some(22.0));
+    assert_eq!(st["ext_humidity"]["0"]["hum"].as_f64(), Some(71.5));
+    assert_eq!(
+        st["ext_humidity"]["0"]["hwID"],
+        st["ext_temperature"]["0"]["hwID"]
+    );
+    assert!(get_json(emu.port(0), "/settings")["ext_humidity"]["0"].is_object());
+
+    let sns = tasmota(emu.port(1), "Status 8")["StatusSNS"].clone();
+    for k in ["AM2301", "BME280", "SI7021"] {
+        let o = &sns[k];
+        assert!(
+            o["Temperature"].is_number() && o["Humidity"].is_number() && o["DewPoint"].is_number(),
+            "{k}: {sns}"
+        );
+    }
+    assert!(sns["BME280"]["Pressure"].is_number());
+    assert_eq!(sns["PressureUnit"], "hPa");
+    assert_eq!(sns["DS18B20"]["Id"], "Pipe");
+    emu.set_sensor(1, SensorQuantity::Humidity, 1, None);
+    let sns = tasmota(emu.port(1), "Status 8")["StatusSNS"].clone();
+    assert!(sns.get("BME280").is_none(), "a silent sensor is left out");
+
+    let mut volt = DeviceSpec::new("Tasmota");
+    volt.sensors = vec![AddonSensor::new("Tank", SensorQuantity::Voltage)];
+    assert!(Emulator::start(vec![volt], &ModelLibrary::embedded()).is_err());
+}
+
+#[test]
+fn an_ht_gen3_has_builtin_temperature_humidity_and_battery() {
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyHTG3")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let p = emu.port(0);
+    let st = rpc(p, "Shelly.GetStatus", json!({}));
+    let comps: Vec<String> = keys(&st).into_iter().filter(|k| k.contains(':')).collect();
+    assert_eq!(comps, ["devicepower:0", "humidity:0", "temperature:0"]);
+    assert_eq!(keys(&st["devicepower:0"]), ["id", "battery", "external"]);
+    emu.set_sensor(0, SensorQuantity::Temperature, 0, Some(18.4));
+    emu.set_sensor(0, SensorQuantity::Humidity, 0, Some(38.9));
+    emu.set_battery(0, 65.0);
+    let st = rpc(p, "Shelly.GetStatus", json!({}));
+    assert_eq!(
+        st["temperature:0"],
+        json!({"id": 0, "tC": 18.4, "tF": 65.1})
+    );
+    assert_eq!(st["humidity:0"], json!({"id": 0, "rh": 38.9}));
+    assert_eq!(st["devicepower:0"]["battery"]["percent"], 65);
+    assert_eq!(
+        rpc(p, "DevicePower.GetStatus", json!({"id": 0})),
+        st["devicepower:0"]
+    );
+    assert_eq!(
+        rpc(p, "Temperature.GetConfig", json!({"id": 0}))["name"],
+        Value::Null
+    );
+    assert_eq!(
+        post(emu.admin_port(), "/devices/0/battery?percent=12").status,
+        200
+    );
+    assert_eq!(
+        rpc(p, "DevicePower.GetStatus", json!({"id": 0}))["battery"]["percent"],
+        12
+    );
+    assert_eq!(
+        post(emu.admin_port(), "/devices/0/battery?percent=120").status,
+        400
+    );
+    assert!(st.get("switch:0").is_none());
+}
+
+// ---- 7. input-only devices ----
+
+#[test]
+fn an_i4_has_four_inputs_that_can_be_buttons() {
+    let emu = Emulator::start(
+        vec![
+            DeviceSpec::new("ShellyPlusI4"),
+            DeviceSpec::new("ShellyI4G3"),
+        ],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let p = emu.port(0);
+    let st = rpc(p, "Shelly.GetStatus", json!({}));
+    let comps: Vec<String> = keys(&st).into_iter().filter(|k| k.contains(':')).collect();
+    assert_eq!(comps, ["input:0", "input:1", "input:2", "input:3"]);
+    assert_eq!(
+        rpc_err(p, "Switch.Set", json!({"id": 0, "on": true})).0,
+        -114
+    );
+    assert_eq!(
+        rpc(
+            p,
+            "Input.SetConfig",
+            json!({"id": 2, "config": {"type": "button"}})
+        ),
+        json!({"restart_required": false})
+    );
+    assert_eq!(
+        rpc(p, "Input.GetStatus", json!({"id": 2})),
+        json!({"id": 2, "state": null}),
+        "a button has no state"
+    );
+    assert_eq!(
+        rpc(p, "Input.GetConfig", json!({"id": 2}))["type"],
+        "button"
+    );
+    assert_eq!(rpc(p, "Input.GetStatus", json!({"id": 1}))["state"], false);
+    assert_eq!(
+        rpc_err(
+            p,
+            "Input.SetConfig",
+            json!({"id": 2, "config": {"type": "dial"}})
+        )
+        .0,
+        -103
+    );
+    let types = rpc(p, "Webhook.ListSupported", json!({}))["types"].clone();
+    for e in [
+        "input.button_push",
+        "input.button_longpush",
+        "input.button_doublepush",
+        "input.button_triplepush",
+    ] {
+        assert!(types.get(e).is_some(), "{e}");
+    }
+    assert!(types.get("switch.on").is_none());
+
+    let (hook_port, rx) = hook_listener();
+    for (event, path) in [
+        ("input.button_push", "push"),
+        ("input.button_longpush", "long"),
+    ] {
+        rpc(
+            p,
+            "Webhook.Create",
+            json!({"cid": 2, "event": event, "urls": [format!("http://127.0.0.1:{hook_port}/{path}")]}),
+        );
+    }
+    assert_eq!(emu.press_button(0, 2, Press::Single).unwrap(), 1);
+    assert!(
+        rx.recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .contains("/push")
+    );
+    let r = post(emu.admin_port(), "/devices/0/press?id=2&kind=long");
+    assert_eq!((r.status, r.json()), (200, json!({"called": 1})));
+    assert!(
+        rx.recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .contains("/long")
+    );
+    assert_eq!(
+        emu.press_button(0, 2, Press::Double).unwrap(),
+        0,
+        "no hook for it"
+    );
+    let e = emu
+        .press_button(0, 1, Press::Single)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("switch"), "{e}");
+    assert_eq!(post(emu.admin_port(), "/devices/0/press?id=1").status, 400);
+
+    emu.set_input_type(1, 0, InputType::Button);
+    assert_eq!(
+        rpc(emu.port(1), "Input.GetStatus", json!({"id": 0}))["state"],
+        Value::Null
+    );
+    assert_eq!(
+        post(emu.admin_port(), "/devices/1/input_type?id=0&type=switch").status,
+        200
+    );
+    assert_eq!(
+        rpc(emu.port(1), "Input.GetStatus", json!({"id": 0}))["state"],
+        false
+    );
+}
+
+// ---- 8. dimmers ----
+
+#[test]
+fn rpc_dimmer_lights() {
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyProDimmer1PM")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let p = emu.port(0);
+    let st = rpc(p, "Shelly.GetStatus", json!({}));
+    assert!(st.get("switch:0").is_none());
+    let l = &st["light:0"];
+    assert_eq!(
+        keys(l),
+        ["id", "source", "output", "brightness", "temperature"]
+    );
+    assert_eq!(
+        (&l["output"], &l["brightness"]),
+        (&json!(false), &json!(50))
+    );
+    assert_eq!(
+        rpc(
+            p,
+            "Light.Set",
+            json!({"id": 0, "on": true, "brightness": 30})
+        ),
+        Value::Null
+    );
+    let l = rpc(p, "Light.GetStatus", json!({"id": 0}));
+    assert_eq!(
+        (&l["output"], &l["brightness"], &l["source"]),
+        (&json!(true), &json!(30), &json!("HTTP_in"))
+    );
+    assert_eq!(emu.light(0, 0), (true, 30));
+    rpc(p, "Light.Set", json!({"id": 0, "brightness": 80}));
+    assert_eq!(
+        emu.light(0, 0),
+        (true, 80),
+        "brightness alone keeps the output"
+    );
+    rpc(p, "Light.Toggle", json!({"id": 0}));
+    assert_eq!(emu.light(0, 0), (false, 80));
+    assert_eq!(rpc_err(p, "Light.Set", json!({"id": 0})).0, -103);
+    assert_eq!(
+        rpc_err(p, "Light.Set", json!({"id": 0, "brightness": 120})).0,
+        -103
+    );
+    assert_eq!(
+        rpc_err(p, "Light.Set", json!({"id": 1, "on": true})).0,
+        -105
+    );
+    assert_eq!(
+        rpc_err(p, "Switch.Set", json!({"id": 0, "on": true})).0,
+        -114
+    );
+    assert!(rpc(p, "Light.GetConfig", json!({"id": 0}))["transition_duration"].is_number());
+    let types = rpc(p, "Webhook.ListSupported", json!({}))["types"].clone();
+    assert!(types.get("light.on").is_some() && types.get("switch.on").is_none());
+    let r = post(
+        emu.admin_port(),
+        "/devices/0/light?id=0&state=true&brightness=5",
+    );
+    assert_eq!(
+        (r.status, r.json()),
+        (200, json!({"state": true, "brightness": 5}))
+    );
+    assert_eq!(
+        rpc(p, "Light.GetStatus", json!({"id": 0}))["source"],
+        "button",
+        "a local change"
+    );
+}
+
+#[test]
+fn gen1_dimmer_lights() {
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyDimmer2")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let p = emu.port(0);
+    let l = get_json(p, "/light/0?turn=on&brightness=30");
+    assert_eq!(
+        (&l["ison"], &l["brightness"], &l["source"]),
+        (&json!(true), &json!(30), &json!("http"))
+    );
+    let st = get_json(p, "/status");
+    assert!(st.get("relays").is_none());
+    assert_eq!(st["lights"][0]["brightness"], 30);
+    assert_eq!(get_json(p, "/light/0?turn=toggle")["ison"], false);
+    assert_eq!(get_json(p, "/light/0")["brightness"], 30);
+    assert_eq!(get(p, "/light/0?brightness=101").status, 400);
+    assert_eq!(get(p, "/light/0?turn=up").status, 400);
+    assert_eq!(get(p, "/light/1").status, 404);
+    assert_eq!(get(p, "/relay/0?turn=on").status, 404);
+    assert!(get_json(p, "/settings")["lights"].is_array());
+    emu.set_light(0, 0, true, 75);
+    assert_eq!(get_json(p, "/status")["lights"][0]["brightness"], 75);
 }
