@@ -2,9 +2,26 @@
 //! 127.0.0.1, for testing applications without hardware.
 //!
 //! Every device listens on its own port and generates its payloads from its own state (outputs, inputs, meters
-//! with energy accumulated over wall time, add-on temperature probes, installed webhooks), shaped like real
+//! with energy accumulated over the emulator clock, covers, sensors, installed webhooks), shaped like real
 //! devices' answers. Faults and latency can be injected per device; an admin HTTP endpoint exposes the same
 //! controls to other processes (`sdctl emulate` runs one from the command line).
+//!
+//! What a device has follows the model library's shape for its profile ([`DeviceSpec::profile`],
+//! [`Emulator::set_profile`]: a 2PM as `switch:0/1` or `cover:0`, a Shelly 2.5 in relay or roller mode, a Pro 3EM
+//! `triphase` or `monophase`):
+//! - Gen2+ covers (`Cover.Open/Close/Stop/GoToPosition/Calibrate`), Gen1 rollers (`/roller/N`) and Tasmota
+//!   shutters ([`DeviceSpec::shutters`], `ShutterOpen1`...) move over the clock in
+//!   [`DeviceSpec::cover_travel`] and draw power while moving ([`Emulator::cover`], [`Emulator::set_cover_position`],
+//!   [`Emulator::set_cover_calibrated`]);
+//! - dimmers (`light:N`, Gen1 `/light/N`) switch and dim ([`Emulator::set_light`]);
+//! - inputs can be buttons (`state: null`, [`Emulator::set_input_type`], [`Emulator::press_button`]);
+//! - meters report the fields their component has on real devices (frequency, apparent power, returned
+//!   energy; [`Emulator::set_frequency`]);
+//! - sensors: built-in (H&T: `temperature:0`, `humidity:0`, `devicepower:0`) and add-on ([`DeviceSpec::probes`],
+//!   [`DeviceSpec::sensors`]: DHT22, voltmeter), set with [`Emulator::set_sensor`] and [`Emulator::set_battery`].
+//!
+//! With a manual clock ([`Emulator::start_with_clock`], [`EmuClock::manual`]) tests move covers and energy by
+//! stepping time.
 //!
 //! With [`DeviceSpec::password`] a device authenticates like the real one: Gen1 HTTP Basic, Gen2+ HTTP Digest
 //! (RFC 7616, SHA-256 or MD5) with the nonce rules of firmware 2.x (reusable nonces, `stale=true`, 32 slots,
