@@ -447,6 +447,22 @@ fn a_gen4_2pm_in_the_cover_profile_looks_like_the_real_one() {
     let st = rpc(p, "Shelly.GetStatus", json!({}));
     let comps: Vec<String> = keys(&st).into_iter().filter(|k| k.contains(':')).collect();
     assert_eq!(comps, ["cover:0", "input:0", "input:1"]);
+
+    // A dual cover controller: two covers, each with its own meter.
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyProDualCoverPM")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let p = emu.port(0);
+    assert!(get_json(p, "/shelly").get("profile").is_none());
+    rpc(p, "Cover.Open", json!({"id": 1}));
+    let st = rpc(p, "Shelly.GetStatus", json!({}));
+    assert_eq!(
+        (&st["cover:0"]["apower"], &st["cover:1"]["apower"]),
+        (&json!(0), &json!(100))
+    );
+    assert_eq!(st["cover:1"]["state"], "opening");
 }
 
 // ---- 3. Gen1 roller ----

@@ -60,6 +60,7 @@ mod rpc;
 mod rpc_cover;
 mod rpc_light;
 mod rpc_sensors;
+mod rpc_webhook;
 mod sensors;
 mod server;
 mod state;
@@ -107,8 +108,9 @@ pub struct DeviceSpec {
     /// The profile to start in (e.g. `cover` for a 2PM, `roller` for a Shelly 2.5, `monophase` for a Pro 3EM);
     /// default: the model's default profile. Changeable at runtime with [`Emulator::set_profile`].
     pub profile: Option<String>,
-    /// Tasmota only: shutters, each driven by two consecutive relays (shutter 1: relays 1 and 2); outputs then
-    /// default to twice the shutters.
+    /// Tasmota only: shutters, each driven by two consecutive relays (shutter 1: relays 1 and 2, which switch
+    /// while it moves); outputs then default to twice the shutters. Switching those relays with `Power` does
+    /// not move the shutter.
     pub shutters: usize,
     /// How long a cover, roller or shutter takes from fully closed to fully open (default 20 s), on the
     /// emulator clock.
