@@ -159,8 +159,8 @@ impl Default for DeviceSpec {
     }
 }
 
-/// Default [`DeviceSpec::cover_travel`].
-pub const DEFAULT_COVER_TRAVEL: Duration = Duration::from_secs(20);
+/// Default [`DeviceSpec::cover_travel`] (private: cbindgen would put a public const into the C header).
+const DEFAULT_COVER_TRAVEL: Duration = Duration::from_secs(20);
 
 impl DeviceSpec {
     /// A spec for `model` on a free port with every other field at its default.

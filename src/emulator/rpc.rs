@@ -228,37 +228,35 @@ fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, Rpc
     let lower = method.to_ascii_lowercase();
     let ns = dev.ident.namespaces;
     let (namespace, _) = lower.split_once('.').unwrap_or((&lower, ""));
-    match namespace {
-        "shelly" | "sys" => {}
-        "switch" if ns.switch => return switch(dev, &lower, p).map_err(|e| e.or_unknown(method)),
-        "cover" if ns.cover => {
-            return rpc_cover::call(dev, &lower, p).map_err(|e| e.or_unknown(method));
-        }
-        "light" if ns.light => {
-            return rpc_light::call(dev, &lower, p).map_err(|e| e.or_unknown(method));
-        }
-        "input" => return input(dev, &lower, p).map_err(|e| e.or_unknown(method)),
+    // A namespace the model never has is unknown; one it has answers for its components.
+    let result = match namespace {
+        "shelly" | "sys" => general(dev, &lower, p),
+        "switch" if ns.switch => switch(dev, &lower, p),
+        "cover" if ns.cover => rpc_cover::call(dev, &lower, p),
+        "light" if ns.light => rpc_light::call(dev, &lower, p),
+        "input" => input(dev, &lower, p),
         "temperature" | "humidity" | "voltmeter" | "devicepower" => {
-            return rpc_sensors::call(dev, &lower, p).map_err(|e| e.or_unknown(method));
+            rpc_sensors::call(dev, &lower, p)
         }
-        "em1" | "em1data" if ns.em1 => {
-            return meters(dev, &lower, p).map_err(|e| e.or_unknown(method));
-        }
-        "em" | "emdata" if ns.em => {
-            return meters(dev, &lower, p).map_err(|e| e.or_unknown(method));
-        }
-        "pm1" if ns.pm1 => return meters(dev, &lower, p).map_err(|e| e.or_unknown(method)),
-        "webhook" => return rpc_webhook::call(dev, &lower, p).map_err(|e| e.or_unknown(method)),
-        _ => return Err(method_not_found(method)),
-    }
-    match lower.as_str() {
+        "em1" | "em1data" if ns.em1 => meters(dev, &lower, p),
+        "em" | "emdata" if ns.em => meters(dev, &lower, p),
+        "pm1" if ns.pm1 => meters(dev, &lower, p),
+        "webhook" => rpc_webhook::call(dev, &lower, p),
+        _ => Err(RpcError::unknown()),
+    };
+    result.map_err(|e| e.or_unknown(method))
+}
+
+/// `Shelly.*` and `Sys.*`.
+fn general(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    match method {
         "shelly.getdeviceinfo" => Ok(device_info(dev, &dev.state())),
         "shelly.getstatus" => Ok(Value::Object(status(dev, &dev.state()))),
         "shelly.getconfig" => Ok(Value::Object(config(dev, &dev.state()))),
         "shelly.getcomponents" => components(dev, p),
         "shelly.listmethods" => Ok(json!({ "methods": methods(dev) })),
         "sys.getstatus" => Ok(sys_status(dev, &dev.state())),
-        _ => Err(method_not_found(method)),
+        _ => Err(RpcError::unknown()),
     }
 }
 

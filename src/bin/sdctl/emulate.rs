@@ -240,11 +240,6 @@ pub fn run(args: &[String]) -> ExitCode {
     let specs = o.devices.iter().map(|d| d.spec.clone()).collect();
     let emu = match Emulator::start_with_admin_port(specs, &models, o.admin_port) {
         Ok(e) => e,
-        // A device option that does not fit the model (an unknown profile...) is a usage error.
-        Err(e @ smartdev::Error::InvalidArgument(_)) => {
-            eprintln!("sdctl emulate: {e}");
-            return ExitCode::from(USAGE_ERROR);
-        }
         Err(e) => {
             eprintln!("sdctl emulate: {e}");
             return ExitCode::from(FAILED);
