@@ -876,7 +876,8 @@ fn rpc_webhooks_lifecycle_and_firing() {
 
 #[test]
 fn energy_accumulates_only_while_on() {
-    let (emu, clock) = one_on_manual_clock("ShellyPlus1PM");
+    // 1PM Gen3 reports returned energy (`ret_aenergy`); a Plus 1PM does not.
+    let (emu, clock) = one_on_manual_clock("Shelly1PMG3");
     let p = emu.port(0);
     emu.set_load(0, 0, 3600.0);
     clock.advance(Duration::from_millis(300));

@@ -3,16 +3,22 @@
 //! `GET /devices`; per device `/devices/<i>/...`: `POST fault?kind=..&ms=..`, `POST latency?ms=`,
 //! `GET counts`, `DELETE counts`, `POST input|output?id=&state=`, `POST load?id=&watts=`,
 //! `POST probe?id=[&celsius=]`, `POST temperature?celsius=`, `POST fire?event=&id=`, `GET webhooks`,
-//! `POST password[?value=P]` (no or an empty value: auth off), `GET auth` (the auth counters).
+//! `POST password[?value=P]` (no or an empty value: auth off), `GET auth` (the auth counters),
+//! `GET|POST profile[?name=P]`, `GET cover?id=N`, `POST cover?id=N[&calibrated=B][&position=P]`,
+//! `POST sensor?quantity=temperature|humidity|voltage&id=N[&value=V]` (no value: not answering),
+//! `POST battery?percent=P`, `POST input_type?id=N&type=switch|button`,
+//! `POST press?id=N[&kind=single|double|triple|long]`, `GET|POST light?id=N[&state=B&brightness=P]`,
+//! `POST frequency?id=N&hz=F`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::Fault;
 use super::device::Device;
 use super::server::{Request, Response, Service};
+use super::{Fault, InputType, Press};
+use crate::models::SensorQuantity;
 
 type Failure = (u16, String);
 
@@ -195,10 +201,125 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
             Ok(json!({"called": dev.fire_event(&event, parsed(req, "id")?)}))
         }
         (
+            "profile" | "cover" | "sensor" | "battery" | "input_type" | "press" | "light"
+            | "frequency",
+            _,
+        ) => component_action(dev, action, req),
+        (
             "counts" | "webhooks" | "fault" | "latency" | "input" | "output" | "load" | "probe"
             | "temperature" | "fire" | "password" | "auth",
             m,
         ) => Err((405, format!("{m} is not allowed on {}", req.path))),
         _ => Err((404, format!("no endpoint {}", req.path))),
+    }
+}
+
+fn not_allowed(req: &Request) -> Failure {
+    (
+        405,
+        format!("{} is not allowed on {}", req.method, req.path),
+    )
+}
+
+/// Profile, cover, sensor, input, light and meter-frequency controls.
+fn component_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Failure> {
+    let ok = json!({"ok": true});
+    let get = req.method == "GET";
+    if !get && req.method != "POST" {
+        return Err(not_allowed(req));
+    }
+    match action {
+        "profile" => {
+            if !get {
+                dev.set_profile(&param(req, "name")?).map_err(bad)?;
+            }
+            Ok(json!({"profile": dev.profile()}))
+        }
+        "cover" => {
+            let id = parsed(req, "id")?;
+            if !get {
+                if req.param("calibrated").is_some() {
+                    dev.set_cover_calibrated(id, parsed(req, "calibrated")?)
+                        .map_err(bad)?;
+                }
+                if req.param("position").is_some() {
+                    dev.set_cover_position(id, number(req, "position")?)
+                        .map_err(bad)?;
+                }
+            }
+            let c = dev.cover(id).map_err(bad)?;
+            Ok(json!({
+                "state": c.state.as_str(),
+                "position": c.position,
+                "target": c.target,
+                "calibrated": c.calibrated,
+            }))
+        }
+        _ if get && action != "light" => Err(not_allowed(req)),
+        "sensor" => {
+            let q: SensorQuantity = param(req, "quantity")?
+                .parse()
+                .map_err(|e: crate::Error| bad(e.to_string()))?;
+            let value = match req.param("value") {
+                None => None,
+                Some(_) => Some(number(req, "value")?),
+            };
+            dev.set_sensor(q, parsed(req, "id")?, value).map_err(bad)?;
+            Ok(ok)
+        }
+        "battery" => {
+            dev.set_battery(number(req, "percent")?).map_err(bad)?;
+            Ok(ok)
+        }
+        "input_type" => {
+            let t = match param(req, "type")?.as_str() {
+                "switch" => InputType::Switch,
+                "button" => InputType::Button,
+                other => {
+                    return Err(bad(format!(
+                        "input type '{other}' is unknown; use switch or button"
+                    )));
+                }
+            };
+            dev.set_input_type(parsed(req, "id")?, t).map_err(bad)?;
+            Ok(ok)
+        }
+        "press" => {
+            let kind = match req.param("kind").as_deref().unwrap_or("single") {
+                "single" => Press::Single,
+                "double" => Press::Double,
+                "triple" => Press::Triple,
+                "long" => Press::Long,
+                other => {
+                    return Err(bad(format!(
+                        "press kind '{other}' is unknown; use single, double, triple or long"
+                    )));
+                }
+            };
+            let called = dev.press(parsed(req, "id")?, kind).map_err(bad)?;
+            Ok(json!({"called": called}))
+        }
+        "light" => {
+            let id = parsed(req, "id")?;
+            if !get {
+                let (on, brightness) = dev.light(id).map_err(bad)?;
+                let on = match req.param("state") {
+                    None => on,
+                    Some(_) => parsed(req, "state")?,
+                };
+                let brightness = match req.param("brightness") {
+                    None => brightness,
+                    Some(_) => parsed(req, "brightness")?,
+                };
+                dev.set_light(id, on, brightness).map_err(bad)?;
+            }
+            let (on, brightness) = dev.light(id).map_err(bad)?;
+            Ok(json!({"state": on, "brightness": brightness}))
+        }
+        _ => {
+            dev.set_frequency(parsed(req, "id")?, number(req, "hz")?)
+                .map_err(bad)?;
+            Ok(ok)
+        }
     }
 }

@@ -4,14 +4,17 @@
 use serde_json::{Map, Value, json};
 
 use super::device::Device;
-use super::state::{DeviceState, MeterView, Source, fahrenheit, round};
-use crate::models::MeterSource;
+use super::layout::MeterFields;
+use super::sensors::Origin;
+use super::state::{DeviceState, InputType, MeterView, Source, fahrenheit, round};
+use super::{rpc_cover, rpc_light, rpc_sensors};
+use crate::models::{MeterSource, SensorQuantity};
 
 const FW_ID: &str = "20260311-095847/1.7.5-emulator";
 const VER: &str = "1.7.5";
 pub(crate) const CFG_REV: u64 = 10;
 
-pub(crate) fn device_info(dev: &Device) -> Value {
+pub(crate) fn device_info(dev: &Device, s: &DeviceState) -> Value {
     let id = &dev.ident;
     let mut m = Map::new();
     m.insert("name".into(), json!(id.name));
@@ -30,10 +33,25 @@ pub(crate) fn device_info(dev: &Device) -> Value {
         m.insert("auth_en".into(), json!(false));
         m.insert("auth_domain".into(), Value::Null);
     }
-    if let Some(p) = id.profile() {
+    if let Some(p) = profile(dev, s) {
         m.insert("profile".into(), json!(p));
     }
     Value::Object(m)
+}
+
+/// Models with several profiles report the current one.
+fn profile<'a>(dev: &Device, s: &'a DeviceState) -> Option<&'a str> {
+    dev.ident.info.profile.as_ref()?;
+    s.layout.profile.as_deref()
+}
+
+/// How `source` fields name who acted last.
+pub(crate) fn source_name(source: Source) -> &'static str {
+    match source {
+        Source::Init => "init",
+        Source::Remote => "HTTP_in",
+        Source::Local => "button",
+    }
 }
 
 fn hhmm(unix: f64) -> String {
@@ -65,7 +83,7 @@ pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
     })
 }
 
-fn energy(total_wh: f64, by_minute: &[f64; 3], minute_ts: i64) -> Value {
+pub(crate) fn energy(total_wh: f64, by_minute: &[f64; 3], minute_ts: i64) -> Value {
     json!({
         "total": round(total_wh, 3),
         "by_minute": by_minute.iter().map(|v| round(*v, 3)).collect::<Vec<_>>(),
@@ -73,35 +91,44 @@ fn energy(total_wh: f64, by_minute: &[f64; 3], minute_ts: i64) -> Value {
     })
 }
 
-fn temperature(c: f64) -> Value {
+pub(crate) fn temperature(c: f64) -> Value {
     json!({"tC": round(c, 1), "tF": fahrenheit(c)})
+}
+
+/// Meter fields inside a switch or cover status, in the order real devices send them.
+pub(crate) fn meter_fields(m: &mut Map<String, Value>, v: &MeterView, f: MeterFields) {
+    m.insert("apower".into(), json!(round(v.power, 1)));
+    m.insert("voltage".into(), json!(round(v.voltage, 1)));
+    let freq = json!(round(v.freq, 1));
+    if f.freq && !f.freq_last {
+        m.insert("freq".into(), freq.clone());
+    }
+    m.insert("current".into(), json!(round(v.current, 3)));
+    if f.pf {
+        m.insert("pf".into(), json!(round(v.pf, 2)));
+    }
+    if f.freq && f.freq_last {
+        m.insert("freq".into(), freq);
+    }
+    m.insert(
+        "aenergy".into(),
+        energy(v.energy_wh, &v.by_minute, v.minute_ts),
+    );
+    if f.ret {
+        m.insert(
+            "ret_aenergy".into(),
+            energy(v.returned_wh, &v.ret_by_minute, v.minute_ts),
+        );
+    }
 }
 
 pub(crate) fn switch_status(dev: &Device, s: &DeviceState, i: usize) -> Value {
     let mut m = Map::new();
     m.insert("id".into(), json!(i));
-    let source = match s.sources[i] {
-        Source::Init => "init",
-        Source::Remote => "HTTP_in",
-        Source::Local => "button",
-    };
-    m.insert("source".into(), json!(source));
+    m.insert("source".into(), json!(source_name(s.sources[i])));
     m.insert("output".into(), json!(s.outputs[i]));
-    if dev.ident.meter_source() == MeterSource::Switch && i < s.meters.len() {
-        let v = s.meter(i);
-        m.insert("apower".into(), json!(round(v.power, 1)));
-        m.insert("voltage".into(), json!(round(v.voltage, 1)));
-        m.insert("freq".into(), json!(round(v.freq, 1)));
-        m.insert("current".into(), json!(round(v.current, 3)));
-        m.insert("pf".into(), json!(round(v.pf, 2)));
-        m.insert(
-            "aenergy".into(),
-            energy(v.energy_wh, &v.by_minute, v.minute_ts),
-        );
-        m.insert(
-            "ret_aenergy".into(),
-            energy(v.returned_wh, &v.ret_by_minute, v.minute_ts),
-        );
+    if s.layout.switch_meter(i) && i < s.meters.len() {
+        meter_fields(&mut m, &s.meter(i), dev.ident.meter_fields);
     }
     if s.layout.temperature {
         m.insert("temperature".into(), temperature(s.temperature));
@@ -196,20 +223,17 @@ pub(crate) fn pm1(i: usize, v: &MeterView) -> Value {
     })
 }
 
-pub(crate) fn probe_status(s: &DeviceState, i: usize) -> Value {
-    let c = s.probes[i].celsius;
-    json!({
-        "id": 100 + i,
-        "tC": c.map(|c| round(c, 1)),
-        "tF": c.map(fahrenheit),
-    })
-}
-
 pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
-    let src = dev.ident.meter_source();
+    let src = s.layout.meter_source;
     let mut m = Map::new();
     m.insert("ble".into(), json!({}));
     m.insert("cloud".into(), json!({"connected": false}));
+    for c in 0..s.covers.len() {
+        m.insert(format!("cover:{c}"), rpc_cover::status(s, c));
+    }
+    if s.layout.battery {
+        m.insert("devicepower:0".into(), rpc_sensors::devicepower(s));
+    }
     match src {
         MeterSource::Em => {
             m.insert("em:0".into(), em(s));
@@ -225,8 +249,17 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
         }
         _ => {}
     }
-    for (i, on) in s.inputs.iter().enumerate() {
-        m.insert(format!("input:{i}"), json!({"id": i, "state": on}));
+    rpc_sensors::insert_status(&mut m, s, SensorQuantity::Humidity);
+    for i in 0..s.inputs.len() {
+        m.insert(
+            format!("input:{i}"),
+            json!({"id": i, "state": s.input_state(i)}),
+        );
+    }
+    if s.layout.lights {
+        for i in 0..s.outputs.len() {
+            m.insert(format!("light:{i}"), rpc_light::status(s, i));
+        }
     }
     m.insert("mqtt".into(), json!({"connected": false}));
     if src == MeterSource::Pm1 {
@@ -234,13 +267,14 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
             m.insert(format!("pm1:{i}"), pm1(i, &s.meter(i)));
         }
     }
-    for i in 0..s.outputs.len() {
-        m.insert(format!("switch:{i}"), switch_status(dev, s, i));
+    if !s.layout.lights {
+        for i in 0..s.outputs.len() {
+            m.insert(format!("switch:{i}"), switch_status(dev, s, i));
+        }
     }
     m.insert("sys".into(), sys_status(dev, s));
-    for i in 0..s.probes.len() {
-        m.insert(format!("temperature:{}", 100 + i), probe_status(s, i));
-    }
+    rpc_sensors::insert_status(&mut m, s, SensorQuantity::Temperature);
+    rpc_sensors::insert_status(&mut m, s, SensorQuantity::Voltage);
     m.insert(
         "wifi".into(),
         json!({"sta_ip": "127.0.0.1", "status": "got ip", "ssid": "emulator", "rssi": -55}),
@@ -249,16 +283,16 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     m
 }
 
-pub(crate) fn input_config(i: usize) -> Value {
-    json!({"id": i, "name": null, "type": "switch", "enable": true, "invert": false, "factory_reset": true})
+pub(crate) fn input_config(i: usize, t: InputType) -> Value {
+    json!({"id": i, "name": null, "type": t.as_str(), "enable": true, "invert": false, "factory_reset": true})
 }
 
-pub(crate) fn switch_config(dev: &Device, i: usize) -> Value {
+pub(crate) fn switch_config(s: &DeviceState, i: usize) -> Value {
     let mut c = json!({
         "id": i, "name": null, "in_mode": "detached", "in_locked": false, "initial_state": "off",
         "auto_on": false, "auto_on_delay": 60.0, "auto_off": false, "auto_off_delay": 60.0,
     });
-    if dev.ident.meter_source() == MeterSource::Switch
+    if s.layout.switch_meter(i)
         && let Some(o) = c.as_object_mut()
     {
         o.insert("power_limit".into(), json!(4480));
@@ -268,19 +302,18 @@ pub(crate) fn switch_config(dev: &Device, i: usize) -> Value {
     c
 }
 
-pub(crate) fn probe_config(s: &DeviceState, i: usize) -> Value {
-    json!({"id": 100 + i, "name": s.probes[i].name, "report_thr_C": 0.1, "offset_C": 0.0})
-}
-
 pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     let id = &dev.ident;
-    let src = id.meter_source();
+    let src = s.layout.meter_source;
     let mut m = Map::new();
     m.insert(
         "ble".into(),
         json!({"enable": false, "rpc": {"enable": false}}),
     );
     m.insert("cloud".into(), json!({"enable": false, "server": null}));
+    for c in 0..s.covers.len() {
+        m.insert(format!("cover:{c}"), rpc_cover::config(s, c));
+    }
     match src {
         MeterSource::Em => {
             m.insert(
@@ -303,8 +336,14 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
         }
         _ => {}
     }
+    rpc_sensors::insert_config(&mut m, s, SensorQuantity::Humidity);
     for i in 0..s.inputs.len() {
-        m.insert(format!("input:{i}"), input_config(i));
+        m.insert(format!("input:{i}"), input_config(i, s.input_types[i]));
+    }
+    if s.layout.lights {
+        for i in 0..s.outputs.len() {
+            m.insert(format!("light:{i}"), rpc_light::config(s, i));
+        }
     }
     m.insert(
         "mqtt".into(),
@@ -318,8 +357,10 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
             );
         }
     }
-    for i in 0..s.outputs.len() {
-        m.insert(format!("switch:{i}"), switch_config(dev, i));
+    if !s.layout.lights {
+        for i in 0..s.outputs.len() {
+            m.insert(format!("switch:{i}"), switch_config(s, i));
+        }
     }
     let mut device = Map::new();
     device.insert("name".into(), json!(id.name));
@@ -327,10 +368,10 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     device.insert("fw_id".into(), json!(FW_ID));
     device.insert("discoverable".into(), json!(true));
     device.insert("eco_mode".into(), json!(false));
-    if let Some(p) = id.profile() {
+    if let Some(p) = profile(dev, s) {
         device.insert("profile".into(), json!(p));
     }
-    let addon = if s.probes.is_empty() {
+    let addon = if !s.sensors.iter().any(|r| r.origin != Origin::Builtin) {
         Value::Null
     } else {
         json!("sensor")
@@ -348,9 +389,8 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
             "cfg_rev": CFG_REV,
         }),
     );
-    for i in 0..s.probes.len() {
-        m.insert(format!("temperature:{}", 100 + i), probe_config(s, i));
-    }
+    rpc_sensors::insert_config(&mut m, s, SensorQuantity::Temperature);
+    rpc_sensors::insert_config(&mut m, s, SensorQuantity::Voltage);
     m.insert(
         "wifi".into(),
         json!({"ap": {"ssid": id.id, "is_open": true, "enable": false},

@@ -10,10 +10,14 @@ use serde_json::Value;
 use super::auth::{self, Auth};
 use super::clock::EmuClock;
 use super::faults::NetControl;
+use super::layout::{self, Layout, MeterFields};
+use super::sensors;
 use super::server::{self, Request, Response, Service};
-use super::state::{DeviceState, Layout, Source};
+use super::state::{DeviceState, Extras, Source};
 use super::{DeviceSpec, Fault, MeterReading, gen1, rpc, tasmota, webhooks};
-use crate::models::{self, MeterSource, ModelInfo, ModelLibrary, Protocol};
+use crate::models::{
+    self, MeterSource, ModelInfo, ModelLibrary, OutputKind, Protocol, SensorQuantity, Shape,
+};
 
 /// How long `set_fault` waits for the port to actually close or reopen.
 const APPLY_TIMEOUT: Duration = Duration::from_secs(3);
@@ -42,7 +46,42 @@ pub(crate) struct Identity {
     pub reported: String,
     /// Display name (`sys.device.name`, Gen1 `name`).
     pub name: String,
+    pub namespaces: Namespaces,
+    /// Optional meter fields of `switch:N`.
+    pub meter_fields: MeterFields,
 }
+
+/// Which RPC namespaces a model has in any of its profiles: a method of a known namespace on an absent component
+/// answers "not found" (-105), one of an unknown namespace "method not found".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Namespaces {
+    pub switch: bool,
+    pub light: bool,
+    pub cover: bool,
+    pub em: bool,
+    pub em1: bool,
+    pub pm1: bool,
+}
+
+impl Namespaces {
+    fn of(info: &ModelInfo) -> Self {
+        let mut shapes = vec![info.default_shape()];
+        shapes.extend(info.profiles.keys().filter_map(|p| info.shape(p)));
+        let light = info.output_kind == OutputKind::Light;
+        let any = |f: &dyn Fn(&Shape) -> bool| shapes.iter().any(f);
+        Namespaces {
+            switch: !light && any(&|s| s.outputs > 0),
+            light: light && any(&|s| s.outputs > 0),
+            cover: any(&|s| s.covers > 0),
+            em: any(&|s| s.meter_source == MeterSource::Em),
+            em1: any(&|s| s.meter_source == MeterSource::Em1),
+            pm1: any(&|s| s.meter_source == MeterSource::Pm1),
+        }
+    }
+}
+
+/// Longest cover travel time accepted.
+const MAX_TRAVEL: Duration = Duration::from_secs(3600);
 
 impl Identity {
     /// Resolves a spec against the library; errors name the problem.
@@ -51,18 +90,34 @@ impl Identity {
         spec: &DeviceSpec,
         models: &ModelLibrary,
     ) -> Result<(Identity, Layout), String> {
+        if spec.cover_travel.is_zero() || spec.cover_travel > MAX_TRAVEL {
+            return Err(format!(
+                "device {index} ({}): cover_travel must be between 1 ms and 1 h",
+                spec.model
+            ));
+        }
         let (info, family, layout) = if models::is_tasmota(&spec.model) {
-            if spec.reported_model.is_some() {
+            if spec.reported_model.is_some() || spec.profile.is_some() {
                 return Err(format!(
-                    "device {index} ({}): reported_model applies to Shelly models only",
+                    "device {index} ({}): reported_model and profile apply to Shelly models only",
                     spec.model
                 ));
             }
-            let outputs = spec.outputs.unwrap_or(1);
+            if spec.shutters > 16 {
+                return Err(format!("device {index} (Tasmota): at most 16 shutters"));
+            }
+            let outputs = spec.outputs.unwrap_or((2 * spec.shutters).max(1));
             let meters = spec.meters.unwrap_or(outputs);
             if outputs > 32 || meters > 32 {
                 return Err(format!(
                     "device {index} (Tasmota): at most 32 outputs and 32 meters"
+                ));
+            }
+            if outputs < 2 * spec.shutters {
+                return Err(format!(
+                    "device {index} (Tasmota): {} shutter(s) need {} relays (two each), outputs is {outputs}",
+                    spec.shutters,
+                    2 * spec.shutters
                 ));
             }
             let info = ModelInfo {
@@ -85,13 +140,7 @@ impl Identity {
                 profiles: Default::default(),
                 sleeps: false,
             };
-            let layout = Layout {
-                inputs: 0,
-                outputs,
-                meters,
-                meter_output: (0..meters).map(|i| (i < outputs).then_some(i)).collect(),
-                temperature: true,
-            };
+            let layout = Layout::tasmota(outputs, meters, spec.shutters);
             (info, Family::Tasmota, layout)
         } else {
             let Some(info) = models.get(&spec.model) else {
@@ -103,9 +152,10 @@ impl Identity {
                 };
                 return Err(format!("unknown model '{}'{hint}", spec.model));
             };
-            if spec.outputs.is_some() || spec.meters.is_some() {
+            if spec.outputs.is_some() || spec.meters.is_some() || spec.shutters > 0 {
                 return Err(format!(
-                    "device {index} ({}): outputs and meters apply to Tasmota only; a Shelly model has fixed counts",
+                    "device {index} ({}): outputs, meters and shutters apply to Tasmota only; a Shelly model has \
+                     fixed counts (choose a profile instead)",
                     spec.model
                 ));
             }
@@ -114,15 +164,22 @@ impl Identity {
             } else {
                 Family::Rpc
             };
-            let layout = Layout {
-                inputs: info.inputs,
-                outputs: info.outputs,
-                meters: info.meters,
-                meter_output: (0..info.meters).map(|i| info.meter_output(i)).collect(),
-                temperature: info.temperature_monitoring,
-            };
-            (info.clone(), family, layout)
+            let shape = info
+                .shape_for(spec.profile.as_deref())
+                .map_err(|e| format!("device {index}: {e}"))?;
+            (info.clone(), family, Layout::shelly(info, &shape))
         };
+        if family != Family::Rpc
+            && let Some(v) = spec
+                .sensors
+                .iter()
+                .find(|s| s.quantity == SensorQuantity::Voltage)
+        {
+            return Err(format!(
+                "device {index} ({}): voltage sensor '{}': only Gen2+ add-ons have a voltmeter",
+                spec.model, v.name
+            ));
+        }
         let slug: String = info
             .model
             .chars()
@@ -148,6 +205,8 @@ impl Identity {
             .unwrap_or_else(|| info.model.clone());
         let name = info.name.clone();
         auth::validate(index, spec, family)?;
+        let namespaces = Namespaces::of(&info);
+        let meter_fields = layout::switch_meter_fields(&info);
         Ok((
             Identity {
                 family,
@@ -156,6 +215,8 @@ impl Identity {
                 mac,
                 reported,
                 name,
+                namespaces,
+                meter_fields,
             },
             layout,
         ))
@@ -171,25 +232,12 @@ impl Identity {
             .join(":")
     }
 
-    pub(crate) fn meter_source(&self) -> MeterSource {
-        self.info.meter_source()
-    }
-
     /// Gen2+ `app` (the model id without the vendor prefix).
     pub(crate) fn app(&self) -> &str {
         self.info
             .model
             .strip_prefix("Shelly")
             .unwrap_or(&self.info.model)
-    }
-
-    /// Devices with switchable profiles report theirs.
-    pub(crate) fn profile(&self) -> Option<&'static str> {
-        match self.meter_source() {
-            MeterSource::Em => Some("triphase"),
-            _ if self.family == Family::Rpc && self.info.model.contains("2PM") => Some("switch"),
-            _ => None,
-        }
     }
 }
 
@@ -242,13 +290,18 @@ impl Device {
         clock: EmuClock,
     ) -> Self {
         let auth = Auth::new(ident.family, spec, &ident.id, clock.clone());
+        let extras = Extras {
+            probes: spec.probes.clone(),
+            sensors: spec.sensors.clone(),
+            travel: spec.cover_travel.as_secs_f64(),
+        };
         Device {
             index,
             ident,
             port,
             net: Arc::new(NetControl::new()),
             auth,
-            state: Mutex::new(DeviceState::new(layout, &spec.probes, clock.unix())),
+            state: Mutex::new(DeviceState::new(layout, &extras, clock.unix())),
             clock,
         }
     }
@@ -260,7 +313,7 @@ impl Device {
         g
     }
 
-    fn check(&self, what: &str, i: usize, n: usize) -> Result<(), String> {
+    pub(crate) fn check(&self, what: &str, i: usize, n: usize) -> Result<(), String> {
         if i < n {
             Ok(())
         } else {
@@ -345,11 +398,12 @@ impl Device {
 
     pub(crate) fn set_probe(&self, i: usize, celsius: Option<f64>) -> Result<(), String> {
         let mut s = self.state();
-        self.check("probe", i, s.probes.len())?;
+        let probes = sensors::addon_temperatures(&s.sensors);
+        self.check("probe", i, probes.len())?;
         if let Some(c) = celsius {
             finite("celsius", c)?;
         }
-        s.probes[i].celsius = celsius;
+        s.sensors[probes[i]].value = celsius;
         Ok(())
     }
 
@@ -374,7 +428,7 @@ impl Device {
     }
 }
 
-fn finite(name: &str, v: f64) -> Result<(), String> {
+pub(crate) fn finite(name: &str, v: f64) -> Result<(), String> {
     if v.is_finite() {
         Ok(())
     } else {
@@ -438,5 +492,34 @@ mod tests {
         let mut s = DeviceSpec::new("Shelly2PMG3");
         s.outputs = Some(3);
         assert!(Identity::from_spec(0, &s, &lib).is_err());
+        let mut s = DeviceSpec::new("Shelly2PMG3");
+        s.profile = Some("roller".into());
+        let e = Identity::from_spec(0, &s, &lib).unwrap_err();
+        assert!(e.contains("use one of: switch, cover"), "{e}");
+        let mut s = DeviceSpec::new("Tasmota");
+        s.shutters = 2;
+        s.outputs = Some(3);
+        let e = Identity::from_spec(0, &s, &lib).unwrap_err();
+        assert!(e.contains("need 4 relays"), "{e}");
+        s.outputs = None;
+        let (_, l) = Identity::from_spec(0, &s, &lib).unwrap();
+        assert_eq!((l.outputs, l.covers), (4, 2));
+        let mut s = DeviceSpec::new("Shelly1");
+        s.sensors = vec![super::super::AddonSensor::new(
+            "Tank",
+            SensorQuantity::Voltage,
+        )];
+        assert!(Identity::from_spec(0, &s, &lib).is_err());
+    }
+
+    #[test]
+    fn namespaces_span_every_profile() {
+        let lib = ModelLibrary::embedded();
+        let n = |m: &str| Namespaces::of(lib.get(m).unwrap());
+        let g3 = n("Shelly2PMG3");
+        assert!(g3.switch && g3.cover && !g3.light);
+        let em = n("ShellyPro3EM");
+        assert!(em.em && em.em1 && !em.switch);
+        assert!(n("ShellyProDimmer1PM").light);
     }
 }

@@ -1,12 +1,15 @@
-//! Shelly Gen1 REST: `/shelly`, `/status`, `/settings`, `/relay/<n>`, `/settings/actions`.
+//! Shelly Gen1 REST: `/shelly`, `/status`, `/settings`, `/relay/<n>`, `/roller/<n>`, `/light/<n>`,
+//! `/settings/actions`.
 
 use serde_json::{Map, Value, json};
 
 use super::device::Device;
+use super::gen1_outputs::{self, light_json, relay_json, roller_json};
+use super::sensors::{self, Origin};
 use super::server::{Request, Response};
-use super::state::{DeviceState, Source, fahrenheit, round};
+use super::state::{DeviceState, fahrenheit, round};
 use super::webhooks::{Channel, GEN1_ACTIONS};
-use crate::models::MeterSource;
+use crate::models::{MeterSource, OutputKind, SensorQuantity};
 
 /// Firmware string reported by emulated Gen1 devices.
 const FW: &str = "20230913-112003/v1.14.0-emulator";
@@ -22,18 +25,37 @@ pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
         "/status" => Response::json_whole(200, &status(dev, &dev.state())),
         "/settings" => Response::json_whole(200, &settings(dev, &dev.state())),
         "/settings/actions" => actions(dev, req),
-        _ => match path.strip_prefix("/relay/") {
-            Some(n) => relay(dev, n, req),
-            None => Response::text(404, "Not Found"),
-        },
+        _ => {
+            if let Some(n) = path.strip_prefix("/relay/") {
+                gen1_outputs::relay(dev, n, req)
+            } else if let Some(n) = path.strip_prefix("/roller/") {
+                gen1_outputs::roller(dev, n, req)
+            } else if let Some(n) = path.strip_prefix("/light/") {
+                gen1_outputs::light(dev, n, req)
+            } else {
+                Response::text(404, "Not Found")
+            }
+        }
     }
 }
 
 fn emeters(dev: &Device) -> bool {
-    dev.ident.meter_source() == MeterSource::Gen1Emeters
+    dev.ident.info.meter_source() == MeterSource::Gen1Emeters
 }
 
-fn counts(dev: &Device, m: &mut Map<String, Value>) {
+/// Rollers the model has in its roller mode.
+fn num_rollers(dev: &Device) -> usize {
+    let info = &dev.ident.info;
+    info.profile_names()
+        .iter()
+        .filter_map(|p| info.shape(p))
+        .map(|s| s.covers)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Counts as `/shelly` and `/settings` `device` show them: the hardware's, whatever the mode.
+fn counts(dev: &Device, s: &DeviceState, m: &mut Map<String, Value>) {
     let info = &dev.ident.info;
     m.insert("num_outputs".into(), json!(info.outputs));
     if emeters(dev) {
@@ -41,6 +63,10 @@ fn counts(dev: &Device, m: &mut Map<String, Value>) {
         m.insert("num_emeters".into(), json!(info.meters));
     } else if info.meters > 0 {
         m.insert("num_meters".into(), json!(info.meters));
+    }
+    if info.profile.is_some() {
+        m.insert("num_rollers".into(), json!(num_rollers(dev)));
+        m.insert("mode".into(), json!(s.layout.profile));
     }
 }
 
@@ -52,30 +78,13 @@ fn shelly(dev: &Device) -> Value {
     m.insert("fw".into(), json!(FW));
     m.insert("discoverable".into(), json!(false));
     m.insert("longid".into(), json!(1));
-    counts(dev, &mut m);
+    counts(dev, &dev.state(), &mut m);
     Value::Object(m)
 }
 
 fn hhmm(unix: f64) -> String {
     let secs = unix as i64;
     format!("{:02}:{:02}", secs / 3600 % 24, secs / 60 % 60)
-}
-
-fn relay_json(s: &DeviceState, i: usize) -> Value {
-    let source = match s.sources[i] {
-        Source::Init | Source::Local => "input",
-        Source::Remote => "http",
-    };
-    json!({
-        "ison": s.outputs[i],
-        "has_timer": false,
-        "timer_started": 0,
-        "timer_duration": 0,
-        "timer_remaining": 0,
-        "overpower": false,
-        "is_valid": true,
-        "source": source,
-    })
 }
 
 fn status(dev: &Device, s: &DeviceState) -> Value {
@@ -97,8 +106,17 @@ fn status(dev: &Device, s: &DeviceState) -> Value {
     m.insert("mac".into(), json!(dev.ident.mac));
     m.insert("cfg_changed_cnt".into(), json!(0));
     m.insert("actions_stats".into(), json!({"skipped": 0}));
-    let relays: Vec<Value> = (0..s.outputs.len()).map(|i| relay_json(s, i)).collect();
-    m.insert("relays".into(), Value::Array(relays));
+    if s.layout.lights {
+        let lights: Vec<Value> = (0..s.outputs.len()).map(|i| light_json(s, i)).collect();
+        m.insert("lights".into(), Value::Array(lights));
+    } else if s.layout.outputs > 0 {
+        let relays: Vec<Value> = (0..s.outputs.len()).map(|i| relay_json(s, i)).collect();
+        m.insert("relays".into(), Value::Array(relays));
+    }
+    if !s.covers.is_empty() {
+        let rollers: Vec<Value> = (0..s.covers.len()).map(|c| roller_json(s, c)).collect();
+        m.insert("rollers".into(), Value::Array(rollers));
+    }
     if emeters(dev) {
         let mut total = 0.0;
         let list: Vec<Value> = (0..s.meters.len())
@@ -146,18 +164,31 @@ fn status(dev: &Device, s: &DeviceState) -> Value {
             .collect();
         m.insert("inputs".into(), Value::Array(list));
     }
-    if !s.probes.is_empty() {
+    let temps = sensors::addon_temperatures(&s.sensors);
+    if !temps.is_empty() {
         m.insert("ext_sensors".into(), json!({"temperature_unit": "C"}));
-        let mut ext = Map::new();
-        for (i, p) in s.probes.iter().enumerate() {
-            if let Some(c) = p.celsius {
+        let (mut ext, mut hum) = (Map::new(), Map::new());
+        for (k, &i) in temps.iter().enumerate() {
+            let r = &s.sensors[i];
+            let hw = hw_id(dev, r.origin, k);
+            if let Some(c) = r.value {
                 ext.insert(
-                    i.to_string(),
-                    json!({"hwID": hw_id(dev, i), "tC": round(c, 2), "tF": fahrenheit(c)}),
+                    k.to_string(),
+                    json!({"hwID": hw, "tC": round(c, 2), "tF": fahrenheit(c)}),
                 );
+            }
+            // A DHT22's humidity is reported under the same index as its temperature.
+            if r.origin == Origin::Dht22
+                && let Some(h) = sensors::by_id(&s.sensors, SensorQuantity::Humidity, r.id as u64)
+                && let Some(v) = s.sensors[h].value
+            {
+                hum.insert(k.to_string(), json!({"hwID": hw, "hum": round(v, 1)}));
             }
         }
         m.insert("ext_temperature".into(), Value::Object(ext));
+        if s.sensors.iter().any(|r| r.origin == Origin::Dht22) {
+            m.insert("ext_humidity".into(), Value::Object(hum));
+        }
     }
     if s.layout.temperature {
         let t = round(s.temperature, 2);
@@ -180,9 +211,12 @@ fn status(dev: &Device, s: &DeviceState) -> Value {
     Value::Object(m)
 }
 
-/// A DS18B20-style ROM id, stable per device and probe.
-fn hw_id(dev: &Device, i: usize) -> String {
-    format!("28{}{:02x}", dev.ident.mac.to_ascii_lowercase(), i)
+/// A DS18B20-style ROM id, stable per device and probe; a DHT22 shows its short bus id (`0300` in captures).
+fn hw_id(dev: &Device, origin: Origin, i: usize) -> String {
+    match origin {
+        Origin::Dht22 => format!("03{i:02x}"),
+        _ => format!("28{}{:02x}", dev.ident.mac.to_ascii_lowercase(), i),
+    }
 }
 
 fn action_names(dev: &Device) -> Vec<(&'static str, usize)> {
@@ -206,7 +240,7 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
     device.insert("type".into(), json!(dev.ident.reported));
     device.insert("mac".into(), json!(dev.ident.mac));
     device.insert("hostname".into(), json!(hostname));
-    counts(dev, &mut device);
+    counts(dev, s, &mut device);
     let mut names = Vec::new();
     for i in 0..s.outputs.len().max(s.inputs.len()) {
         for (name, n) in action_names(dev) {
@@ -215,19 +249,16 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
             }
         }
     }
-    let relays: Vec<Value> = s
-        .outputs
-        .iter()
-        .map(|on| {
-            json!({
-                "name": null, "appliance_type": "General", "ison": on, "has_timer": false,
-                "default_state": "off", "btn_type": "detached", "btn_reverse": 0,
-                "auto_on": 0, "auto_off": 0, "schedule": false, "schedule_rules": [],
-            })
-        })
-        .collect();
     let mut m = Map::new();
     m.insert("device".into(), Value::Object(device));
+    if let Some(mode) = s
+        .layout
+        .profile
+        .as_ref()
+        .filter(|_| dev.ident.info.profile.is_some())
+    {
+        m.insert("mode".into(), json!(mode));
+    }
     m.insert(
         "wifi_sta".into(),
         json!({"enabled": true, "ssid": "emulator", "ipv4_method": "dhcp", "ip": null}),
@@ -257,16 +288,17 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
         "actions".into(),
         json!({"active": s.hooks.hooks.iter().any(|h| h.enable), "names": names}),
     );
-    m.insert("relays".into(), Value::Array(relays));
+    settings_outputs(dev, s, &mut m);
     if emeters(dev) {
         let list: Vec<Value> = (0..s.meters.len())
             .map(|_| json!({"name": null, "appliance_type": "General", "max_power": 0}))
             .collect();
         m.insert("emeters".into(), Value::Array(list));
     }
-    if !s.probes.is_empty() {
+    let temps = sensors::addon_temperatures(&s.sensors);
+    if !temps.is_empty() {
         m.insert("ext_sensors".into(), json!({"temperature_unit": "C"}));
-        let ext: Map<String, Value> = (0..s.probes.len())
+        let ext: Map<String, Value> = (0..temps.len())
             .map(|i| {
                 (
                     i.to_string(),
@@ -275,27 +307,75 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
             })
             .collect();
         m.insert("ext_temperature".into(), Value::Object(ext));
+        let hum: Map<String, Value> = temps
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| s.sensors[**i].origin == Origin::Dht22)
+            .map(|(k, _)| {
+                (
+                    k.to_string(),
+                    json!({"overhum_act": "disabled", "underhum_act": "disabled", "offset": 0}),
+                )
+            })
+            .collect();
+        if !hum.is_empty() {
+            m.insert("ext_humidity".into(), Value::Object(hum));
+        }
     }
     m.insert("eco_mode_enabled".into(), json!(false));
     Value::Object(m)
 }
 
-fn relay(dev: &Device, n: &str, req: &Request) -> Response {
-    let mut s = dev.state();
-    let Some(i) = n.parse::<usize>().ok().filter(|i| *i < s.outputs.len()) else {
-        return Response::text(404, "Not Found");
-    };
-    let on = match req.param("turn").as_deref() {
-        None => None,
-        Some("on") => Some(true),
-        Some("off") => Some(false),
-        Some("toggle") => Some(!s.outputs[i]),
-        Some(_) => return Response::text(400, "Bad turn!"),
-    };
-    if let Some(on) = on {
-        s.set_output(i, on, Source::Remote);
+/// `relays`, `rollers` and `lights` settings: a Shelly 2.5 keeps both relay and roller settings in either mode.
+fn settings_outputs(dev: &Device, s: &DeviceState, m: &mut Map<String, Value>) {
+    let info = &dev.ident.info;
+    if info.output_kind == OutputKind::Light {
+        let lights: Vec<Value> = (0..s.outputs.len())
+            .map(|i| {
+                json!({
+                    "name": null, "ison": s.outputs[i], "default_state": "last", "auto_on": 0, "auto_off": 0,
+                    "btn_type": "toggle", "swap_inputs": 0, "schedule": false, "schedule_rules": [],
+                    "night_mode": {"enabled": 0, "start_time": "00:00", "end_time": "00:00", "brightness": 0},
+                })
+            })
+            .collect();
+        m.insert("lights".into(), Value::Array(lights));
+        return;
     }
-    Response::json_whole(200, &relay_json(&s, i))
+    let relays: Vec<Value> = (0..info.outputs)
+        .map(|i| {
+            json!({
+                "name": null, "appliance_type": "General", "ison": s.outputs.get(i).copied().unwrap_or(false),
+                "has_timer": false, "default_state": "off", "btn_type": "detached", "btn_reverse": 0,
+                "auto_on": 0, "auto_off": 0, "schedule": false, "schedule_rules": [],
+            })
+        })
+        .collect();
+    m.insert("relays".into(), Value::Array(relays));
+    if num_rollers(dev) > 0 {
+        let rollers: Vec<Value> = (0..num_rollers(dev))
+            .map(|c| {
+                let mut r = json!({
+                    "maxtime": 20, "maxtime_open": 20, "maxtime_close": 20, "default_state": "stop",
+                    "swap": false, "swap_inputs": false, "input_mode": "openclose", "button_type": "momentary",
+                    "btn_reverse": 0, "state": "stop", "power": 0, "is_valid": true, "safety_switch": false,
+                    "schedule": false, "schedule_rules": [], "obstacle_mode": "disabled", "obstacle_action": "stop",
+                    "obstacle_power": 200, "obstacle_delay": 1, "safety_mode": "while_opening",
+                    "safety_action": "stop", "safety_allowed_on_trigger": "none", "off_power": 2,
+                    "positioning": true,
+                });
+                // In roller mode the live values show here too.
+                if let Some(o) = r.as_object_mut().filter(|_| c < s.covers.len()) {
+                    let live = roller_json(s, c);
+                    for k in ["state", "power", "positioning"] {
+                        o.insert(k.into(), live[k].clone());
+                    }
+                }
+                r
+            })
+            .collect();
+        m.insert("rollers".into(), Value::Array(rollers));
+    }
 }
 
 /// Lists action URLs, or sets one (`index`, `name`, `enabled`, `urls[]`).

@@ -2,9 +2,26 @@
 //! 127.0.0.1, for testing applications without hardware.
 //!
 //! Every device listens on its own port and generates its payloads from its own state (outputs, inputs, meters
-//! with energy accumulated over wall time, add-on temperature probes, installed webhooks), shaped like real
+//! with energy accumulated over the emulator clock, covers, sensors, installed webhooks), shaped like real
 //! devices' answers. Faults and latency can be injected per device; an admin HTTP endpoint exposes the same
 //! controls to other processes (`sdctl emulate` runs one from the command line).
+//!
+//! What a device has follows the model library's shape for its profile ([`DeviceSpec::profile`],
+//! [`Emulator::set_profile`]: a 2PM as `switch:0/1` or `cover:0`, a Shelly 2.5 in relay or roller mode, a Pro 3EM
+//! `triphase` or `monophase`):
+//! - Gen2+ covers (`Cover.Open/Close/Stop/GoToPosition/Calibrate`), Gen1 rollers (`/roller/N`) and Tasmota
+//!   shutters ([`DeviceSpec::shutters`], `ShutterOpen1`...) move over the clock in
+//!   [`DeviceSpec::cover_travel`] and draw power while moving ([`Emulator::cover`], [`Emulator::set_cover_position`],
+//!   [`Emulator::set_cover_calibrated`]);
+//! - dimmers (`light:N`, Gen1 `/light/N`) switch and dim ([`Emulator::set_light`]);
+//! - inputs can be buttons (`state: null`, [`Emulator::set_input_type`], [`Emulator::press_button`]);
+//! - meters report the fields their component has on real devices (frequency, apparent power, returned
+//!   energy; [`Emulator::set_frequency`]);
+//! - sensors: built-in (H&T: `temperature:0`, `humidity:0`, `devicepower:0`) and add-on ([`DeviceSpec::probes`],
+//!   [`DeviceSpec::sensors`]: DHT22, voltmeter), set with [`Emulator::set_sensor`] and [`Emulator::set_battery`].
+//!
+//! With a manual clock ([`Emulator::start_with_clock`], [`EmuClock::manual`]) tests move covers and energy by
+//! stepping time.
 //!
 //! With [`DeviceSpec::password`] a device authenticates like the real one: Gen1 HTTP Basic, Gen2+ HTTP Digest
 //! (RFC 7616, SHA-256 or MD5) with the nonce rules of firmware 2.x (reusable nonces, `stale=true`, 32 slots,
@@ -29,16 +46,26 @@
 mod clock;
 pub use clock::EmuClock;
 mod admin;
+mod api;
 mod auth;
 mod components;
+mod cover;
 mod device;
+mod device_ops;
 mod faults;
 mod gen1;
+mod gen1_outputs;
+mod layout;
 mod rpc;
+mod rpc_cover;
+mod rpc_light;
+mod rpc_sensors;
+mod rpc_webhook;
+mod sensors;
 mod server;
 mod state;
 mod tasmota;
-
+mod tasmota_shutter;
 mod webhooks;
 
 use std::collections::BTreeMap;
@@ -52,6 +79,9 @@ use faults::NetControl;
 use server::{Server, Service};
 
 pub use auth::{AuthMode, AuthStats};
+pub use cover::{CoverReport, CoverState};
+pub use sensors::AddonSensor;
+pub use state::InputType;
 
 /// What to emulate.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +100,21 @@ pub struct DeviceSpec {
     /// Add-on temperature probe names (RPC `temperature:100`…, Gen1 `ext_temperature` `"0"`…, Tasmota
     /// `DS18B20-1`… with `Id` = the name).
     pub probes: Vec<String>,
+    /// Further add-on sensors, after the probes: a `Temperature` one is another DS18B20; a `Humidity` one is a
+    /// DHT22 (RPC `temperature:N` and `humidity:N` with one id, Gen1 `ext_temperature` and `ext_humidity`,
+    /// Tasmota an object named after the sensor type: `AM2301` unless the name is `SI7021` or `BME280`); a
+    /// `Voltage` one the add-on's voltmeter (RPC `voltmeter:100`; Gen2+ only).
+    pub sensors: Vec<AddonSensor>,
+    /// The profile to start in (e.g. `cover` for a 2PM, `roller` for a Shelly 2.5, `monophase` for a Pro 3EM);
+    /// default: the model's default profile. Changeable at runtime with [`Emulator::set_profile`].
+    pub profile: Option<String>,
+    /// Tasmota only: shutters, each driven by two consecutive relays (shutter 1: relays 1 and 2, which switch
+    /// while it moves); outputs then default to twice the shutters. Switching those relays with `Power` does
+    /// not move the shutter.
+    pub shutters: usize,
+    /// How long a cover, roller or shutter takes from fully closed to fully open (default 20 s), on the
+    /// emulator clock.
+    pub cover_travel: Duration,
     /// Overrides what `/shelly` reports as the model (to test model-mismatch warnings). Shelly models only.
     pub reported_model: Option<String>,
     /// Enables authentication like a real device with this password (`None`: no auth). Shelly Gen1: HTTP
@@ -99,6 +144,10 @@ impl Default for DeviceSpec {
             outputs: None,
             meters: None,
             probes: Vec::new(),
+            sensors: Vec::new(),
+            profile: None,
+            shutters: 0,
+            cover_travel: DEFAULT_COVER_TRAVEL,
             reported_model: None,
             password: None,
             username: None,
@@ -109,6 +158,9 @@ impl Default for DeviceSpec {
         }
     }
 }
+
+/// Default [`DeviceSpec::cover_travel`] (private: cbindgen would put a public const into the C header).
+const DEFAULT_COVER_TRAVEL: Duration = Duration::from_secs(20);
 
 impl DeviceSpec {
     /// A spec for `model` on a free port with every other field at its default.
@@ -140,6 +192,31 @@ pub enum Fault {
     TruncatedBody,
     /// Alternately refuse and serve, each for the period, starting with refusing.
     Flapping(Duration),
+}
+
+/// A button press on an input of type [`InputType::Button`] (see [`Emulator::press_button`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Press {
+    /// `input.button_push`.
+    Single,
+    /// `input.button_doublepush`.
+    Double,
+    /// `input.button_triplepush`.
+    Triple,
+    /// `input.button_longpush`.
+    Long,
+}
+
+impl Press {
+    /// The RPC event it fires.
+    pub fn event(self) -> &'static str {
+        match self {
+            Press::Single => "input.button_push",
+            Press::Double => "input.button_doublepush",
+            Press::Triple => "input.button_triplepush",
+            Press::Long => "input.button_longpush",
+        }
+    }
 }
 
 /// All values of one meter at once (see [`Emulator::set_meter`]).
@@ -262,7 +339,7 @@ impl Emulator {
         Ok(emu)
     }
 
-    fn dev(&self, device: usize) -> &Device {
+    pub(crate) fn dev(&self, device: usize) -> &Device {
         match self.devices.get(device) {
             Some(d) => d,
             None => panic!(
@@ -422,6 +499,6 @@ impl Drop for Emulator {
     }
 }
 
-fn or_panic<T>(r: Result<T, String>) -> T {
+pub(crate) fn or_panic<T>(r: Result<T, String>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }

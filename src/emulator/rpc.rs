@@ -3,18 +3,16 @@
 use serde_json::{Map, Value, json};
 
 use super::components::{
-    CFG_REV, config, device_info, em, em1, em1data, emdata, input_config, pm1, probe_config,
-    probe_status, status, switch_config, switch_status, sys_status,
+    CFG_REV, config, device_info, em, em1, em1data, emdata, input_config, pm1, status,
+    switch_config, switch_status, sys_status,
 };
 use super::device::Device;
 use super::server::{Request, Response};
-use super::state::{DeviceState, Source};
-use super::webhooks::{Hook, MAX_HOOKS, supported_events};
-use crate::models::MeterSource;
+use super::state::{InputType, Source};
+use super::{rpc_cover, rpc_light, rpc_sensors, rpc_webhook, sensors};
+use crate::models::{MeterSource, SensorQuantity};
 
-/// Most URLs one hook may call.
-const MAX_URLS: usize = 5;
-
+/// Methods every device has; component namespaces add theirs (`Shelly.ListMethods`).
 const METHODS: &[&str] = &[
     "Shelly.GetDeviceInfo",
     "Shelly.GetStatus",
@@ -22,19 +20,6 @@ const METHODS: &[&str] = &[
     "Shelly.GetComponents",
     "Shelly.ListMethods",
     "Sys.GetStatus",
-    "Switch.Set",
-    "Switch.Toggle",
-    "Switch.GetStatus",
-    "Switch.GetConfig",
-    "Input.GetStatus",
-    "Input.GetConfig",
-    "EM1.GetStatus",
-    "EM1Data.GetStatus",
-    "EM.GetStatus",
-    "EMData.GetStatus",
-    "PM1.GetStatus",
-    "Temperature.GetStatus",
-    "Temperature.GetConfig",
     "Webhook.ListSupported",
     "Webhook.List",
     "Webhook.Create",
@@ -45,9 +30,9 @@ const METHODS: &[&str] = &[
 
 /// An RPC error object.
 #[derive(Debug, PartialEq)]
-struct RpcError {
-    code: i64,
-    message: String,
+pub(crate) struct RpcError {
+    pub code: i64,
+    pub message: String,
 }
 
 impl RpcError {
@@ -56,21 +41,21 @@ impl RpcError {
     }
 }
 
-fn missing(name: &str) -> RpcError {
+pub(crate) fn missing(name: &str) -> RpcError {
     RpcError {
         code: -103,
         message: format!("Missing required argument '{name}'!"),
     }
 }
 
-fn invalid(name: &str) -> RpcError {
+pub(crate) fn invalid(name: &str) -> RpcError {
     RpcError {
         code: -103,
         message: format!("Invalid argument '{name}'!"),
     }
 }
 
-fn not_found(name: &str, value: u64) -> RpcError {
+pub(crate) fn not_found(name: &str, value: u64) -> RpcError {
     RpcError {
         code: -105,
         message: format!("Argument '{name}', value {value} not found!"),
@@ -95,7 +80,7 @@ pub(crate) fn key(req: &Request) -> String {
 
 pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
     match req.path.as_str() {
-        "/shelly" => Response::json_whole(200, &device_info(dev)),
+        "/shelly" => Response::json_whole(200, &device_info(dev, &dev.state())),
         "/rpc" if req.method == "POST" => frame(dev, req),
         p => match p.strip_prefix("/rpc/") {
             Some(method) if !method.is_empty() => direct(dev, method, req),
@@ -183,7 +168,7 @@ fn query_value(v: &str) -> Value {
     Value::String(v.to_string())
 }
 
-fn id_param(p: &Map<String, Value>, name: &str) -> Result<u64, RpcError> {
+pub(crate) fn id_param(p: &Map<String, Value>, name: &str) -> Result<u64, RpcError> {
     match p.get(name) {
         None | Some(Value::Null) => Err(missing(name)),
         Some(v) => v
@@ -194,7 +179,7 @@ fn id_param(p: &Map<String, Value>, name: &str) -> Result<u64, RpcError> {
 }
 
 /// The `id` argument as an index below `n`, with ids starting at `base` (add-on components: 100).
-fn index(p: &Map<String, Value>, base: u64, n: usize) -> Result<usize, RpcError> {
+pub(crate) fn index(p: &Map<String, Value>, base: u64, n: usize) -> Result<usize, RpcError> {
     let id = id_param(p, "id")?;
     match id.checked_sub(base) {
         Some(i) if (i as usize) < n => Ok(i as usize),
@@ -202,7 +187,7 @@ fn index(p: &Map<String, Value>, base: u64, n: usize) -> Result<usize, RpcError>
     }
 }
 
-fn bool_param(p: &Map<String, Value>, name: &str) -> Result<bool, RpcError> {
+pub(crate) fn bool_param(p: &Map<String, Value>, name: &str) -> Result<bool, RpcError> {
     match p.get(name) {
         None | Some(Value::Null) => Err(missing(name)),
         Some(Value::Bool(b)) => Ok(*b),
@@ -211,80 +196,200 @@ fn bool_param(p: &Map<String, Value>, name: &str) -> Result<bool, RpcError> {
     }
 }
 
+/// An optional number argument (numbers or numeric strings); `None` when absent or null.
+pub(crate) fn opt_number(p: &Map<String, Value>, name: &str) -> Result<Option<f64>, RpcError> {
+    match p.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .filter(|x: &f64| x.is_finite())
+            .map(Some)
+            .ok_or_else(|| invalid(name)),
+    }
+}
+
+/// A request the component cannot take in its current state.
+pub(crate) fn precondition(message: &str) -> RpcError {
+    RpcError {
+        code: -109,
+        message: message.to_string(),
+    }
+}
+
+fn method_not_found(method: &str) -> RpcError {
+    RpcError {
+        code: -114,
+        message: format!("Method {method} failed: Method not found!"),
+    }
+}
+
 fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
     let lower = method.to_ascii_lowercase();
-    let src = dev.ident.meter_source();
-    let info = &dev.ident.info;
-    let probes = dev.state().probes.len();
-    match lower.as_str() {
-        "shelly.getdeviceinfo" => Ok(device_info(dev)),
+    let ns = dev.ident.namespaces;
+    let (namespace, _) = lower.split_once('.').unwrap_or((&lower, ""));
+    // A namespace the model never has is unknown; one it has answers for its components.
+    let result = match namespace {
+        "shelly" | "sys" => general(dev, &lower, p),
+        "switch" if ns.switch => switch(dev, &lower, p),
+        "cover" if ns.cover => rpc_cover::call(dev, &lower, p),
+        "light" if ns.light => rpc_light::call(dev, &lower, p),
+        "input" => input(dev, &lower, p),
+        "temperature" | "humidity" | "voltmeter" | "devicepower" => {
+            rpc_sensors::call(dev, &lower, p)
+        }
+        "em1" | "em1data" if ns.em1 => meters(dev, &lower, p),
+        "em" | "emdata" if ns.em => meters(dev, &lower, p),
+        "pm1" if ns.pm1 => meters(dev, &lower, p),
+        "webhook" => rpc_webhook::call(dev, &lower, p),
+        _ => Err(RpcError::unknown()),
+    };
+    result.map_err(|e| e.or_unknown(method))
+}
+
+/// `Shelly.*` and `Sys.*`.
+fn general(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    match method {
+        "shelly.getdeviceinfo" => Ok(device_info(dev, &dev.state())),
         "shelly.getstatus" => Ok(Value::Object(status(dev, &dev.state()))),
         "shelly.getconfig" => Ok(Value::Object(config(dev, &dev.state()))),
         "shelly.getcomponents" => components(dev, p),
-        "shelly.listmethods" => Ok(json!({ "methods": METHODS })),
+        "shelly.listmethods" => Ok(json!({ "methods": methods(dev) })),
         "sys.getstatus" => Ok(sys_status(dev, &dev.state())),
-        "switch.set" | "switch.toggle" | "switch.getstatus" | "switch.getconfig"
-            if info.outputs > 0 =>
-        {
-            switch(dev, &lower, p)
+        _ => Err(RpcError::unknown()),
+    }
+}
+
+/// Component methods answer this when the method itself does not exist (mapped to "method not found").
+const UNKNOWN: i64 = i64::MIN;
+
+impl RpcError {
+    /// The error a component module returns for a method it does not have.
+    pub(crate) fn unknown() -> RpcError {
+        RpcError {
+            code: UNKNOWN,
+            message: String::new(),
         }
-        "input.getstatus" | "input.getconfig" if info.inputs > 0 => {
-            let s = dev.state();
-            let i = index(p, 0, s.inputs.len())?;
-            Ok(if lower.ends_with("status") {
-                json!({"id": i, "state": s.inputs[i]})
-            } else {
-                input_config(i)
-            })
+    }
+
+    fn or_unknown(self, method: &str) -> RpcError {
+        if self.code == UNKNOWN {
+            method_not_found(method)
+        } else {
+            self
         }
-        "em1.getstatus" | "em1data.getstatus" if src == MeterSource::Em1 => {
-            let s = dev.state();
-            let i = index(p, 0, s.meters.len())?;
-            Ok(if lower.starts_with("em1data") {
+    }
+}
+
+/// `Shelly.ListMethods`: the general methods plus those of the namespaces the model has.
+fn methods(dev: &Device) -> Vec<&'static str> {
+    let ns = dev.ident.namespaces;
+    let s = dev.state();
+    let has = |q| sensors::of(&s.sensors, q).next().is_some();
+    let mut m: Vec<&'static str> = METHODS.to_vec();
+    let mut add = |on: bool, list: &[&'static str]| {
+        if on {
+            m.extend_from_slice(list);
+        }
+    };
+    add(
+        ns.switch,
+        &[
+            "Switch.Set",
+            "Switch.Toggle",
+            "Switch.GetStatus",
+            "Switch.GetConfig",
+        ],
+    );
+    add(ns.cover, rpc_cover::METHODS);
+    add(ns.light, rpc_light::METHODS);
+    add(
+        s.layout.inputs > 0,
+        &["Input.GetStatus", "Input.GetConfig", "Input.SetConfig"],
+    );
+    add(ns.em1, &["EM1.GetStatus", "EM1Data.GetStatus"]);
+    add(ns.em, &["EM.GetStatus", "EMData.GetStatus"]);
+    add(ns.pm1, &["PM1.GetStatus"]);
+    add(
+        has(SensorQuantity::Temperature),
+        &["Temperature.GetStatus", "Temperature.GetConfig"],
+    );
+    add(
+        has(SensorQuantity::Humidity),
+        &["Humidity.GetStatus", "Humidity.GetConfig"],
+    );
+    add(
+        has(SensorQuantity::Voltage),
+        &["Voltmeter.GetStatus", "Voltmeter.GetConfig"],
+    );
+    add(s.layout.battery, &["DevicePower.GetStatus"]);
+    m
+}
+
+fn input(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    let mut s = dev.state();
+    if s.layout.inputs == 0 {
+        return Err(RpcError::unknown());
+    }
+    let i = index(p, 0, s.inputs.len())?;
+    match method {
+        "input.getstatus" => Ok(json!({"id": i, "state": s.input_state(i)})),
+        "input.getconfig" => Ok(input_config(i, s.input_types[i])),
+        "input.setconfig" => {
+            let Some(Value::Object(c)) = p.get("config") else {
+                return Err(missing("config"));
+            };
+            if let Some(t) = c.get("type") {
+                s.input_types[i] = match t.as_str() {
+                    Some("switch") => InputType::Switch,
+                    Some("button") => InputType::Button,
+                    _ => return Err(invalid("config.type")),
+                };
+            }
+            Ok(json!({"restart_required": false}))
+        }
+        _ => Err(RpcError::unknown()),
+    }
+}
+
+/// `EM1`, `EM1Data`, `EM`, `EMData`, `PM1`: present only while the profile's meters are of that kind.
+fn meters(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    let s = dev.state();
+    let src = s.layout.meter_source;
+    let n = |want: MeterSource| if src == want { s.meters.len() } else { 0 };
+    match method {
+        "em1.getstatus" | "em1data.getstatus" => {
+            let i = index(p, 0, n(MeterSource::Em1))?;
+            Ok(if method.starts_with("em1data") {
                 em1data(i, &s.meter(i))
             } else {
                 em1(i, &s.meter(i))
             })
         }
-        "em.getstatus" | "emdata.getstatus" if src == MeterSource::Em => {
-            index(p, 0, 1)?;
-            let s = dev.state();
-            Ok(if lower.starts_with("emdata") {
+        "em.getstatus" | "emdata.getstatus" => {
+            index(p, 0, usize::from(src == MeterSource::Em))?;
+            Ok(if method.starts_with("emdata") {
                 emdata(&s)
             } else {
                 em(&s)
             })
         }
-        "pm1.getstatus" if src == MeterSource::Pm1 => {
-            let s = dev.state();
-            let i = index(p, 0, s.meters.len())?;
+        "pm1.getstatus" => {
+            let i = index(p, 0, n(MeterSource::Pm1))?;
             Ok(pm1(i, &s.meter(i)))
         }
-        "temperature.getstatus" | "temperature.getconfig" if probes > 0 => {
-            let s = dev.state();
-            let i = index(p, 100, s.probes.len())?;
-            Ok(if lower.ends_with("status") {
-                probe_status(&s, i)
-            } else {
-                probe_config(&s, i)
-            })
-        }
-        "webhook.listsupported"
-        | "webhook.list"
-        | "webhook.create"
-        | "webhook.update"
-        | "webhook.delete"
-        | "webhook.deleteall" => webhook(dev, &lower, p),
-        _ => Err(RpcError {
-            code: -114,
-            message: format!("Method {method} failed: Method not found!"),
-        }),
+        _ => Err(RpcError::unknown()),
     }
 }
 
 fn switch(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
     let mut s = dev.state();
-    let i = index(p, 0, s.outputs.len())?;
+    let n = if s.layout.lights { 0 } else { s.outputs.len() };
+    match method {
+        "switch.set" | "switch.toggle" | "switch.getstatus" | "switch.getconfig" => {}
+        _ => return Err(RpcError::unknown()),
+    }
+    let i = index(p, 0, n)?;
     match method {
         "switch.set" => {
             let on = bool_param(p, "on")?;
@@ -295,7 +400,7 @@ fn switch(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, R
             Ok(json!({"was_on": s.set_output(i, on, Source::Remote)}))
         }
         "switch.getstatus" => Ok(switch_status(dev, &s, i)),
-        _ => Ok(switch_config(dev, i)),
+        _ => Ok(switch_config(&s, i)),
     }
 }
 
@@ -318,138 +423,6 @@ fn components(dev: &Device, p: &Map<String, Value>) -> Result<Value, RpcError> {
     let total = all.len();
     let page: Vec<Value> = all.into_iter().skip(offset).collect();
     Ok(json!({"components": page, "cfg_rev": CFG_REV, "offset": offset, "total": total}))
-}
-
-// ---- webhooks ----
-
-fn opt_string(v: &Value, name: &str) -> Result<Option<String>, RpcError> {
-    match v {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s.clone())),
-        _ => Err(invalid(name)),
-    }
-}
-
-/// Applies the optional fields of `Webhook.Create`/`Update`.
-fn apply(h: &mut Hook, p: &Map<String, Value>) -> Result<(), RpcError> {
-    if let Some(v) = p.get("enable") {
-        h.enable = v.as_bool().ok_or_else(|| invalid("enable"))?;
-    }
-    if let Some(v) = p.get("name") {
-        h.name = opt_string(v, "name")?;
-    }
-    if let Some(v) = p.get("ssl_ca") {
-        h.ssl_ca = opt_string(v, "ssl_ca")?;
-    }
-    if let Some(v) = p.get("condition") {
-        h.condition = opt_string(v, "condition")?;
-    }
-    if let Some(v) = p.get("repeat_period") {
-        h.repeat_period = v.as_i64().ok_or_else(|| invalid("repeat_period"))?;
-    }
-    if let Some(v) = p.get("urls") {
-        let list = v.as_array().ok_or_else(|| invalid("urls"))?;
-        if list.len() > MAX_URLS {
-            return Err(invalid("urls"));
-        }
-        h.urls = list
-            .iter()
-            .map(|u| {
-                u.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| invalid("urls"))
-            })
-            .collect::<Result<_, _>>()?;
-    }
-    Ok(())
-}
-
-/// The event must be supported and its component instance must exist.
-fn check_target(
-    s: &DeviceState,
-    supported: &[(&str, Value)],
-    event: &str,
-    cid: u64,
-) -> Result<(), RpcError> {
-    if !supported.iter().any(|(e, _)| *e == event) {
-        return Err(invalid("event"));
-    }
-    let ok = match event.split('.').next() {
-        Some("input") => cid < s.inputs.len() as u64,
-        Some("switch") => cid < s.outputs.len() as u64,
-        Some("temperature") => (100..100 + s.probes.len() as u64).contains(&cid),
-        _ => true,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(not_found("cid", cid))
-    }
-}
-
-fn webhook(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
-    let mut s = dev.state();
-    let supported = supported_events(s.inputs.len(), s.outputs.len(), s.probes.len());
-    match method {
-        "webhook.listsupported" => {
-            let types: Map<String, Value> = supported
-                .into_iter()
-                .map(|(e, v)| (e.to_string(), v))
-                .collect();
-            Ok(json!({ "types": types }))
-        }
-        "webhook.list" => Ok(json!({"hooks": s.hooks.list(), "rev": s.hooks.rev})),
-        "webhook.create" => {
-            let event = match p.get("event") {
-                None | Some(Value::Null) => return Err(missing("event")),
-                Some(v) => v.as_str().ok_or_else(|| invalid("event"))?.to_string(),
-            };
-            let cid = id_param(p, "cid")?;
-            check_target(&s, &supported, &event, cid)?;
-            if !p.contains_key("urls") {
-                return Err(missing("urls"));
-            }
-            if s.hooks.hooks.len() >= MAX_HOOKS {
-                return Err(RpcError {
-                    code: -108,
-                    message: "resource exhausted".into(),
-                });
-            }
-            let mut h = Hook::new(&event, cid as usize);
-            apply(&mut h, p)?;
-            let id = s.hooks.insert(h);
-            Ok(json!({"id": id, "rev": s.hooks.rev}))
-        }
-        "webhook.update" => {
-            let id = id_param(p, "id")?;
-            let Some(mut h) = s.hooks.hooks.iter().find(|h| h.id == id).cloned() else {
-                return Err(not_found("id", id));
-            };
-            if let Some(v) = p.get("event") {
-                h.event = v.as_str().ok_or_else(|| invalid("event"))?.to_string();
-            }
-            if p.contains_key("cid") {
-                h.cid = id_param(p, "cid")? as usize;
-            }
-            check_target(&s, &supported, &h.event, h.cid as u64)?;
-            apply(&mut h, p)?;
-            if let Some(slot) = s.hooks.get_mut(id) {
-                *slot = h;
-            }
-            Ok(json!({"rev": s.hooks.touch()}))
-        }
-        "webhook.delete" => {
-            let id = id_param(p, "id")?;
-            if !s.hooks.remove(id) {
-                return Err(not_found("id", id));
-            }
-            Ok(json!({"rev": s.hooks.rev}))
-        }
-        _ => {
-            s.hooks.clear();
-            Ok(json!({"rev": s.hooks.rev}))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,19 +1,31 @@
-//! Mutable device state: outputs, inputs, meters (energy accumulated over wall time), probes, temperature and
-//! installed webhooks. Protocol modules render it; they never store anything of their own.
+//! Mutable device state: outputs, inputs, meters (energy accumulated over the emulator clock), covers, sensor
+//! readings, temperature and installed webhooks. Protocol modules render it; they never store anything of their
+//! own.
 
 use super::MeterReading;
+use super::cover::{Cover, Direction};
+use super::layout::{Layout, MeterLink};
+use super::sensors::{self, AddonSensor, Reading};
 use super::webhooks::HookStore;
 
-/// Component counts and which output each meter measures.
-#[derive(Clone, Debug)]
-pub(crate) struct Layout {
-    pub inputs: usize,
-    pub outputs: usize,
-    pub meters: usize,
-    /// `Some(o)`: the meter's load flows only while output `o` is on; `None`: a separate meter, always.
-    pub meter_output: Vec<Option<usize>>,
-    /// Whether the device reports its internal temperature.
-    pub temperature: bool,
+/// How an input is configured (Gen2+ `input:N` `type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputType {
+    /// A switch: the status `state` is its position.
+    #[default]
+    Switch,
+    /// A momentary button: the status `state` is `null`; presses are events (`input.button_push`, ...).
+    Button,
+}
+
+impl InputType {
+    /// The RPC name (`switch`, `button`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputType::Switch => "switch",
+            InputType::Button => "button",
+        }
+    }
 }
 
 /// Who switched an output last (rendered per protocol).
@@ -128,12 +140,13 @@ pub(crate) struct MeterView {
     pub minute_ts: i64,
 }
 
-/// An add-on temperature probe.
-#[derive(Clone, Debug)]
-pub(crate) struct Probe {
-    pub name: String,
-    /// `None`: the sensor is missing.
-    pub celsius: Option<f64>,
+/// What a device starts with besides its layout.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Extras {
+    pub probes: Vec<String>,
+    pub sensors: Vec<AddonSensor>,
+    /// Seconds a cover takes from closed to open.
+    pub travel: f64,
 }
 
 /// Everything that changes while a device runs.
@@ -142,42 +155,70 @@ pub(crate) struct DeviceState {
     pub layout: Layout,
     pub outputs: Vec<bool>,
     pub sources: Vec<Source>,
+    /// Light outputs: brightness in percent.
+    pub brightness: Vec<u8>,
     pub inputs: Vec<bool>,
+    pub input_types: Vec<InputType>,
     pub meters: Vec<Meter>,
-    pub probes: Vec<Probe>,
+    pub covers: Vec<Cover>,
+    pub sensors: Vec<Reading>,
+    /// Battery charge in percent (battery devices).
+    pub battery: f64,
     /// Device (chip/switch) temperature in °C.
     pub temperature: f64,
     pub hooks: HookStore,
     /// Tasmota `POWER` texts for on and off.
     pub power_text: [String; 2],
-    /// Unix seconds when the emulator started.
+    /// Unix seconds when the device (re)started.
     pub started_unix: f64,
+    travel: f64,
     /// Unix seconds up to which energy is accounted; "now" for one answer.
     clock: f64,
 }
 
 impl DeviceState {
-    pub(crate) fn new(layout: Layout, probes: &[String], now_unix: f64) -> Self {
-        DeviceState {
-            outputs: vec![false; layout.outputs],
-            sources: vec![Source::Init; layout.outputs],
-            inputs: vec![false; layout.inputs],
-            meters: (0..layout.meters).map(|_| Meter::new()).collect(),
-            probes: probes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| Probe {
-                    name: n.clone(),
-                    celsius: Some(21.5 + i as f64),
-                })
-                .collect(),
+    pub(crate) fn new(layout: Layout, extras: &Extras, now_unix: f64) -> Self {
+        let sensors = sensors::build(&layout.builtin, &extras.probes, &extras.sensors);
+        let mut s = DeviceState {
+            outputs: Vec::new(),
+            sources: Vec::new(),
+            brightness: Vec::new(),
+            inputs: Vec::new(),
+            input_types: Vec::new(),
+            meters: Vec::new(),
+            covers: Vec::new(),
+            sensors,
+            battery: 86.0,
             layout,
             temperature: 45.0,
             hooks: HookStore::default(),
             power_text: ["ON".into(), "OFF".into()],
             started_unix: now_unix,
+            travel: extras.travel,
             clock: now_unix,
-        }
+        };
+        s.build_components();
+        s
+    }
+
+    /// Fresh outputs, inputs, meters and covers for the layout (power-on state).
+    fn build_components(&mut self) {
+        let l = &self.layout;
+        self.outputs = vec![false; l.outputs];
+        self.sources = vec![Source::Init; l.outputs];
+        self.brightness = vec![50; l.outputs];
+        self.inputs = vec![false; l.inputs];
+        self.input_types = vec![InputType::Switch; l.inputs];
+        self.meters = (0..l.meters).map(|_| Meter::new()).collect();
+        self.covers = (0..l.covers).map(|_| Cover::new(self.travel)).collect();
+    }
+
+    /// A reboot into another layout (a profile change): components start over, sensors, the device temperature,
+    /// webhooks and texts stay, uptime restarts.
+    pub(crate) fn reboot(&mut self, layout: Layout) {
+        self.layout = layout;
+        self.build_components();
+        self.started_unix = self.clock;
     }
 
     /// The Unix time this answer is for.
@@ -190,29 +231,46 @@ impl DeviceState {
         (self.clock - self.started_unix).max(0.0) as u64
     }
 
-    /// Whether meter `i`'s load flows now.
-    pub(crate) fn flowing(&self, i: usize) -> bool {
-        match self.layout.meter_output.get(i).copied().flatten() {
-            Some(o) => self.outputs.get(o).copied().unwrap_or(false),
-            None => true,
+    /// Whether meter `i`'s load flows at `t`.
+    fn flowing_at(&self, i: usize, t: f64) -> bool {
+        match self.layout.meter_links.get(i).copied() {
+            Some(MeterLink::Output(o)) => self.outputs.get(o).copied().unwrap_or(false),
+            Some(MeterLink::Cover(c)) => self.covers.get(c).is_some_and(|c| c.turning(t).is_some()),
+            Some(MeterLink::CoverDir(c, d)) => {
+                self.covers.get(c).is_some_and(|c| c.turning(t) == Some(d))
+            }
+            Some(MeterLink::Always) | None => true,
         }
     }
 
-    /// Accounts energy up to `now` (Unix seconds), closing every minute boundary crossed on the way.
+    /// Whether meter `i`'s load flows now.
+    pub(crate) fn flowing(&self, i: usize) -> bool {
+        self.flowing_at(i, self.clock)
+    }
+
+    /// Accounts energy up to `now` (Unix seconds), closing every minute boundary crossed on the way and ending
+    /// cover movements at their exact times (a meter's load stops with its motor).
     pub(crate) fn advance(&mut self, now: f64) {
-        let powers: Vec<f64> = (0..self.meters.len())
-            .map(|i| {
-                if self.flowing(i) {
-                    self.meters[i].power
-                } else {
-                    0.0
-                }
-            })
-            .collect();
         let mut t = self.clock;
+        self.settle_covers(t);
         while t < now {
             let boundary = ((t / 60.0).floor() + 1.0) * 60.0;
-            let end = boundary.min(now);
+            let change = self
+                .covers
+                .iter()
+                .filter_map(|c| c.next_change(t))
+                .filter(|x| *x > t)
+                .fold(f64::INFINITY, f64::min);
+            let end = boundary.min(now).min(change);
+            let powers: Vec<f64> = (0..self.meters.len())
+                .map(|i| {
+                    if self.flowing_at(i, t) {
+                        self.meters[i].power
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
             let hours = (end - t) / 3600.0;
             for (m, p) in self.meters.iter_mut().zip(&powers) {
                 m.add(*p, hours);
@@ -221,8 +279,36 @@ impl DeviceState {
                 }
             }
             t = end;
+            self.settle_covers(t);
         }
         self.clock = self.clock.max(now);
+    }
+
+    /// Ends cover movements that are over by `t`; a Tasmota shutter's relays switch off with its motor.
+    fn settle_covers(&mut self, t: f64) {
+        for k in 0..self.covers.len() {
+            if self.covers[k].finish_time().is_some_and(|e| e <= t) {
+                self.covers[k].settle(t);
+                self.sync_relays(k, t);
+            }
+        }
+    }
+
+    /// Sets the relays driving cover `k` to what its motor does at `t`.
+    pub(crate) fn sync_relays(&mut self, k: usize, t: f64) {
+        let Some(Some((open, close))) = self.layout.cover_relays.get(k).copied() else {
+            return;
+        };
+        let dir = self.covers[k].turning(t);
+        for (o, on) in [
+            (open, dir == Some(Direction::Open)),
+            (close, dir == Some(Direction::Close)),
+        ] {
+            if o < self.outputs.len() && self.outputs[o] != on {
+                self.outputs[o] = on;
+                self.sources[o] = Source::Remote;
+            }
+        }
     }
 
     pub(crate) fn meter(&self, i: usize) -> MeterView {
@@ -260,6 +346,14 @@ impl DeviceState {
             .filter(|(i, on)| **on && *i < 64)
             .fold(0, |m, (i, _)| m | 1 << i)
     }
+
+    /// The input's status `state`: its position, or `None` for a button.
+    pub(crate) fn input_state(&self, i: usize) -> Option<bool> {
+        match self.input_types.get(i) {
+            Some(InputType::Button) => None,
+            _ => self.inputs.get(i).copied(),
+        }
+    }
 }
 
 /// Rounds to `digits` decimals; never yields `-0`.
@@ -278,14 +372,16 @@ mod tests {
     use super::*;
 
     fn state(meter_output: Vec<Option<usize>>) -> DeviceState {
-        let layout = Layout {
-            inputs: 1,
-            outputs: 1,
-            meters: meter_output.len(),
-            meter_output,
-            temperature: true,
+        let mut layout = Layout::tasmota(1, meter_output.len(), 0);
+        layout.meter_links = meter_output
+            .iter()
+            .map(|o| o.map_or(MeterLink::Always, MeterLink::Output))
+            .collect();
+        let extras = Extras {
+            travel: 20.0,
+            ..Extras::default()
         };
-        DeviceState::new(layout, &[], 6000.0)
+        DeviceState::new(layout, &extras, 6000.0)
     }
 
     #[test]

@@ -1,11 +1,15 @@
-//! Tasmota HTTP commands: `GET /cm?cmnd=<command>` (`Status [n]`, `State`, `Power[n] [0|1|2|off|on|toggle]`).
+//! Tasmota HTTP commands: `GET /cm?cmnd=<command>` (`Status [n]`, `State`, `Power[n] [0|1|2|off|on|toggle]`,
+//! the shutter commands of `tasmota_shutter`).
 
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 use super::device::Device;
+use super::sensors::{Origin, dew_point};
 use super::server::{Request, Response};
 use super::state::{DeviceState, MeterView, Source, round};
+use super::tasmota_shutter;
+use crate::models::SensorQuantity;
 
 const VERSION: &str = "13.4.0(tasmota)";
 
@@ -40,6 +44,9 @@ fn run(dev: &Device, cmnd: &str) -> Value {
     match name.as_str() {
         "status" => status(dev, arg),
         "state" => Value::Object(sts(&dev.state())),
+        n if n.starts_with("shutter") => {
+            tasmota_shutter::command(dev, n, arg).unwrap_or_else(unknown)
+        }
         _ => name
             .strip_prefix("power")
             .and_then(|n| power(dev, n, arg))
@@ -275,9 +282,10 @@ fn sns(s: &DeviceState) -> Map<String, Value> {
     m.insert("Time".into(), json!(datetime(s.now())));
     // Tasmota numbers the sensors it finds, so a missing probe shifts the others.
     let present: Vec<(&str, f64)> = s
-        .probes
+        .sensors
         .iter()
-        .filter_map(|p| Some((p.name.as_str(), p.celsius?)))
+        .filter(|r| r.origin == Origin::Probe)
+        .filter_map(|p| Some((p.name.as_deref().unwrap_or(""), p.value?)))
         .collect();
     for (k, (name, c)) in present.iter().enumerate() {
         let key = if present.len() == 1 {
@@ -287,6 +295,11 @@ fn sns(s: &DeviceState) -> Map<String, Value> {
         };
         m.insert(key, json!({"Id": name, "Temperature": round(*c, 1)}));
     }
+    let pressure = humidity_sensors(s, &mut m);
+    for k in 0..s.covers.len() {
+        let (key, v) = tasmota_shutter::entry(s, k);
+        m.insert(key, v);
+    }
     if !s.meters.is_empty() {
         m.insert("ENERGY".into(), Value::Object(energy(s)));
     }
@@ -294,8 +307,53 @@ fn sns(s: &DeviceState) -> Map<String, Value> {
         "ESP32".into(),
         json!({"Temperature": round(s.temperature, 1)}),
     );
+    if pressure {
+        m.insert("PressureUnit".into(), json!("hPa"));
+    }
     m.insert("TempUnit".into(), json!("C"));
     m
+}
+
+/// Temperature and humidity sensors (a DHT22 add-on reading), each named by its type: `AM2301` (how Tasmota
+/// names a DHT22) unless the sensor is called `SI7021` or `BME280`. Returns whether a pressure was reported.
+fn humidity_sensors(s: &DeviceState, m: &mut Map<String, Value>) -> bool {
+    let mut pressure = false;
+    let temps = s
+        .sensors
+        .iter()
+        .filter(|r| r.origin == Origin::Dht22 && r.quantity == SensorQuantity::Temperature);
+    for t in temps {
+        let Some(h) = s.sensors.iter().find(|r| {
+            r.origin == Origin::Dht22 && r.quantity == SensorQuantity::Humidity && r.id == t.id
+        }) else {
+            continue;
+        };
+        // A sensor that does not answer is left out, as Tasmota does.
+        let (Some(c), Some(rh)) = (t.value, h.value) else {
+            continue;
+        };
+        let name = t.name.as_deref().unwrap_or("").to_ascii_uppercase();
+        let kind = match name.as_str() {
+            "SI7021" | "BME280" => name.as_str(),
+            _ => "AM2301",
+        };
+        let mut o = Map::new();
+        o.insert("Temperature".into(), json!(round(c, 1)));
+        o.insert("Humidity".into(), json!(round(rh, 1)));
+        o.insert("DewPoint".into(), json!(round(dew_point(c, rh), 1)));
+        if kind == "BME280" {
+            o.insert("Pressure".into(), json!(1013.2));
+            pressure = true;
+        }
+        let mut key = kind.to_string();
+        let mut n = 2;
+        while m.contains_key(&key) {
+            key = format!("{kind}-{n}");
+            n += 1;
+        }
+        m.insert(key, Value::Object(o));
+    }
+    pressure
 }
 
 /// One value per meter: a plain number with one meter, an array with several.

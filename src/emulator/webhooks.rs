@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::sensors;
+use super::state::DeviceState;
+use crate::models::SensorQuantity;
 use crate::url;
 
 /// Most hooks an RPC device accepts.
@@ -184,15 +187,21 @@ pub(crate) fn gen1_event(action: &str) -> Option<&'static str> {
         .map(|(_, e, _)| *e)
 }
 
-/// RPC events a device with these counts supports (`Webhook.ListSupported`), with attributes where the
-/// event carries values.
-pub(crate) fn supported_events(
-    inputs: usize,
-    outputs: usize,
-    probes: usize,
-) -> Vec<(&'static str, Value)> {
+fn attrs(list: &[(&str, &str)]) -> Value {
+    let a: Vec<Value> = list
+        .iter()
+        .map(|(name, desc)| json!({"name": name, "type": "number", "desc": desc}))
+        .collect();
+    json!({ "attrs": a })
+}
+
+/// RPC events the device supports in its current layout (`Webhook.ListSupported`), with attributes where the
+/// event carries values: input events with inputs, `switch.*` with relays, `light.*` with lights, `cover.*`
+/// with covers, `<sensor>.change` per sensor kind present.
+pub(crate) fn supported_events(s: &DeviceState) -> Vec<(&'static str, Value)> {
+    let l = &s.layout;
     let mut v = Vec::new();
-    if inputs > 0 {
+    if l.inputs > 0 {
         for e in [
             "input.toggle_on",
             "input.toggle_off",
@@ -204,18 +213,46 @@ pub(crate) fn supported_events(
             v.push((e, json!({})));
         }
     }
-    if outputs > 0 {
-        v.push(("switch.on", json!({})));
-        v.push(("switch.off", json!({})));
+    if l.outputs > 0 {
+        let pair = if l.lights {
+            ["light.on", "light.off"]
+        } else {
+            ["switch.on", "switch.off"]
+        };
+        for e in pair {
+            v.push((e, json!({})));
+        }
     }
-    if probes > 0 {
+    if l.covers > 0 {
+        for e in [
+            "cover.open",
+            "cover.closed",
+            "cover.stopped",
+            "cover.opening",
+            "cover.closing",
+            "cover.calibrating",
+        ] {
+            v.push((e, json!({})));
+        }
+    }
+    let has = |q| sensors::of(&s.sensors, q).next().is_some();
+    if has(SensorQuantity::Temperature) {
         v.push((
             "temperature.change",
-            json!({"attrs": [
-                {"name": "tC", "type": "number", "desc": "Temperature in Celsius"},
-                {"name": "tF", "type": "number", "desc": "Temperature in Fahrenheit"}
-            ]}),
+            attrs(&[
+                ("tC", "Temperature in Celsius"),
+                ("tF", "Temperature in Fahrenheit"),
+            ]),
         ));
+    }
+    if has(SensorQuantity::Humidity) {
+        v.push((
+            "humidity.change",
+            attrs(&[("rh", "Relative humidity in %")]),
+        ));
+    }
+    if has(SensorQuantity::Voltage) {
+        v.push(("voltmeter.change", attrs(&[("voltage", "Voltage in V")])));
     }
     v
 }

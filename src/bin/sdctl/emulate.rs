@@ -5,19 +5,26 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use smartdev::ModelLibrary;
-use smartdev::emulator::{AuthMode, DeviceSpec, Emulator};
-use smartdev::models::is_tasmota;
+use smartdev::emulator::{AddonSensor, AuthMode, DeviceSpec, Emulator};
+use smartdev::models::{SensorQuantity, is_tasmota};
 
 pub const USAGE: &str = "\
 usage: sdctl emulate [--admin-port P] [--models FILE] DEVICE...
 
-DEVICE is MODEL[:PORT][,outputs=N][,meters=N][,probes=A;B][,id=X][,reports=MODEL][,latency=MS]
-          [,password=P][,user=U][,fw=1|2][,nonce_life=SECONDS][,md5][,oldauth]
+DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
+          [,sensors=NAME:QUANTITY;...][,id=X][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
+          [,nonce_life=SECONDS][,md5][,oldauth]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
+  profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
+              monophase (Pro 3EM); `sdctl models --detailed` lists them (default: the model's default)
   outputs, meters
-              Tasmota only: relay and meter counts (default 1; meters default to outputs)
+              Tasmota only: relay and meter counts (default 1, or two per shutter; meters default to outputs)
+  shutters    Tasmota only: shutters, each on two consecutive relays (ShutterOpen1, ShutterPosition1 50, ...)
+  travel      seconds a cover, roller or shutter takes from closed to open (default 20)
   probes      add-on temperature probe names, separated by ';' (quote it in the shell)
+  sensors     more add-on sensors, NAME:QUANTITY separated by ';': temperature (a DS18B20), humidity (a DHT22:
+              temperature and humidity; on Tasmota name it AM2301, SI7021 or BME280), voltage (Gen2+ voltmeter)
   id          the device id to report
   reports     the model /shelly reports instead of the library's (Shelly only)
   latency     milliseconds added before every answer
@@ -31,12 +38,18 @@ DEVICE is MODEL[:PORT][,outputs=N][,meters=N][,probes=A;B][,id=X][,reports=MODEL
   oldauth     Tasmota: answer missing credentials with 200 like firmware before 8.2.3 (default 401)
 
 Prints `MODEL <id> http://127.0.0.1:<port>` per device and `admin http://127.0.0.1:<port>`, then serves until
-killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes and webhooks:
+killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes, webhooks, profiles,
+covers, sensors and lights:
   GET /devices   POST /devices/<i>/fault?kind=none|blackhole|refuse|http500|malformed|truncated|flapping&ms=P
   POST /devices/<i>/latency?ms=N   GET /devices/<i>/counts   POST /devices/<i>/output?id=N&state=true
   POST /devices/<i>/input?id=N&state=..   POST /devices/<i>/load?id=N&watts=W
   POST /devices/<i>/probe?id=N[&celsius=T]   POST /devices/<i>/fire?event=E&id=CID   GET /devices/<i>/webhooks
-  POST /devices/<i>/password[?value=P] (no value: auth off)   GET /devices/<i>/auth (auth counters)";
+  POST /devices/<i>/password[?value=P] (no value: auth off)   GET /devices/<i>/auth (auth counters)
+  GET|POST /devices/<i>/profile[?name=P] (switching reboots the device)
+  GET /devices/<i>/cover?id=N   POST /devices/<i>/cover?id=N[&calibrated=true|false][&position=P]
+  POST /devices/<i>/sensor?quantity=temperature|humidity|voltage&id=N[&value=V]   POST /devices/<i>/battery?percent=P
+  POST /devices/<i>/input_type?id=N&type=switch|button   POST /devices/<i>/press?id=N[&kind=single|double|triple|long]
+  GET|POST /devices/<i>/light?id=N[&state=true&brightness=P]   POST /devices/<i>/frequency?id=N&hz=F";
 
 const USAGE_ERROR: u8 = 2;
 const FAILED: u8 = 1;
@@ -59,6 +72,20 @@ struct Options {
 fn number<T: std::str::FromStr>(what: &str, v: &str) -> Result<T, String> {
     v.parse()
         .map_err(|_| format!("{what} must be a number, got '{v}'"))
+}
+
+/// `NAME:QUANTITY;NAME:QUANTITY`.
+fn sensors(v: &str) -> Result<Vec<AddonSensor>, String> {
+    v.split(';')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (name, q) = p
+                .rsplit_once(':')
+                .ok_or_else(|| format!("sensor '{p}' is not NAME:QUANTITY"))?;
+            let q: SensorQuantity = q.parse().map_err(|e: smartdev::Error| e.to_string())?;
+            Ok(AddonSensor::new(name, q))
+        })
+        .collect()
 }
 
 fn parse_device(text: &str) -> Result<Device, String> {
@@ -90,6 +117,18 @@ fn parse_device(text: &str) -> Result<Device, String> {
             .split_once('=')
             .ok_or_else(|| format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth)"))?;
         match k {
+            "profile" if !v.is_empty() => spec.profile = Some(v.to_string()),
+            "shutters" => spec.shutters = number("shutters", v)?,
+            "travel" => {
+                let secs: f64 = number("travel", v)?;
+                if !(secs.is_finite() && secs > 0.0 && secs <= 3600.0) {
+                    return Err(format!(
+                        "travel must be between 0 and 3600 seconds, got '{v}'"
+                    ));
+                }
+                spec.cover_travel = Duration::from_secs_f64(secs);
+            }
+            "sensors" => spec.sensors = sensors(v)?,
             "outputs" => spec.outputs = Some(number("outputs", v)?),
             "meters" => spec.meters = Some(number("meters", v)?),
             "probes" => {
@@ -120,8 +159,8 @@ fn parse_device(text: &str) -> Result<Device, String> {
             }
             _ => {
                 return Err(format!(
-                    "unknown device option '{opt}'; use outputs, meters, probes, id, reports, latency, password, \
-                     user, fw, nonce_life, md5 or oldauth"
+                    "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
+                     sensors, id, reports, latency, password, user, fw, nonce_life, md5 or oldauth"
                 ));
             }
         }
@@ -282,6 +321,35 @@ mod tests {
             let e = parse(&args(a)).unwrap_err();
             assert!(e.contains(want), "{a}: {e}");
         }
+    }
+
+    #[test]
+    fn profile_shutter_and_sensor_options_parse() {
+        let o = parse(&args(
+            "Shelly2PMG3,profile=cover,travel=12.5 Tasmota,shutters=2 Shelly1G3,sensors=Bath:humidity;Tank:voltage",
+        ))
+        .unwrap();
+        let d = &o.devices;
+        assert_eq!(d[0].spec.profile.as_deref(), Some("cover"));
+        assert_eq!(d[0].spec.cover_travel, Duration::from_millis(12_500));
+        assert_eq!(d[1].spec.shutters, 2);
+        assert_eq!(
+            d[2].spec.sensors,
+            [
+                AddonSensor::new("Bath", SensorQuantity::Humidity),
+                AddonSensor::new("Tank", SensorQuantity::Voltage)
+            ]
+        );
+        for (a, want) in [
+            ("Tasmota,shutters=x", "must be a number"),
+            ("Shelly2PMG3,travel=0", "between 0 and 3600"),
+            ("Shelly1G3,sensors=Bath", "NAME:QUANTITY"),
+            ("Shelly1G3,sensors=Bath:pressure", "unknown"),
+        ] {
+            let e = parse(&args(a)).unwrap_err();
+            assert!(e.contains(want), "{a}: {e}");
+        }
+        assert!(USAGE.contains("profile=P") && USAGE.contains("shutters"));
     }
 
     #[test]
