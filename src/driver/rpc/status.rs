@@ -57,7 +57,18 @@ pub(crate) fn apply_status(
     };
     let source = shape.meter_source;
     for (i, m) in dev.meters.iter_mut().enumerate() {
+        // A meter planned as part of an output (or cover, or as a separate channel) is only read from a device
+        // whose meters are that kind now: a 2PM in cover profile has no switch meters to read.
+        let planned = match (m.output_id, m.cover_id) {
+            (Some(_), _) => MeterSource::Switch,
+            (_, Some(_)) => MeterSource::Cover,
+            _ => source,
+        };
+        let same_role = planned == source
+            || (!matches!(planned, MeterSource::Switch | MeterSource::Cover)
+                && !matches!(source, MeterSource::Switch | MeterSource::Cover));
         let r = match source {
+            _ if !same_role || i >= shape.meters => [None; 8],
             MeterSource::Switch | MeterSource::Cover | MeterSource::Pm1 => {
                 let k = match source {
                     MeterSource::Switch => format!("switch:{i}"),

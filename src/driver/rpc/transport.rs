@@ -128,9 +128,10 @@ pub(crate) fn parse_frame(
         return Err(FrameError::Rpc(code, message));
     }
     // Taken, not cloned: status results are a few KiB and this runs on every call.
+    // `Cover.Open`, `Light.Set` and friends answer `"result": null`: present is what counts.
     match frame.get_mut("result").map(Value::take) {
-        Some(r) if !r.is_null() => Ok(r),
-        _ => Err(FrameError::Malformed(format!(
+        Some(r) => Ok(r),
+        None => Err(FrameError::Malformed(format!(
             "the answer to {method} has neither result nor error"
         ))),
     }
