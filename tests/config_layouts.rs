@@ -183,7 +183,7 @@ fn every_problem_is_reported_with_its_full_key_path() {
         "SmartDevices.PingAllowed: expected boolean, found string \"yes please\"",
         "SmartDevices.ShellyWebhooks.Port: 70000 is above the maximum 65535",
         "SmartDevices.Devices[0].ID: expected integer, found number 1.5 (no decimals)",
-        "SmartDevices.Devices[0].Outputs[0].Colour: unknown key; add it to the validation dictionary",
+        "SmartDevices.Devices[0].Outputs[0].Colour: unknown key; if it is a custom attribute of yours, add it to the validation dictionary (ValidationDictionary::define, or sdctl --schema FILE)",
         "SmartDevices.Devices[1].Name: must not be empty",
         "SmartDevices.Devices[1].Model: required key is missing",
         "SmartDevices.Devices[2].Meters[0].MockRate: -2 is below the minimum 0",
@@ -245,7 +245,7 @@ fn flat_webhook_keys_are_not_accepted_in_layout_b() {
     );
     assert_eq!(
         p,
-        ["SmartDevices.WebhookPort: unknown key; add it to the validation dictionary"]
+        ["SmartDevices.WebhookPort: unknown key; it is a layout A (ShellyDevices) key: here write ShellyWebhooks: {Port: ...}"]
     );
 }
 

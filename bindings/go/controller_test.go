@@ -390,7 +390,7 @@ func TestPrintListings(t *testing.T) {
 	}
 	lib, err := ctl.PrintModelLibrary(smartdev.ModeDetailed, "ShellyPlus2PM")
 	must(t, err)
-	if !strings.Contains(lib, "in=2 out=2 meters=2") {
+	if !strings.Contains(lib, "2 (switch)") {
 		t.Errorf("detailed listing:\n%s", lib)
 	}
 	all, err := smartdev.PrintBuiltinModelLibrary(smartdev.ModeBrief, "")

@@ -212,6 +212,18 @@ fn check_map(
                 let known = rule.fields.iter().flat_map(|(k, r)| {
                     std::iter::once(k.as_str()).chain(r.aliases.iter().map(String::as_str))
                 });
+                // Layout A's flat webhook keys in layout B: say where they go instead.
+                let nested = key
+                    .strip_prefix("Webhook")
+                    .map(|k| if k == "sEnabled" { "Enabled" } else { k })
+                    .filter(|k| rule.field("ShellyWebhooks").and_then(|w| w.field(k)).is_some());
+                if let Some(k) = nested {
+                    problems.push(Problem::new(
+                        &at,
+                        format!("unknown key; it is a layout A (ShellyDevices) key: here write ShellyWebhooks: {{{k}: ...}}"),
+                    ));
+                    continue;
+                }
                 match crate::suggest::closest(key, known) {
                     Some(k) => problems.push(Problem::new(
                         &at,

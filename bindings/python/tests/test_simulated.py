@@ -112,7 +112,7 @@ class SimulatedDevicesTest(SimulatedCase):
         self.assertIn("Shelly2PMG3", brief)
         self.assertIn("Shelly2PMG3", smartdev.print_model_library())
         detailed = ctl.print_model_library("detailed", "ShellyPlus2PM")
-        self.assertIn("in=2 out=2 meters=2", detailed)
+        self.assertIn("2 (switch)", detailed)
         self.assertNotIn("Shelly2PMG3", detailed)
         with self.assertRaises(smartdev.InvalidArgumentError):
             ctl.print_model_library("verbose")
