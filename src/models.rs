@@ -580,6 +580,20 @@ impl ModelLibrary {
         if !exact.is_empty() {
             return exact;
         }
+        // A typo (Shelly2PMG9): the closest ids by edit distance.
+        let canonical = canonical_id(id);
+        if let Some(best) =
+            crate::suggest::closest(&canonical, self.models.iter().map(|m| m.model.as_str()))
+        {
+            let d = crate::suggest::distance(&canonical, best);
+            return self
+                .models
+                .iter()
+                .map(|m| m.model.as_str())
+                .filter(|m| crate::suggest::distance(&canonical, m) == d)
+                .take(3)
+                .collect();
+        }
         self.models
             .iter()
             .filter(|m| {

@@ -2,7 +2,7 @@
 
 /// Edit distance between `a` and `b` (insertions, deletions, substitutions and swaps of neighbours, the
 /// usual typos), ignoring ASCII case.
-fn distance(a: &str, b: &str) -> usize {
+pub(crate) fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
     let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
     let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];

@@ -275,11 +275,11 @@ fn check_prints_every_problem_and_schema_files_add_custom_attributes() {
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(
-        err.contains("SmartDevices.RetryCount: 99 is above the maximum 10"),
+        err.contains("SmartDevices.RetryCount (line 2, column 3): 99 is above the maximum 10"),
         "{err}"
     );
     assert!(
-        err.contains("SmartDevices.Devices[0].Outputs[0].Colour: unknown key"),
+        err.contains("SmartDevices.Devices[0].Outputs[0].Colour (line 4, column 64): unknown key"),
         "{err}"
     );
 
@@ -423,7 +423,7 @@ fn no_argument_or_config_edge_panics() {
                 "check".into(),
             ],
             2,
-            "SmartDevices: is empty",
+            "SmartDevices (line 1, column 1): is empty",
         ),
         (
             vec![
@@ -506,4 +506,24 @@ fn the_readme_covers_example_is_valid() {
     let o = sdctl(dir.path(), &["--config", "c.yaml", "check"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("valid (3 device(s)"), "{}", stdout(&o));
+}
+
+#[test]
+fn configuration_problems_come_in_one_round_with_file_line_and_column() {
+    let dir = TempDir::new("cli-one-round");
+    dir.write(
+        "bad.yaml",
+        "SmartDevices:\n  ResponseTimout: 3\n  Devices:\n    - Name: A\n      Model: Shelly2PMG9\n      Simulate: true\n    - Name: B\n      Model: ShellyPlus1PM\n      ID: 1.5\n      Simulate: true\n      Outputs: [{Name: a, Colour: red}]\n",
+    );
+    let o = sdctl(dir.path(), &["--config", "bad.yaml", "check"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    let expected = "\
+sdctl: configuration bad.yaml: 4 problem(s)
+  - SmartDevices.ResponseTimout (line 2, column 3): unknown key; did you mean 'ResponseTimeout'?
+  - SmartDevices.Devices[1].ID (line 9, column 7): expected integer, found number 1.5 (no decimals)
+  - SmartDevices.Devices[1].Outputs[0].Colour (line 11, column 27): unknown key; if it is a custom attribute of yours, add it to the validation dictionary (ValidationDictionary::define, or sdctl --schema FILE)
+  - SmartDevices.Devices[0] ('A', ID 1): Model: 'Shelly2PMG9' is not in the model library (sdctl models lists them; use Tasmota for Tasmota devices); did you mean Shelly2PMG3 or Shelly2PMG4?
+";
+    assert!(err.ends_with(expected), "{err}");
 }

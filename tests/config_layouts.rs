@@ -245,7 +245,9 @@ fn flat_webhook_keys_are_not_accepted_in_layout_b() {
     );
     assert_eq!(
         p,
-        ["SmartDevices.WebhookPort: unknown key; it is a layout A (ShellyDevices) key: here write ShellyWebhooks: {Port: ...}"]
+        [
+            "SmartDevices.WebhookPort: unknown key; it is a layout A (ShellyDevices) key: here write ShellyWebhooks: {Port: ...}"
+        ]
     );
 }
 

@@ -84,6 +84,26 @@ impl ConfigLoader {
                 problems.push(p);
             }
         }
+        // One round: the installation rules (models, counts, names) are reported with the schema problems,
+        // except for devices whose block already has one (their values may be half read).
+        if let Some(s) = &settings
+            && !problems.is_empty()
+        {
+            for p in s.check() {
+                let device = p.path.split(" (").next().unwrap_or(&p.path).to_string();
+                if !problems.iter().any(|q| q.path.starts_with(&device)) {
+                    problems.push(p);
+                }
+            }
+        }
+        // A file's problems say where: line and column of the key.
+        if source != "<string>" {
+            for p in &mut problems {
+                if let Some((line, col)) = super::locate::locate(text, &p.path) {
+                    p.path = format!("{} (line {line}, column {col})", p.path);
+                }
+            }
+        }
         match settings {
             Some(s) if problems.is_empty() => Ok(s),
             _ => Err(fail(problems)),

@@ -2,6 +2,7 @@
 
 mod dictionary;
 mod loader;
+mod locate;
 mod settings;
 mod validate;
 

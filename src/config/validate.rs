@@ -216,7 +216,11 @@ fn check_map(
                 let nested = key
                     .strip_prefix("Webhook")
                     .map(|k| if k == "sEnabled" { "Enabled" } else { k })
-                    .filter(|k| rule.field("ShellyWebhooks").and_then(|w| w.field(k)).is_some());
+                    .filter(|k| {
+                        rule.field("ShellyWebhooks")
+                            .and_then(|w| w.field(k))
+                            .is_some()
+                    });
                 if let Some(k) = nested {
                     problems.push(Problem::new(
                         &at,
