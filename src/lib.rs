@@ -1,22 +1,47 @@
 //! # smartdev
 //!
-//! Manage networked smart switches and energy meters — Shelly (Gen1 REST, Gen2/3/4 RPC) and Tasmota — through
-//! one uniform, synchronous interface: read device status, online state, inputs, outputs, energy meters and
-//! add-on temperature probes, switch relays, and develop against simulated devices.
+//! Manage networked smart switches, covers and energy meters — Shelly (Gen1 REST, Gen2/3/4 RPC) and Tasmota —
+//! through one uniform, synchronous interface: device status, online state, inputs, outputs, meters, covers,
+//! sensors and add-on temperature probes; switch relays, move covers, get woken when a device changes, and
+//! develop against simulated devices kept in editable JSON files.
 //!
-//! ```no_run
-//! use smartdev::{Controller, Identity, Settings};
+//! ## A first program, no hardware needed
 //!
-//! let settings = Settings::from_file("devices.yaml")?;
-//! let ctl = Controller::open(settings, None)?;
-//! let change = ctl.change_output(&Identity::name("Pool Pump"), true)?;
-//! println!("on={} changed={}", change.state, change.did_change);
-//! println!("{}", ctl.print_device_status(None)?);
-//! # Ok::<(), smartdev::Error>(())
+//! ```
+//! use smartdev::{Controller, CoverAction, Settings};
+//!
+//! fn main() -> Result<(), smartdev::Error> {
+//!     let settings = Settings::from_yaml_str(
+//!         "SmartDevices:
+//!            Devices:
+//!              - {Name: Garden, Model: ShellyPlus1PM, Simulate: true, Outputs: [{Name: Pool Pump}]}
+//!              - {Name: Patio, Model: Shelly2PMG3, Simulate: true, Covers: [{Name: Awning}]}",
+//!     )?;
+//!     let ctl = Controller::open(settings, None)?; // simulated: files in ./simulation_files/
+//!     let change = ctl.change_output("Pool Pump", true)?;
+//!     assert!(change.state);
+//!     let awning = ctl.move_cover("Awning", CoverAction::Open)?;
+//!     println!("awning {:?} at {:?} %", awning.state, awning.position);
+//!     println!("{}", ctl.print_device_status(None)?);
+//!     Ok(())
+//! }
 //! ```
 //!
+//! Real devices take a `Hostname` instead of `Simulate: true` (and `Password` where one is set); the
+//! configuration's keys are in the README and in `config/dictionary.yaml`.
+//!
+//! ## Where to go next
+//!
+//! - [`Controller`]: every operation; calls named `read_*`/`refresh_*` do device I/O, every other getter returns
+//!   the last known state at once.
+//! - [`ControllerBuilder`]: validation dictionary extensions, a model library file, a [`WakeFlag`].
+//! - [`emulator`]: emulated Shelly and Tasmota devices over real HTTP on 127.0.0.1 (also `sdctl emulate`).
+//! - `examples/basic.rs` (a tour), `examples/c/` (the C API with pkg-config), `examples/bench_*.rs`
+//!   (the benchmarks behind `BENCHMARKS.md`); `bindings/go` and `bindings/python` for Go and Python.
+//!
 //! Threads: every device has its own worker (`sd-dev-<ID>`), a supervisor (`sd-supervisor`) refreshes devices
-//! in the background. See `ARCHITECTURE.md`.
+//! in the background, and an optional webhook listener (`sd-webhook`) queues device events. See
+//! `ARCHITECTURE.md`.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -67,3 +92,8 @@ pub use wake::WakeFlag;
 
 /// The library version (`Cargo.toml`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Every Rust block of the README compiles and runs as a doctest, so what a user pastes works.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
