@@ -17,7 +17,7 @@ Several classes also derive from the built-in exception a Python programmer woul
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 __all__ = [
     "SmartDevError",
@@ -83,10 +83,14 @@ class SmartDevError(Exception):
         code: the ``sd_result`` number (e.g. ``300``), or ``None`` for errors of the binding itself that have
             no C counterpart (:class:`LibraryNotFoundError`).
         code_name: the code's name (e.g. ``"SD_TIMEOUT"``), or ``None`` when ``code`` is ``None``.
+        device: for a device that could not be read (``Controller.read_device``, ``SmartDevice.get_device``),
+            its object as last known: ``"Online": False`` and its ``LastError``; ``None`` otherwise.
     """
 
     #: The code a subclass stands for when raised by the binding itself (overridden per instance).
     default_code: Optional[int] = None
+    #: The device object that goes with a failed read (see the class docstring).
+    device: Optional[Dict[str, Any]] = None
 
     def __init__(self, message: str, code: Optional[int] = None) -> None:
         super().__init__(message)
