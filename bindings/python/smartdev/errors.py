@@ -4,8 +4,9 @@ Every failure of a C call becomes an instance of :class:`SmartDevError` (or one 
 the ``sd_result`` code through one table, :data:`CODE_TO_CLASS`. The message is the C library's
 ``sd_last_error_message`` for that call, read on the same thread right after the call failed.
 
-Several classes also derive from the built-in exception a Python programmer would reach for, so existing
-``except`` clauses keep working:
+Every one of them is a :class:`RuntimeError` (as sc-smart-device raised for configuration, initialisation and
+device errors, so ``except RuntimeError`` in code written for it keeps working). Several classes also derive
+from the built-in exception a Python programmer would reach for, so existing ``except`` clauses keep working:
 
 * :class:`NotFoundError` is a :class:`LookupError`,
 * :class:`UnknownValueError` is a :class:`LookupError` too (the value looked up is not there yet),
@@ -75,8 +76,8 @@ CODE_NAMES: Dict[int, str] = {
 UNRECOGNISED = "SD_UNRECOGNISED"
 
 
-class SmartDevError(Exception):
-    """Base class of every smartdev error.
+class SmartDevError(RuntimeError):
+    """Base class of every smartdev error; a :class:`RuntimeError`.
 
     Attributes:
         message: the human-readable description (also ``str(error)``).
