@@ -671,6 +671,18 @@ impl Component {
             Component::Sensor(c) => &c.name,
         }
     }
+
+    /// The ID of the device the component belongs to.
+    pub fn device_id(&self) -> i64 {
+        match self {
+            Component::Input(c) => c.device_id,
+            Component::Output(c) => c.device_id,
+            Component::Meter(c) => c.device_id,
+            Component::TempProbe(c) => c.device_id,
+            Component::Cover(c) => c.device_id,
+            Component::Sensor(c) => c.device_id,
+        }
+    }
 }
 
 /// What `change_output` did.

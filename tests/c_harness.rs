@@ -118,6 +118,13 @@ fn covers_sensors_and_unknown_states() {
 }
 
 #[test]
+fn an_unreachable_device_has_its_object() {
+    each_build("sd_int_offline", |_| {
+        vec![("SD_CLOSED_PORT", closed_port().to_string())]
+    });
+}
+
+#[test]
 fn many_threads_on_one_controller() {
     each_build("sd_int_threads", |d| {
         vec![("SD_TEST_DIR", d.path().display().to_string())]

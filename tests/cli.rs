@@ -80,11 +80,19 @@ fn set_and_get_through_the_demo() {
     assert_eq!(out["ID"], 2);
     assert_eq!(out["State"], false);
     assert_eq!(out["ObjectType"], "output");
-    let dev = json_out(&sdctl(dir.path(), &["get", "device", "3"]));
+    let dev = json_out(&sdctl(dir.path(), &["--json", "get", "device", "3"]));
     // read device reads it now; the same object.
-    let read = json_out(&sdctl(dir.path(), &["read", "device", "3"]));
+    let read = json_out(&sdctl(dir.path(), &["--json", "read", "device", "3"]));
     assert_eq!(read["ID"], dev["ID"]);
     assert_eq!(dev["Name"], "Demo Plug");
+    // Without --json a device is its status block.
+    let o = sdctl(dir.path(), &["get", "device", "3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("Demo Plug (ID: 3) — online\n  Model      Tasmota\n"),
+        "{}",
+        stdout(&o)
+    );
     let probe = json_out(&sdctl(dir.path(), &["get", "temp-probe", "Pool Water"]));
     assert_eq!(probe["RequiresOutput"], "Pool Pump");
     let input = json_out(&sdctl(dir.path(), &["get", "input", "3"]));
@@ -147,6 +155,89 @@ fn exit_codes_separate_usage_errors_from_failed_operations() {
         stdout(&o).contains("Plug (ID: 1) — offline"),
         "{}",
         stdout(&o)
+    );
+}
+
+/// A real device nobody answers for (a closed port on 127.0.0.1) and a simulated one: `get device`, `read
+/// device` and `get output` print the offline device's object, say in one line why it is offline, and exit 1.
+#[test]
+fn an_offline_device_is_printed_and_fails_with_one_line() {
+    let dir = TempDir::new("cli-offline");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    dir.write(
+        "c.yaml",
+        &format!(
+            "SmartDevices:\n  ResponseTimeout: 0.3\n  RetryCount: 0\n  PingAllowed: false\n  RefreshInterval: 0\n  SimulationFileFolder: sims\n  Devices:\n    - {{Name: Shed, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}}}\n    - {{Name: Plug, Model: Tasmota, Simulate: true, Outputs: [{{Name: Heater}}]}}\n"
+        ),
+    );
+    let run = |args: &[&str]| {
+        let mut all = vec!["--config", "c.yaml"];
+        all.extend_from_slice(args);
+        sdctl(dir.path(), &all)
+    };
+    let said = "sdctl: device Shed (ID: 1): offline; last error: GET /shelly: connection refused (after 1 attempt)\n";
+
+    let o = run(&["--json", "get", "device", "Shed"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(stderr(&o), said);
+    let dev: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(dev["Online"], false);
+    assert_eq!(
+        dev["LastError"],
+        "GET /shelly: connection refused (after 1 attempt)"
+    );
+    assert_eq!(dev["Model"], "ShellyPlus1PM");
+    assert_eq!(dev["Outputs"][0]["State"], Value::Null);
+
+    let o = run(&["get", "device", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), said);
+    let text = stdout(&o);
+    assert!(text.starts_with("Shed (ID: 1) — offline\n"), "{text}");
+    assert!(
+        text.contains("  Last error  GET /shelly: connection refused"),
+        "{text}"
+    );
+
+    // read device tries now, fails, and still prints what it knows.
+    let o = run(&["--json", "read", "device", "Shed"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), said);
+    let dev: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(dev["Online"], false);
+
+    let o = run(&["get", "output", "Output 1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), said);
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (out["Name"].clone(), out["State"].clone()),
+        (json!("Output 1"), Value::Null)
+    );
+
+    // The online device beside it is fine; an unknown name stays a usage error without output.
+    let o = run(&["get", "device", "Plug"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+    let o = run(&["get", "device", "Nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stdout(&o), "");
+
+    // A simulated device whose file says it is offline: no error to show beyond that.
+    let file = dir.join("sims/Plug.json");
+    let mut doc = read_json(&file);
+    doc["Online"] = json!(false);
+    write_json(&file, &doc);
+    let o = run(&["--json", "get", "device", "Plug"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "sdctl: device Plug (ID: 2): offline\n");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()["Online"],
+        false
     );
 }
 

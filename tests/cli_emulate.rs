@@ -93,7 +93,8 @@ fn sdctl_drives_emulated_devices_end_to_end() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["State"], true);
 
-    // Blackhole the first device through the admin endpoint: reading it now fails with exit code 1.
+    // Blackhole the first device through the admin endpoint: reading it now fails with exit code 1, one line
+    // saying why, and its object (now offline) is still printed.
     assert_eq!(
         request(admin_port, "POST", "/devices/0/fault?kind=blackhole", None).status,
         200
@@ -101,10 +102,12 @@ fn sdctl_drives_emulated_devices_end_to_end() {
     let o = sdctl(&dir, &["--config", "c.yaml", "read", "device", "Hall"]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("sdctl: device Hall (ID: 1): GET /shelly timed out after 2 attempts"),
-        "{err}"
+    assert_eq!(
+        err,
+        "sdctl: device Hall (ID: 1): offline; last error: GET /shelly timed out after 2 attempts\n"
     );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("Hall (ID: 1) — offline\n"), "{out}");
 }
 
 #[test]

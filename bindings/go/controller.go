@@ -9,6 +9,7 @@ import "C"
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"runtime"
 	"runtime/cgo"
 	"strings"
@@ -239,8 +240,10 @@ func readText(call textCall) ([]byte, error) {
 	return nil, &Error{Code: int(C.SD_INSUFFICIENT_SIZE), Message: "the answer kept growing; giving up"}
 }
 
-// ReadDevice reads the device now (device I/O) and returns it (ErrTimeout, ErrOffline, ErrDevice ... when it
-// cannot be read; ErrNotFound when no device matches).
+// ReadDevice reads the device now (device I/O) and returns it. When the device cannot be read the error
+// (ErrTimeout, ErrOffline, ErrDevice, ...) comes with the device as last known, not nil: Online false and
+// LastError saying why. The device is nil only with ErrNotFound (no device matches), ErrClosed and argument
+// errors.
 func (c *Controller) ReadDevice(id Identity) (*Device, error) {
 	err := c.use(func(p *C.sd_controller) error {
 		return withIdentity(id, func(name *C.char, num C.int64_t) error {
@@ -249,12 +252,20 @@ func (c *Controller) ReadDevice(id Identity) (*Device, error) {
 		})
 	})
 	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidParameter) ||
+			errors.Is(err, ErrNullParameter) {
+			return nil, err
+		}
+		if d, derr := c.Device(id); derr == nil {
+			return d, err
+		}
 		return nil, err
 	}
 	return c.Device(id)
 }
 
-// Device returns the device as last read (no device I/O).
+// Device returns the device as last read (no device I/O). A device that cannot be reached has one too: Online
+// false, LastError saying why, and the values it reported before (nil for those never reported).
 func (c *Controller) Device(id Identity) (*Device, error) {
 	var data []byte
 	err := c.use(func(p *C.sd_controller) error {

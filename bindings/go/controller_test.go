@@ -624,3 +624,45 @@ func TestSensorsAndUnknownValues(t *testing.T) {
 		t.Errorf("Component State of an unknown output = %v", *comp.State)
 	}
 }
+
+// A device that cannot be reached (a closed port on 127.0.0.1) still has its object: Device gives Online false
+// and LastError; ReadDevice returns it together with the read's error.
+func TestAnUnreachableDeviceHasItsObject(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	must(t, l.Close())
+	ctl, err := smartdev.OpenYAML(fmt.Sprintf(`SmartDevices:
+  ResponseTimeout: 0.3
+  RetryCount: 0
+  PingAllowed: false
+  RefreshInterval: 0
+  Devices:
+    - {Name: Shed, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %d}
+`, port))
+	must(t, err)
+	defer func() { must(t, ctl.Close()) }()
+
+	d, err := ctl.Device(smartdev.ByName("Shed"))
+	must(t, err)
+	if d.Online || d.Model != "ShellyPlus1PM" || d.LastError == nil ||
+		!strings.Contains(*d.LastError, "connection refused") || d.Outputs[0].State != nil {
+		t.Errorf("Device of an unreachable device = %+v", d)
+	}
+	all, err := ctl.Devices()
+	must(t, err)
+	if len(all) != 1 || all[0].Online {
+		t.Errorf("Devices() = %+v", all)
+	}
+
+	d, err = ctl.ReadDevice(smartdev.ByID(1))
+	if !errors.Is(err, smartdev.ErrDevice) {
+		t.Fatalf("ReadDevice of an unreachable device: %v, want ErrDevice", err)
+	}
+	if d == nil || d.Online || d.LastError == nil || !strings.Contains(*d.LastError, "connection refused") {
+		t.Errorf("ReadDevice returned %+v with its error, want the device offline with its LastError", d)
+	}
+	if d, err := ctl.ReadDevice(smartdev.ByName("Nowhere")); d != nil || !errors.Is(err, smartdev.ErrNotFound) {
+		t.Errorf("ReadDevice of an unknown device: %+v, %v", d, err)
+	}
+}

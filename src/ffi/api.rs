@@ -513,7 +513,10 @@ pub unsafe extern "C" fn sd_read_device(
 }
 
 /// Writes the device's object as JSON, as last read (no device I/O; same fields as the Rust API and
-/// `sdctl --json`). Call `sd_read_device` first for a fresh reading.
+/// `sdctl --json`). Call `sd_read_device` first for a fresh reading. A device that cannot be reached has its
+/// object too: `"Online":false` and `"LastError"` saying why (also right after `sd_read_device` failed). The
+/// size query (`buf` NULL, `len` 0: `SD_INSUFFICIENT_SIZE` with `*needed`) never waits for a device either,
+/// even while another thread reads it.
 ///
 /// # Safety
 /// `ctl` valid; `name` NULL or a valid C string; `buf` valid for `len` bytes (or NULL with `len` 0); `needed`

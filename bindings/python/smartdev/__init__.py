@@ -14,13 +14,20 @@ Quick start::
 The shared library is found through ``SMARTDEV_LIB`` or the repository's ``target/release`` /
 ``target/debug`` (see :mod:`smartdev._native`); it is loaded on first use.
 
+Coming from sc-smart-device? :class:`SmartDevice` (also ``SCSmartDevice``) has its interface: change the import,
+keep the code (see :mod:`smartdev.compat`)::
+
+    from smartdev import SCSmartDevice
+    smart = SCSmartDevice(logger, config["SCSmartDevices"], wake_event)
+
 Identities: an ``int`` is an ID, a ``str`` is a name; ``ByName("12")`` names a device called "12".
-Errors: :class:`SmartDevError` and its subclasses, each with ``.code`` and ``.code_name``. A state or value the
+Errors: :class:`SmartDevError` (a :class:`RuntimeError`) and its subclasses, each with ``.code`` and ``.code_name``. A state or value the
 device has not reported is ``None`` in the dicts and :class:`UnknownValueError` from the typed getters, never
 ``False`` or 0.
 """
 
-from . import controller, errors
+from . import compat, controller, errors
+from .compat import SCSmartDevice, SmartDevice
 from .controller import (
     COVER_STATES,
     KINDS,
@@ -70,3 +77,4 @@ __version__ = "0.1.0"
 # Everything the two public modules export, in one place (the explicit imports above are for readers and IDEs).
 __all__ = list(controller.__all__)
 __all__ += errors.__all__
+__all__ += ["SmartDevice", "SCSmartDevice"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _native
-from .errors import ClosedError, InvalidArgumentError, SmartDevError, error_for_code
+from .errors import ClosedError, InvalidArgumentError, NotFoundError, SmartDevError, error_for_code
 
 __all__ = [
     "Controller",
@@ -445,12 +445,26 @@ class Controller:
 
         Raises:
             NotFoundError: no such device; DeviceTimeoutError, OfflineError, DeviceError, ...: the read failed.
+                Such an error carries the device's object as last known in ``error.device`` (``"Online":
+                False`` when it could not be reached, and its ``LastError``); :meth:`device` returns the same.
         """
-        self._call("sd_read_device", *_identity(identity))
+        who = _identity(identity)
+        try:
+            self._call("sd_read_device", *who)
+        except (NotFoundError, InvalidArgumentError, ClosedError):
+            raise
+        except SmartDevError as err:
+            try:
+                err.device = self._json_call("sd_device", *who)
+            except SmartDevError:
+                pass  # closed meanwhile: the read's error is what matters
+            raise
         return self.device(identity)
 
     def device(self, identity: Identity) -> Dict[str, Any]:
-        """The device as a dict, as last read (no device I/O)."""
+        """The device as a dict, as last read (no device I/O). A device that cannot be reached has one too:
+        ``"Online": False`` and ``"LastError"`` saying why, with the values it reported before (``None`` for
+        those never reported)."""
         return self._json_call("sd_device", *_identity(identity))  # type: ignore[no-any-return]
 
     def devices(self) -> List[Dict[str, Any]]:

@@ -4,8 +4,9 @@ Every failure of a C call becomes an instance of :class:`SmartDevError` (or one 
 the ``sd_result`` code through one table, :data:`CODE_TO_CLASS`. The message is the C library's
 ``sd_last_error_message`` for that call, read on the same thread right after the call failed.
 
-Several classes also derive from the built-in exception a Python programmer would reach for, so existing
-``except`` clauses keep working:
+Every one of them is a :class:`RuntimeError` (as sc-smart-device raised for configuration, initialisation and
+device errors, so ``except RuntimeError`` in code written for it keeps working). Several classes also derive
+from the built-in exception a Python programmer would reach for, so existing ``except`` clauses keep working:
 
 * :class:`NotFoundError` is a :class:`LookupError`,
 * :class:`UnknownValueError` is a :class:`LookupError` too (the value looked up is not there yet),
@@ -17,7 +18,7 @@ Several classes also derive from the built-in exception a Python programmer woul
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 __all__ = [
     "SmartDevError",
@@ -75,18 +76,22 @@ CODE_NAMES: Dict[int, str] = {
 UNRECOGNISED = "SD_UNRECOGNISED"
 
 
-class SmartDevError(Exception):
-    """Base class of every smartdev error.
+class SmartDevError(RuntimeError):
+    """Base class of every smartdev error; a :class:`RuntimeError`.
 
     Attributes:
         message: the human-readable description (also ``str(error)``).
         code: the ``sd_result`` number (e.g. ``300``), or ``None`` for errors of the binding itself that have
             no C counterpart (:class:`LibraryNotFoundError`).
         code_name: the code's name (e.g. ``"SD_TIMEOUT"``), or ``None`` when ``code`` is ``None``.
+        device: for a device that could not be read (``Controller.read_device``, ``SmartDevice.get_device``),
+            its object as last known: ``"Online": False`` and its ``LastError``; ``None`` otherwise.
     """
 
     #: The code a subclass stands for when raised by the binding itself (overridden per instance).
     default_code: Optional[int] = None
+    #: The device object that goes with a failed read (see the class docstring).
+    device: Optional[Dict[str, Any]] = None
 
     def __init__(self, message: str, code: Optional[int] = None) -> None:
         super().__init__(message)

@@ -57,6 +57,9 @@ class ErrorTableTest(unittest.TestCase):
         self.assertTrue(issubclass(smartdev.UnknownValueError, LookupError))
         self.assertFalse(issubclass(smartdev.UnknownValueError, smartdev.NotFoundError))
         self.assertTrue(issubclass(smartdev.DeviceTimeoutError, TimeoutError))
+        # sc-smart-device raised RuntimeError for configuration, initialisation and device errors.
+        self.assertTrue(issubclass(smartdev.SmartDevError, RuntimeError))
+        self.assertTrue(issubclass(smartdev.DeviceTimeoutError, RuntimeError))
         self.assertTrue(issubclass(smartdev.InvalidArgumentError, ValueError))
         self.assertTrue(issubclass(smartdev.SmartDevIOError, OSError))
         self.assertTrue(issubclass(smartdev.LibraryNotFoundError, ImportError))

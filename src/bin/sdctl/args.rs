@@ -10,11 +10,13 @@ usage: sdctl [--config FILE] [--schema FILE]... [--models FILE] [--json] [--name
 commands:
   status [DEVICE]                          refresh and print every device (or one)
   models [--detailed] [MODEL]              print the model library
-  read device ID|NAME                      read a device now and print it as JSON
-  get device|input|output|meter|temp-probe|cover|sensor ID|NAME
-                                           print one device or component as JSON, as last read (sdctl reads
-                                           every device once when it starts); a value the device has not
-                                           reported is null, never false or 0
+  read device ID|NAME                      read a device now and print it (text; JSON with --json)
+  get device ID|NAME                       print a device as last read (sdctl reads every device once when it
+                                           starts): text, JSON with --json
+  get input|output|meter|temp-probe|cover|sensor ID|NAME
+                                           print one component as JSON, as last read; a value the device has
+                                           not reported is null, never false or 0. read/get of an offline
+                                           device print its object too, then exit 1 saying why it is offline
   set OUTPUT on|off|toggle                 switch an output; prints the new state and whether it changed
   cover COVER open|close|stop|position N   move a cover (N: 0 closed to 100 open; needs a calibrated cover);
                                            prints its state right after the command
@@ -26,7 +28,7 @@ options:
   --config FILE   configuration (YAML, either layout); without it an embedded demo of simulated devices is used
   --schema FILE   validation-dictionary extension with custom attributes (repeatable)
   --models FILE   model library to use instead of the built-in one
-  --json          print JSON instead of text (status, set, cover)
+  --json          print JSON instead of text (status, read/get device, set, cover)
   --name          treat DEVICE/OUTPUT/COVER/... arguments as names even when they look like numbers
   --verbose       log detailed messages to stderr
 

@@ -100,8 +100,15 @@ fn init_logging(args: &Args, settings: &Settings) -> Result<(), Error> {
 fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Error> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::InvalidArgument(format!("cannot render JSON: {e}")))?;
-    println!("{text}");
+    print_text(&text);
     Ok(())
+}
+
+/// Prints one result. A reader that went away (`sdctl get device 1 | head`) is not an error worth a panic.
+fn print_text(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 fn run(args: &Args) -> Result<Done, Error> {
@@ -154,6 +161,18 @@ fn run(args: &Args) -> Result<Done, Error> {
     }
     // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises).
     settings.refresh_interval = None;
+    let prints_state = matches!(
+        command,
+        Command::Status(_)
+            | Command::GetDevice(_)
+            | Command::ReadDevice(_)
+            | Command::GetComponent(..)
+    );
+    if prints_state && !args.verbose {
+        // These commands end with one line per offline device saying why; the open's own warning about it
+        // ("offline at start") would only repeat it.
+        log::set_max_level(log::LevelFilter::Error);
+    }
     let ctl = builder(args)?.open(settings)?;
     match command {
         Command::Status(device) => {
@@ -172,14 +191,43 @@ fn run(args: &Args) -> Result<Done, Error> {
             } else {
                 println!("{}", ctl.print_device_status(id.as_ref())?);
             }
-            if shown.iter().any(|d| !d.online) {
+            let offline: Vec<&smartdev::Device> = shown.iter().filter(|d| !d.online).collect();
+            if !offline.is_empty() {
+                for d in offline {
+                    eprintln!("sdctl: {}", self::offline(d));
+                }
                 ctl.close();
                 return Ok(Done::Shown);
             }
         }
-        Command::GetDevice(d) => print_json(&ctl.device(args.identity(d))?)?,
-        Command::ReadDevice(d) => print_json(&ctl.read_device(args.identity(d))?)?,
-        Command::GetComponent(kind, c) => print_json(&ctl.component(*kind, args.identity(c))?)?,
+        Command::GetDevice(d) => {
+            let dev = ctl.device(args.identity(d))?;
+            print_device(args, &ctl, &dev)?;
+            if !dev.online {
+                return Err(offline(&dev));
+            }
+        }
+        Command::ReadDevice(d) => {
+            let id = args.identity(d);
+            match ctl.read_device(&id) {
+                Ok(dev) => print_device(args, &ctl, &dev)?,
+                Err(e) if e.is_usage() => return Err(e),
+                Err(e) => {
+                    // The read failed: the device's object as last known still says what happened.
+                    let dev = ctl.device(&id)?;
+                    print_device(args, &ctl, &dev)?;
+                    return Err(if dev.online { e } else { offline(&dev) });
+                }
+            }
+        }
+        Command::GetComponent(kind, c) => {
+            let component = ctl.component(*kind, args.identity(c))?;
+            print_json(&component)?;
+            let dev = ctl.device(component.device_id())?;
+            if !dev.online {
+                return Err(offline(&dev));
+            }
+        }
         Command::Set { output, action } => {
             let id = args.identity(output);
             let change = match action.as_str() {
@@ -216,6 +264,29 @@ fn run(args: &Args) -> Result<Done, Error> {
     }
     ctl.close();
     Ok(Done::Yes)
+}
+
+/// A device object: JSON with `--json`, else its `status` text block (as last read).
+fn print_device(args: &Args, ctl: &Controller, dev: &smartdev::Device) -> Result<(), Error> {
+    if args.json {
+        print_json(dev)
+    } else {
+        let text = ctl.print_device_status(Some(&smartdev::Identity::Id(dev.id)))?;
+        print_text(&text);
+        Ok(())
+    }
+}
+
+/// The one line `sdctl: device <label>: offline; last error: <why>` for a device that is offline.
+fn offline(dev: &smartdev::Device) -> Error {
+    let message = match dev.last_error.as_deref() {
+        Some(why) if why != "offline" => format!("offline; last error: {why}"),
+        _ => "offline".to_string(),
+    };
+    Error::Device {
+        device: dev.label(),
+        message,
+    }
 }
 
 /// `Blind (ID: 1): opening, position 40 %`; what the device has not reported is said to be unknown.
