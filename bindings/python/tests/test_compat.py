@@ -225,9 +225,8 @@ class SeedApplicationTest(CompatCase):
         try:
             library, status = app.startup_report()
             self.assertIn("Shelly2PMG3", library)
-            self.assertIn("Generation: ", status)
-            self.assertIn("[0] id=1 name='Sydney Dev A O1' state=False temp=None, Group: Living Room, Colour: Red",
-                          status)
+            self.assertIn("Shelly 2PM Gen3 (Shelly2PMG3), Gen3, RPC", status)
+            self.assertIn("1  Sydney Dev A O1  off  (Group: Living Room, Colour: Red)", status)
 
             self.assertEqual(app.device_summary("Sydney Dev A")["Model"], "Shelly2PMG3")
             self.assertIs(app.device_summary(1)["Online"], True)
