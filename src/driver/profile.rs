@@ -49,6 +49,22 @@ pub(crate) fn detect(dev: &mut Device, model: &ModelInfo, reported: Option<&str>
     shape
 }
 
+/// Stores what is wrong with the device's configuration (or that nothing is), logging a new problem once as a
+/// warning and its end (`fixed`) as information.
+pub(crate) fn record_mismatch(dev: &mut Device, message: Option<String>, fixed: &str) {
+    if message.is_some() && message != dev.config_mismatch {
+        log::warn!(
+            "device {}: {}",
+            dev.label(),
+            message.as_deref().unwrap_or("")
+        );
+    }
+    if message.is_none() && dev.config_mismatch.is_some() {
+        log::info!("device {}: {fixed}", dev.label());
+    }
+    dev.config_mismatch = message;
+}
+
 /// The shape the configuration planned for the device (its component counts).
 fn planned_shape(dev: &Device, model: &ModelInfo) -> Shape {
     let by_counts = model

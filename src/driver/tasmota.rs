@@ -453,20 +453,11 @@ pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) -> Option<Vec
     // Without StatusSNS the answer says nothing about shutter mode.
     sns_obj?;
     let message = (!missing.is_empty()).then(|| shutter_mode_message(dev, &missing));
-    if message.is_some() && message != dev.config_mismatch {
-        log::warn!(
-            "device {}: {}",
-            dev.label(),
-            message.as_deref().unwrap_or("")
-        );
-    }
-    if message.is_none() && dev.config_mismatch.is_some() {
-        log::info!(
-            "device {}: every configured cover is a shutter now",
-            dev.label()
-        );
-    }
-    dev.config_mismatch = message;
+    crate::driver::profile::record_mismatch(
+        dev,
+        message,
+        "every configured cover is a shutter now",
+    );
     Some(missing)
 }
 

@@ -15,36 +15,8 @@ pub(crate) enum Direction {
     Close,
 }
 
-/// What a cover does now, as Gen2+ `cover:N` `state` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CoverState {
-    /// Fully open (at 100), not moving.
-    Open,
-    /// Fully closed (at 0), not moving.
-    Closed,
-    /// Moving towards open.
-    Opening,
-    /// Moving towards closed.
-    Closing,
-    /// Not moving, between the ends.
-    Stopped,
-    /// Running the calibration procedure.
-    Calibrating,
-}
-
-impl CoverState {
-    /// The Gen2+ name (`open`, `closed`, `opening`, `closing`, `stopped`, `calibrating`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CoverState::Open => "open",
-            CoverState::Closed => "closed",
-            CoverState::Opening => "opening",
-            CoverState::Closing => "closing",
-            CoverState::Stopped => "stopped",
-            CoverState::Calibrating => "calibrating",
-        }
-    }
-}
+/// What a cover does now: the library's own type, whose words are Gen2+ `cover:N` `state`'s.
+pub use crate::objects::CoverState;
 
 /// A cover as [`super::Emulator::cover`] reports it.
 #[derive(Clone, Copy, Debug, PartialEq)]
