@@ -95,7 +95,7 @@ fn their_config_file_and_schema_extension_load_unchanged() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("Outputs[0].Group: unknown key; if it is a custom attribute of yours"),
+        e.contains("Outputs[0].Group (line 38, column 41): unknown key; if it is a custom attribute of yours"),
         "{e}"
     );
     assert!(!e.contains("Website") && !e.contains("Email"), "{e}");
@@ -110,7 +110,7 @@ fn event_names_exist_somewhere_or_get_a_did_you_mean() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("DefaultWebhooks.Inputs[2]: 'input.toggle_onn' is not an event any Shelly device sends; did you mean 'input.toggle_on'?"),
+        e.contains("DefaultWebhooks.Inputs[2] (line 29, column 7): 'input.toggle_onn' is not an event any Shelly device sends; did you mean 'input.toggle_on'?"),
         "{e}"
     );
 }
