@@ -11,8 +11,9 @@ Quick start::
         state, changed = ctl.change_output("Pump", True)
         ctl.set_cover_position("Blind", 40)
 
-The shared library is found through ``SMARTDEV_LIB`` or the repository's ``target/release`` /
-``target/debug`` (see :mod:`smartdev._native`); it is loaded on first use.
+The shared library is ``SMARTDEV_LIB``, else the newer of the debug and release builds in ``CARGO_TARGET_DIR``
+or the repository's ``target/`` (see :mod:`smartdev._native`); it is loaded on first use, and
+:func:`library_path` says which file that was.
 
 Identities: an ``int`` is an ID, a ``str`` is a name; ``ByName("12")`` names a device called "12".
 Errors: :class:`SmartDevError` and its subclasses, each with ``.code`` and ``.code_name``. A state or value the
@@ -21,6 +22,7 @@ device has not reported is ``None`` in the dicts and :class:`UnknownValueError` 
 """
 
 from . import controller, errors
+from ._native import library_path
 from .controller import (
     COVER_STATES,
     KINDS,
@@ -70,3 +72,4 @@ __version__ = "0.1.0"
 # Everything the two public modules export, in one place (the explicit imports above are for readers and IDEs).
 __all__ = list(controller.__all__)
 __all__ += errors.__all__
+__all__ += ["library_path"]
