@@ -7,13 +7,27 @@ use std::process::{Command, Output};
 
 use common::{TempDir, read_json, write_json};
 use serde_json::{Value, json};
+use smartdev::emulator::{DeviceSpec, Emulator};
+use smartdev::{Controller, ModelLibrary, Settings};
 
+/// Runs sdctl in `cwd`; the embedded demo keeps its files in `cwd/demo` (each test has its own demo).
 fn sdctl(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sdctl"))
         .args(args)
         .current_dir(cwd)
+        .env("SMARTDEV_DEMO_DIR", cwd.join("demo"))
         .output()
         .expect("sdctl runs")
+}
+
+/// The names in a folder, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 fn stdout(o: &Output) -> String {
@@ -47,10 +61,19 @@ fn the_demo_runs_without_a_config_and_says_where_its_files_go() {
     for python_ism in ["None", "True", "False", "NoneW"] {
         assert!(!out.contains(python_ism), "{python_ism} in {out}");
     }
-    assert!(stderr(&o).contains("embedded demo") && stderr(&o).contains("./simulation_files/"));
+    // One short line on stderr names the folder; the files go there, not into the current directory.
+    let demo = dir.join("demo");
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "sdctl: no --config: embedded demo, simulated devices in {}\n",
+            demo.display()
+        )
+    );
     for f in ["Demo_2PM.json", "Demo_Pump.json", "Demo_Plug.json"] {
-        assert!(dir.join("simulation_files").join(f).exists(), "{f}");
+        assert!(demo.join(f).exists(), "{f}");
     }
+    assert_eq!(listing(dir.path()), ["demo"]);
 
     let all = json_out(&sdctl(dir.path(), &["--json", "status"]));
     assert_eq!(all.as_array().unwrap().len(), 3);
@@ -59,6 +82,59 @@ fn the_demo_runs_without_a_config_and_says_where_its_files_go() {
     assert_eq!(all[2]["Model"], "Tasmota");
     let one = json_out(&sdctl(dir.path(), &["--json", "status", "Demo Pump"]));
     assert_eq!(one["Meters"][0]["MockRate"], 0.25);
+}
+
+/// Without SMARTDEV_DEMO_DIR the demo lives in the XDG state folder (or ~/.local/state), wherever sdctl runs,
+/// and leaves the current directory as it was.
+#[test]
+fn the_demo_keeps_its_files_in_one_per_user_folder() {
+    let dir = TempDir::new("cli-demo-home");
+    let (work, other, home) = (dir.join("work"), dir.join("other"), dir.join("home"));
+    for d in [&work, &other, &home] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let run = |cwd: &Path, args: &[&str], xdg: Option<&Path>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sdctl"));
+        cmd.args(args)
+            .current_dir(cwd)
+            .env_remove("SMARTDEV_DEMO_DIR")
+            .env("HOME", &home);
+        match xdg {
+            Some(x) => cmd.env("XDG_STATE_HOME", x),
+            None => cmd.env_remove("XDG_STATE_HOME"),
+        };
+        let o = cmd.output().expect("sdctl runs");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        o
+    };
+    // ~/.local/state/smartdev/demo: a change made from one folder is seen from another.
+    let o = run(&work, &["set", "Hall Light", "on"], None);
+    let state = home.join(".local/state/smartdev/demo");
+    assert!(
+        stderr(&o).contains(&format!("simulated devices in {}", state.display())),
+        "{}",
+        stderr(&o)
+    );
+    assert!(state.join("Demo_2PM.json").exists());
+    let out = json_out(&run(&other, &["get", "output", "Hall Light"], None));
+    assert_eq!(out["State"], true);
+    // $XDG_STATE_HOME/smartdev/demo when it is set (a relative one is ignored, as the XDG rules say).
+    let xdg = dir.join("xdg");
+    let o = run(&work, &["status"], Some(&xdg));
+    assert!(
+        stderr(&o).contains(&xdg.join("smartdev/demo").display().to_string()),
+        "{}",
+        stderr(&o)
+    );
+    assert!(xdg.join("smartdev/demo/Demo_Plug.json").exists());
+    let o = run(&work, &["status"], Some(Path::new("relative")));
+    assert!(
+        stderr(&o).contains(&state.display().to_string()),
+        "{}",
+        stderr(&o)
+    );
+    assert!(listing(&work).is_empty(), "{:?}", listing(&work));
+    assert!(listing(&other).is_empty(), "{:?}", listing(&other));
 }
 
 #[test]
@@ -617,4 +693,95 @@ sdctl: configuration bad.yaml: 4 problem(s)
   - SmartDevices.Devices[0] ('A', ID 1): Model: 'Shelly2PMG9' is not in the model library (sdctl models lists them; use Tasmota for Tasmota devices); did you mean Shelly2PMG3 or Shelly2PMG4?
 ";
     assert!(err.ends_with(expected), "{err}");
+}
+
+/// An application's configuration for two emulated devices (Gen2 and Gen1) with webhooks on `port`.
+fn app_yaml(emu: &Emulator, port: u16) -> String {
+    format!(
+        "SmartDevices:
+  ResponseTimeout: 2
+  PingAllowed: false
+  RefreshInterval: 0
+  ShellyWebhooks: {{Enabled: true, Host: 127.0.0.1, Port: {port}}}
+  Devices:
+    - {{Name: Hall, Model: Shelly2PMG3, Hostname: 127.0.0.1, Port: {}, Inputs: [{{Name: Hall In, Webhooks: true}}, {{}}], Outputs: [{{Name: Hall Light, Webhooks: true}}, {{}}]}}
+    - {{Name: Shed, Model: Shelly2.5, Hostname: 127.0.0.1, Port: {}, Inputs: [{{Name: Shed In, Webhooks: true}}, {{}}], Outputs: [{{Name: Shed Pump, Webhooks: true}}, {{}}]}}
+",
+        emu.port(0),
+        emu.port(1)
+    )
+}
+
+/// sdctl next to a running application with the same file: one-shot commands neither take the listener's port
+/// nor touch the application's hooks on the devices; `events` and `--listen` do listen.
+#[test]
+fn one_shot_commands_work_next_to_an_application_and_leave_its_hooks_alone() {
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("Shelly2PMG3"), DeviceSpec::new("Shelly2.5")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let app = Controller::open(Settings::from_yaml_str(&app_yaml(&emu, 0)).unwrap(), None).unwrap();
+    let port = app.webhook_address().unwrap().port();
+    let hooks = (emu.webhooks(0), emu.webhooks(1));
+    assert_eq!((hooks.0.len(), hooks.1.len()), (4, 4), "{hooks:#?}");
+
+    let dir = TempDir::new("cli-next-to-app");
+    // The application's own file (its port), and one with Port 0, where a listener would get another port
+    // and so rewrite every hook to point at itself.
+    dir.write("app.yaml", &app_yaml(&emu, port));
+    dir.write("any-port.yaml", &app_yaml(&emu, 0));
+    for file in ["app.yaml", "any-port.yaml"] {
+        for args in [
+            &["status"][..],
+            &["set", "Hall Light", "on"],
+            &["read", "device", "Shed"],
+        ] {
+            let mut all = vec!["--config", file];
+            all.extend_from_slice(args);
+            let o = sdctl(dir.path(), &all);
+            assert_eq!(o.status.code(), Some(0), "{all:?}: {}", stderr(&o));
+            assert!(!stderr(&o).contains("listening"), "{all:?}: {}", stderr(&o));
+            assert_eq!((emu.webhooks(0), emu.webhooks(1)), hooks, "{all:?}");
+        }
+    }
+    // The hooks still reach the application.
+    assert_eq!(emu.fire_event(0, "switch.on", 0), 1);
+    assert!(common::eventually(
+        std::time::Duration::from_secs(5),
+        || app
+            .pull_webhook_event()
+            .is_some_and(|e| e.event == "switch.on")
+    ));
+
+    // Listening is asked for: the application's port is taken, and sdctl says so (exit 1).
+    for args in [
+        &["--listen", "--config", "app.yaml", "status"][..],
+        &["--config", "app.yaml", "events", "--timeout", "0"],
+    ] {
+        let o = sdctl(dir.path(), args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("127.0.0.1:{port}")),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    // With a free port, --listen runs the listener and installs the hooks as an application would.
+    let o = sdctl(
+        dir.path(),
+        &["--listen", "--config", "any-port.yaml", "status"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("sdctl: listening for webhooks on http://127.0.0.1:"),
+        "{}",
+        stderr(&o)
+    );
+    assert_ne!(
+        emu.webhooks(0),
+        hooks.0,
+        "--listen installs hooks for its own port"
+    );
+    app.close();
 }

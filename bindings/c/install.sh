@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Builds smartdev in release mode and installs the C library, header and pkg-config file.
 #   bindings/c/install.sh [PREFIX]        (default PREFIX: /usr/local)
-# Then: cc app.c $(pkg-config --cflags --libs smartdev)            (shared)
-#       cc app.c $(pkg-config --cflags --libs --static smartdev)   (static, with LD flags below)
+# Then: cc app.c $(pkg-config --cflags --libs smartdev)   (shared; the .pc carries an rpath to PREFIX/lib, so
+#       the program finds libsmartdev.so without LD_LIBRARY_PATH). Static: see examples/c/Makefile (LINK=static).
+# The Go binding links the library this installs too (#cgo pkg-config: smartdev).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 prefix="${1:-/usr/local}"
+# The .pc file (and the rpath in it) needs an absolute prefix.
+mkdir -p "$prefix"
+prefix="$(cd "$prefix" && pwd)"
 version="$(grep -m1 '^version' "$root/Cargo.toml" | cut -d'"' -f2)"
 
 # Without the device emulator: it is a tool, not part of the library a C program links.
@@ -16,6 +20,6 @@ install -d "$prefix/lib/pkgconfig" "$prefix/include"
 install -m 0644 "$target/libsmartdev.a" "$prefix/lib/"
 install -m 0755 "$target/libsmartdev.so" "$prefix/lib/"
 install -m 0644 "$root/include/smartdev.h" "$prefix/include/"
-sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" "$root/bindings/c/smartdev.pc.in" \
-  > "$prefix/lib/pkgconfig/smartdev.pc"
+sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|\${prefix}/lib|" -e "s|@INCLUDEDIR@|\${prefix}/include|" \
+  -e "s|@VERSION@|$version|" "$root/bindings/c/smartdev.pc.in" > "$prefix/lib/pkgconfig/smartdev.pc"
 echo "installed smartdev $version into $prefix (set PKG_CONFIG_PATH=$prefix/lib/pkgconfig if it is not a system prefix)"

@@ -1,9 +1,9 @@
 // Package smartdev is the Go binding of the smartdev library, which manages Shelly (Gen1, Gen2/3/4) and
 // Tasmota smart switches and energy meters, real or simulated, through one configuration file.
 //
-// The binding calls the library's C API (include/smartdev.h) through cgo and links the static library
-// target/debug/libsmartdev.a of the repository it lives in (build it with `cargo build --lib`; build with
-// -tags smartdev_release to link target/release instead).
+// The binding calls the library's C API (include/smartdev.h) through cgo and links the library pkg-config
+// finds as "smartdev" (install it with bindings/c/install.sh PREFIX and set PKG_CONFIG_PATH=PREFIX/lib/pkgconfig).
+// With -tags smartdev_ldflags it names no library and CGO_LDFLAGS must, e.g. to link libsmartdev.a statically.
 //
 // Quick start:
 //

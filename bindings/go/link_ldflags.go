@@ -2,10 +2,10 @@
 
 package smartdev
 
-// With -tags smartdev_ldflags the binding names no library: CGO_LDFLAGS must, for a library built outside the
-// repository's target/ folder (CARGO_TARGET_DIR), e.g.
+// With -tags smartdev_ldflags the binding names no library and pkg-config is not used: CGO_LDFLAGS must, e.g.
+// to link the static library into a self-contained program:
 //
-//	CGO_LDFLAGS="$CARGO_TARGET_DIR/debug/libsmartdev.a -lgcc_s -lutil -lrt -lpthread -lm -ldl" \
-//	    go test -tags smartdev_ldflags ./...
+//	CGO_LDFLAGS="/usr/local/lib/libsmartdev.a -lgcc_s -lutil -lrt -lpthread -lm -ldl" \
+//	    go build -tags smartdev_ldflags ./...
 //
-// (bindings/go/run-tests.sh does this when CARGO_TARGET_DIR is set.)
+// (bindings/go/run-tests.sh checks this way of linking with the library it just built.)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the smartdev library and sdctl, then checks and tests the Go binding:
-#   gofmt -l . (must print nothing), go vet ./..., go test -count=1 ./... (with SDCTL_BIN for the emulator test).
-# Honours CARGO_TARGET_DIR (relative to the repository, as cargo runs there): the library and sdctl are then
-# taken from it, linked through -tags smartdev_ldflags and CGO_LDFLAGS.
-# Works from any directory. Installs Go from apt (golang-go) when `go` is missing; that needs root (or
+#   gofmt -l . (must print nothing), go vet ./..., go test -count=1 ./... (with SDCTL_BIN for the emulator test),
+#   and one test linked the other documented way (-tags smartdev_ldflags, libsmartdev.a in CGO_LDFLAGS).
+# The binding links what pkg-config finds as "smartdev": this script writes TARGET/debug/pkgconfig/smartdev.pc
+# for the library it just built and puts that folder first on PKG_CONFIG_PATH, so the tests always use this
+# build. TARGET is CARGO_TARGET_DIR when set (relative to the repository, as cargo runs there), else target/.
+# Works from any directory. Installs Go (golang-go) and pkg-config from apt when missing; that needs root (or
 # password-less sudo). Set GO_RACE=1 to also run the tests under the race detector.
 set -euo pipefail
 
@@ -38,6 +40,9 @@ fi
 if ! command -v "${CC:-cc}" >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
   apt_install gcc libc6-dev
 fi
+if ! command -v "${PKG_CONFIG:-pkg-config}" >/dev/null 2>&1; then
+  apt_install pkg-config
+fi
 command -v cargo >/dev/null 2>&1 || die "cargo is needed to build the library: install Rust (https://rustup.rs)"
 
 # --- Go environment: local toolchain, standard library only, no network ---------------------------------------
@@ -55,17 +60,19 @@ say "$(go version)"
 # --- the library and sdctl ------------------------------------------------------------------------------------
 target="${CARGO_TARGET_DIR:-$repo/target}"
 case "$target" in /*) ;; *) target="$repo/$target" ;; esac
-say "cargo build --lib"
-(cd "$repo" && cargo build --lib)
-say "cargo build --bin sdctl"
-(cd "$repo" && cargo build --bin sdctl)
-[ -f "$target/debug/libsmartdev.a" ] || die "$target/debug/libsmartdev.a was not built"
-if [ "$target" != "$repo/target" ]; then
-  # The default build links ../../target/debug/libsmartdev.a; name the library in CARGO_TARGET_DIR instead.
-  export GOFLAGS="$GOFLAGS -tags=smartdev_ldflags"
-  export CGO_LDFLAGS="$target/debug/libsmartdev.a -lgcc_s -lutil -lrt -lpthread -lm -ldl"
-  say "linking $target/debug/libsmartdev.a (CARGO_TARGET_DIR)"
-fi
+lib="$target/debug"
+say "cargo build --lib --bin sdctl  (into $lib)"
+(cd "$repo" && cargo build --lib --bin sdctl)
+for f in libsmartdev.so libsmartdev.a sdctl; do
+  [ -f "$lib/$f" ] || die "$lib/$f was not built"
+done
+# A pkg-config file for this build (the same template bindings/c/install.sh installs), found first.
+version="$(grep -m1 '^version' "$repo/Cargo.toml" | cut -d'"' -f2)"
+mkdir -p "$lib/pkgconfig"
+sed -e "s|@PREFIX@|$lib|" -e "s|@LIBDIR@|$lib|" -e "s|@INCLUDEDIR@|$repo/include|" -e "s|@VERSION@|$version|" \
+  "$repo/bindings/c/smartdev.pc.in" > "$lib/pkgconfig/smartdev.pc"
+export PKG_CONFIG_PATH="$lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+say "linking $("${PKG_CONFIG:-pkg-config}" --libs smartdev)  (PKG_CONFIG_PATH=$lib/pkgconfig)"
 
 # --- the binding ----------------------------------------------------------------------------------------------
 cd "$here"
@@ -77,9 +84,12 @@ if [ -n "$unformatted" ]; then
 fi
 say "go vet ./..."
 go vet ./...
-export SDCTL_BIN="$target/debug/sdctl"
+export SDCTL_BIN="$lib/sdctl"
 say "go test -count=1 ./...  (SDCTL_BIN=$SDCTL_BIN)"
 go test -count=1 ./...
+say "go test -tags smartdev_ldflags -run TestVersion  (static: CGO_LDFLAGS names $lib/libsmartdev.a)"
+CGO_LDFLAGS="$lib/libsmartdev.a -lgcc_s -lutil -lrt -lpthread -lm -ldl" \
+  go test -count=1 -tags smartdev_ldflags -run '^TestVersion$' .
 if [ "${GO_RACE:-0}" = "1" ]; then
   say "go test -race -count=1 ./..."
   go test -race -count=1 ./...

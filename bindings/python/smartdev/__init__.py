@@ -11,8 +11,9 @@ Quick start::
         state, changed = ctl.change_output("Pump", True)
         ctl.set_cover_position("Blind", 40)
 
-The shared library is found through ``SMARTDEV_LIB`` or the repository's ``target/release`` /
-``target/debug`` (see :mod:`smartdev._native`); it is loaded on first use.
+The shared library is ``SMARTDEV_LIB``, else the newer of the debug and release builds in ``CARGO_TARGET_DIR``
+or the repository's ``target/`` (see :mod:`smartdev._native`); it is loaded on first use, and
+:func:`library_path` says which file that was.
 
 Coming from sc-smart-device? :class:`SmartDevice` (also ``SCSmartDevice``) has its interface: change the import,
 keep the code (see :mod:`smartdev.compat`)::
@@ -27,6 +28,7 @@ device has not reported is ``None`` in the dicts and :class:`UnknownValueError` 
 """
 
 from . import compat, controller, errors
+from ._native import library_path
 from .compat import SCSmartDevice, SmartDevice
 from .controller import (
     COVER_STATES,
@@ -77,4 +79,4 @@ __version__ = "0.1.0"
 # Everything the two public modules export, in one place (the explicit imports above are for readers and IDEs).
 __all__ = list(controller.__all__)
 __all__ += errors.__all__
-__all__ += ["SmartDevice", "SCSmartDevice"]
+__all__ += ["SmartDevice", "SCSmartDevice", "library_path"]

@@ -4,9 +4,13 @@ The library is loaded on first use, not at import, so ``import smartdev`` (for i
 works without it. Discovery order:
 
 1. the environment variable ``SMARTDEV_LIB`` (full path to ``libsmartdev.so`` / ``.dylib`` / ``smartdev.dll``);
-2. ``$CARGO_TARGET_DIR/release`` then ``$CARGO_TARGET_DIR/debug`` when ``CARGO_TARGET_DIR`` is set;
-3. ``target/release`` then ``target/debug`` of the repository that contains this package (found by walking up
-   from this file to the directory holding ``Cargo.toml`` and ``include/smartdev.h``).
+2. when ``CARGO_TARGET_DIR`` is set (relative to the repository, as cargo runs there): the newer of its
+   ``debug`` and ``release`` builds;
+3. the newer of ``target/debug`` and ``target/release`` of the repository that contains this package (found by
+   walking up from this file to the directory holding ``Cargo.toml`` and ``include/smartdev.h``).
+
+"Newer" is the file's modification time, so the build made last wins: ``cargo build --lib`` after a release
+build loads the debug library. :func:`library_path` (``smartdev.library_path()``) says which file was loaded.
 
 Every function used has its ``argtypes`` and ``restype`` set: the ctypes default (``int``) would truncate
 pointers. The library is loaded with :class:`ctypes.CDLL`, which releases the GIL during each call, so the
@@ -134,16 +138,41 @@ def _repo_root() -> Optional[Path]:
     return None
 
 
-def _candidates() -> List[Path]:
-    name = _file_name()
+def _target_dirs() -> List[Path]:
+    """The cargo target directories to look in, in order: ``$CARGO_TARGET_DIR``, then the repository's."""
     dirs: List[Path] = []
+    root = _repo_root()
     target_env = os.environ.get("CARGO_TARGET_DIR")
     if target_env:
-        dirs += [Path(target_env) / "release", Path(target_env) / "debug"]
-    root = _repo_root()
-    if root is not None:
-        dirs += [root / "target" / "release", root / "target" / "debug"]
-    return [d / name for d in dirs]
+        target = Path(target_env)
+        if not target.is_absolute() and root is not None:
+            target = root / target
+        dirs.append(target)
+    if root is not None and (root / "target") not in dirs:
+        dirs.append(root / "target")
+    return dirs
+
+
+def _candidates() -> List[List[Path]]:
+    """Per target directory, its debug and release library."""
+    name = _file_name()
+    return [[d / "debug" / name, d / "release" / name] for d in _target_dirs()]
+
+
+def _newest(paths: List[Path]) -> Optional[Path]:
+    """The most recently modified existing file of ``paths`` (the first on a tie), if any."""
+    best: Optional[Path] = None
+    best_time = 0.0
+    for p in paths:
+        try:
+            if not p.is_file():
+                continue
+            t = p.stat().st_mtime
+        except OSError:
+            continue
+        if best is None or t > best_time:
+            best, best_time = p, t
+    return best
 
 
 def _how_to_fix() -> str:
@@ -165,11 +194,12 @@ def find_library() -> Path:
                 f"SMARTDEV_LIB is set to {env!r}, which is not a file; {_how_to_fix()}"
             )
         return p
-    tried = _candidates()
-    for p in tried:
-        if p.is_file():
-            return p
-    listed = ", ".join(str(p) for p in tried) or "(no smartdev repository above this package)"
+    groups = _candidates()
+    for group in groups:
+        found = _newest(group)
+        if found is not None:
+            return found
+    listed = ", ".join(str(p) for g in groups for p in g) or "(no smartdev repository above this package)"
     raise LibraryNotFoundError(f"the smartdev shared library was not found (looked for {listed}); {_how_to_fix()}")
 
 
@@ -206,7 +236,7 @@ def lib() -> ctypes.CDLL:
 
 
 def library_path() -> Path:
-    """The path the library was loaded from (loads it if needed)."""
+    """The path of the shared library in use (loads it if needed; see the module docstring for the order)."""
     lib()
     assert _path is not None
     return _path

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use smartdev::{ComponentKind, CoverAction, Identity};
 
 pub const USAGE: &str = "\
-usage: sdctl [--config FILE] [--schema FILE]... [--models FILE] [--json] [--name] [--verbose] <command>
+usage: sdctl [--config FILE] [--schema FILE]... [--models FILE] [--json] [--name] [--listen] [--verbose] <command>
 
 commands:
   status [DEVICE]                          refresh and print every device (or one)
@@ -21,15 +21,22 @@ commands:
   cover COVER open|close|stop|position N   move a cover (N: 0 closed to 100 open; needs a calibrated cover);
                                            prints its state right after the command
   check                                    validate the configuration and print every problem
-  events [--count N] [--timeout SECS]      run the webhook listener, print one JSON line per event
+  events [--count N] [--timeout SECS]      run the webhook listener (even when the configuration leaves
+                                           it off) and print one JSON line per event
   emulate DEVICE...                        serve emulated devices on 127.0.0.1 (sdctl emulate --help)
 
 options:
-  --config FILE   configuration (YAML, either layout); without it an embedded demo of simulated devices is used
+  --config FILE   configuration (YAML, either layout); without it an embedded demo of simulated devices is
+                  used, with its files in $SMARTDEV_DEMO_DIR, else $XDG_STATE_HOME/smartdev/demo, else
+                  ~/.local/state/smartdev/demo
   --schema FILE   validation-dictionary extension with custom attributes (repeatable)
   --models FILE   model library to use instead of the built-in one
   --json          print JSON instead of text (status, read/get device, set, cover)
   --name          treat DEVICE/OUTPUT/COVER/... arguments as names even when they look like numbers
+  --listen        run the webhook listener for this command too, and install the configured hooks on the
+                  devices with its port, as an application would. Without it only events listens: the
+                  other commands leave the hooks on the devices as they are and never take the port, so
+                  they work next to a running application (or sdctl events) using the same file
   --verbose       log detailed messages to stderr
 
 An argument that is an integer is an ID, otherwise a name.
@@ -71,6 +78,8 @@ pub struct Args {
     pub models: Option<PathBuf>,
     pub json: bool,
     pub force_name: bool,
+    /// Run the webhook listener (and install hooks) for commands other than `events` too.
+    pub listen: bool,
     pub verbose: bool,
     pub command: Option<Command>,
 }
@@ -109,6 +118,7 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--models" => args.models = Some(value("--models")?.into()),
             "--json" => args.json = true,
             "--name" => args.force_name = true,
+            "--listen" => args.listen = true,
             "--verbose" | "-v" => args.verbose = true,
             "--detailed" => detailed = true,
             "--count" => {
@@ -255,6 +265,8 @@ mod tests {
         assert_eq!(a.identity("2"), Identity::Id(2));
         let a = p(&["--name", "set", "7", "toggle"]).unwrap();
         assert_eq!(a.identity("7"), Identity::Name("7".into()));
+        assert!(!a.listen);
+        assert!(p(&["status", "--listen"]).unwrap().listen);
         let a = p(&["models", "--detailed", "--config=x.yaml"]).unwrap();
         assert_eq!(
             a.command,

@@ -1,9 +1,10 @@
 //! `sdctl`: the command-line face of smartdev. Run without `--config` it uses an embedded demo of simulated
-//! devices (files in `./simulation_files/`).
+//! devices, whose files live in one per-user folder (see `demo_dir`).
 
 mod args;
 mod emulate;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use args::{Args, Command};
@@ -75,13 +76,44 @@ fn load(args: &Args) -> Result<Settings, Error> {
     match &args.config {
         Some(path) => loader.load_file(path),
         None => {
+            let mut settings = loader.load_yaml(DEMO)?;
+            settings.simulation_folder = demo_dir();
             eprintln!(
-                "sdctl: no --config given; using the embedded demo configuration of simulated devices \
-                 (simulation files in ./simulation_files/)"
+                "sdctl: no --config: embedded demo, simulated devices in {}",
+                settings.simulation_folder.display()
             );
-            loader.load_yaml(DEMO)
+            Ok(settings)
         }
     }
+}
+
+/// Where the embedded demo keeps its simulation files, the same folder wherever sdctl runs:
+/// `$SMARTDEV_DEMO_DIR` when set, else `$XDG_STATE_HOME/smartdev/demo`, else `~/.local/state/smartdev/demo`,
+/// else (no usable home) `smartdev-demo-<user>` in the temporary directory. Created if missing.
+fn demo_dir() -> PathBuf {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = env("SMARTDEV_DEMO_DIR") {
+        // Asked for explicitly: used as it is (a problem with it is reported when the demo opens).
+        return PathBuf::from(dir);
+    }
+    let mut candidates = Vec::new();
+    // The XDG base-directory rules ignore a relative XDG_STATE_HOME.
+    if let Some(state) = env("XDG_STATE_HOME").map(PathBuf::from)
+        && state.is_absolute()
+    {
+        candidates.push(state.join("smartdev").join("demo"));
+    }
+    if let Some(home) = env("HOME") {
+        candidates.push(PathBuf::from(home).join(".local/state/smartdev/demo"));
+    }
+    let user = env("USER")
+        .or_else(|| env("LOGNAME"))
+        .map_or_else(|| "user".to_string(), |u| u.to_string_lossy().into_owned());
+    let fallback = std::env::temp_dir().join(format!("smartdev-demo-{user}"));
+    candidates
+        .into_iter()
+        .find(|dir| std::fs::create_dir_all(dir).is_ok())
+        .unwrap_or(fallback)
 }
 
 fn init_logging(args: &Args, settings: &Settings) -> Result<(), Error> {
@@ -154,9 +186,12 @@ fn run(args: &Args) -> Result<Done, Error> {
     }
     let mut settings = load(args)?;
     init_logging(args, &settings)?;
+    // Only `events` (or `--listen`) runs the webhook listener; listening is the point of `events`, so it runs
+    // even when the file leaves it off. Every other command opens without it: next to a running application
+    // (or `sdctl events`) using the same file it would find the port taken, and without a listener no hooks
+    // are planned, so the application's hooks on the devices are neither rewritten nor removed.
+    settings.webhooks.enabled = args.listen || matches!(command, Command::Events { .. });
     if let Command::Events { count, timeout } = command {
-        // Listening is the point of this command, so the listener runs even when the file leaves it off.
-        settings.webhooks.enabled = true;
         return events(settings, *count, *timeout);
     }
     // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises).
@@ -173,7 +208,11 @@ fn run(args: &Args) -> Result<Done, Error> {
         // ("offline at start") would only repeat it.
         log::set_max_level(log::LevelFilter::Error);
     }
+    let path = settings.webhooks.path.clone();
     let ctl = builder(args)?.open(settings)?;
+    if let Some(addr) = ctl.webhook_address() {
+        eprintln!("sdctl: listening for webhooks on http://{addr}{path}");
+    }
     match command {
         Command::Status(device) => {
             // Open has just read every device: the listing is fresh, and an offline device shows as offline with
