@@ -165,3 +165,39 @@ fn emulated_devices() {
         env
     });
 }
+
+/// The README's C block is a complete program: it compiles with the strict flags and runs (on simulated
+/// devices, in a temporary folder).
+#[test]
+fn the_readme_c_program_compiles_and_runs() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.find("```c\n").expect("the README has a C block") + 5;
+    let end = start + readme[start..].find("```").unwrap();
+    let dir = TempDir::new("readme-c");
+    let src = dir.write("readme.c", &readme[start..end]);
+    let exe = dir.join("readme");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{root}/include"))
+        .arg(&src)
+        .arg(static_lib())
+        .args(LINK)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("a C compiler (cc) is installed");
+    assert!(
+        out.status.success(),
+        "the README's C block does not compile:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&exe).current_dir(dir.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("pump on, blind at 40 %"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -90,6 +90,16 @@ go test -count=1 ./...
 say "go test -tags smartdev_ldflags -run TestVersion  (static: CGO_LDFLAGS names $lib/libsmartdev.a)"
 CGO_LDFLAGS="$lib/libsmartdev.a -lgcc_s -lutil -lrt -lpthread -lm -ldl" \
   go test -count=1 -tags smartdev_ldflags -run '^TestVersion$' .
+say "the README's Go block: a complete program that builds and runs"
+readme_dir="$(mktemp -d)"
+trap 'rm -rf "$readme_dir"' EXIT
+awk '/^```go$/{on=1; next} /^```$/{if (on) exit} on' "$repo/README.md" > "$readme_dir/main.go"
+[ -s "$readme_dir/main.go" ] || die "the README has no Go block"
+printf 'module readme\n\ngo 1.19\n\nrequire github.com/smartdev/smartdev/bindings/go v0.0.0\n\nreplace github.com/smartdev/smartdev/bindings/go => %s\n' \
+  "$here" > "$readme_dir/go.mod"
+(cd "$readme_dir" && gofmt -l . | grep -q . && die "the README's Go block needs gofmt" || true)
+(cd "$readme_dir" && go vet . && go build -o readme . && ./readme | grep -q "blind at 40 %") \
+  || die "the README's Go block does not build or run as pasted"
 if [ "${GO_RACE:-0}" = "1" ]; then
   say "go test -race -count=1 ./..."
   go test -race -count=1 ./...
