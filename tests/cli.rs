@@ -693,6 +693,16 @@ sdctl: configuration bad.yaml: 4 problem(s)
   - SmartDevices.Devices[0] ('A', ID 1): Model: 'Shelly2PMG9' is not in the model library (sdctl models lists them; use Tasmota for Tasmota devices); did you mean Shelly2PMG3 or Shelly2PMG4?
 ";
     assert!(err.ends_with(expected), "{err}");
+    // --json: the same problems as data, still exit 2.
+    let o = sdctl(dir.path(), &["--json", "--config", "bad.yaml", "check"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["Valid"], false);
+    assert_eq!(v["Problems"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        v["Problems"][0]["Message"],
+        "unknown key; did you mean 'ResponseTimeout'?"
+    );
 }
 
 /// An application's configuration for two emulated devices (Gen2 and Gen1) with webhooks on `port`.

@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         Ok(Done::Yes) => ExitCode::SUCCESS,
         // What failed was already shown (an offline device in the status listing).
         Ok(Done::Shown) => ExitCode::from(FAILED),
+        Ok(Done::Refused) => ExitCode::from(USAGE_ERROR),
         Err(e) => {
             eprintln!("sdctl: {e}");
             ExitCode::from(exit_code(&e))
@@ -50,6 +51,8 @@ enum Done {
     Yes,
     /// Something failed and the output already says what.
     Shown,
+    /// The configuration is invalid and the output already says why (exit code of a usage error).
+    Refused,
 }
 
 fn exit_code(e: &Error) -> u8 {
@@ -181,7 +184,7 @@ fn run(args: &Args) -> Result<Done, Error> {
             }
             return Ok(Done::Yes);
         }
-        Command::Check => return check(args).map(|()| Done::Yes),
+        Command::Check => return check(args),
         _ => {}
     }
     let mut settings = load(args)?;
@@ -394,8 +397,37 @@ fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Resul
     }
 }
 
+/// `check --json`: `{"Source", "Valid", "Problems": [{"Path", "Message"}], "Notes": [...]}` on stdout; an invalid
+/// configuration still exits 2.
+fn check_json(args: &Args) -> Result<Done, Error> {
+    let as_json = |p: &smartdev::Problem| serde_json::json!({"Path": p.path, "Message": p.message});
+    let (source, problems, notes) = match load(args) {
+        Ok(s) => (s.source.clone(), s.check(), s.anchor_differences()),
+        Err(e) if !e.problems().is_empty() => (
+            args.config
+                .as_ref()
+                .map(|c| c.display().to_string())
+                .unwrap_or_default(),
+            e.problems().to_vec(),
+            Vec::new(),
+        ),
+        Err(e) => return Err(e),
+    };
+    let valid = problems.is_empty();
+    print_json(&serde_json::json!({
+        "Source": source,
+        "Valid": valid,
+        "Problems": problems.iter().map(as_json).collect::<Vec<_>>(),
+        "Notes": notes.iter().map(as_json).collect::<Vec<_>>(),
+    }))?;
+    Ok(if valid { Done::Yes } else { Done::Refused })
+}
+
 /// Validates the configuration and the installation rules without starting anything; prints every problem.
-fn check(args: &Args) -> Result<(), Error> {
+fn check(args: &Args) -> Result<Done, Error> {
+    if args.json {
+        return check_json(args);
+    }
     let settings = load(args)?;
     let problems = settings.check();
     for note in settings.anchor_differences() {
@@ -408,7 +440,7 @@ fn check(args: &Args) -> Result<(), Error> {
             settings.devices.len(),
             settings.layout
         );
-        Ok(())
+        Ok(Done::Yes)
     } else {
         Err(Error::Init(problems))
     }
