@@ -198,11 +198,23 @@ pub fn rpc_status(data: &[u8]) {
         "ShellyPro3EM",
         "ShellyPlusPMMini",
         "Shelly1G3",
+        "ShellyProDimmer1PM",
+        "ShellyHTG3",
+        "ShellyProDualCoverPM",
     ] {
         if let (d, Some(m)) = device(model, lib) {
-            let mut d = with_covers_and_sensors(d, !m.sensors.is_empty());
-            crate::driver::rpc::apply_status(&mut d, &m, &m.default_shape(), &v, "T");
+            let d = with_covers_and_sensors(d, !m.sensors.is_empty());
+            // Every profile the model has (a 2PM as switches and as a cover, a Pro 3EM in both phases).
+            let shapes = std::iter::once(m.default_shape())
+                .chain(m.profiles.keys().filter_map(|p| m.shape(p)));
+            for shape in shapes {
+                let mut d = d.clone();
+                crate::driver::rpc::apply_status(&mut d, &m, &shape, &v, "T");
+            }
         }
+    }
+    if let Some(cover) = v.get("cover:0") {
+        crate::driver::rpc::apply_cover(&mut Cover::default(), Some(cover));
     }
 }
 
@@ -498,6 +510,7 @@ mod tests {
             br#"{"sys":{"mac":"A","uptime":1,"available_updates":{}},"switch:0":{"output":true,"apower":-1,"aenergy":{"total":1},"temperature":{"tC":1}},"input:0":{"state":null},"em:0":{"a_act_power":1,"total_act_power":2},"emdata:0":{"total_act":3},"em1:0":{"act_power":1},"em1data:0":{"total_act_energy":1},"pm1:0":{"apower":1},"temperature:100":{"tC":2},"temperature:0":{"tC":3}}"#,
             br#"{"id":1,"error":{"code":-105,"message":"x"}}"#,
             br#"{"types":{"switch.on":{}},"hook_types":["x"],"temperature:100":{"name":"P"}}"#,
+            br#"{"cover:0":{"state":"opening","current_pos":40,"pos_control":true,"apower":80,"aenergy":{"total":1},"freq":50},"cover:1":{"state":"half","current_pos":1e300,"pos_control":false},"light:0":{"output":true,"brightness":101},"humidity:0":{"rh":"wet"},"humidity:100":{"rh":50},"voltmeter:100":{"voltage":-1},"em1:2":{"act_power":1,"freq":49.9,"aprt_power":2}}"#,
         ];
         run(rpc, rpc_status);
         let tas: &[&[u8]] = &[

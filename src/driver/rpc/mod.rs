@@ -14,6 +14,8 @@ use serde_json::json;
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use intro::probe_ids;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use status::apply_cover;
 pub(crate) use status::apply_status;
 #[cfg(test)]
 use transport::FrameError;
