@@ -8,7 +8,7 @@ pub const USAGE: &str = "\
 usage: sdctl [--config FILE] [--schema FILE]... [--models FILE] [--json] [--name] [--listen] [--verbose] <command>
 
 commands:
-  status [DEVICE]                          refresh and print every device (or one)
+  status [DEVICE]                          read and print every device (or one); exit 1 if one is offline
   models [--detailed] [MODEL]              print the model library
   read device ID|NAME                      read a device now and print it (text; JSON with --json)
   get device ID|NAME                       print a device as last read (sdctl reads every device once when it
@@ -31,7 +31,7 @@ options:
                   ~/.local/state/smartdev/demo
   --schema FILE   validation-dictionary extension with custom attributes (repeatable)
   --models FILE   model library to use instead of the built-in one
-  --json          print JSON instead of text (status, read/get device, set, cover)
+  --json          print JSON instead of text (every command but emulate; events always prints JSON)
   --name          treat DEVICE/OUTPUT/COVER/... arguments as names even when they look like numbers
   --listen        run the webhook listener for this command too, and install the configured hooks on the
                   devices with its port, as an application would. Without it only events listens: the
