@@ -184,6 +184,10 @@ fn digest_auth_inside_the_frame() {
         other => panic!("{other:?}"),
     }
     assert!(!emu.output(0, 0));
+    // A refused client is not subscribed: nothing is pushed to it before the answer to a later request.
+    emu.set_output(0, 0, true);
+    bad.call("Shelly.GetDeviceInfo", None).unwrap();
+    assert_eq!(bad.next_notification(Instant::now()).unwrap(), None);
 }
 
 #[test]

@@ -363,16 +363,6 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Vec<u8> {
     };
     let method = f.get("method").and_then(Value::as_str).unwrap_or("");
     dev.net.count(format!("rpc {method}"));
-    if let Some(s) = f.get("src").and_then(Value::as_str) {
-        let mut g = lock(src);
-        if g.is_none() {
-            *g = Some(crate::text::clip(s, 64));
-            drop(g);
-            dev.ws.subscribed.store(true, Ordering::SeqCst);
-            // The status now is what later changes are measured against.
-            drop(dev.state());
-        }
-    }
     let reply = match auth::guard_frame(dev, &f) {
         Some(error) => {
             let mut out = Map::new();
@@ -384,7 +374,20 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Vec<u8> {
             out.insert("error".into(), error);
             Value::Object(out)
         }
-        None => rpc::answer_frame(dev, &f),
+        None => {
+            // Let through (authenticated, or open): from now on the client gets notifications.
+            if let Some(s) = f.get("src").and_then(Value::as_str) {
+                let mut g = lock(src);
+                if g.is_none() {
+                    *g = Some(crate::text::clip(s, 64));
+                    drop(g);
+                    dev.ws.subscribed.store(true, Ordering::SeqCst);
+                    // The status now is what later changes are measured against.
+                    drop(dev.state());
+                }
+            }
+            rpc::answer_frame(dev, &f)
+        }
     };
     Response::json_whole(200, &reply).body
 }
