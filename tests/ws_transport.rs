@@ -427,3 +427,18 @@ fn pings_from_the_server_are_answered() {
     );
     t.join().unwrap();
 }
+
+#[test]
+fn a_cover_move_pushes_its_state() {
+    let mut spec = DeviceSpec::new("Shelly2PMG3");
+    spec.profile = Some("cover".into());
+    let emu = emulator(spec);
+    emu.set_cover_calibrated(0, 0, true);
+    let mut s = socket(emu.port(0), None, LIMIT);
+    s.call("Cover.Open", Some(json!({"id": 0}))).unwrap();
+    let state = wait_for(&mut s, |n| match n {
+        Notification::Status { components, .. } => components.get("cover:0")?.get("state").cloned(),
+        _ => None,
+    });
+    assert_eq!(state, json!("opening"));
+}
