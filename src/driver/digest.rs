@@ -103,7 +103,8 @@ pub(crate) fn parse_challenge(header: &str) -> Option<Challenge> {
     })
 }
 
-fn hash(algorithm: Algorithm, data: &str) -> String {
+/// Lower-case hex of the hash of `data`.
+pub(crate) fn hash(algorithm: Algorithm, data: &str) -> String {
     let bytes: Vec<u8> = match algorithm {
         Algorithm::Sha256 => Sha256::digest(data.as_bytes()).to_vec(),
         Algorithm::Md5 => Md5::digest(data.as_bytes()).to_vec(),

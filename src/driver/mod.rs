@@ -15,6 +15,7 @@ mod simfile;
 pub(crate) mod simulated;
 mod switching;
 pub(crate) mod tasmota;
+pub mod ws;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -8,7 +8,7 @@
 //! `POST sensor?quantity=temperature|humidity|voltage&id=N[&value=V]` (no value: not answering),
 //! `POST battery?percent=P`, `POST input_type?id=N&type=switch|button`,
 //! `POST press?id=N[&kind=single|double|triple|long]`, `GET|POST light?id=N[&state=B&brightness=P]`,
-//! `POST frequency?id=N&hz=F`.
+//! `POST frequency?id=N&hz=F`, `GET ws` (open WebSocket connections), `POST ws?action=drop|stall|release`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -196,6 +196,20 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
                 "nonces_in_use": s.nonces_in_use,
             }))
         }
+        ("ws", "GET") => Ok(json!({"connections": dev.ws.connections()})),
+        ("ws", "POST") => {
+            match param(req, "action")?.as_str() {
+                "drop" => dev.ws.drop_all(),
+                "stall" => dev.ws.set_stalled(true),
+                "release" => dev.ws.set_stalled(false),
+                other => {
+                    return Err(bad(format!(
+                        "unknown ws action '{other}' (drop, stall, release)"
+                    )));
+                }
+            }
+            Ok(json!({"connections": dev.ws.connections()}))
+        }
         ("fire", "POST") => {
             let event = param(req, "event")?;
             Ok(json!({"called": dev.fire_event(&event, parsed(req, "id")?)}))
@@ -207,7 +221,7 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
         ) => component_action(dev, action, req),
         (
             "counts" | "webhooks" | "fault" | "latency" | "input" | "output" | "load" | "probe"
-            | "temperature" | "fire" | "password" | "auth",
+            | "temperature" | "fire" | "password" | "auth" | "ws",
             m,
         ) => Err((405, format!("{m} is not allowed on {}", req.path))),
         _ => Err((404, format!("no endpoint {}", req.path))),

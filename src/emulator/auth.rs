@@ -323,6 +323,18 @@ impl Auth {
             st.stats.rejected += 1;
             return self.challenge(st, now, false);
         }
+        self.accept_nonce(st, nonce, nc_value, now)
+    }
+
+    /// The nonce rules once the digest itself is right: known, not expired, `nc` rising (firmware 2.x) or the
+    /// nonce unused (before 2.0).
+    fn accept_nonce(
+        &self,
+        st: &mut State,
+        nonce: &str,
+        nc_value: Option<u32>,
+        now: Instant,
+    ) -> Result<(), Refusal> {
         let Some(i) = st.nonces.iter().position(|n| n.value == nonce) else {
             // Not ours (e.g. from before a restart or a password change): a new challenge.
             return self.challenge(st, now, false);
@@ -416,6 +428,84 @@ impl Auth {
             self.algorithm()
         )
     }
+}
+
+impl Auth {
+    /// In-frame digest (WebSocket RPC): the frame's `auth` object (`realm`, `username`, `nonce`, `cnonce`,
+    /// `response`, `algorithm`, optional `nc`, default 1); HA2 is the hash of `dummy_method:dummy_uri`.
+    fn check_frame(
+        &self,
+        st: &mut State,
+        auth: Option<&Value>,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let Some(password) = st.password.clone() else {
+            return Ok(());
+        };
+        let Some(a) = auth.and_then(Value::as_object) else {
+            return self.challenge(st, now, false);
+        };
+        // Numbers (pre-2.0 nonces, numeric cnonces) as their decimal text.
+        let text = |k: &str| match a.get(k) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) if n.is_u64() => Some(n.to_string()),
+            _ => None,
+        };
+        let (Some(user), Some(realm), Some(nonce), Some(cnonce), Some(response)) = (
+            text("username"),
+            text("realm"),
+            text("nonce"),
+            text("cnonce"),
+            text("response"),
+        ) else {
+            st.stats.rejected += 1;
+            return self.challenge(st, now, false);
+        };
+        let nc = match a.get("nc") {
+            None => Some(1),
+            Some(v) => v.as_u64().and_then(|n| u32::try_from(n).ok()),
+        };
+        let algorithm_ok =
+            text("algorithm").is_none_or(|x| x.eq_ignore_ascii_case(self.algorithm()));
+        let ha1 = self.hash(&format!("{DIGEST_USER}:{}:{password}", self.realm));
+        let ha2 = self.hash("dummy_method:dummy_uri");
+        let expected = nc.map(|n| self.hash(&format!("{ha1}:{nonce}:{n}:{cnonce}:auth:{ha2}")));
+        let right = user == DIGEST_USER
+            && realm == self.realm
+            && algorithm_ok
+            && !cnonce.is_empty()
+            && expected.is_some_and(|e| response.eq_ignore_ascii_case(&e));
+        if !right {
+            st.stats.rejected += 1;
+            return self.challenge(st, now, false);
+        }
+        let nc_value = match self.mode {
+            AuthMode::Fw2 => nc,
+            AuthMode::Fw1 => Some(0),
+        };
+        self.accept_nonce(st, &nonce, nc_value, now)
+    }
+}
+
+/// The error object refusing a WebSocket request frame; `None` lets it through (no password, or
+/// `Shelly.GetDeviceInfo`).
+pub(crate) fn guard_frame(dev: &Device, frame: &Map<String, Value>) -> Option<Value> {
+    let auth = &dev.auth;
+    let method = frame.get("method").and_then(Value::as_str).unwrap_or("");
+    if auth.scheme != Scheme::Digest || method.eq_ignore_ascii_case("Shelly.GetDeviceInfo") {
+        return None;
+    }
+    let mut st = auth.lock();
+    let refusal = auth
+        .check_frame(&mut st, frame.get("auth"), auth.clock.instant())
+        .err()?;
+    drop(st);
+    Some(match refusal {
+        Refusal::Challenge { nonce, stale } => {
+            json!({"code": 401, "message": auth.rpc_message(&nonce, stale)})
+        }
+        Refusal::Throttled => json!({"code": 429, "message": "Too many requests"}),
+    })
 }
 
 /// Live (unexpired) nonces.

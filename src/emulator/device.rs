@@ -2,6 +2,7 @@
 //! operations the API and the admin endpoint perform on it.
 
 use std::collections::BTreeMap;
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use super::layout::{self, Layout, MeterFields};
 use super::sensors;
 use super::server::{self, Request, Response, Service};
 use super::state::{DeviceState, Extras, Source};
+use super::ws::{self, WsHub};
 use super::{DeviceSpec, Fault, MeterReading, gen1, rpc, tasmota, webhooks};
 use crate::models::{
     self, MeterSource, ModelInfo, ModelLibrary, OutputKind, Protocol, SensorQuantity, Shape,
@@ -275,6 +277,8 @@ pub(crate) struct Device {
     pub port: u16,
     pub net: Arc<NetControl>,
     pub auth: Auth,
+    /// WebSocket RPC connections (Gen2+).
+    pub ws: WsHub,
     state: Mutex<DeviceState>,
     /// Real, or moved by hand in tests.
     pub clock: EmuClock,
@@ -301,16 +305,21 @@ impl Device {
             port,
             net: Arc::new(NetControl::new()),
             auth,
+            ws: WsHub::default(),
             state: Mutex::new(DeviceState::new(layout, &extras, clock.unix())),
             clock,
         }
     }
 
-    /// The state, with energy accounted up to now.
-    pub(crate) fn state(&self) -> MutexGuard<'_, DeviceState> {
+    /// The state, with energy accounted up to now. When the guard goes, WebSocket clients are told what
+    /// changed (see `ws.rs`), so every change notifies, whoever made it.
+    pub(crate) fn state(&self) -> StateGuard<'_> {
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
         g.advance(self.clock.unix());
-        g
+        StateGuard {
+            dev: self,
+            guard: Some(g),
+        }
     }
 
     pub(crate) fn check(&self, what: &str, i: usize, n: usize) -> Result<(), String> {
@@ -423,8 +432,37 @@ impl Device {
 
     /// Calls every enabled URL for the event (outside the state lock: the peer may query us back).
     pub(crate) fn fire_event(&self, event: &str, cid: usize) -> usize {
+        self.ws.on_event(self, event, cid);
         let urls = self.state().hooks.urls(event, cid);
         urls.iter().filter(|u| webhooks::call(u)).count()
+    }
+}
+
+/// The state lock of a device; on release, WebSocket clients are notified of changes (under the lock, so
+/// notifications leave in the order the changes happened).
+pub(crate) struct StateGuard<'a> {
+    dev: &'a Device,
+    guard: Option<MutexGuard<'a, DeviceState>>,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = DeviceState;
+    fn deref(&self) -> &DeviceState {
+        self.guard.as_deref().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut DeviceState {
+        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.guard.take() {
+            self.dev.ws.on_state(self.dev, &g);
+        }
     }
 }
 
@@ -454,6 +492,14 @@ impl Service for Device {
             Family::Rpc => rpc::handle(self, req),
             Family::Tasmota => tasmota::handle(self, req),
         }
+    }
+
+    fn upgrade(self: Arc<Self>, req: &Request, stream: TcpStream) -> Option<TcpStream> {
+        if self.ident.family != Family::Rpc || !ws::is_upgrade(req) {
+            return Some(stream);
+        }
+        ws::accept(self, req, stream);
+        None
     }
 }
 

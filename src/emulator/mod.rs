@@ -67,6 +67,7 @@ mod state;
 mod tasmota;
 mod tasmota_shutter;
 mod webhooks;
+mod ws;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
@@ -481,9 +482,28 @@ impl Emulator {
         self.shutdown();
     }
 
+    /// Open WebSocket RPC connections of a device (Gen2+ serves `ws://127.0.0.1:<port>/rpc`).
+    pub fn ws_connections(&self, device: usize) -> usize {
+        self.dev(device).ws.connections()
+    }
+
+    /// Cuts every WebSocket connection of a device without a close frame (a reboot, a lost network).
+    pub fn drop_ws(&self, device: usize) {
+        self.dev(device).ws.drop_all();
+    }
+
+    /// Stalls (`true`) or releases a device's WebSocket connections: while stalled they read no requests and
+    /// send no answers or notifications (the TCP connection stays open).
+    pub fn stall_ws(&self, device: usize, stalled: bool) {
+        self.dev(device).ws.set_stalled(stalled);
+    }
+
     fn shutdown(&mut self) {
         for s in self.servers.iter().chain(&self.admin) {
             s.begin_stop();
+        }
+        for d in self.devices.iter() {
+            d.ws.stop();
         }
         for s in self.servers.iter_mut().chain(&mut self.admin) {
             s.join();

@@ -101,6 +101,11 @@ fn frame(dev: &Device, req: &Request) -> Response {
             &json!({"id": null, "src": dev.ident.id, "error": e.to_json()}),
         );
     };
+    Response::json_whole(200, &answer_frame(dev, &f))
+}
+
+/// A request frame's response frame (also over the WebSocket).
+pub(crate) fn answer_frame(dev: &Device, f: &Map<String, Value>) -> Value {
     let mut out = Map::new();
     out.insert("id".into(), f.get("id").cloned().unwrap_or(Value::Null));
     out.insert("src".into(), json!(dev.ident.id));
@@ -119,7 +124,7 @@ fn frame(dev: &Device, req: &Request) -> Response {
         Ok(v) => out.insert("result".into(), v),
         Err(e) => out.insert("error".into(), e.to_json()),
     };
-    Response::json_whole(200, &Value::Object(out))
+    Value::Object(out)
 }
 
 /// `GET /rpc/<Method>?a=1` or `POST /rpc/<Method>` with a params body: the bare result, or the bare error

@@ -125,6 +125,11 @@ pub(crate) trait Service: Send + Sync {
     fn key(&self, req: &Request) -> String;
     /// The answer when no fault intervenes.
     fn handle(&self, req: &Request) -> Response;
+    /// Takes over a connection that asks for a protocol upgrade (WebSocket); gives it back when the request
+    /// is not one it upgrades.
+    fn upgrade(self: Arc<Self>, _req: &Request, stream: TcpStream) -> Option<TcpStream> {
+        Some(stream)
+    }
 }
 
 /// A running port.
@@ -147,7 +152,7 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name(name)
             .stack_size(STACK)
-            .spawn(move || accept_loop(listener, port, &*service, &n))?;
+            .spawn(move || accept_loop(listener, port, &service, &n))?;
         Ok(Server {
             port,
             net,
@@ -178,7 +183,7 @@ pub(crate) fn wake(port: u16) {
     let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(500));
 }
 
-fn accept_loop(first: TcpListener, port: u16, service: &dyn Service, net: &NetControl) {
+fn accept_loop(first: TcpListener, port: u16, service: &Arc<dyn Service>, net: &NetControl) {
     let mut listener = Some(first);
     loop {
         // The generation read with the phase: a fault set while we close the listener must not be missed.
@@ -248,7 +253,7 @@ fn accept(
     }
 }
 
-fn serve(mut stream: TcpStream, service: &dyn Service, net: &NetControl) {
+fn serve(mut stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     // Our own wake-up connection, or a client that raced a fault change: close without reading.
     if !matches!(net.phase(Instant::now()), Phase::Serve(_)) {
         return;
@@ -262,6 +267,17 @@ fn serve(mut stream: TcpStream, service: &dyn Service, net: &NetControl) {
             log::trace!("emulator: bad or idle request: {e}");
             return;
         }
+    };
+    let mut stream = if request.header("upgrade").is_some() {
+        match Arc::clone(service).upgrade(&request, stream) {
+            Some(s) => s,
+            None => {
+                net.count("ws /rpc".into());
+                return;
+            }
+        }
+    } else {
+        stream
     };
     let key = service.key(&request);
     // The scope may name a query too (`GET /relay/0?turn`): matched against the key plus the raw query.
@@ -286,8 +302,8 @@ fn serve(mut stream: TcpStream, service: &dyn Service, net: &NetControl) {
             },
             false,
         ),
-        Fault::TruncatedBody => (handle(service, &request), true),
-        _ => (handle(service, &request), false),
+        Fault::TruncatedBody => (handle(&**service, &request), true),
+        _ => (handle(&**service, &request), false),
     };
     net.sleep(latency);
     if let Err(e) = write_response(&mut stream, &response, truncate) {

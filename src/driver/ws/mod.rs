@@ -1,0 +1,19 @@
+//! The push channel's transport (not wired into the drivers yet; see ARCHITECTURE.md, "Push channel (plan)"):
+//! a strict, synchronous RFC 6455 client ([`client`]), its framing ([`frame`], shared with the emulator's
+//! server side), and Shelly JSON-RPC over it ([`rpc`]: calls with in-frame digest auth, typed notifications).
+
+pub mod client;
+pub mod frame;
+pub mod rpc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use sha1::{Digest as _, Sha1};
+
+/// The `Sec-WebSocket-Accept` value for a `Sec-WebSocket-Key` (RFC 6455 §4.2.2).
+pub fn accept_key(key: &str) -> String {
+    let mut h = Sha1::new();
+    h.update(key.as_bytes());
+    h.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    BASE64.encode(h.finalize())
+}

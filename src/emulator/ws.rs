@@ -1,0 +1,393 @@
+//! Gen2+ WebSocket RPC (`GET /rpc` with `Upgrade: websocket`): the server side of RFC 6455 (the framing is
+//! the client's, `crate::driver::ws::frame`), request frames answered by the same dispatcher as `POST /rpc`
+//! (with in-frame digest auth), and notifications pushed to every client that has sent a request with a `src`:
+//! `NotifyStatus` with the changed fields whenever the emulated state changes, `NotifyEvent` for fired events.
+//!
+//! Each connection has a reader thread (requests, pings, close) and a writer thread (answers and
+//! notifications from a bounded queue: a client that does not read loses notifications, never blocks the
+//! device). Faults: [`WsHub::drop_all`] cuts every connection without a close frame; [`WsHub::set_stalled`]
+//! makes connections stop reading and writing until released.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use serde_json::{Map, Value, json};
+
+use super::device::Device;
+use super::server::{Request, Response};
+use super::state::DeviceState;
+use super::{auth, components, rpc};
+use crate::driver::ws::accept_key;
+use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
+
+/// Frames waiting for a client's writer; notifications beyond it are dropped.
+const QUEUE: usize = 64;
+/// Connections per device (real devices allow a handful).
+const MAX_CLIENTS: usize = 16;
+/// How long a blocked write may take before the connection is given up.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Status keys that change with time alone: not worth a notification.
+const VOLATILE: &[&str] = &["aenergy", "ret_aenergy"];
+/// Threads only parse small frames.
+const STACK: usize = 256 * 1024;
+
+struct Client {
+    id: u64,
+    tx: Sender<Vec<u8>>,
+    /// For cutting the connection from outside.
+    stream: TcpStream,
+    /// The `src` of its first request: notifications go to subscribed clients only, addressed to it.
+    src: Arc<Mutex<Option<String>>>,
+}
+
+/// The WebSocket side of one device.
+#[derive(Default)]
+pub(crate) struct WsHub {
+    clients: Mutex<Vec<Client>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The status last notified (for diffs); `None` while nobody is subscribed.
+    last: Mutex<Option<Map<String, Value>>>,
+    /// Set while somebody is subscribed: the cheap check on every state change.
+    subscribed: AtomicBool,
+    stalled: Mutex<bool>,
+    unstalled: Condvar,
+    stopping: AtomicBool,
+    next_id: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl WsHub {
+    /// Connections open now.
+    pub(crate) fn connections(&self) -> usize {
+        lock(&self.clients).len()
+    }
+
+    /// Cuts every connection (no close frame), as a device that reboots or loses Wi-Fi.
+    pub(crate) fn drop_all(&self) {
+        for c in lock(&self.clients).drain(..) {
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+        self.refresh_subscribed();
+    }
+
+    /// Stalls (or releases) every connection: nothing is read or written meanwhile.
+    pub(crate) fn set_stalled(&self, on: bool) {
+        *lock(&self.stalled) = on;
+        self.unstalled.notify_all();
+    }
+
+    fn wait_unstalled(&self) {
+        let mut g = lock(&self.stalled);
+        while *g && !self.stopping.load(Ordering::SeqCst) {
+            g = self.unstalled.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Ends every connection and joins its threads (the emulator stops).
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.set_stalled(false);
+        self.drop_all();
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    fn refresh_subscribed(&self) {
+        let any = lock(&self.clients).iter().any(|c| lock(&c.src).is_some());
+        if !any {
+            *lock(&self.last) = None;
+        }
+        self.subscribed.store(any, Ordering::SeqCst);
+    }
+
+    fn remove(&self, id: u64) {
+        lock(&self.clients).retain(|c| c.id != id);
+        self.refresh_subscribed();
+    }
+
+    /// Sends a notification frame to every subscribed client (never blocks: a full queue drops it).
+    fn broadcast(&self, device_id: &str, method: &str, params: &Value) {
+        for c in lock(&self.clients).iter() {
+            let Some(src) = lock(&c.src).clone() else {
+                continue;
+            };
+            let frame = json!({"src": device_id, "dst": src, "method": method, "params": params});
+            let text = Response::json_whole(200, &frame).body;
+            let wire = frame::encode(Opcode::Text, true, &text, None);
+            if let Err(TrySendError::Full(_)) = c.tx.try_send(wire) {
+                log::debug!("emulator: a WebSocket client is not reading; notification dropped");
+            }
+        }
+    }
+
+    /// Called with the state lock held after every access to the state: notifies what changed.
+    pub(crate) fn on_state(&self, dev: &Device, s: &DeviceState) {
+        if !self.subscribed.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = comparable(components::status(dev, s));
+        let mut last = lock(&self.last);
+        let Some(prev) = last.as_ref() else {
+            *last = Some(now);
+            return;
+        };
+        let mut changed = Map::new();
+        for (key, value) in &now {
+            let Value::Object(fields) = value else {
+                continue;
+            };
+            let before = prev.get(key).and_then(Value::as_object);
+            let mut diff = Map::new();
+            for (k, v) in fields {
+                if before.and_then(|b| b.get(k)) != Some(v) {
+                    diff.insert(k.clone(), v.clone());
+                }
+            }
+            if !diff.is_empty() {
+                if let Some(id) = fields.get("id") {
+                    diff.insert("id".into(), id.clone());
+                }
+                changed.insert(key.clone(), Value::Object(diff));
+            }
+        }
+        *last = Some(now);
+        drop(last);
+        if changed.is_empty() {
+            return;
+        }
+        changed.insert("ts".into(), json!(round2(dev.clock.unix())));
+        self.broadcast(&dev.ident.id, "NotifyStatus", &Value::Object(changed));
+    }
+
+    /// A fired event (webhook form `input.button_push`, component id).
+    pub(crate) fn on_event(&self, dev: &Device, event: &str, cid: usize) {
+        if !self.subscribed.load(Ordering::SeqCst) {
+            return;
+        }
+        let (kind, name) = event.split_once('.').unwrap_or(("sys", event));
+        let name = match name {
+            "button_push" => "single_push",
+            "button_doublepush" => "double_push",
+            "button_triplepush" => "triple_push",
+            "button_longpush" => "long_push",
+            other => other,
+        };
+        let ts = round2(dev.clock.unix());
+        let events =
+            json!([{"component": format!("{kind}:{cid}"), "id": cid, "event": name, "ts": ts}]);
+        self.broadcast(
+            &dev.ident.id,
+            "NotifyEvent",
+            &json!({"ts": ts, "events": events}),
+        );
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The status without what changes by itself (`sys`, energy counters and data components).
+fn comparable(mut status: Map<String, Value>) -> Map<String, Value> {
+    status.retain(|k, _| k != "sys" && !k.starts_with("emdata") && !k.starts_with("em1data"));
+    for v in status.values_mut() {
+        if let Value::Object(o) = v {
+            o.retain(|k, _| !VOLATILE.contains(&k.as_str()));
+        }
+    }
+    status
+}
+
+/// Whether a request asks for a WebSocket upgrade.
+pub(crate) fn is_upgrade(req: &Request) -> bool {
+    req.header("upgrade")
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// Answers an upgrade request on `/rpc` and starts the connection's threads; anything wrong gets a 400.
+pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
+    let key = req.header("sec-websocket-key").unwrap_or("");
+    let connection_ok = req.header("connection").is_some_and(|v| {
+        v.split(',')
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+    });
+    let valid = req.method == "GET"
+        && req.path == "/rpc"
+        && connection_ok
+        && req.header("sec-websocket-version") == Some("13")
+        && key.len() == 24;
+    let full = dev.ws.connections() >= MAX_CLIENTS || dev.ws.stopping.load(Ordering::SeqCst);
+    if !valid || full {
+        let status = if valid {
+            "503 Service Unavailable"
+        } else {
+            "400 Bad Request"
+        };
+        let _ = write!(
+            stream,
+            "HTTP/1.1 {status}\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        return;
+    }
+    let answer = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+        accept_key(key)
+    );
+    let _ = stream.set_read_timeout(None);
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    if stream.write_all(answer.as_bytes()).is_err() {
+        return;
+    }
+    let (Ok(reader), Ok(cut)) = (stream.try_clone(), stream.try_clone()) else {
+        return;
+    };
+    let (tx, rx) = crossbeam_channel::bounded(QUEUE);
+    let id = dev.ws.next_id.fetch_add(1, Ordering::Relaxed);
+    let src = Arc::new(Mutex::new(None));
+    lock(&dev.ws.clients).push(Client {
+        id,
+        tx: tx.clone(),
+        stream: cut,
+        src: Arc::clone(&src),
+    });
+    let port = dev.port;
+    let d = Arc::clone(&dev);
+    let writer = std::thread::Builder::new()
+        .name(format!("sd-emu-ws-{port}"))
+        .stack_size(STACK)
+        .spawn(move || write_loop(&d, stream, &rx));
+    let d = Arc::clone(&dev);
+    let reader = std::thread::Builder::new()
+        .name(format!("sd-emu-ws-{port}"))
+        .stack_size(STACK)
+        .spawn(move || {
+            read_loop(&d, reader, &tx, &src);
+            d.ws.remove(id);
+        });
+    let mut threads = lock(&dev.ws.threads);
+    // Finished threads are joined as new ones come, so the list stays short.
+    let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut *threads)
+        .into_iter()
+        .partition(JoinHandle::is_finished);
+    *threads = running;
+    threads.extend(writer.ok());
+    threads.extend(reader.ok());
+    drop(threads);
+    for t in done {
+        let _ = t.join();
+    }
+}
+
+fn write_loop(dev: &Device, mut stream: TcpStream, rx: &Receiver<Vec<u8>>) {
+    // Ends when every sender is gone (the reader ended and the client left the hub).
+    for wire in rx {
+        dev.ws.wait_unstalled();
+        if stream.write_all(&wire).is_err() {
+            break;
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+fn read_loop(
+    dev: &Device,
+    mut stream: TcpStream,
+    tx: &Sender<Vec<u8>>,
+    src: &Mutex<Option<String>>,
+) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut asm = Assembler::default();
+    let mut chunk = [0u8; 8192];
+    loop {
+        dev.ws.wait_unstalled();
+        let msg = loop {
+            match frame::decode(&buf, true, MAX_MESSAGE) {
+                Ok(Some((f, used))) => {
+                    buf.drain(..used);
+                    match asm.push(f) {
+                        Ok(Some(m)) => break Ok(m),
+                        Ok(None) => continue,
+                        Err(p) => break Err(p),
+                    }
+                }
+                Ok(None) => {}
+                Err(p) => break Err(p),
+            }
+            match stream.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        };
+        let out = |opcode, payload: &[u8]| {
+            let _ = tx.send(frame::encode(opcode, true, payload, None));
+        };
+        match msg {
+            Err(p) => {
+                out(Opcode::Close, &frame::close_payload(p.close_code(), ""));
+                return;
+            }
+            Ok(Message::Close(code, _)) => {
+                let payload = code
+                    .map(|c| frame::close_payload(c, ""))
+                    .unwrap_or_default();
+                out(Opcode::Close, &payload);
+                return;
+            }
+            Ok(Message::Ping(p)) => out(Opcode::Pong, &p),
+            Ok(Message::Pong(_) | Message::Binary(_)) => {}
+            Ok(Message::Text(t)) => {
+                let answer = answer(dev, &t, src);
+                out(Opcode::Text, &answer);
+            }
+        }
+    }
+}
+
+/// One request frame → its response frame (bytes), counted under `rpc <Method>` like HTTP calls.
+fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Vec<u8> {
+    let Ok(Value::Object(f)) = crate::untrusted_json::parse(text.as_bytes()) else {
+        let e = json!({"id": null, "src": dev.ident.id, "error": {"code": -32700, "message": "Parse error"}});
+        return Response::json_whole(200, &e).body;
+    };
+    let method = f.get("method").and_then(Value::as_str).unwrap_or("");
+    dev.net.count(format!("rpc {method}"));
+    let reply = match auth::guard_frame(dev, &f) {
+        Some(error) => {
+            let mut out = Map::new();
+            out.insert("id".into(), f.get("id").cloned().unwrap_or(Value::Null));
+            out.insert("src".into(), json!(dev.ident.id));
+            if let Some(s) = f.get("src") {
+                out.insert("dst".into(), s.clone());
+            }
+            out.insert("error".into(), error);
+            Value::Object(out)
+        }
+        None => {
+            // Let through (authenticated, or open): from now on the client gets notifications.
+            if let Some(s) = f.get("src").and_then(Value::as_str) {
+                let mut g = lock(src);
+                if g.is_none() {
+                    *g = Some(crate::text::clip(s, 64));
+                    drop(g);
+                    dev.ws.subscribed.store(true, Ordering::SeqCst);
+                    // The status now is what later changes are measured against.
+                    drop(dev.state());
+                }
+            }
+            rpc::answer_frame(dev, &f)
+        }
+    };
+    Response::json_whole(200, &reply).body
+}

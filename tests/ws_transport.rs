@@ -1,0 +1,444 @@
+//! The push channel's transport: the RFC 6455 client and Shelly RPC over it, against the emulator's WebSocket
+//! `/rpc` (calls, pushed notifications, in-frame digest auth, faults) and against a fake server sending
+//! hostile frames. Waits are deadlines on the socket, never fixed sleeps.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use smartdev::ModelLibrary;
+use smartdev::emulator::{AuthMode, DeviceSpec, Emulator, InputType, Press};
+use smartdev::ws::client::{Connection, Timeouts, WsError};
+use smartdev::ws::frame::ProtocolError;
+use smartdev::ws::rpc::{CallError, Notification, RpcSocket};
+
+mod common;
+
+use common::raw_http::{local, request};
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn emulator(spec: DeviceSpec) -> Emulator {
+    Emulator::start(vec![spec], &ModelLibrary::embedded()).unwrap()
+}
+
+fn socket(port: u16, password: Option<&str>, call_timeout: Duration) -> RpcSocket {
+    RpcSocket::connect(
+        local(port),
+        "127.0.0.1",
+        "ws-test",
+        password,
+        Timeouts::default(),
+        call_timeout,
+    )
+    .unwrap()
+}
+
+/// The first notification `pick` accepts, reading until the hang guard.
+fn wait_for<T>(s: &mut RpcSocket, mut pick: impl FnMut(&Notification) -> Option<T>) -> T {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        match s.next_notification(deadline) {
+            Ok(Some(n)) => {
+                if let Some(t) = pick(&n) {
+                    return t;
+                }
+            }
+            Ok(None) => panic!("no matching notification in {LIMIT:?}"),
+            Err(e) => panic!("socket failed: {e}"),
+        }
+    }
+}
+
+#[test]
+fn get_status_and_switch_set_over_the_socket() {
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    let mut s = socket(emu.port(0), None, LIMIT);
+    let status = s.call("Shelly.GetStatus", None).unwrap();
+    assert_eq!(status["switch:0"]["output"], json!(false));
+    let info = s.call("Shelly.GetDeviceInfo", None).unwrap();
+    assert_eq!(info["id"], json!(emu.device_id(0)));
+    let r = s
+        .call("Switch.Set", Some(json!({"id": 0, "on": true})))
+        .unwrap();
+    assert_eq!(r, json!({"was_on": false}));
+    assert!(emu.output(0, 0));
+    // The device's own errors come back as RPC errors; the connection stays usable.
+    match s.call("Switch.Set", Some(json!({"id": 7, "on": true}))) {
+        Err(CallError::Rpc { code: -105, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.call("Switch.GetStatus", Some(json!({"id": 0}))).unwrap()["output"],
+        json!(true)
+    );
+    let counts = emu.counts(0);
+    assert_eq!(counts.get("ws /rpc"), Some(&1));
+    assert_eq!(counts.get("rpc Switch.Set"), Some(&2));
+    assert_eq!(emu.ws_connections(0), 1);
+    s.close();
+    assert!(common::eventually(LIMIT, || emu.ws_connections(0) == 0));
+}
+
+#[test]
+fn switching_by_the_admin_api_pushes_notify_status() {
+    let emu = emulator(DeviceSpec::new("Shelly2PMG3"));
+    let mut s = socket(emu.port(0), None, LIMIT);
+    // Notifications start after a request with our src.
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    let r = request(
+        emu.admin_port(),
+        "POST",
+        "/devices/0/output?id=1&state=true",
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (ts, sw) = wait_for(&mut s, |n| match n {
+        Notification::Status { ts, components } => {
+            components.get("switch:1").map(|c| (*ts, c.clone()))
+        }
+        _ => None,
+    });
+    assert_eq!(sw["output"], json!(true));
+    assert_eq!(sw["id"], json!(1));
+    assert!(ts.is_some_and(|t| t > 1.6e9), "{ts:?}");
+    // Only what changed: switch:0 is not part of a notification about switch:1.
+    emu.set_load(0, 1, 250.0);
+    let apower = wait_for(&mut s, |n| match n {
+        Notification::Status { components, .. } => {
+            assert!(!components.contains_key("switch:0"), "{components:?}");
+            components.get("switch:1")?.get("apower").cloned()
+        }
+        _ => None,
+    });
+    assert_eq!(apower, json!(250));
+}
+
+#[test]
+fn fired_events_push_notify_event() {
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    emu.set_input_type(0, 0, InputType::Button);
+    let mut s = socket(emu.port(0), None, LIMIT);
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    emu.press_button(0, 0, Press::Double).unwrap();
+    let ev = wait_for(&mut s, |n| match n {
+        Notification::Event { events, .. } => events.first().cloned(),
+        _ => None,
+    });
+    assert_eq!((ev.component.as_str(), ev.id), ("input:0", Some(0)));
+    assert_eq!(ev.event, "double_push");
+}
+
+#[test]
+fn a_client_without_src_gets_no_notifications() {
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    let mut c =
+        Connection::connect(local(emu.port(0)), "127.0.0.1", "/rpc", Timeouts::default()).unwrap();
+    c.send_text(r#"{"id": 1, "method": "Shelly.GetDeviceInfo"}"#)
+        .unwrap();
+    let answer: Value =
+        serde_json::from_str(&c.recv(Instant::now() + LIMIT).unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], json!(1));
+    emu.set_output(0, 0, true);
+    // The device writes in order: a notification would come before the answer to a later request.
+    c.send_text(r#"{"id": 2, "method": "Switch.GetStatus", "params": {"id": 0}}"#)
+        .unwrap();
+    let next: Value =
+        serde_json::from_str(&c.recv(Instant::now() + LIMIT).unwrap().unwrap()).unwrap();
+    assert_eq!(next["id"], json!(2), "{next}");
+    assert_eq!(next["result"]["output"], json!(true));
+    // Pings are answered.
+    c.ping(b"x").unwrap();
+    c.send_text(r#"{"id": 3, "method": "Shelly.GetDeviceInfo"}"#)
+        .unwrap();
+    assert!(c.recv(Instant::now() + LIMIT).unwrap().is_some());
+    assert!(c.last_pong().is_some());
+    c.close();
+}
+
+#[test]
+fn digest_auth_inside_the_frame() {
+    let mut spec = DeviceSpec::new("ShellyPlus1PM");
+    spec.password = Some("s3cret".into());
+    let emu = emulator(spec);
+    // Open without auth.
+    let mut anon = socket(emu.port(0), None, LIMIT);
+    assert!(anon.call("Shelly.GetDeviceInfo", None).is_ok());
+    assert!(matches!(
+        anon.call("Shelly.GetStatus", None),
+        Err(CallError::AuthMissing)
+    ));
+    let mut good = socket(emu.port(0), Some("s3cret"), LIMIT);
+    for _ in 0..3 {
+        assert!(good.call("Shelly.GetStatus", None).unwrap()["switch:0"].is_object());
+    }
+    let stats = emu.auth_stats(0);
+    assert_eq!(stats.accepted, 3, "{stats:?}");
+    // One challenge for the anonymous call, one for the first authenticated one; the nonce is then reused.
+    assert_eq!(stats.challenges, 2, "{stats:?}");
+    let mut bad = socket(emu.port(0), Some("wrong"), LIMIT);
+    match bad.call("Switch.Set", Some(json!({"id": 0, "on": true}))) {
+        Err(e @ CallError::AuthRefused) => assert!(e.to_string().contains("wrong password")),
+        other => panic!("{other:?}"),
+    }
+    assert!(!emu.output(0, 0));
+    // A refused client is not subscribed: nothing is pushed to it before the answer to a later request.
+    emu.set_output(0, 0, true);
+    bad.call("Shelly.GetDeviceInfo", None).unwrap();
+    assert_eq!(bad.next_notification(Instant::now()).unwrap(), None);
+}
+
+#[test]
+fn digest_auth_with_pre_2_0_numeric_nonces() {
+    let mut spec = DeviceSpec::new("ShellyPlus1PM");
+    spec.password = Some("pw".into());
+    spec.auth_mode = AuthMode::Fw1;
+    let emu = emulator(spec);
+    let mut s = socket(emu.port(0), Some("pw"), LIMIT);
+    // Each nonce is good once: every call is challenged and answered.
+    for _ in 0..2 {
+        s.call("Switch.Set", Some(json!({"id": 0, "on": true})))
+            .unwrap();
+    }
+    assert_eq!(emu.auth_stats(0).accepted, 2);
+}
+
+#[test]
+fn a_dropped_connection_is_noticed() {
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    let mut s = socket(emu.port(0), None, LIMIT);
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    emu.drop_ws(0);
+    match s.next_notification(Instant::now() + LIMIT) {
+        Err(CallError::Ws(WsError::Dropped { .. } | WsError::Io(_))) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(s.connection().is_broken());
+    assert!(matches!(
+        s.call("Shelly.GetStatus", None),
+        Err(CallError::Ws(WsError::Broken))
+    ));
+    // The admin endpoint drops connections too.
+    let mut s = socket(emu.port(0), None, LIMIT);
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    let r = request(emu.admin_port(), "POST", "/devices/0/ws?action=drop", None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(s.next_notification(Instant::now() + LIMIT).is_err());
+}
+
+#[test]
+fn a_stalled_connection_times_out_and_recovers() {
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    let mut s = socket(emu.port(0), None, Duration::from_millis(300));
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    emu.stall_ws(0, true);
+    assert!(matches!(
+        s.call("Shelly.GetStatus", None),
+        Err(CallError::Timeout)
+    ));
+    emu.stall_ws(0, false);
+    // The late answer to the timed-out call is skipped; this call gets its own.
+    let info = s.call("Shelly.GetDeviceInfo", None);
+    assert_eq!(info.unwrap()["id"], json!(emu.device_id(0)));
+}
+
+#[test]
+fn gen1_devices_do_not_upgrade() {
+    let emu = emulator(DeviceSpec::new("Shelly1PM"));
+    match Connection::connect(local(emu.port(0)), "127.0.0.1", "/rpc", Timeouts::default()) {
+        Err(WsError::Handshake(m)) => assert!(m.contains("instead of 101"), "{m}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
+// ---- a fake server sending hostile bytes ----
+
+/// Accepts one connection, answers the handshake (with `accept` or the right key), then sends `bytes` and
+/// keeps the socket open until the client goes (or closes it when `close`).
+fn fake_server(bytes: Vec<u8>, wrong_accept: bool, close: bool) -> (SocketAddr, JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b).unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(b[0]);
+        }
+        let text = String::from_utf8_lossy(&head).into_owned();
+        let key = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+            .unwrap()
+            .trim()
+            .to_string();
+        let accept = if wrong_accept {
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_string()
+        } else {
+            smartdev::ws::accept_key(&key)
+        };
+        let _ = write!(
+            s,
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+        );
+        let _ = s.write_all(&bytes);
+        if close {
+            return;
+        }
+        // Until the client closes.
+        let mut sink = [0u8; 1024];
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    (addr, t)
+}
+
+fn recv_from_fake(bytes: Vec<u8>, close: bool) -> (WsError, usize) {
+    let (addr, t) = fake_server(bytes, false, close);
+    let mut c = Connection::connect(addr, "fake", "/rpc", Timeouts::default()).unwrap();
+    let e = loop {
+        match c.recv(Instant::now() + LIMIT) {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("no error in time"),
+            Err(e) => break e,
+        }
+    };
+    let held = c.buffered();
+    drop(c);
+    t.join().unwrap();
+    (e, held)
+}
+
+#[test]
+fn hostile_frames_give_clean_errors() {
+    // 2^62 bytes declared: refused from the header, nothing buffered beyond it.
+    let mut huge = vec![0x81, 127];
+    huge.extend_from_slice(&(1u64 << 62).to_be_bytes());
+    huge.extend_from_slice(&[b'x'; 4096]);
+    let (e, held) = recv_from_fake(huge, false);
+    assert!(
+        matches!(e, WsError::Protocol(ProtocolError::TooLarge(n)) if n == 1 << 62),
+        "{e:?}"
+    );
+    assert!(held < 16 * 1024, "{held}");
+    // Just over 1 MiB.
+    let mut over = vec![0x81, 127];
+    over.extend_from_slice(&(1024u64 * 1024 + 1).to_be_bytes());
+    let (e, _) = recv_from_fake(over, false);
+    assert!(
+        matches!(e, WsError::Protocol(ProtocolError::TooLarge(_))),
+        "{e:?}"
+    );
+    // Fragments adding up to more than 1 MiB.
+    let mut frags = vec![0x01, 127];
+    frags.extend_from_slice(&(1024u64 * 1024).to_be_bytes());
+    frags.extend(std::iter::repeat_n(b'a', 1024 * 1024));
+    frags.extend_from_slice(&[0x80, 1, b'a']);
+    let (e, _) = recv_from_fake(frags, false);
+    assert!(
+        matches!(e, WsError::Protocol(ProtocolError::TooLarge(_))),
+        "{e:?}"
+    );
+    // A server must not mask.
+    let (e, _) = recv_from_fake(vec![0x81, 0x81, 1, 2, 3, 4, b'x'], false);
+    assert!(
+        matches!(e, WsError::Protocol(ProtocolError::Masking)),
+        "{e:?}"
+    );
+    let (e, _) = recv_from_fake(vec![0x83, 0], false);
+    assert!(
+        matches!(e, WsError::Protocol(ProtocolError::BadOpcode(3))),
+        "{e:?}"
+    );
+    let (e, _) = recv_from_fake(vec![0xA1, 0], false);
+    assert!(
+        matches!(e, WsError::Protocol(ProtocolError::Reserved)),
+        "{e:?}"
+    );
+    let (e, _) = recv_from_fake(vec![0x81, 2, 0xff, 0xfe], false);
+    assert!(matches!(e, WsError::Protocol(ProtocolError::Utf8)), "{e:?}");
+    // Truncated: 100 bytes announced, 10 sent, then the server leaves.
+    let mut cut = vec![0x81, 100];
+    cut.extend_from_slice(&[b'x'; 10]);
+    let (e, _) = recv_from_fake(cut, true);
+    assert!(matches!(e, WsError::Dropped { mid_frame: true }), "{e:?}");
+    // A clean close from the server.
+    let (e, _) = recv_from_fake(vec![0x88, 4, 0x03, 0xe8, b'o', b'k'], false);
+    match e {
+        WsError::Closed { code, reason } => assert_eq!((code, reason.as_str()), (Some(1000), "ok")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_wrong_accept_key_fails_the_handshake() {
+    let (addr, t) = fake_server(Vec::new(), true, true);
+    match Connection::connect(addr, "fake", "/rpc", Timeouts::default()) {
+        Err(WsError::Handshake(m)) => assert!(m.contains("Accept"), "{m}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    t.join().unwrap();
+}
+
+#[test]
+fn pings_from_the_server_are_answered() {
+    // The server pings, then sends a text; the client answers the pong on the way to the text.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(s.read(&mut b).unwrap(), 1);
+            head.push(b[0]);
+        }
+        let text = String::from_utf8_lossy(&head).into_owned();
+        let key = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+            .unwrap()
+            .trim()
+            .to_string();
+        write!(
+            s,
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+            smartdev::ws::accept_key(&key)
+        )
+        .unwrap();
+        s.write_all(&[0x89, 2, b'h', b'i', 0x81, 2, b'o', b'k'])
+            .unwrap();
+        // The pong: masked, payload "hi".
+        let mut pong = [0u8; 8];
+        s.read_exact(&mut pong).unwrap();
+        assert_eq!(pong[0], 0x8A);
+        assert_eq!(pong[1], 0x82);
+        let mask = [pong[2], pong[3], pong[4], pong[5]];
+        assert_eq!([pong[6] ^ mask[0], pong[7] ^ mask[1]], *b"hi");
+    });
+    let mut c = Connection::connect(addr, "fake", "/rpc", Timeouts::default()).unwrap();
+    assert_eq!(
+        c.recv(Instant::now() + LIMIT).unwrap().as_deref(),
+        Some("ok")
+    );
+    t.join().unwrap();
+}
+
+#[test]
+fn a_cover_move_pushes_its_state() {
+    let mut spec = DeviceSpec::new("Shelly2PMG3");
+    spec.profile = Some("cover".into());
+    let emu = emulator(spec);
+    emu.set_cover_calibrated(0, 0, true);
+    let mut s = socket(emu.port(0), None, LIMIT);
+    s.call("Cover.Open", Some(json!({"id": 0}))).unwrap();
+    let state = wait_for(&mut s, |n| match n {
+        Notification::Status { components, .. } => components.get("cover:0")?.get("state").cloned(),
+        _ => None,
+    });
+    assert_eq!(state, json!("opening"));
+}
