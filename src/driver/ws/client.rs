@@ -2,7 +2,7 @@
 //! `Sec-WebSocket-Accept`), masked frames out, bounded buffering in, pings answered, the close handshake.
 //!
 //! Received bytes wait in one buffer that never holds more than one frame's header, its payload (at most
-//! [`MAX_MESSAGE`]) and one read chunk: [`decode`] refuses an oversized frame from its header. A read that times
+//! `MAX_MESSAGE`, 1 MiB) and one read chunk: `frame::decode` refuses an oversized frame from its header. A read that times
 //! out keeps what arrived, so a deadline never splits a frame. After any error the connection is broken and
 //! every later call fails at once.
 

@@ -267,7 +267,7 @@ pub enum Message {
     Close(Option<u16>, String),
 }
 
-/// Joins fragments into messages, bounded by [`MAX_MESSAGE`] in total.
+/// Joins fragments into messages, bounded by `MAX_MESSAGE` (1 MiB) in total.
 #[derive(Debug, Default)]
 pub struct Assembler {
     partial: Option<(Opcode, Vec<u8>)>,

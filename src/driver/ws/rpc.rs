@@ -2,7 +2,7 @@
 //! plus notifications the device pushes once we have sent a request with our `src`.
 //!
 //! A call sends `{"id","src","method","params"}` and reads until the response with that id; every notification
-//! read meanwhile is parsed into a [`Notification`] and queued (at most [`MAX_QUEUED`]; the oldest go first and
+//! read meanwhile is parsed into a [`Notification`] and queued (at most `MAX_QUEUED`, 256; the oldest go first and
 //! are counted), answers to ids we no longer wait for are skipped. Authentication is inside the frame: error
 //! 401 carries a JSON challenge in its `message`; the request is sent again with an `auth` object (HA2 is the
 //! hash of `dummy_method:dummy_uri`, as Shelly defines it for frames). The nonce is kept and reused with a
