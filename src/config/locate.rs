@@ -88,16 +88,15 @@ pub(crate) fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
                     from = j + 1;
                     to = block_end(j + 1, key_indent);
                     parent = key_indent;
-                    // `key: value` on the same line: deeper steps are in that value.
-                    if !content(lines[j])[pat.len()..].trim().is_empty()
-                        && content(lines[j]).trim_start_matches("- ").len() > pat.len()
-                    {
-                        let rest = content(lines[j]).trim_start_matches("- ")[pat.len()..].trim();
-                        if rest.starts_with('{') || rest.starts_with('[') {
-                            from = j;
-                            to = j + 1;
-                            parent = -1;
-                        }
+                    // `key: {...}` or `key: [...]` on the same line: deeper steps are in that value. The key was
+                    // found at the start of the line's body, so cutting after it is at a character boundary.
+                    let c = content(lines[j]);
+                    let body = c.strip_prefix("- ").unwrap_or(c);
+                    let rest = body.get(pat.len()..).unwrap_or("").trim();
+                    if rest.starts_with('{') || rest.starts_with('[') {
+                        from = j;
+                        to = j + 1;
+                        parent = -1;
                     }
                 }
             }
@@ -132,7 +131,13 @@ pub(crate) fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
             }
         }
     }
-    found
+    // Columns count characters, not bytes.
+    found.map(|(line, byte)| {
+        let chars = lines[line - 1]
+            .get(..byte - 1)
+            .map_or(byte, |s| s.chars().count() + 1);
+        (line, chars)
+    })
 }
 
 /// The byte position of `key:` inside a flow mapping on a line (`{Name: a, Colour: red}`).
@@ -176,6 +181,37 @@ SmartDevices:
         );
         assert_eq!(locate(DOC, "SmartDevices.Devices[1]"), Some((7, 5)));
         assert_eq!(locate(DOC, "Nope.Key"), None);
+        // Keys in any script: no cut inside a character, columns count characters.
+        let doc = "éé:\n  ñ: 1\n  ü: [{ä: 2}]\n";
+        assert_eq!(locate(doc, "éé.ü"), Some((3, 3)));
+        assert_eq!(locate(doc, "éé.ü[0].ä"), Some((3, 8)));
         assert_eq!(locate(DOC, ""), None);
+    }
+
+    #[test]
+    fn hostile_text_and_paths_never_panic() {
+        let texts = [
+            "",
+            "\u{0}:\n\t- :\n",
+            "a:\n- - - x\n  - [\n",
+            "é: {é: [{é: é}]}\n😀:\n  - 😀: 1\n",
+            "a: b: c:\n  :\n    - {,: :}\n",
+        ];
+        let paths = [
+            "a",
+            "a[0]",
+            "a[99999999999999999999]",
+            "é.é[0].é",
+            "😀[0].😀",
+            "[",
+            "a.",
+            ".[0]",
+            "a[x]",
+        ];
+        for t in texts {
+            for p in paths {
+                let _ = locate(t, p);
+            }
+        }
     }
 }
