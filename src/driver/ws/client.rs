@@ -358,6 +358,11 @@ impl Connection {
         let _ = self.stream.shutdown(Shutdown::Both);
     }
 
+    /// A second handle on the socket, for another thread to shut it down (a blocked `recv` then returns).
+    pub fn shutdown_handle(&self) -> io::Result<TcpStream> {
+        self.stream.try_clone()
+    }
+
     /// Whether an error ended this connection.
     pub fn is_broken(&self) -> bool {
         self.broken

@@ -1,0 +1,152 @@
+//! The push channel (`Channel: auto`) against the emulator's WebSocket RPC: notifications reach the snapshot
+//! and the event queue without any refresh, once even with webhooks on, and a dropped socket comes back.
+
+mod common;
+
+use std::time::Duration;
+
+use common::emu::{self, Emulated};
+use common::eventually;
+use smartdev::emulator::DeviceSpec;
+use smartdev::{Controller, EventChannel, Identity};
+
+const LIMIT: Duration = Duration::from_secs(10);
+const BLOCK: &str = "Name: Hall, Model: ShellyPlus1PM, Inputs: [{Name: Hall In, Webhooks: true}], Outputs: [{Name: Hall Light, Webhooks: true}]";
+const AUTO: &str = "  Channel: auto\n";
+const AUTO_AND_HOOKS: &str = "  Channel: auto
+  ShellyWebhooks:
+    Enabled: true
+    Port: 0
+    DefaultWebhooks:
+      Inputs: [input.toggle_on, input.toggle_off]
+";
+
+fn light(ctl: &Controller) -> Option<bool> {
+    ctl.output(Identity::name("Hall Light")).unwrap().state
+}
+
+fn subscribed(e: &Emulated) {
+    assert!(
+        eventually(LIMIT, || e.emu.ws_subscribed(0) == 1),
+        "the push channel subscribes"
+    );
+}
+
+#[test]
+fn an_admin_switch_reaches_the_snapshot_without_a_refresh() {
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
+    subscribed(&e);
+    assert_eq!(light(&e.ctl), Some(false));
+    for on in [true, false, true] {
+        e.emu.set_output(0, 0, on);
+        assert!(eventually(LIMIT, || light(&e.ctl) == Some(on)), "{on}");
+    }
+    e.ctl.close();
+}
+
+#[test]
+fn http_channel_opens_no_socket() {
+    let e = emu::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &["ID: 4343, Name: Hall, Model: ShellyPlus1PM"],
+        "  Channel: http\n",
+    );
+    assert!(common::threads_named("sd-push-4343").is_empty());
+    assert_eq!(e.emu.ws_connections(0), 0);
+    e.ctl.close();
+}
+
+#[test]
+fn a_fired_event_arrives_once_over_the_socket() {
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
+    subscribed(&e);
+    e.emu.set_input(0, 0, true);
+    assert_eq!(e.emu.fire_event(0, "input.toggle_on", 0), 0, "no webhooks");
+    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().waiting == 1));
+    let ev = e.ctl.pull_webhook_event().unwrap();
+    assert_eq!(ev.channel, EventChannel::Push);
+    assert_eq!(ev.event, "input.toggle_on");
+    assert_eq!((ev.device.as_str(), ev.device_id), ("Hall", Some(1)));
+    assert_eq!(ev.component, "Hall In");
+    assert_eq!(ev.object_type.as_deref(), Some("input"));
+    assert_eq!(ev.source, "127.0.0.1");
+    let json = serde_json::to_value(&ev).unwrap();
+    assert_eq!(json["Channel"], "push");
+    assert!(eventually(LIMIT, || e
+        .ctl
+        .input(Identity::name("Hall In"))
+        .unwrap()
+        .state
+        == Some(true)));
+    e.ctl.close();
+}
+
+#[test]
+fn with_webhooks_too_each_event_is_queued_once() {
+    let e = emu::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &[BLOCK],
+        AUTO_AND_HOOKS,
+    );
+    subscribed(&e);
+    assert!(
+        eventually(LIMIT, || e.emu.webhooks(0).len() >= 2),
+        "{:?}",
+        e.emu.webhooks(0)
+    );
+    e.emu.set_input(0, 0, true);
+    assert_eq!(e.emu.fire_event(0, "input.toggle_on", 0), 1, "the webhook");
+    // Both copies arrived once one was dropped as the other's twin.
+    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().duplicates == 1));
+    assert_eq!(e.ctl.webhook_queue_stats().waiting, 1);
+    // A second real event is a second event, not a duplicate of the first.
+    e.emu.set_input(0, 0, false);
+    assert_eq!(e.emu.fire_event(0, "input.toggle_off", 0), 1);
+    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().duplicates == 2));
+    assert_eq!(e.ctl.webhook_queue_stats().waiting, 2);
+    let events: Vec<_> = std::iter::from_fn(|| e.ctl.pull_webhook_event())
+        .map(|ev| ev.event)
+        .collect();
+    assert_eq!(events, ["input.toggle_on", "input.toggle_off"]);
+    e.ctl.close();
+}
+
+#[test]
+fn a_dropped_socket_reconnects_and_what_changed_meanwhile_is_seen() {
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
+    subscribed(&e);
+    assert_eq!(light(&e.ctl), Some(false));
+    e.emu.drop_ws(0);
+    // Nobody listens now: the change can only be seen by the read after the reconnect.
+    e.emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || e.emu.ws_subscribed(0) == 1));
+    assert!(eventually(LIMIT, || light(&e.ctl) == Some(true)));
+    assert!(e.ctl.device("Hall").unwrap().online);
+    // And pushes flow again.
+    e.emu.set_output(0, 0, false);
+    assert!(eventually(LIMIT, || light(&e.ctl) == Some(false)));
+    e.ctl.close();
+}
+
+#[test]
+fn a_device_with_a_password_authenticates_in_the_frame() {
+    let mut spec = DeviceSpec::new("ShellyPlus1PM");
+    spec.password = Some("s3cret".into());
+    let block = format!("{BLOCK}, Password: s3cret");
+    let e = emu::start(vec![spec], &[&block], AUTO);
+    subscribed(&e);
+    e.emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || light(&e.ctl) == Some(true)));
+    e.ctl.close();
+}
+
+#[test]
+fn close_joins_the_push_thread() {
+    let block = format!("ID: 4242, {BLOCK}");
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[&block], AUTO);
+    subscribed(&e);
+    assert_eq!(common::threads_named("sd-push-4242").len(), 1);
+    e.ctl.close();
+    assert!(common::threads_named("sd-push-4242").is_empty());
+    assert!(eventually(LIMIT, || e.emu.ws_connections(0) == 0));
+}
