@@ -150,3 +150,27 @@ fn close_joins_the_push_thread() {
     assert!(common::threads_named("sd-push-4242").is_empty());
     assert!(eventually(LIMIT, || e.emu.ws_connections(0) == 0));
 }
+
+#[test]
+fn channel_is_validated_in_both_layouts_and_per_device() {
+    use smartdev::{Channel, Settings};
+    for root in ["ShellyDevices", "SCSmartDevices"] {
+        let s = Settings::from_yaml_str(&format!(
+            "{root}:\n  Channel: auto\n  Devices:\n    - {{Model: ShellyPlus1PM, Hostname: 10.0.0.2, Channel: http}}\n    - {{Model: ShellyPlus1PM, Hostname: 10.0.0.3}}\n"
+        ))
+        .unwrap();
+        assert_eq!(s.channel, Channel::Auto, "{root}");
+        assert_eq!(s.devices[0].channel, Some(Channel::Http));
+        assert_eq!(s.devices[1].channel, None);
+        assert!(
+            s.devices[0].custom.is_empty(),
+            "Channel is no custom attribute"
+        );
+        let e = Settings::from_yaml_str(&format!("{root}:\n  Channel: always\n  Devices: []\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Channel") && e.contains("auto"), "{e}");
+    }
+    let s = Settings::from_yaml_str("SmartDevices:\n  Devices: []\n").unwrap();
+    assert_eq!(s.channel, Channel::Http, "http stays the default");
+}

@@ -242,9 +242,10 @@ fn subscribed(
         if stop.stopping() {
             return Ok(());
         }
-        let deadline = match ping_sent {
-            Some(at) => at + pong_wait,
-            None => last_traffic + PING_IDLE,
+        let pong = sock.connection().last_pong();
+        let deadline = match heartbeat(Instant::now(), last_traffic, ping_sent, pong, pong_wait) {
+            Beat::Wait(deadline) => deadline,
+            _ => Instant::now(),
         };
         let got = sock
             .next_notification(deadline)
@@ -256,21 +257,55 @@ fn subscribed(
             on_notification(t, ctx, n, source);
             continue;
         }
-        match ping_sent {
-            Some(at) if sock.connection().last_pong().is_some_and(|p| p >= at) => {
+        let pong = sock.connection().last_pong();
+        match heartbeat(now, last_traffic, ping_sent, pong, pong_wait) {
+            Beat::Wait(_) => {}
+            Beat::Alive => {
                 ping_sent = None;
                 last_traffic = now;
             }
-            Some(at) if now >= at + pong_wait => {
-                return Err(format!("no pong within {:.1} s", pong_wait.as_secs_f64()));
-            }
-            Some(_) => {}
-            None if now >= last_traffic + PING_IDLE => {
+            Beat::Ping => {
                 sock.ping().map_err(|e| e.to_string())?;
                 ping_sent = Some(now);
             }
-            None => {}
+            Beat::Dead => {
+                return Err(format!(
+                    "no pong within {:.1} s of a ping",
+                    pong_wait.as_secs_f64()
+                ));
+            }
         }
+    }
+}
+
+/// What the heartbeat does next.
+#[derive(Debug, PartialEq)]
+enum Beat {
+    /// Nothing due before this instant.
+    Wait(Instant),
+    /// The pong to our ping came: the connection is alive.
+    Alive,
+    /// Idle long enough: send a ping.
+    Ping,
+    /// No pong in time: the connection is dead.
+    Dead,
+}
+
+/// The heartbeat rule: a ping after [`PING_IDLE`] without traffic, dead when its pong has not come within
+/// `pong_wait`.
+fn heartbeat(
+    now: Instant,
+    last_traffic: Instant,
+    ping_sent: Option<Instant>,
+    last_pong: Option<Instant>,
+    pong_wait: Duration,
+) -> Beat {
+    match ping_sent {
+        Some(at) if last_pong.is_some_and(|p| p >= at) => Beat::Alive,
+        Some(at) if now >= at + pong_wait => Beat::Dead,
+        Some(at) => Beat::Wait(at + pong_wait),
+        None if now >= last_traffic + PING_IDLE => Beat::Ping,
+        None => Beat::Wait(last_traffic + PING_IDLE),
     }
 }
 
@@ -370,6 +405,32 @@ fn on_event(t: &Target, ctx: &Context, e: Event, source: IpAddr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heartbeat_pings_when_idle_and_drops_without_a_pong() {
+        let t0 = Instant::now();
+        let wait = Duration::from_millis(800);
+        assert_eq!(
+            heartbeat(t0, t0, None, None, wait),
+            Beat::Wait(t0 + PING_IDLE)
+        );
+        let idle = t0 + PING_IDLE;
+        assert_eq!(heartbeat(idle, t0, None, None, wait), Beat::Ping);
+        assert_eq!(
+            heartbeat(idle, t0, Some(idle), None, wait),
+            Beat::Wait(idle + wait)
+        );
+        // A pong from before the ping does not count.
+        assert_eq!(
+            heartbeat(idle + wait, t0, Some(idle), Some(t0), wait),
+            Beat::Dead
+        );
+        let pong = idle + Duration::from_millis(5);
+        assert_eq!(
+            heartbeat(idle + wait, t0, Some(idle), Some(pong), wait),
+            Beat::Alive
+        );
+    }
 
     #[test]
     fn backoff_doubles_to_its_cap_with_up_to_a_quarter_of_jitter() {
