@@ -21,6 +21,20 @@ const AUTO_AND_HOOKS: &str = "  Channel: auto
       Inputs: [input.toggle_on, input.toggle_off]
 ";
 
+/// The tests look at the process's threads: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn poller_threads() -> usize {
+    common::threads_named("sd-push")
+        .iter()
+        .filter(|n| *n == "sd-push")
+        .count()
+}
+
 fn light(ctl: &Controller) -> Option<bool> {
     ctl.output(Identity::name("Hall Light")).unwrap().state
 }
@@ -34,6 +48,7 @@ fn subscribed(e: &Emulated) {
 
 #[test]
 fn an_admin_switch_reaches_the_snapshot_without_a_refresh() {
+    let _serial = serial();
     let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
     subscribed(&e);
     assert_eq!(light(&e.ctl), Some(false));
@@ -46,18 +61,20 @@ fn an_admin_switch_reaches_the_snapshot_without_a_refresh() {
 
 #[test]
 fn http_channel_opens_no_socket() {
+    let _serial = serial();
     let e = emu::start(
         vec![DeviceSpec::new("ShellyPlus1PM")],
         &["ID: 4343, Name: Hall, Model: ShellyPlus1PM"],
         "  Channel: http\n",
     );
-    assert!(common::threads_named("sd-push-4343").is_empty());
+    assert_eq!(poller_threads(), 0);
     assert_eq!(e.emu.ws_connections(0), 0);
     e.ctl.close();
 }
 
 #[test]
 fn a_fired_event_arrives_once_over_the_socket() {
+    let _serial = serial();
     let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
     subscribed(&e);
     e.emu.set_input(0, 0, true);
@@ -83,6 +100,7 @@ fn a_fired_event_arrives_once_over_the_socket() {
 
 #[test]
 fn with_webhooks_too_each_event_is_queued_once() {
+    let _serial = serial();
     let e = emu::start(
         vec![DeviceSpec::new("ShellyPlus1PM")],
         &[BLOCK],
@@ -113,6 +131,7 @@ fn with_webhooks_too_each_event_is_queued_once() {
 
 #[test]
 fn a_dropped_socket_reconnects_and_what_changed_meanwhile_is_seen() {
+    let _serial = serial();
     let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
     subscribed(&e);
     assert_eq!(light(&e.ctl), Some(false));
@@ -130,6 +149,7 @@ fn a_dropped_socket_reconnects_and_what_changed_meanwhile_is_seen() {
 
 #[test]
 fn a_device_with_a_password_authenticates_in_the_frame() {
+    let _serial = serial();
     let mut spec = DeviceSpec::new("ShellyPlus1PM");
     spec.password = Some("s3cret".into());
     let block = format!("{BLOCK}, Password: s3cret");
@@ -142,17 +162,23 @@ fn a_device_with_a_password_authenticates_in_the_frame() {
 
 #[test]
 fn close_joins_the_push_thread() {
+    let _serial = serial();
     let block = format!("ID: 4242, {BLOCK}");
     let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[&block], AUTO);
     subscribed(&e);
-    assert_eq!(common::threads_named("sd-push-4242").len(), 1);
+    assert_eq!(poller_threads(), 1, "one poller for every socket");
     e.ctl.close();
-    assert!(common::threads_named("sd-push-4242").is_empty());
+    assert_eq!(poller_threads(), 0);
+    assert!(
+        common::threads_named("sd-push-4242").is_empty(),
+        "no connector left"
+    );
     assert!(eventually(LIMIT, || e.emu.ws_connections(0) == 0));
 }
 
 #[test]
 fn channel_is_validated_in_both_layouts_and_per_device() {
+    let _serial = serial();
     use smartdev::{Channel, Settings};
     for root in ["ShellyDevices", "SCSmartDevices"] {
         let s = Settings::from_yaml_str(&format!(
@@ -173,4 +199,32 @@ fn channel_is_validated_in_both_layouts_and_per_device() {
     }
     let s = Settings::from_yaml_str("SmartDevices:\n  Devices: []\n").unwrap();
     assert_eq!(s.channel, Channel::Http, "http stays the default");
+}
+
+#[test]
+fn one_poller_serves_every_gen2_device_and_gen1_ignores_the_setting() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![
+            DeviceSpec::new("ShellyPlus1PM"),
+            DeviceSpec::new("ShellyPlus1PM"),
+            DeviceSpec::new("Shelly1PM"),
+        ],
+        &[
+            "Name: A, Model: ShellyPlus1PM, Outputs: [{Name: A Out}]",
+            "Name: B, Model: ShellyPlus1PM, Outputs: [{Name: B Out}]",
+            "Name: C, Model: Shelly1PM, Outputs: [{Name: C Out}]",
+        ],
+        AUTO,
+    );
+    assert!(eventually(LIMIT, || e.emu.ws_subscribed(0) == 1
+        && e.emu.ws_subscribed(1) == 1));
+    assert_eq!(poller_threads(), 1);
+    assert_eq!(e.emu.ws_connections(2), 0, "Gen1 has no push channel");
+    let out = |n: &str| e.ctl.output(Identity::name(n)).unwrap().state;
+    e.emu.set_output(1, 0, true);
+    assert!(eventually(LIMIT, || out("B Out") == Some(true)));
+    e.emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || out("A Out") == Some(true)));
+    e.ctl.close();
 }

@@ -1,14 +1,15 @@
-//! The push channel (`Channel: auto`), first version: one reader thread `sd-push-<ID>` per Gen2+ device with
-//! `Channel: auto`, each owning that device's WebSocket (`driver/ws/rpc.rs`). ARCHITECTURE.md ("Push channel")
-//! says why this is not yet the planned single mio poller and how it gets there.
+//! The push channel (`Channel: auto`): one poller thread `sd-push` over the WebSockets of every Gen2+ device
+//! with `Channel: auto` (mio, like `sd-webhook`), decoding with the incremental `frame::decode`.
 //!
-//! A thread connects (TCP, upgrade, one authenticated `Shelly.GetStatus` with our `src`, which subscribes),
-//! asks the worker for a full read after every (re)connect, and then turns notifications into what webhooks
-//! produce: `NotifyStatus`/`NotifyFullStatus` become implied output/input states plus a "read now" in the
-//! device's `HookInbox` (the worker stays the only writer), `NotifyEvent` events become queued
-//! `WebhookEvent`s with `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after
-//! [`PING_IDLE`] without traffic, the connection dropped when no pong came within two `ResponseTimeout`s.
-//! A dead connection is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter. The push
+//! Connecting (TCP, upgrade, one authenticated `Shelly.GetStatus` with our `src`, which subscribes) is
+//! blocking, so it runs on a short-lived connector thread `sd-push-<ID>` with the device's credentials; the
+//! connector asks the worker for a full read (whatever changed while nobody listened) and hands the socket to
+//! the poller over a channel + `mio::Waker`. The poller turns notifications into what webhooks produce:
+//! `NotifyStatus`/`NotifyFullStatus` become implied output/input states plus a "read now" in the device's
+//! `HookInbox` (the worker stays the only writer), `NotifyEvent` events become queued `WebhookEvent`s with
+//! `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after [`PING_IDLE`]
+//! without traffic, the connection dropped when no pong came within two `ResponseTimeout`s. A dead connection
+//! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter. The push
 //! channel never decides `Online`: that stays with the worker's HTTP reads.
 
 use std::collections::HashMap;
@@ -20,12 +21,16 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::io::{Read as _, Write as _};
+
+use crossbeam_channel::{Receiver, Sender};
+use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::{Map, Value};
 
 use crate::actor::worker;
 use crate::driver::ws::client::Timeouts;
-use crate::driver::ws::rpc::{Event, Notification, RpcSocket};
+use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
+use crate::driver::ws::rpc::{Event, Notification, RpcSocket, parse_notification};
 use crate::event::EventChannel;
 use crate::objects::ComponentKind;
 use crate::wake::WakeFlag;
@@ -60,14 +65,14 @@ pub(crate) struct Context {
     pub(crate) response_timeout: Duration,
 }
 
-/// The running push threads; [`Push::stop`] ends and joins them.
+/// The running push channel; [`Push::stop`] ends and joins it.
 pub(crate) struct Push {
-    threads: Vec<JoinHandle<()>>,
+    poller: Option<JoinHandle<()>>,
     stop: Arc<Stop>,
-    stop_tx: Option<Sender<()>>,
+    waker: Arc<Waker>,
 }
 
-/// Sockets of the connected threads, shut down from `close` so a blocked read returns at once.
+/// Sockets of connectors in their blocking connect, shut down from `close` so they return at once.
 #[derive(Default)]
 struct Stop(Mutex<(bool, HashMap<usize, TcpStream>)>);
 
@@ -104,94 +109,423 @@ impl Stop {
     }
 }
 
+const WAKE: Token = Token(usize::MAX);
+/// One read from a socket.
+const CHUNK: usize = 8 * 1024;
+
 impl Push {
-    /// Starts one thread per target.
+    /// Starts the poller thread `sd-push`; it connects every target at once.
     pub(crate) fn start(targets: Vec<Target>, ctx: Arc<Context>) -> std::io::Result<Push> {
         static INSTANCE: AtomicU64 = AtomicU64::new(0);
         let instance = INSTANCE.fetch_add(1, Ordering::Relaxed);
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
-        let mut push = Push {
-            threads: Vec::new(),
-            stop: Arc::default(),
-            stop_tx: Some(stop_tx),
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+        let stop = Arc::<Stop>::default();
+        let now = Instant::now();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let poller = Poller {
+            poll,
+            slots: targets
+                .iter()
+                .map(|_| Slot::Waiting {
+                    at: now,
+                    failures: 0,
+                })
+                .collect(),
+            targets: targets.into_iter().map(Arc::new).collect(),
+            ctx,
+            stop: stop.clone(),
+            waker: waker.clone(),
+            done_tx,
+            done_rx,
+            connectors: Vec::new(),
+            jitter: RandomState::new(),
+            masks: 0,
+            src_prefix: format!("smartdev-{}-{instance}", std::process::id()),
         };
-        for t in targets {
-            let (ctx, stop, stop_rx) = (ctx.clone(), push.stop.clone(), stop_rx.clone());
-            let src = format!("smartdev-{}-{instance}-{}", std::process::id(), t.id);
-            let builder = std::thread::Builder::new()
-                .name(format!("sd-push-{}", t.id))
-                .stack_size(256 * 1024);
-            match crate::log_scope::spawn(builder, move || run(&t, &src, &ctx, &stop, &stop_rx)) {
-                Ok(h) => push.threads.push(h),
-                Err(e) => {
-                    push.stop();
-                    return Err(e);
-                }
-            }
-        }
-        Ok(push)
+        let builder = std::thread::Builder::new()
+            .name("sd-push".into())
+            .stack_size(256 * 1024);
+        let handle = crate::log_scope::spawn(builder, move || poller.run())?;
+        Ok(Push {
+            poller: Some(handle),
+            stop,
+            waker,
+        })
     }
 
-    /// Ends every push thread (connections shut down, back-off waits cut short) and joins them.
+    /// Ends the poller and its connectors (connections shut down) and joins them.
     pub(crate) fn stop(&mut self) {
         self.stop.stop();
-        drop(self.stop_tx.take());
-        for t in self.threads.drain(..) {
+        let _ = self.waker.wake();
+        if let Some(t) = self.poller.take() {
             let _ = t.join();
         }
     }
 }
 
-fn run(t: &Target, src: &str, ctx: &Context, stop: &Stop, stop_rx: &Receiver<()>) {
-    let mut failures = 0u32;
-    let jitter = RandomState::new();
-    loop {
-        let mut established = false;
-        let r = session(t, src, ctx, stop, &mut established);
-        if stop.stopping() {
+/// A device's channel in the poller.
+enum Slot {
+    /// Connect at `at` (after `failures` failed attempts in a row).
+    Waiting { at: Instant, failures: u32 },
+    /// A connector thread is connecting.
+    Connecting { failures: u32 },
+    /// Connected and subscribed.
+    Live(Box<Live>),
+}
+
+/// One subscribed connection: the socket, what arrived and is not decoded yet (empty between frames), the
+/// fragments being joined, and the heartbeat.
+struct Live {
+    stream: mio::net::TcpStream,
+    buf: Vec<u8>,
+    asm: Assembler,
+    source: IpAddr,
+    last_traffic: Instant,
+    ping_sent: Option<Instant>,
+    last_pong: Option<Instant>,
+}
+
+/// What a connector hands back: the subscribed connection, or why it failed.
+type Connected = (
+    usize,
+    Result<(TcpStream, Vec<u8>, Assembler, IpAddr), String>,
+);
+
+struct Poller {
+    poll: Poll,
+    targets: Vec<Arc<Target>>,
+    slots: Vec<Slot>,
+    ctx: Arc<Context>,
+    stop: Arc<Stop>,
+    waker: Arc<Waker>,
+    done_tx: Sender<Connected>,
+    done_rx: Receiver<Connected>,
+    connectors: Vec<JoinHandle<()>>,
+    /// Keyed randomness for masks and back-off jitter, and its counter.
+    jitter: RandomState,
+    masks: u64,
+    src_prefix: String,
+}
+
+impl Poller {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        let mut scratch = vec![0u8; CHUNK];
+        while !self.stop.stopping() {
+            let now = Instant::now();
+            let mut next = now + PING_IDLE;
+            for ti in 0..self.slots.len() {
+                match &self.slots[ti] {
+                    Slot::Waiting { at, failures } if *at <= now => {
+                        let failures = *failures;
+                        self.connect(ti, failures);
+                    }
+                    Slot::Waiting { at, .. } => next = next.min(*at),
+                    _ => {}
+                }
+            }
+            while let Ok((ti, r)) = self.done_rx.try_recv() {
+                match r {
+                    Ok(parts) => self.go_live(ti, parts),
+                    Err(e) => self.fail(ti, e),
+                }
+            }
+            let pong_wait = self.ctx.response_timeout * 2;
+            for ti in 0..self.slots.len() {
+                let Slot::Live(l) = &mut self.slots[ti] else {
+                    continue;
+                };
+                match heartbeat(now, l.last_traffic, l.ping_sent, l.last_pong, pong_wait) {
+                    Beat::Wait(at) => next = next.min(at),
+                    Beat::Alive => {
+                        l.ping_sent = None;
+                        l.last_traffic = now;
+                        next = next.min(now + PING_IDLE);
+                    }
+                    Beat::Ping => {
+                        l.ping_sent = Some(now);
+                        next = next.min(now + pong_wait);
+                        self.write(ti, Opcode::Ping, b"sd");
+                    }
+                    Beat::Dead => self.fail(
+                        ti,
+                        format!("no pong within {:.1} s of a ping", pong_wait.as_secs_f64()),
+                    ),
+                }
+            }
+            self.connectors.retain(|c| !c.is_finished());
+            let timeout = next
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    log::error!("push channel: polling failed: {e}");
+                    break;
+                }
+                continue;
+            }
+            for ev in events.iter() {
+                if ev.token() != WAKE {
+                    self.readable(ev.token().0, &mut scratch);
+                }
+            }
+        }
+        for slot in &mut self.slots {
+            if let Slot::Live(l) = slot {
+                let _ = l.stream.shutdown(Shutdown::Both);
+            }
+        }
+        self.stop.stop();
+        for c in self.connectors.drain(..) {
+            let _ = c.join();
+        }
+    }
+
+    /// Starts a connector thread for target `ti`.
+    fn connect(&mut self, ti: usize, failures: u32) {
+        let (t, ctx, stop) = (
+            self.targets[ti].clone(),
+            self.ctx.clone(),
+            self.stop.clone(),
+        );
+        let (done, waker) = (self.done_tx.clone(), self.waker.clone());
+        let src = format!("{}-{}", self.src_prefix, t.id);
+        let builder = std::thread::Builder::new()
+            .name(format!("sd-push-{}", t.id))
+            .stack_size(256 * 1024);
+        let spawned = crate::log_scope::spawn(builder, move || {
+            let r = connect(&t, &src, &ctx, &stop);
+            if done.send((ti, r)).is_ok() {
+                let _ = waker.wake();
+            }
+        });
+        match spawned {
+            Ok(h) => {
+                self.connectors.push(h);
+                self.slots[ti] = Slot::Connecting { failures };
+            }
+            Err(e) => {
+                self.slots[ti] = Slot::Connecting { failures };
+                self.fail(ti, format!("cannot start a connector thread: {e}"));
+            }
+        }
+    }
+
+    fn go_live(
+        &mut self,
+        ti: usize,
+        (stream, buf, asm, source): (TcpStream, Vec<u8>, Assembler, IpAddr),
+    ) {
+        if let Err(e) = stream.set_nonblocking(true) {
+            self.fail(ti, e.to_string());
             return;
         }
-        if established {
-            failures = 0;
+        let mut stream = mio::net::TcpStream::from_std(stream);
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut stream, Token(ti), Interest::READABLE)
+        {
+            self.fail(ti, e.to_string());
+            return;
         }
-        let wait = backoff(failures, &jitter);
-        failures = failures.saturating_add(1);
-        match r {
-            Err(e) if established || failures == 1 => log::info!(
-                "device {}: push channel down ({e}); reconnecting in {:.1} s, HTTP meanwhile",
-                t.label,
+        let now = Instant::now();
+        self.slots[ti] = Slot::Live(Box::new(Live {
+            stream,
+            buf,
+            asm,
+            source,
+            last_traffic: now,
+            ping_sent: None,
+            last_pong: None,
+        }));
+        log::debug!("device {}: push channel connected", self.targets[ti].label);
+        // Frames that came with the subscription's answer.
+        self.process(ti);
+    }
+
+    /// Reads what the socket has, one chunk at a time, decoding after each.
+    fn readable(&mut self, ti: usize, scratch: &mut [u8]) {
+        loop {
+            let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
+                return;
+            };
+            match l.stream.read(scratch) {
+                Ok(0) => {
+                    let mid = !l.buf.is_empty();
+                    let why = if mid {
+                        "the WebSocket connection ended in the middle of a frame"
+                    } else {
+                        "the WebSocket connection ended"
+                    };
+                    self.fail(ti, why.into());
+                    return;
+                }
+                Ok(n) => {
+                    l.buf.extend_from_slice(&scratch[..n]);
+                    if !self.process(ti) {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.fail(ti, format!("WebSocket I/O failed: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Decodes and handles every whole frame in the buffer; false when the connection ended.
+    fn process(&mut self, ti: usize) -> bool {
+        loop {
+            let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
+                return false;
+            };
+            let frame = match frame::decode(&l.buf, false, MAX_MESSAGE) {
+                Ok(Some((f, used))) => {
+                    l.buf.drain(..used);
+                    f
+                }
+                Ok(None) => {
+                    if l.buf.is_empty() && l.buf.capacity() > CHUNK {
+                        l.buf = Vec::new();
+                    }
+                    return true;
+                }
+                Err(p) => return self.protocol_error(ti, p),
+            };
+            let message = match l.asm.push(frame) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(p) => return self.protocol_error(ti, p),
+            };
+            let now = Instant::now();
+            match message {
+                Message::Text(text) => {
+                    l.last_traffic = now;
+                    l.ping_sent = None;
+                    let source = l.source;
+                    if let Ok(Value::Object(frame)) = crate::untrusted_json::parse(text.as_bytes())
+                        && frame.contains_key("method")
+                        && !frame.contains_key("id")
+                        && let Some(n) = parse_notification(&frame)
+                    {
+                        on_notification(&self.targets[ti], &self.ctx, n, source);
+                    }
+                }
+                Message::Binary(_) => {}
+                Message::Ping(p) => {
+                    if !self.write(ti, Opcode::Pong, &p) {
+                        return false;
+                    }
+                }
+                Message::Pong(_) => l.last_pong = Some(now),
+                Message::Close(code, _) => {
+                    let payload = code
+                        .map(|c| frame::close_payload(c, ""))
+                        .unwrap_or_default();
+                    self.write(ti, Opcode::Close, &payload);
+                    let why = match code {
+                        Some(c) => format!("the device closed the WebSocket ({c})"),
+                        None => "the device closed the WebSocket".into(),
+                    };
+                    self.fail(ti, why);
+                    return false;
+                }
+            }
+        }
+    }
+
+    fn protocol_error(&mut self, ti: usize, p: frame::ProtocolError) -> bool {
+        self.write(ti, Opcode::Close, &frame::close_payload(p.close_code(), ""));
+        self.fail(ti, format!("the device sent {p}"));
+        false
+    }
+
+    /// Writes one small control frame (masked); a socket that cannot take it at once is given up.
+    fn write(&mut self, ti: usize, opcode: Opcode, payload: &[u8]) -> bool {
+        self.masks += 1;
+        let mut h = self.jitter.build_hasher();
+        h.write_u64(self.masks);
+        let mask = h.finish().to_le_bytes();
+        let wire = frame::encode(
+            opcode,
+            true,
+            &payload[..payload.len().min(125)],
+            Some([mask[0], mask[1], mask[2], mask[3]]),
+        );
+        let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
+            return false;
+        };
+        match l.stream.write(&wire) {
+            Ok(n) if n == wire.len() => true,
+            Ok(_) => {
+                self.fail(ti, "the socket took only part of a control frame".into());
+                false
+            }
+            Err(e) => {
+                self.fail(ti, format!("WebSocket I/O failed: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Ends target `ti`'s connection (if any) and schedules the next attempt after the back-off.
+    fn fail(&mut self, ti: usize, why: String) {
+        let (was_live, failures) = match &mut self.slots[ti] {
+            Slot::Live(l) => {
+                let _ = self.poll.registry().deregister(&mut l.stream);
+                let _ = l.stream.shutdown(Shutdown::Both);
+                (true, 0)
+            }
+            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => (false, *failures),
+        };
+        if self.stop.stopping() {
+            return;
+        }
+        self.masks += 1;
+        let wait = backoff(failures, &self.jitter, self.masks);
+        let label = &self.targets[ti].label;
+        if was_live || failures == 0 {
+            log::info!(
+                "device {label}: push channel down ({why}); reconnecting in {:.1} s, HTTP meanwhile",
                 wait.as_secs_f64()
-            ),
-            Err(e) => log::debug!("device {}: push channel: {e}", t.label),
-            Ok(()) => {}
+            );
+        } else {
+            log::debug!("device {label}: push channel: {why}");
         }
-        match stop_rx.recv_timeout(wait) {
-            Err(RecvTimeoutError::Timeout) => {}
-            _ => return,
-        }
+        self.slots[ti] = Slot::Waiting {
+            at: Instant::now() + wait,
+            failures: failures.saturating_add(1),
+        };
     }
 }
 
 /// The wait before reconnect attempt `failures` + 1: 1 s doubling up to 5 min, plus up to a quarter more at
 /// random (so devices dropped together do not reconnect in step).
-fn backoff(failures: u32, jitter: &RandomState) -> Duration {
+fn backoff(failures: u32, jitter: &RandomState, salt: u64) -> Duration {
     let base = BACKOFF_FIRST
         .saturating_mul(1u32 << failures.min(16))
         .min(BACKOFF_CAP);
     let mut h = jitter.build_hasher();
     h.write_u32(failures);
+    h.write_u64(salt);
     let quarter = base.as_millis() as u64 / 4;
     base + Duration::from_millis(h.finish() % quarter.max(1))
 }
 
-/// One connection from connect to its end; `established` is set once it subscribed.
-fn session(
+/// A connector: TCP, upgrade, the subscribing request (authenticated when the device has a password), then
+/// the worker is asked for a full read (whatever changed while nobody listened) and the connection handed
+/// over. Runs on its own short-lived thread so a silent device never holds the poller.
+fn connect(
     t: &Target,
     src: &str,
     ctx: &Context,
     stop: &Stop,
-    established: &mut bool,
-) -> Result<(), String> {
+) -> Result<(TcpStream, Vec<u8>, Assembler, IpAddr), String> {
     let addr = (t.host.trim_matches(['[', ']']), t.port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {}: {e}", t.host))?
@@ -210,72 +544,18 @@ fn session(
         .shutdown_handle()
         .map_err(|e| e.to_string())?;
     if !stop.register(t.di, handle) {
-        return Ok(());
+        return Err("closing".into());
     }
-    let r = subscribed(t, ctx, stop, &mut sock, established, addr.ip());
+    let r = sock.call("Shelly.GetStatus", None);
     stop.unregister(t.di);
-    if r.is_ok() {
-        sock.close();
-    }
-    r
-}
-
-fn subscribed(
-    t: &Target,
-    ctx: &Context,
-    stop: &Stop,
-    sock: &mut RpcSocket,
-    established: &mut bool,
-    source: IpAddr,
-) -> Result<(), String> {
-    // The first request with our `src` subscribes; authenticated when the device has a password.
-    sock.call("Shelly.GetStatus", None)
-        .map_err(|e| format!("subscribing failed: {e}"))?;
-    *established = true;
-    log::debug!("device {}: push channel connected", t.label);
-    // Whatever changed while we were not listening: the worker re-reads the whole status.
+    r.map_err(|e| format!("subscribing failed: {e}"))?;
     ctx.shared.post(t.di, None, None, true);
-    let pong_wait = ctx.response_timeout * 2;
-    let mut last_traffic = Instant::now();
-    let mut ping_sent: Option<Instant> = None;
-    loop {
-        if stop.stopping() {
-            return Ok(());
-        }
-        let pong = sock.connection().last_pong();
-        let deadline = match heartbeat(Instant::now(), last_traffic, ping_sent, pong, pong_wait) {
-            Beat::Wait(deadline) => deadline,
-            _ => Instant::now(),
-        };
-        let got = sock
-            .next_notification(deadline)
-            .map_err(|e| e.to_string())?;
-        let now = Instant::now();
-        if let Some(n) = got {
-            last_traffic = now;
-            ping_sent = None;
-            on_notification(t, ctx, n, source);
-            continue;
-        }
-        let pong = sock.connection().last_pong();
-        match heartbeat(now, last_traffic, ping_sent, pong, pong_wait) {
-            Beat::Wait(_) => {}
-            Beat::Alive => {
-                ping_sent = None;
-                last_traffic = now;
-            }
-            Beat::Ping => {
-                sock.ping().map_err(|e| e.to_string())?;
-                ping_sent = Some(now);
-            }
-            Beat::Dead => {
-                return Err(format!(
-                    "no pong within {:.1} s of a ping",
-                    pong_wait.as_secs_f64()
-                ));
-            }
-        }
+    let (conn, queued) = sock.into_parts();
+    for n in queued {
+        on_notification(t, ctx, n, addr.ip());
     }
+    let (stream, buf, asm) = conn.into_parts();
+    Ok((stream, buf, asm, addr.ip()))
 }
 
 /// What the heartbeat does next.
@@ -436,7 +716,7 @@ mod tests {
     fn backoff_doubles_to_its_cap_with_up_to_a_quarter_of_jitter() {
         let j = RandomState::new();
         for (failures, base) in [(0, 1), (1, 2), (3, 8), (9, 300), (40, 300)] {
-            let w = backoff(failures, &j);
+            let w = backoff(failures, &j, 7);
             let base = Duration::from_secs(base);
             assert!(
                 w >= base && w < base + base / 4 + Duration::from_millis(1),
