@@ -142,6 +142,7 @@ impl Push {
             jitter: RandomState::new(),
             masks: 0,
             src_prefix: format!("smartdev-{}-{instance}", std::process::id()),
+            scratch: vec![0u8; CHUNK],
         };
         let builder = std::thread::Builder::new()
             .name("sd-push".into())
@@ -206,12 +207,13 @@ struct Poller {
     jitter: RandomState,
     masks: u64,
     src_prefix: String,
+    /// The one read buffer of every socket.
+    scratch: Vec<u8>,
 }
 
 impl Poller {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
-        let mut scratch = vec![0u8; CHUNK];
         while !self.stop.stopping() {
             let now = Instant::now();
             let mut next = now + PING_IDLE;
@@ -267,7 +269,7 @@ impl Poller {
             }
             for ev in events.iter() {
                 if ev.token() != WAKE {
-                    self.readable(ev.token().0, &mut scratch);
+                    self.readable(ev.token().0);
                 }
             }
         }
@@ -341,12 +343,21 @@ impl Poller {
             last_pong: None,
         }));
         log::debug!("device {}: push channel connected", self.targets[ti].label);
-        // Frames that came with the subscription's answer.
-        self.process(ti);
+        // Frames that came with the subscription's answer, and bytes that arrived before the registration.
+        if self.process(ti) {
+            self.readable(ti);
+        }
     }
 
-    /// Reads what the socket has, one chunk at a time, decoding after each.
-    fn readable(&mut self, ti: usize, scratch: &mut [u8]) {
+    /// Reads what the socket has (until it would block: readiness is edge-triggered), one chunk at a time,
+    /// decoding after each.
+    fn readable(&mut self, ti: usize) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.read_all(ti, &mut scratch);
+        self.scratch = scratch;
+    }
+
+    fn read_all(&mut self, ti: usize, scratch: &mut [u8]) {
         loop {
             let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
                 return;
