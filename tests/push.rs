@@ -228,3 +228,25 @@ fn one_poller_serves_every_gen2_device_and_gen1_ignores_the_setting() {
     assert!(eventually(LIMIT, || out("A Out") == Some(true)));
     e.ctl.close();
 }
+
+#[test]
+fn a_silent_socket_is_retried_and_http_keeps_the_device_online() {
+    let _serial = serial();
+    let emu = smartdev::emulator::Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    // The socket opens but the device answers nothing on it: the subscription times out.
+    emu.stall_ws(0, true);
+    let ctl = emu::open(&emu, &[BLOCK], AUTO).unwrap();
+    assert!(ctl.device("Hall").unwrap().online, "HTTP decides Online");
+    // A second attempt after the back-off.
+    assert!(eventually(LIMIT, || emu.ws_connections(0) >= 2));
+    assert!(ctl.device("Hall").unwrap().online);
+    emu.stall_ws(0, false);
+    assert!(eventually(LIMIT, || emu.ws_subscribed(0) >= 1));
+    emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || light(&ctl) == Some(true)));
+    ctl.close();
+}

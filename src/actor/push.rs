@@ -223,7 +223,6 @@ impl Poller {
                         let failures = *failures;
                         self.connect(ti, failures);
                     }
-                    Slot::Waiting { at, .. } => next = next.min(*at),
                     _ => {}
                 }
             }
@@ -257,6 +256,12 @@ impl Poller {
                 }
             }
             self.connectors.retain(|c| !c.is_finished());
+            // Attempts scheduled just now (a failed connector, a dead heartbeat) count too.
+            for slot in &self.slots {
+                if let Slot::Waiting { at, .. } = slot {
+                    next = next.min(*at);
+                }
+            }
             let timeout = next
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
