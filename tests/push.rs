@@ -250,3 +250,26 @@ fn a_silent_socket_is_retried_and_http_keeps_the_device_online() {
     assert!(eventually(LIMIT, || light(&ctl) == Some(true)));
     ctl.close();
 }
+
+#[test]
+fn a_socket_without_pongs_is_dropped_and_reconnected() {
+    let _serial = serial();
+    let emu = smartdev::emulator::Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let ctl = Controller::builder()
+        .push_ping_idle(Duration::from_millis(300))
+        .open(emu::settings(&emu, &[BLOCK], AUTO))
+        .unwrap();
+    assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
+    // Silent now: no pong within 2 × 0.4 s of a ping, so it is dropped and a new one is opened.
+    emu.stall_ws(0, true);
+    assert!(eventually(LIMIT, || emu.ws_connections(0) >= 2));
+    emu.set_output(0, 0, true);
+    emu.stall_ws(0, false);
+    assert!(eventually(LIMIT, || light(&ctl) == Some(true)));
+    assert!(ctl.device("Hall").unwrap().online);
+    ctl.close();
+}

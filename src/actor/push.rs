@@ -63,6 +63,8 @@ pub(crate) struct Context {
     pub(crate) queue: Arc<EventQueue>,
     pub(crate) wake: Option<WakeFlag>,
     pub(crate) response_timeout: Duration,
+    /// A ping after this long without a frame ([`PING_IDLE`]; shorter in tests).
+    pub(crate) ping_idle: Duration,
 }
 
 /// The running push channel; [`Push::stop`] ends and joins it.
@@ -216,7 +218,8 @@ impl Poller {
         let mut events = Events::with_capacity(256);
         while !self.stop.stopping() {
             let now = Instant::now();
-            let mut next = now + PING_IDLE;
+            let idle = self.ctx.ping_idle;
+            let mut next = now + idle;
             for ti in 0..self.slots.len() {
                 match &self.slots[ti] {
                     Slot::Waiting { at, failures } if *at <= now => {
@@ -237,12 +240,19 @@ impl Poller {
                 let Slot::Live(l) = &mut self.slots[ti] else {
                     continue;
                 };
-                match heartbeat(now, l.last_traffic, l.ping_sent, l.last_pong, pong_wait) {
+                match heartbeat(
+                    now,
+                    l.last_traffic,
+                    l.ping_sent,
+                    l.last_pong,
+                    pong_wait,
+                    idle,
+                ) {
                     Beat::Wait(at) => next = next.min(at),
                     Beat::Alive => {
                         l.ping_sent = None;
                         l.last_traffic = now;
-                        next = next.min(now + PING_IDLE);
+                        next = next.min(now + idle);
                     }
                     Beat::Ping => {
                         l.ping_sent = Some(now);
@@ -587,7 +597,7 @@ enum Beat {
     Dead,
 }
 
-/// The heartbeat rule: a ping after [`PING_IDLE`] without traffic, dead when its pong has not come within
+/// The heartbeat rule: a ping after `idle` without traffic, dead when its pong has not come within
 /// `pong_wait`.
 fn heartbeat(
     now: Instant,
@@ -595,13 +605,14 @@ fn heartbeat(
     ping_sent: Option<Instant>,
     last_pong: Option<Instant>,
     pong_wait: Duration,
+    idle: Duration,
 ) -> Beat {
     match ping_sent {
         Some(at) if last_pong.is_some_and(|p| p >= at) => Beat::Alive,
         Some(at) if now >= at + pong_wait => Beat::Dead,
         Some(at) => Beat::Wait(at + pong_wait),
-        None if now >= last_traffic + PING_IDLE => Beat::Ping,
-        None => Beat::Wait(last_traffic + PING_IDLE),
+        None if now >= last_traffic + idle => Beat::Ping,
+        None => Beat::Wait(last_traffic + idle),
     }
 }
 
@@ -707,23 +718,23 @@ mod tests {
         let t0 = Instant::now();
         let wait = Duration::from_millis(800);
         assert_eq!(
-            heartbeat(t0, t0, None, None, wait),
+            heartbeat(t0, t0, None, None, wait, PING_IDLE),
             Beat::Wait(t0 + PING_IDLE)
         );
         let idle = t0 + PING_IDLE;
-        assert_eq!(heartbeat(idle, t0, None, None, wait), Beat::Ping);
+        assert_eq!(heartbeat(idle, t0, None, None, wait, PING_IDLE), Beat::Ping);
         assert_eq!(
-            heartbeat(idle, t0, Some(idle), None, wait),
+            heartbeat(idle, t0, Some(idle), None, wait, PING_IDLE),
             Beat::Wait(idle + wait)
         );
         // A pong from before the ping does not count.
         assert_eq!(
-            heartbeat(idle + wait, t0, Some(idle), Some(t0), wait),
+            heartbeat(idle + wait, t0, Some(idle), Some(t0), wait, PING_IDLE),
             Beat::Dead
         );
         let pong = idle + Duration::from_millis(5);
         assert_eq!(
-            heartbeat(idle + wait, t0, Some(idle), Some(pong), wait),
+            heartbeat(idle + wait, t0, Some(idle), Some(pong), wait, PING_IDLE),
             Beat::Alive
         );
     }
