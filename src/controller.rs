@@ -37,6 +37,9 @@ pub struct QueueStats {
     pub waiting: usize,
     /// Events dropped so far because the queue was full (the oldest go first).
     pub dropped: u64,
+    /// Events not queued because the same device event had already come through the other channel
+    /// (webhook and push channel both on for a device with `Channel: auto`).
+    pub duplicates: u64,
 }
 
 // Every method may be called from any thread: checked when the crate compiles, not by a test.
@@ -99,6 +102,8 @@ struct Running {
     /// Dropping it stops the supervisor.
     stop_supervisor: Option<Sender<()>>,
     listener: Option<Listener>,
+    /// The push channel's threads (`Channel: auto`), when some device uses it.
+    push: Option<crate::actor::push::Push>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -134,7 +139,11 @@ impl Controller {
     }
 
     /// Starts everything (the builder's last step).
-    pub(crate) fn start(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
+    pub(crate) fn start(
+        settings: Settings,
+        wake: Option<WakeFlag>,
+        push_ping_idle: Option<std::time::Duration>,
+    ) -> Result<Controller> {
         let devices = crate::plan::plan(&settings).map_err(Error::Init)?;
         for note in crate::plan::anchor_differences(&settings) {
             log::warn!("{note}");
@@ -166,6 +175,7 @@ impl Controller {
             None
         };
         let port = listener.as_ref().map_or(0, |l| l.addr().port());
+        let push_targets = push_targets(&devices, &settings);
         let mut drivers = Vec::with_capacity(devices.len());
         let mut problems = Vec::new();
         // Planned devices are in configuration order, so they pair with their configuration blocks.
@@ -243,6 +253,10 @@ impl Controller {
             hook_inboxes: inboxes,
             read_budget: ReadBudget::default(),
             senders: RwLock::new(Some(senders)),
+            push: (0..count)
+                .map(|i| push_targets.iter().any(|t| t.di == i))
+                .collect(),
+            dedupe: Default::default(),
         });
         let _ = sink.0.set(shared.clone());
         let controller = Controller {
@@ -252,6 +266,7 @@ impl Controller {
                 threads,
                 stop_supervisor: None,
                 listener,
+                push: None,
             })),
             closing,
             http: http.clone(),
@@ -268,6 +283,25 @@ impl Controller {
         if let Some(e) = first_error {
             controller.close();
             return Err(e);
+        }
+        if !push_targets.is_empty() {
+            let ctx = Arc::new(crate::actor::push::Context {
+                shared: controller.shared.clone(),
+                queue: controller.queue.clone(),
+                wake: controller.wake.clone(),
+                response_timeout: controller.settings.response_timeout,
+                ping_idle: push_ping_idle.unwrap_or(crate::actor::push::PING_IDLE),
+            });
+            let push = crate::actor::push::Push::start(push_targets, ctx).map_err(|e| {
+                controller.close();
+                Error::Io {
+                    context: "starting the push channel threads".into(),
+                    source: e,
+                }
+            })?;
+            if let Some(r) = controller.lock_running().as_mut() {
+                r.push = Some(push);
+            }
         }
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
         let senders = controller.all_senders()?;
@@ -630,6 +664,7 @@ impl Controller {
         QueueStats {
             waiting: self.queue.len(),
             dropped: self.queue.dropped(),
+            duplicates: self.shared.dedupe.dropped(),
         }
     }
 
@@ -659,6 +694,10 @@ impl Controller {
         if let Some(mut l) = running.listener.take() {
             l.stop();
         }
+        // No more notifications either: the push threads post to the workers, so they go before them.
+        if let Some(mut p) = running.push.take() {
+            p.stop();
+        }
         // Retry waits end early and requests on the wire are interrupted, so workers stuck on silent devices
         // return at once.
         self.closing.store(true, Ordering::Relaxed);
@@ -680,6 +719,38 @@ impl Controller {
             log::info!("smartdev closed ({} thread(s) joined)", n);
         }
     }
+}
+
+/// The devices that get a push channel: Gen2+ (RPC) network devices whose `Channel` (or the root's) is `auto`.
+fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::push::Target> {
+    use crate::models::{ModelRef, OutputKind, Protocol};
+    devices
+        .iter()
+        .zip(&settings.devices)
+        .enumerate()
+        .filter_map(|(di, (d, cfg))| {
+            if cfg.channel.unwrap_or(settings.channel) != crate::config::Channel::Auto || d.simulate
+            {
+                return None;
+            }
+            let host = d.hostname.clone()?;
+            let Some(ModelRef::Vendor(m)) = settings.models.resolve(&d.model) else {
+                return None;
+            };
+            (m.protocol == Protocol::Rpc).then(|| crate::actor::push::Target {
+                di,
+                id: d.id,
+                label: d.label(),
+                host,
+                port: d.port,
+                password: cfg.password.as_ref().map(|p| p.expose().to_string()),
+                output_type: match m.output_kind {
+                    OutputKind::Switch => "switch",
+                    OutputKind::Light => "light",
+                },
+            })
+        })
+        .collect()
 }
 
 /// The addresses of the configured devices (what `AllowedSources: devices` accepts).

@@ -88,6 +88,20 @@ pub struct WebhookEvent {
     pub source: String,
     /// Any other query or body fields.
     pub params: Attributes,
+    /// Which channel brought the event (`webhook` or `push`).
+    pub channel: EventChannel,
+}
+
+/// The channel an event came through ([`WebhookEvent::channel`]; JSON `"webhook"` or `"push"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum EventChannel {
+    /// A webhook request to our listener.
+    #[default]
+    Webhook,
+    /// A `NotifyEvent` on the device's WebSocket (`Channel: auto`).
+    Push,
 }
 
 /// Which events `pull_webhook_event_matching` takes: every given criterion must match.

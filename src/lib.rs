@@ -77,7 +77,7 @@ mod webhook;
 mod yaml;
 
 pub use builder::ControllerBuilder;
-pub use config::{ConfigLoader, Rule, Settings, ValidationDictionary, ValueType};
+pub use config::{Channel, ConfigLoader, Rule, Settings, ValidationDictionary, ValueType};
 pub use controller::{Controller, QueueStats, RefreshFailure, RefreshReport};
 pub use driver::OutputAction;
 /// Preview of the push channel's transport (RFC 6455 client, Shelly JSON-RPC and notifications over it): not
@@ -85,7 +85,7 @@ pub use driver::OutputAction;
 #[doc(hidden)]
 pub use driver::ws;
 pub use error::{Error, Problem, Result};
-pub use event::{EventFilter, KNOWN_EVENTS, WebhookEvent};
+pub use event::{EventChannel, EventFilter, KNOWN_EVENTS, WebhookEvent};
 pub use models::{ModelLibrary, PrintMode, SensorQuantity};
 pub use objects::{
     Attributes, Component, ComponentKind, Cover, CoverAction, CoverState, Device, Identity, Input,

@@ -467,6 +467,8 @@ type Event struct {
 	Source string `json:"Source"`
 	// Params holds any other query or body fields.
 	Params map[string]interface{} `json:"Params"`
+	// Channel is how the event came: "webhook", or "push" (the device's WebSocket, Channel: auto).
+	Channel string `json:"Channel"`
 }
 
 // String renders a short description, e.g. "switch.on from Garage/Door Light".

@@ -245,6 +245,7 @@ impl Normaliser {
             .collect();
         Some(Settings {
             source: source.to_string(),
+            channel: channel_of(root).unwrap_or_default(),
             layout,
             root_key: rk.to_string(),
             allow_debug_logging: root
@@ -506,6 +507,7 @@ impl Normaliser {
         let custom = self.custom(m, builtin_device(), None, at);
         Some(DeviceConfig {
             index,
+            channel: channel_of(m),
             name: str_of("Name"),
             id: m.get("ID").and_then(Value::as_i64),
             model: str_of("Model").unwrap_or_default(),
@@ -524,6 +526,15 @@ impl Normaliser {
             profile: str_of("Profile"),
             custom,
         })
+    }
+}
+
+/// `Channel` of a root or device block (the dictionary allows only `http` and `auto`).
+fn channel_of(block: &serde_json::Map<String, Value>) -> Option<Channel> {
+    match block.get("Channel").and_then(Value::as_str)? {
+        "auto" => Some(Channel::Auto),
+        "http" => Some(Channel::Http),
+        _ => None,
     }
 }
 

@@ -24,6 +24,8 @@ pub enum Layout {
 pub struct Settings {
     /// Where the settings came from (file path or `<string>`), for messages.
     pub source: String,
+    /// How Gen2+ devices are listened to by default (`Channel`); a device's own `Channel` overrides it.
+    pub channel: Channel,
     /// The layout the document used.
     pub layout: Layout,
     /// The root key as written (e.g. `SmartDevices`), used in key paths of messages.
@@ -153,11 +155,24 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// How a Gen2+ device's changes reach us (`Channel`); Gen1 and Tasmota devices ignore it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Channel {
+    /// HTTP only: reads, webhooks and background refreshes (the behaviour before the push channel).
+    #[default]
+    Http,
+    /// A persistent WebSocket for the device's notifications (`NotifyStatus`, `NotifyEvent`); HTTP for
+    /// requests and as the fallback while the socket is down.
+    Auto,
+}
+
 /// One element of `Devices`, as configured (IDs and names not yet assigned).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DeviceConfig {
     /// Position in the `Devices` list.
     pub index: usize,
+    /// The device's own `Channel`, when given (else the root's).
+    pub channel: Option<Channel>,
     /// `Name`.
     pub name: Option<String>,
     /// `ID`.
@@ -219,6 +234,7 @@ impl Settings {
     pub fn with_defaults(devices: Vec<DeviceConfig>) -> Self {
         Settings {
             source: "<code>".into(),
+            channel: Channel::Http,
             layout: Layout::B,
             root_key: "SCSmartDevices".into(),
             allow_debug_logging: false,

@@ -487,6 +487,12 @@ impl Emulator {
         self.dev(device).ws.connections()
     }
 
+    /// WebSocket RPC connections of a device that receive notifications (their first request was let through
+    /// by auth and named a `src`).
+    pub fn ws_subscribed(&self, device: usize) -> usize {
+        self.dev(device).ws.subscribed()
+    }
+
     /// Cuts every WebSocket connection of a device without a close frame (a reboot, a lost network).
     pub fn drop_ws(&self, device: usize) {
         self.dev(device).ws.drop_all();

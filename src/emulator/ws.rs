@@ -70,6 +70,14 @@ impl WsHub {
         lock(&self.clients).len()
     }
 
+    /// Connections subscribed now (their first request was let through).
+    pub(crate) fn subscribed(&self) -> usize {
+        lock(&self.clients)
+            .iter()
+            .filter(|c| lock(&c.src).is_some())
+            .count()
+    }
+
     /// Cuts every connection (no close frame), as a device that reboots or loses Wi-Fi.
     pub(crate) fn drop_all(&self) {
         for c in lock(&self.clients).drain(..) {

@@ -22,9 +22,10 @@ use super::HookSink;
 use super::http::{self, MAX_HEAD};
 use super::queue::EventQueue;
 use super::request::{self, Incoming, MAX_BODY, Rules};
+use super::routing;
 use crate::config::WebhookSettings;
 use crate::error::Error;
-use crate::event::WebhookEvent;
+use crate::event::EventChannel;
 use crate::wake::WakeFlag;
 
 /// Connections served at once; a new one beyond this closes the one idle longest.
@@ -563,18 +564,13 @@ fn handle(ctx: &Context, method: &str, target: &str, body: &[u8], source: IpAddr
     };
     match request::parse(&incoming, &rules) {
         Ok(hook) => {
-            let (device, component) = ctx.sink.resolve(&hook, source);
-            let event = WebhookEvent {
-                event: hook.event,
-                component,
-                component_id: hook.component_id,
-                object_type: hook.object_type,
-                device,
-                device_id: hook.device_id,
-                received_at: crate::clock::rfc3339_now(),
-                source: source.to_string(),
-                params: hook.params,
+            let Some(names) = ctx.sink.resolve(&hook, source) else {
+                return (
+                    200,
+                    "smartdev: event already delivered by the push channel\n".into(),
+                );
             };
+            let event = routing::event(hook, names, source.to_string(), EventChannel::Webhook);
             ctx.queue.push(event);
             if let Some(w) = &ctx.wake {
                 w.set();

@@ -12,5 +12,5 @@ pub(crate) mod routing;
 pub(crate) trait HookSink: Send + Sync {
     /// Returns the device name and component name (empty when unknown) and updates the component's state.
     /// `source` is the sender, whose budget of device reads the event may use.
-    fn resolve(&self, hook: &request::Hook, source: std::net::IpAddr) -> (String, String);
+    fn resolve(&self, hook: &request::Hook, source: std::net::IpAddr) -> Option<(String, String)>;
 }

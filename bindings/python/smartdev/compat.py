@@ -432,8 +432,8 @@ class SmartDevice:
     ) -> Optional[Dict[str, Any]]:
         """Takes the oldest queued webhook event, or ``None``: a dict with ``Event`` (e.g.
         ``"input.toggle_on"``), ``Component`` (its name), ``ComponentID``, ``ObjectType``, ``Device``,
-        ``DeviceID``, ``ReceivedAt``, ``Source``, ``Params``. With filters, the oldest event matching all of
-        them (the others stay queued, in order)."""
+        ``DeviceID``, ``ReceivedAt``, ``Source``, ``Params``, ``Channel`` (``"webhook"`` or ``"push"``).
+        With filters, the oldest event matching all of them (the others stay queued, in order)."""
         ctl = self.controller
         wanted = [(k, v) for k, v in (("DeviceID", device_id), ("Device", device_name),
                                       ("ComponentID", component_id), ("Component", component_name))

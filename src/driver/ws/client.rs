@@ -358,6 +358,17 @@ impl Connection {
         let _ = self.stream.shutdown(Shutdown::Both);
     }
 
+    /// A second handle on the socket, for another thread to shut it down (a blocked `recv` then returns).
+    pub fn shutdown_handle(&self) -> io::Result<TcpStream> {
+        self.stream.try_clone()
+    }
+
+    /// Gives up the connection to a poller: the socket, the bytes received and not yet decoded, and the
+    /// fragments assembled so far.
+    pub(crate) fn into_parts(self) -> (TcpStream, Vec<u8>, Assembler) {
+        (self.stream, self.buf, self.asm)
+    }
+
     /// Whether an error ended this connection.
     pub fn is_broken(&self) -> bool {
         self.broken

@@ -1,4 +1,4 @@
-//! The push channel's transport (not wired into the drivers yet; see ARCHITECTURE.md, "Push channel (plan)"):
+//! The push channel's transport, used by `actor/push.rs` (see ARCHITECTURE.md, "Push channel"):
 //! a strict, synchronous RFC 6455 client ([`client`]), its framing ([`frame`], shared with the emulator's
 //! server side), and Shelly JSON-RPC over it ([`rpc`]: calls with in-frame digest auth, typed notifications).
 

@@ -310,6 +310,11 @@ impl RpcSocket {
         &self.conn
     }
 
+    /// Gives up the connection to a poller, with the notifications queued so far.
+    pub(crate) fn into_parts(self) -> (Connection, VecDeque<Notification>) {
+        (self.conn, self.queue)
+    }
+
     /// The close handshake.
     pub fn close(self) {
         self.conn.close();

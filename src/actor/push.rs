@@ -1,0 +1,754 @@
+//! The push channel (`Channel: auto`): one poller thread `sd-push` over the WebSockets of every Gen2+ device
+//! with `Channel: auto` (mio, like `sd-webhook`), decoding with the incremental `frame::decode`.
+//!
+//! Connecting (TCP, upgrade, one authenticated `Shelly.GetStatus` with our `src`, which subscribes) is
+//! blocking, so it runs on a short-lived connector thread `sd-push-<ID>` with the device's credentials; the
+//! connector asks the worker for a full read (whatever changed while nobody listened) and hands the socket to
+//! the poller over a channel + `mio::Waker`. The poller turns notifications into what webhooks produce:
+//! `NotifyStatus`/`NotifyFullStatus` become implied output/input states plus a "read now" in the device's
+//! `HookInbox` (the worker stays the only writer), `NotifyEvent` events become queued `WebhookEvent`s with
+//! `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after [`PING_IDLE`]
+//! without traffic, the connection dropped when no pong came within two `ResponseTimeout`s. A dead connection
+//! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter. The push
+//! channel never decides `Online`: that stays with the worker's HTTP reads.
+
+use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::net::{IpAddr, Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use std::io::{Read as _, Write as _};
+
+use crossbeam_channel::{Receiver, Sender};
+use mio::{Events, Interest, Poll, Token, Waker};
+use serde_json::{Map, Value};
+
+use crate::actor::worker;
+use crate::driver::ws::client::Timeouts;
+use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
+use crate::driver::ws::rpc::{Event, Notification, RpcSocket, parse_notification};
+use crate::event::EventChannel;
+use crate::objects::ComponentKind;
+use crate::wake::WakeFlag;
+use crate::webhook::queue::EventQueue;
+use crate::webhook::request::Hook;
+use crate::webhook::routing::{self, Shared};
+
+/// A ping after this long without a frame from the device.
+pub(crate) const PING_IDLE: Duration = Duration::from_secs(30);
+/// Reconnect back-off: first wait and cap.
+const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+const BACKOFF_CAP: Duration = Duration::from_secs(300);
+
+/// One device with a push channel.
+pub(crate) struct Target {
+    /// Index in configuration order.
+    pub(crate) di: usize,
+    pub(crate) id: i64,
+    pub(crate) label: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) password: Option<String>,
+    /// The RPC component of its outputs: `switch` or `light`.
+    pub(crate) output_type: &'static str,
+}
+
+/// What every push thread shares.
+pub(crate) struct Context {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) queue: Arc<EventQueue>,
+    pub(crate) wake: Option<WakeFlag>,
+    pub(crate) response_timeout: Duration,
+    /// A ping after this long without a frame ([`PING_IDLE`]; shorter in tests).
+    pub(crate) ping_idle: Duration,
+}
+
+/// The running push channel; [`Push::stop`] ends and joins it.
+pub(crate) struct Push {
+    poller: Option<JoinHandle<()>>,
+    stop: Arc<Stop>,
+    waker: Arc<Waker>,
+}
+
+/// Sockets of connectors in their blocking connect, shut down from `close` so they return at once.
+#[derive(Default)]
+struct Stop(Mutex<(bool, HashMap<usize, TcpStream>)>);
+
+impl Stop {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (bool, HashMap<usize, TcpStream>)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the handle; false when stopping (the caller then leaves).
+    fn register(&self, di: usize, socket: TcpStream) -> bool {
+        let mut s = self.lock();
+        if s.0 {
+            let _ = socket.shutdown(Shutdown::Both);
+            return false;
+        }
+        s.1.insert(di, socket);
+        true
+    }
+
+    fn unregister(&self, di: usize) {
+        self.lock().1.remove(&di);
+    }
+
+    fn stopping(&self) -> bool {
+        self.lock().0
+    }
+
+    fn stop(&self) {
+        let mut s = self.lock();
+        s.0 = true;
+        for (_, socket) in s.1.drain() {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+const WAKE: Token = Token(usize::MAX);
+/// One read from a socket.
+const CHUNK: usize = 8 * 1024;
+
+impl Push {
+    /// Starts the poller thread `sd-push`; it connects every target at once.
+    pub(crate) fn start(targets: Vec<Target>, ctx: Arc<Context>) -> std::io::Result<Push> {
+        static INSTANCE: AtomicU64 = AtomicU64::new(0);
+        let instance = INSTANCE.fetch_add(1, Ordering::Relaxed);
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+        let stop = Arc::<Stop>::default();
+        let now = Instant::now();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let poller = Poller {
+            poll,
+            slots: targets
+                .iter()
+                .map(|_| Slot::Waiting {
+                    at: now,
+                    failures: 0,
+                })
+                .collect(),
+            targets: targets.into_iter().map(Arc::new).collect(),
+            ctx,
+            stop: stop.clone(),
+            waker: waker.clone(),
+            done_tx,
+            done_rx,
+            connectors: Vec::new(),
+            jitter: RandomState::new(),
+            masks: 0,
+            src_prefix: format!("smartdev-{}-{instance}", std::process::id()),
+            scratch: vec![0u8; CHUNK],
+        };
+        let builder = std::thread::Builder::new()
+            .name("sd-push".into())
+            .stack_size(256 * 1024);
+        let handle = crate::log_scope::spawn(builder, move || poller.run())?;
+        Ok(Push {
+            poller: Some(handle),
+            stop,
+            waker,
+        })
+    }
+
+    /// Ends the poller and its connectors (connections shut down) and joins them.
+    pub(crate) fn stop(&mut self) {
+        self.stop.stop();
+        let _ = self.waker.wake();
+        if let Some(t) = self.poller.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A device's channel in the poller.
+enum Slot {
+    /// Connect at `at` (after `failures` failed attempts in a row).
+    Waiting { at: Instant, failures: u32 },
+    /// A connector thread is connecting.
+    Connecting { failures: u32 },
+    /// Connected and subscribed.
+    Live(Box<Live>),
+}
+
+/// One subscribed connection: the socket, what arrived and is not decoded yet (empty between frames), the
+/// fragments being joined, and the heartbeat.
+struct Live {
+    stream: mio::net::TcpStream,
+    buf: Vec<u8>,
+    asm: Assembler,
+    source: IpAddr,
+    last_traffic: Instant,
+    ping_sent: Option<Instant>,
+    last_pong: Option<Instant>,
+}
+
+/// What a connector hands back: the subscribed connection, or why it failed.
+type Connected = (
+    usize,
+    Result<(TcpStream, Vec<u8>, Assembler, IpAddr), String>,
+);
+
+struct Poller {
+    poll: Poll,
+    targets: Vec<Arc<Target>>,
+    slots: Vec<Slot>,
+    ctx: Arc<Context>,
+    stop: Arc<Stop>,
+    waker: Arc<Waker>,
+    done_tx: Sender<Connected>,
+    done_rx: Receiver<Connected>,
+    connectors: Vec<JoinHandle<()>>,
+    /// Keyed randomness for masks and back-off jitter, and its counter.
+    jitter: RandomState,
+    masks: u64,
+    src_prefix: String,
+    /// The one read buffer of every socket.
+    scratch: Vec<u8>,
+}
+
+impl Poller {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        while !self.stop.stopping() {
+            let now = Instant::now();
+            let idle = self.ctx.ping_idle;
+            let mut next = now + idle;
+            for ti in 0..self.slots.len() {
+                match &self.slots[ti] {
+                    Slot::Waiting { at, failures } if *at <= now => {
+                        let failures = *failures;
+                        self.connect(ti, failures);
+                    }
+                    _ => {}
+                }
+            }
+            while let Ok((ti, r)) = self.done_rx.try_recv() {
+                match r {
+                    Ok(parts) => self.go_live(ti, parts),
+                    Err(e) => self.fail(ti, e),
+                }
+            }
+            let pong_wait = self.ctx.response_timeout * 2;
+            for ti in 0..self.slots.len() {
+                let Slot::Live(l) = &mut self.slots[ti] else {
+                    continue;
+                };
+                match heartbeat(
+                    now,
+                    l.last_traffic,
+                    l.ping_sent,
+                    l.last_pong,
+                    pong_wait,
+                    idle,
+                ) {
+                    Beat::Wait(at) => next = next.min(at),
+                    Beat::Alive => {
+                        l.ping_sent = None;
+                        l.last_traffic = now;
+                        next = next.min(now + idle);
+                    }
+                    Beat::Ping => {
+                        l.ping_sent = Some(now);
+                        next = next.min(now + pong_wait);
+                        self.write(ti, Opcode::Ping, b"sd");
+                    }
+                    Beat::Dead => self.fail(
+                        ti,
+                        format!("no pong within {:.1} s of a ping", pong_wait.as_secs_f64()),
+                    ),
+                }
+            }
+            self.connectors.retain(|c| !c.is_finished());
+            // Attempts scheduled just now (a failed connector, a dead heartbeat) count too.
+            for slot in &self.slots {
+                if let Slot::Waiting { at, .. } = slot {
+                    next = next.min(*at);
+                }
+            }
+            let timeout = next
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    log::error!("push channel: polling failed: {e}");
+                    break;
+                }
+                continue;
+            }
+            for ev in events.iter() {
+                if ev.token() != WAKE {
+                    self.readable(ev.token().0);
+                }
+            }
+        }
+        for slot in &mut self.slots {
+            if let Slot::Live(l) = slot {
+                let _ = l.stream.shutdown(Shutdown::Both);
+            }
+        }
+        self.stop.stop();
+        for c in self.connectors.drain(..) {
+            let _ = c.join();
+        }
+    }
+
+    /// Starts a connector thread for target `ti`.
+    fn connect(&mut self, ti: usize, failures: u32) {
+        let (t, ctx, stop) = (
+            self.targets[ti].clone(),
+            self.ctx.clone(),
+            self.stop.clone(),
+        );
+        let (done, waker) = (self.done_tx.clone(), self.waker.clone());
+        let src = format!("{}-{}", self.src_prefix, t.id);
+        let builder = std::thread::Builder::new()
+            .name(format!("sd-push-{}", t.id))
+            .stack_size(256 * 1024);
+        let spawned = crate::log_scope::spawn(builder, move || {
+            let r = connect(&t, &src, &ctx, &stop);
+            if done.send((ti, r)).is_ok() {
+                let _ = waker.wake();
+            }
+        });
+        match spawned {
+            Ok(h) => {
+                self.connectors.push(h);
+                self.slots[ti] = Slot::Connecting { failures };
+            }
+            Err(e) => {
+                self.slots[ti] = Slot::Connecting { failures };
+                self.fail(ti, format!("cannot start a connector thread: {e}"));
+            }
+        }
+    }
+
+    fn go_live(
+        &mut self,
+        ti: usize,
+        (stream, buf, asm, source): (TcpStream, Vec<u8>, Assembler, IpAddr),
+    ) {
+        if let Err(e) = stream.set_nonblocking(true) {
+            self.fail(ti, e.to_string());
+            return;
+        }
+        let mut stream = mio::net::TcpStream::from_std(stream);
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut stream, Token(ti), Interest::READABLE)
+        {
+            self.fail(ti, e.to_string());
+            return;
+        }
+        let now = Instant::now();
+        self.slots[ti] = Slot::Live(Box::new(Live {
+            stream,
+            buf,
+            asm,
+            source,
+            last_traffic: now,
+            ping_sent: None,
+            last_pong: None,
+        }));
+        log::debug!("device {}: push channel connected", self.targets[ti].label);
+        // Frames that came with the subscription's answer, and bytes that arrived before the registration.
+        if self.process(ti) {
+            self.readable(ti);
+        }
+    }
+
+    /// Reads what the socket has (until it would block: readiness is edge-triggered), one chunk at a time,
+    /// decoding after each.
+    fn readable(&mut self, ti: usize) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.read_all(ti, &mut scratch);
+        self.scratch = scratch;
+    }
+
+    fn read_all(&mut self, ti: usize, scratch: &mut [u8]) {
+        loop {
+            let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
+                return;
+            };
+            match l.stream.read(scratch) {
+                Ok(0) => {
+                    let mid = !l.buf.is_empty();
+                    let why = if mid {
+                        "the WebSocket connection ended in the middle of a frame"
+                    } else {
+                        "the WebSocket connection ended"
+                    };
+                    self.fail(ti, why.into());
+                    return;
+                }
+                Ok(n) => {
+                    l.buf.extend_from_slice(&scratch[..n]);
+                    if !self.process(ti) {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.fail(ti, format!("WebSocket I/O failed: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Decodes and handles every whole frame in the buffer; false when the connection ended.
+    fn process(&mut self, ti: usize) -> bool {
+        loop {
+            let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
+                return false;
+            };
+            let frame = match frame::decode(&l.buf, false, MAX_MESSAGE) {
+                Ok(Some((f, used))) => {
+                    l.buf.drain(..used);
+                    f
+                }
+                Ok(None) => {
+                    if l.buf.is_empty() && l.buf.capacity() > CHUNK {
+                        l.buf = Vec::new();
+                    }
+                    return true;
+                }
+                Err(p) => return self.protocol_error(ti, p),
+            };
+            let message = match l.asm.push(frame) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(p) => return self.protocol_error(ti, p),
+            };
+            let now = Instant::now();
+            match message {
+                Message::Text(text) => {
+                    l.last_traffic = now;
+                    l.ping_sent = None;
+                    let source = l.source;
+                    if let Ok(Value::Object(frame)) = crate::untrusted_json::parse(text.as_bytes())
+                        && frame.contains_key("method")
+                        && !frame.contains_key("id")
+                        && let Some(n) = parse_notification(&frame)
+                    {
+                        on_notification(&self.targets[ti], &self.ctx, n, source);
+                    }
+                }
+                Message::Binary(_) => {}
+                Message::Ping(p) => {
+                    if !self.write(ti, Opcode::Pong, &p) {
+                        return false;
+                    }
+                }
+                Message::Pong(_) => l.last_pong = Some(now),
+                Message::Close(code, _) => {
+                    let payload = code
+                        .map(|c| frame::close_payload(c, ""))
+                        .unwrap_or_default();
+                    self.write(ti, Opcode::Close, &payload);
+                    let why = match code {
+                        Some(c) => format!("the device closed the WebSocket ({c})"),
+                        None => "the device closed the WebSocket".into(),
+                    };
+                    self.fail(ti, why);
+                    return false;
+                }
+            }
+        }
+    }
+
+    fn protocol_error(&mut self, ti: usize, p: frame::ProtocolError) -> bool {
+        self.write(ti, Opcode::Close, &frame::close_payload(p.close_code(), ""));
+        self.fail(ti, format!("the device sent {p}"));
+        false
+    }
+
+    /// Writes one small control frame (masked); a socket that cannot take it at once is given up.
+    fn write(&mut self, ti: usize, opcode: Opcode, payload: &[u8]) -> bool {
+        self.masks += 1;
+        let mut h = self.jitter.build_hasher();
+        h.write_u64(self.masks);
+        let mask = h.finish().to_le_bytes();
+        let wire = frame::encode(
+            opcode,
+            true,
+            &payload[..payload.len().min(125)],
+            Some([mask[0], mask[1], mask[2], mask[3]]),
+        );
+        let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
+            return false;
+        };
+        match l.stream.write(&wire) {
+            Ok(n) if n == wire.len() => true,
+            Ok(_) => {
+                self.fail(ti, "the socket took only part of a control frame".into());
+                false
+            }
+            Err(e) => {
+                self.fail(ti, format!("WebSocket I/O failed: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Ends target `ti`'s connection (if any) and schedules the next attempt after the back-off.
+    fn fail(&mut self, ti: usize, why: String) {
+        let (was_live, failures) = match &mut self.slots[ti] {
+            Slot::Live(l) => {
+                let _ = self.poll.registry().deregister(&mut l.stream);
+                let _ = l.stream.shutdown(Shutdown::Both);
+                (true, 0)
+            }
+            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => (false, *failures),
+        };
+        if self.stop.stopping() {
+            return;
+        }
+        self.masks += 1;
+        let wait = backoff(failures, &self.jitter, self.masks);
+        let label = &self.targets[ti].label;
+        if was_live || failures == 0 {
+            log::info!(
+                "device {label}: push channel down ({why}); reconnecting in {:.1} s, HTTP meanwhile",
+                wait.as_secs_f64()
+            );
+        } else {
+            log::debug!("device {label}: push channel: {why}");
+        }
+        self.slots[ti] = Slot::Waiting {
+            at: Instant::now() + wait,
+            failures: failures.saturating_add(1),
+        };
+    }
+}
+
+/// The wait before reconnect attempt `failures` + 1: 1 s doubling up to 5 min, plus up to a quarter more at
+/// random (so devices dropped together do not reconnect in step).
+fn backoff(failures: u32, jitter: &RandomState, salt: u64) -> Duration {
+    let base = BACKOFF_FIRST
+        .saturating_mul(1u32 << failures.min(16))
+        .min(BACKOFF_CAP);
+    let mut h = jitter.build_hasher();
+    h.write_u32(failures);
+    h.write_u64(salt);
+    let quarter = base.as_millis() as u64 / 4;
+    base + Duration::from_millis(h.finish() % quarter.max(1))
+}
+
+/// A connector: TCP, upgrade, the subscribing request (authenticated when the device has a password), then
+/// the worker is asked for a full read (whatever changed while nobody listened) and the connection handed
+/// over. Runs on its own short-lived thread so a silent device never holds the poller.
+fn connect(
+    t: &Target,
+    src: &str,
+    ctx: &Context,
+    stop: &Stop,
+) -> Result<(TcpStream, Vec<u8>, Assembler, IpAddr), String> {
+    let addr = (t.host.trim_matches(['[', ']']), t.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {}: {e}", t.host))?
+        .next()
+        .ok_or_else(|| format!("{} has no address", t.host))?;
+    let host_header = format!("{}:{}", crate::hostname::url_host(&t.host), t.port);
+    let rt = ctx.response_timeout;
+    let timeouts = Timeouts {
+        connect: rt,
+        io: rt,
+    };
+    let mut sock = RpcSocket::connect(addr, &host_header, src, t.password.as_deref(), timeouts, rt)
+        .map_err(|e| e.to_string())?;
+    let handle = sock
+        .connection()
+        .shutdown_handle()
+        .map_err(|e| e.to_string())?;
+    if !stop.register(t.di, handle) {
+        return Err("closing".into());
+    }
+    let r = sock.call("Shelly.GetStatus", None);
+    stop.unregister(t.di);
+    r.map_err(|e| format!("subscribing failed: {e}"))?;
+    ctx.shared.post(t.di, None, None, true);
+    let (conn, queued) = sock.into_parts();
+    for n in queued {
+        on_notification(t, ctx, n, addr.ip());
+    }
+    let (stream, buf, asm) = conn.into_parts();
+    Ok((stream, buf, asm, addr.ip()))
+}
+
+/// What the heartbeat does next.
+#[derive(Debug, PartialEq)]
+enum Beat {
+    /// Nothing due before this instant.
+    Wait(Instant),
+    /// The pong to our ping came: the connection is alive.
+    Alive,
+    /// Idle long enough: send a ping.
+    Ping,
+    /// No pong in time: the connection is dead.
+    Dead,
+}
+
+/// The heartbeat rule: a ping after `idle` without traffic, dead when its pong has not come within
+/// `pong_wait`.
+fn heartbeat(
+    now: Instant,
+    last_traffic: Instant,
+    ping_sent: Option<Instant>,
+    last_pong: Option<Instant>,
+    pong_wait: Duration,
+    idle: Duration,
+) -> Beat {
+    match ping_sent {
+        Some(at) if last_pong.is_some_and(|p| p >= at) => Beat::Alive,
+        Some(at) if now >= at + pong_wait => Beat::Dead,
+        Some(at) => Beat::Wait(at + pong_wait),
+        None if now >= last_traffic + idle => Beat::Ping,
+        None => Beat::Wait(last_traffic + idle),
+    }
+}
+
+/// `switch:0` → (`switch`, 0).
+fn split_key(key: &str) -> Option<(&str, usize)> {
+    let (kind, n) = key.split_once(':')?;
+    Some((kind, n.parse().ok()?))
+}
+
+fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
+    match n {
+        Notification::Status { components, .. } => on_status(t, ctx, &components),
+        Notification::FullStatus { status, .. } => on_status(t, ctx, &status),
+        Notification::Event { events, .. } => {
+            for e in events {
+                on_event(t, ctx, e, source);
+            }
+        }
+    }
+}
+
+/// Implied output/input states go to the worker; anything else (power, covers, sensors) asks for a read.
+fn on_status(t: &Target, ctx: &Context, components: &Map<String, Value>) {
+    let snap = worker::snapshot(&ctx.shared.slots[t.di]);
+    let mut read = false;
+    for (key, fields) in components {
+        let Some(fields) = fields.as_object() else {
+            continue;
+        };
+        let (kind, field, count) = match split_key(key) {
+            Some((k, _)) if k == t.output_type => {
+                (ComponentKind::Output, "output", snap.outputs.len())
+            }
+            Some(("input", _)) => (ComponentKind::Input, "state", snap.inputs.len()),
+            _ => {
+                read = true;
+                continue;
+            }
+        };
+        let index = split_key(key).map_or(usize::MAX, |(_, n)| n);
+        if let Some(on) = fields.get(field).and_then(Value::as_bool)
+            && index < count
+        {
+            ctx.shared.post(t.di, Some((kind, index)), Some(on), false);
+        }
+        read |= fields
+            .keys()
+            .any(|k| !matches!(k.as_str(), "id" | "source") && k != field);
+    }
+    if read {
+        ctx.shared.post(t.di, None, None, true);
+    }
+}
+
+/// A `NotifyEvent` event as the webhook the device would have called: same event name, object type and IDs.
+fn on_event(t: &Target, ctx: &Context, e: Event, source: IpAddr) {
+    let (kind_text, n) = match split_key(&e.component) {
+        Some((k, n)) => (k.to_string(), Some(n)),
+        None => (e.component.clone(), e.id.map(|i| i as usize)),
+    };
+    let name = match e.event.as_str() {
+        "single_push" => "button_push",
+        "double_push" => "button_doublepush",
+        "triple_push" => "button_triplepush",
+        "long_push" => "button_longpush",
+        other => other,
+    };
+    let event = format!("{kind_text}.{name}");
+    let snap = worker::snapshot(&ctx.shared.slots[t.di]);
+    let (object_type, component_id) = match kind_text.as_str() {
+        "input" => ("input", n.and_then(|n| snap.inputs.get(n)).map(|c| c.id)),
+        "cover" => ("cover", n.and_then(|n| snap.covers.get(n)).map(|c| c.id)),
+        k if k == t.output_type => ("output", n.and_then(|n| snap.outputs.get(n)).map(|c| c.id)),
+        _ => ("", None),
+    };
+    let hook = Hook {
+        event,
+        device_id: Some(t.id),
+        object_type: (!object_type.is_empty()).then(|| object_type.to_string()),
+        component_id,
+        params: e.fields,
+    };
+    let Some(names) = ctx.shared.resolve(&hook, source, EventChannel::Push) else {
+        return;
+    };
+    ctx.queue.push(routing::event(
+        hook,
+        names,
+        source.to_string(),
+        EventChannel::Push,
+    ));
+    if let Some(w) = &ctx.wake {
+        w.set();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeat_pings_when_idle_and_drops_without_a_pong() {
+        let t0 = Instant::now();
+        let wait = Duration::from_millis(800);
+        assert_eq!(
+            heartbeat(t0, t0, None, None, wait, PING_IDLE),
+            Beat::Wait(t0 + PING_IDLE)
+        );
+        let idle = t0 + PING_IDLE;
+        assert_eq!(heartbeat(idle, t0, None, None, wait, PING_IDLE), Beat::Ping);
+        assert_eq!(
+            heartbeat(idle, t0, Some(idle), None, wait, PING_IDLE),
+            Beat::Wait(idle + wait)
+        );
+        // A pong from before the ping does not count.
+        assert_eq!(
+            heartbeat(idle + wait, t0, Some(idle), Some(t0), wait, PING_IDLE),
+            Beat::Dead
+        );
+        let pong = idle + Duration::from_millis(5);
+        assert_eq!(
+            heartbeat(idle + wait, t0, Some(idle), Some(pong), wait, PING_IDLE),
+            Beat::Alive
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_cap_with_up_to_a_quarter_of_jitter() {
+        let j = RandomState::new();
+        for (failures, base) in [(0, 1), (1, 2), (3, 8), (9, 300), (40, 300)] {
+            let w = backoff(failures, &j, 7);
+            let base = Duration::from_secs(base);
+            assert!(
+                w >= base && w < base + base / 4 + Duration::from_millis(1),
+                "{failures}: {w:?}"
+            );
+        }
+    }
+}

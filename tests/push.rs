@@ -1,0 +1,275 @@
+//! The push channel (`Channel: auto`) against the emulator's WebSocket RPC: notifications reach the snapshot
+//! and the event queue without any refresh, once even with webhooks on, and a dropped socket comes back.
+
+mod common;
+
+use std::time::Duration;
+
+use common::emu::{self, Emulated};
+use common::eventually;
+use smartdev::emulator::DeviceSpec;
+use smartdev::{Controller, EventChannel, Identity};
+
+const LIMIT: Duration = Duration::from_secs(10);
+const BLOCK: &str = "Name: Hall, Model: ShellyPlus1PM, Inputs: [{Name: Hall In, Webhooks: true}], Outputs: [{Name: Hall Light, Webhooks: true}]";
+const AUTO: &str = "  Channel: auto\n";
+const AUTO_AND_HOOKS: &str = "  Channel: auto
+  ShellyWebhooks:
+    Enabled: true
+    Port: 0
+    DefaultWebhooks:
+      Inputs: [input.toggle_on, input.toggle_off]
+";
+
+/// The tests look at the process's threads: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn poller_threads() -> usize {
+    common::threads_named("sd-push")
+        .iter()
+        .filter(|n| *n == "sd-push")
+        .count()
+}
+
+fn light(ctl: &Controller) -> Option<bool> {
+    ctl.output(Identity::name("Hall Light")).unwrap().state
+}
+
+fn subscribed(e: &Emulated) {
+    assert!(
+        eventually(LIMIT, || e.emu.ws_subscribed(0) == 1),
+        "the push channel subscribes"
+    );
+}
+
+#[test]
+fn an_admin_switch_reaches_the_snapshot_without_a_refresh() {
+    let _serial = serial();
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
+    subscribed(&e);
+    assert_eq!(light(&e.ctl), Some(false));
+    for on in [true, false, true] {
+        e.emu.set_output(0, 0, on);
+        assert!(eventually(LIMIT, || light(&e.ctl) == Some(on)), "{on}");
+    }
+    e.ctl.close();
+}
+
+#[test]
+fn http_channel_opens_no_socket() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &["ID: 4343, Name: Hall, Model: ShellyPlus1PM"],
+        "  Channel: http\n",
+    );
+    assert_eq!(poller_threads(), 0);
+    assert_eq!(e.emu.ws_connections(0), 0);
+    e.ctl.close();
+}
+
+#[test]
+fn a_fired_event_arrives_once_over_the_socket() {
+    let _serial = serial();
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
+    subscribed(&e);
+    e.emu.set_input(0, 0, true);
+    assert_eq!(e.emu.fire_event(0, "input.toggle_on", 0), 0, "no webhooks");
+    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().waiting == 1));
+    let ev = e.ctl.pull_webhook_event().unwrap();
+    assert_eq!(ev.channel, EventChannel::Push);
+    assert_eq!(ev.event, "input.toggle_on");
+    assert_eq!((ev.device.as_str(), ev.device_id), ("Hall", Some(1)));
+    assert_eq!(ev.component, "Hall In");
+    assert_eq!(ev.object_type.as_deref(), Some("input"));
+    assert_eq!(ev.source, "127.0.0.1");
+    let json = serde_json::to_value(&ev).unwrap();
+    assert_eq!(json["Channel"], "push");
+    assert!(eventually(LIMIT, || e
+        .ctl
+        .input(Identity::name("Hall In"))
+        .unwrap()
+        .state
+        == Some(true)));
+    e.ctl.close();
+}
+
+#[test]
+fn with_webhooks_too_each_event_is_queued_once() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &[BLOCK],
+        AUTO_AND_HOOKS,
+    );
+    subscribed(&e);
+    assert!(
+        eventually(LIMIT, || e.emu.webhooks(0).len() >= 2),
+        "{:?}",
+        e.emu.webhooks(0)
+    );
+    e.emu.set_input(0, 0, true);
+    assert_eq!(e.emu.fire_event(0, "input.toggle_on", 0), 1, "the webhook");
+    // Both copies arrived once one was dropped as the other's twin.
+    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().duplicates == 1));
+    assert_eq!(e.ctl.webhook_queue_stats().waiting, 1);
+    // A second real event is a second event, not a duplicate of the first.
+    e.emu.set_input(0, 0, false);
+    assert_eq!(e.emu.fire_event(0, "input.toggle_off", 0), 1);
+    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().duplicates == 2));
+    assert_eq!(e.ctl.webhook_queue_stats().waiting, 2);
+    let events: Vec<_> = std::iter::from_fn(|| e.ctl.pull_webhook_event())
+        .map(|ev| ev.event)
+        .collect();
+    assert_eq!(events, ["input.toggle_on", "input.toggle_off"]);
+    e.ctl.close();
+}
+
+#[test]
+fn a_dropped_socket_reconnects_and_what_changed_meanwhile_is_seen() {
+    let _serial = serial();
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
+    subscribed(&e);
+    assert_eq!(light(&e.ctl), Some(false));
+    e.emu.drop_ws(0);
+    // Nobody listens now: the change can only be seen by the read after the reconnect.
+    e.emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || e.emu.ws_subscribed(0) == 1));
+    assert!(eventually(LIMIT, || light(&e.ctl) == Some(true)));
+    assert!(e.ctl.device("Hall").unwrap().online);
+    // And pushes flow again.
+    e.emu.set_output(0, 0, false);
+    assert!(eventually(LIMIT, || light(&e.ctl) == Some(false)));
+    e.ctl.close();
+}
+
+#[test]
+fn a_device_with_a_password_authenticates_in_the_frame() {
+    let _serial = serial();
+    let mut spec = DeviceSpec::new("ShellyPlus1PM");
+    spec.password = Some("s3cret".into());
+    let block = format!("{BLOCK}, Password: s3cret");
+    let e = emu::start(vec![spec], &[&block], AUTO);
+    subscribed(&e);
+    e.emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || light(&e.ctl) == Some(true)));
+    e.ctl.close();
+}
+
+#[test]
+fn close_joins_the_push_thread() {
+    let _serial = serial();
+    let block = format!("ID: 4242, {BLOCK}");
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[&block], AUTO);
+    subscribed(&e);
+    assert_eq!(poller_threads(), 1, "one poller for every socket");
+    e.ctl.close();
+    assert_eq!(poller_threads(), 0);
+    assert!(
+        common::threads_named("sd-push-4242").is_empty(),
+        "no connector left"
+    );
+    assert!(eventually(LIMIT, || e.emu.ws_connections(0) == 0));
+}
+
+#[test]
+fn channel_is_validated_in_both_layouts_and_per_device() {
+    let _serial = serial();
+    use smartdev::{Channel, Settings};
+    for root in ["ShellyDevices", "SCSmartDevices"] {
+        let s = Settings::from_yaml_str(&format!(
+            "{root}:\n  Channel: auto\n  Devices:\n    - {{Model: ShellyPlus1PM, Hostname: 10.0.0.2, Channel: http}}\n    - {{Model: ShellyPlus1PM, Hostname: 10.0.0.3}}\n"
+        ))
+        .unwrap();
+        assert_eq!(s.channel, Channel::Auto, "{root}");
+        assert_eq!(s.devices[0].channel, Some(Channel::Http));
+        assert_eq!(s.devices[1].channel, None);
+        assert!(
+            s.devices[0].custom.is_empty(),
+            "Channel is no custom attribute"
+        );
+        let e = Settings::from_yaml_str(&format!("{root}:\n  Channel: always\n  Devices: []\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Channel") && e.contains("auto"), "{e}");
+    }
+    let s = Settings::from_yaml_str("SmartDevices:\n  Devices: []\n").unwrap();
+    assert_eq!(s.channel, Channel::Http, "http stays the default");
+}
+
+#[test]
+fn one_poller_serves_every_gen2_device_and_gen1_ignores_the_setting() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![
+            DeviceSpec::new("ShellyPlus1PM"),
+            DeviceSpec::new("ShellyPlus1PM"),
+            DeviceSpec::new("Shelly1PM"),
+        ],
+        &[
+            "Name: A, Model: ShellyPlus1PM, Outputs: [{Name: A Out}]",
+            "Name: B, Model: ShellyPlus1PM, Outputs: [{Name: B Out}]",
+            "Name: C, Model: Shelly1PM, Outputs: [{Name: C Out}]",
+        ],
+        AUTO,
+    );
+    assert!(eventually(LIMIT, || e.emu.ws_subscribed(0) == 1
+        && e.emu.ws_subscribed(1) == 1));
+    assert_eq!(poller_threads(), 1);
+    assert_eq!(e.emu.ws_connections(2), 0, "Gen1 has no push channel");
+    let out = |n: &str| e.ctl.output(Identity::name(n)).unwrap().state;
+    e.emu.set_output(1, 0, true);
+    assert!(eventually(LIMIT, || out("B Out") == Some(true)));
+    e.emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || out("A Out") == Some(true)));
+    e.ctl.close();
+}
+
+#[test]
+fn a_silent_socket_is_retried_and_http_keeps_the_device_online() {
+    let _serial = serial();
+    let emu = smartdev::emulator::Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    // The socket opens but the device answers nothing on it: the subscription times out.
+    emu.stall_ws(0, true);
+    let ctl = emu::open(&emu, &[BLOCK], AUTO).unwrap();
+    assert!(ctl.device("Hall").unwrap().online, "HTTP decides Online");
+    // A second attempt after the back-off.
+    assert!(eventually(LIMIT, || emu.ws_connections(0) >= 2));
+    assert!(ctl.device("Hall").unwrap().online);
+    emu.stall_ws(0, false);
+    assert!(eventually(LIMIT, || emu.ws_subscribed(0) >= 1));
+    emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || light(&ctl) == Some(true)));
+    ctl.close();
+}
+
+#[test]
+fn a_socket_without_pongs_is_dropped_and_reconnected() {
+    let _serial = serial();
+    let emu = smartdev::emulator::Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let ctl = Controller::builder()
+        .push_ping_idle(Duration::from_millis(300))
+        .open(emu::settings(&emu, &[BLOCK], AUTO))
+        .unwrap();
+    assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
+    // Silent now: no pong within 2 × 0.4 s of a ping, so it is dropped and a new one is opened.
+    emu.stall_ws(0, true);
+    assert!(eventually(LIMIT, || emu.ws_connections(0) >= 2));
+    emu.set_output(0, 0, true);
+    emu.stall_ws(0, false);
+    assert!(eventually(LIMIT, || light(&ctl) == Some(true)));
+    assert!(ctl.device("Hall").unwrap().online);
+    ctl.close();
+}
