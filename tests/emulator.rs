@@ -2,7 +2,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -80,35 +79,6 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// A local webhook receiver: every request target arrives on the channel.
-fn hook_listener() -> (u16, mpsc::Receiver<String>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 1024];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let line = String::from_utf8_lossy(&buf)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
-            let _ =
-                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (port, rx)
-}
 
 // ---- lifecycle ----
 
@@ -357,7 +327,7 @@ fn gen1_emeters_are_wh_with_returned_energy() {
 
 #[test]
 fn gen1_action_urls_are_webhooks() {
-    let (hport, rx) = hook_listener();
+    let (hport, rx) = common::raw_http::hook_listener();
     let emu = one("Shelly1PM");
     let p = emu.port(0);
     let list = get_json(p, "/settings/actions");
@@ -761,7 +731,7 @@ fn rpc_addon_probes_by_name() {
 
 #[test]
 fn rpc_webhooks_lifecycle_and_firing() {
-    let (hport, rx) = hook_listener();
+    let (hport, rx) = common::raw_http::hook_listener();
     let emu = one("Shelly2PMG3");
     let p = emu.port(0);
     let types = rpc(p, "Webhook.ListSupported", json!({}))["types"].clone();
@@ -1154,7 +1124,7 @@ fn idle_clients_do_not_hang_a_port() {
 
 #[test]
 fn admin_endpoint_routes() {
-    let (hport, rx) = hook_listener();
+    let (hport, rx) = common::raw_http::hook_listener();
     let mut spec = DeviceSpec::new("ShellyPlus2PM");
     spec.probes = vec!["P".into()];
     let emu = start(vec![spec, DeviceSpec::new("Tasmota")]);

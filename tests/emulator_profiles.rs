@@ -2,9 +2,6 @@
 //! manual clock, Gen1 rollers, Tasmota shutters, per-component energy fields, the Pro 3EM monophase profile,
 //! sensors, button inputs and dimmers.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -86,35 +83,6 @@ fn close(a: f64, b: f64, tol: f64) -> bool {
 }
 
 /// A local webhook receiver: every request target arrives on the channel.
-fn hook_listener() -> (u16, mpsc::Receiver<String>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 1024];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let line = String::from_utf8_lossy(&buf)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
-            let _ =
-                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (port, rx)
-}
 
 // ---- 1. profiles ----
 
@@ -1006,7 +974,7 @@ fn an_i4_has_four_inputs_that_can_be_buttons() {
     }
     assert!(types.get("switch.on").is_none());
 
-    let (hook_port, rx) = hook_listener();
+    let (hook_port, rx) = common::raw_http::hook_listener();
     for (event, path) in [
         ("input.button_push", "push"),
         ("input.button_longpush", "long"),

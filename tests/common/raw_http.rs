@@ -101,3 +101,35 @@ pub fn request(port: u16, method: &str, target: &str, body: Option<&str>) -> Rep
     )
     .unwrap_or_else(|e| panic!("{method} {target} on port {port}: {e}"))
 }
+
+/// A server on 127.0.0.1 that answers every request `200 ok` and sends each request line to the receiver (where
+/// an emulated device's webhooks go).
+pub fn hook_listener() -> (u16, std::sync::mpsc::Receiver<String>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&buf)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (port, rx)
+}
