@@ -89,12 +89,9 @@ pub(crate) fn relay(dev: &Device, n: &str, req: &Request) -> Response {
     let Some(i) = n.parse::<usize>().ok().filter(|i| *i < count) else {
         return Response::text(404, "Not Found");
     };
-    let on = match req.param("turn").as_deref() {
-        None => None,
-        Some("on") => Some(true),
-        Some("off") => Some(false),
-        Some("toggle") => Some(!s.outputs[i]),
-        Some(_) => return Response::text(400, "Bad turn!"),
+    let on = match turn(req, s.outputs[i]) {
+        Ok(on) => on,
+        Err(refused) => return refused,
     };
     if let Some(on) = on {
         s.set_output(i, on, Source::Remote);
@@ -109,12 +106,9 @@ pub(crate) fn light(dev: &Device, n: &str, req: &Request) -> Response {
     let Some(i) = n.parse::<usize>().ok().filter(|i| *i < count) else {
         return Response::text(404, "Not Found");
     };
-    let on = match req.param("turn").as_deref() {
-        None => None,
-        Some("on") => Some(true),
-        Some("off") => Some(false),
-        Some("toggle") => Some(!s.outputs[i]),
-        Some(_) => return Response::text(400, "Bad turn!"),
+    let on = match turn(req, s.outputs[i]) {
+        Ok(on) => on,
+        Err(refused) => return refused,
     };
     let brightness = match req.param("brightness") {
         None => None,
@@ -181,4 +175,15 @@ pub(crate) fn roller(dev: &Device, n: &str, req: &Request) -> Response {
     }
     s.sync_relays(c, now);
     Response::json_whole(200, &roller_json(&s, c))
+}
+
+/// The state a `turn=on|off|toggle` parameter asks for (`None` without one), given the channel's state now.
+fn turn(req: &Request, now: bool) -> Result<Option<bool>, Response> {
+    match req.param("turn").as_deref() {
+        None => Ok(None),
+        Some("on") => Ok(Some(true)),
+        Some("off") => Ok(Some(false)),
+        Some("toggle") => Ok(Some(!now)),
+        Some(_) => Err(Response::text(400, "Bad turn!")),
+    }
 }
