@@ -179,8 +179,12 @@ impl Controller {
         let mut drivers = Vec::with_capacity(devices.len());
         let mut problems = Vec::new();
         // Planned devices are in configuration order, so they pair with their configuration blocks.
-        for (d, cfg) in devices.iter().zip(&settings.devices) {
+        for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
             let hooks = install::plan(d, &settings.webhooks, port);
+            let tunnel = push_targets
+                .iter()
+                .find(|t| t.di == di)
+                .map(|t| t.tunnel.clone());
             let credentials = driver::Credentials {
                 username: cfg.username.clone(),
                 password: cfg.password.clone(),
@@ -193,6 +197,7 @@ impl Controller {
                     &http,
                     hooks.clone(),
                     credentials.clone(),
+                    tunnel.clone(),
                 )
             });
             match factory() {
@@ -748,6 +753,7 @@ fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::pu
                     OutputKind::Switch => "switch",
                     OutputKind::Light => "light",
                 },
+                tunnel: Default::default(),
             })
         })
         .collect()

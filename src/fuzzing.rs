@@ -336,6 +336,7 @@ fn exchange_driver(
             m,
             hooks,
             credentials,
+            None,
         )),
         None => Box::new(crate::driver::tasmota::Tasmota::new(
             http,

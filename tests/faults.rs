@@ -23,7 +23,8 @@ fn every_fault_gives_its_error_after_the_right_number_of_attempts() {
     let t = start(
         vec![DeviceSpec::new("ShellyPlus1PM")],
         &["Name: P, Model: ShellyPlus1PM"],
-        "",
+        // The HTTP retry policy (over the push channel a lost answer falls back to it).
+        "  Channel: http\n",
     );
     let status = "rpc Shelly.GetStatus";
     let attempts_of = |fault: Fault| {

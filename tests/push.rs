@@ -198,7 +198,98 @@ fn channel_is_validated_in_both_layouts_and_per_device() {
         assert!(e.contains("Channel") && e.contains("auto"), "{e}");
     }
     let s = Settings::from_yaml_str("SmartDevices:\n  Devices: []\n").unwrap();
-    assert_eq!(s.channel, Channel::Http, "http stays the default");
+    assert_eq!(s.channel, Channel::Auto, "auto is the default");
+}
+
+/// (requests the device got, of which over the WebSocket).
+fn requests(e: &Emulated) -> (u64, u64) {
+    (e.emu.total_requests(0), e.emu.ws_requests(0))
+}
+
+fn requests_go_over_the_socket(password: Option<&str>) {
+    let mut spec = DeviceSpec::new("ShellyPlus1PM");
+    spec.password = password.map(str::to_string);
+    let block = match password {
+        Some(p) => format!("{BLOCK}, Password: {p}"),
+        None => BLOCK.to_string(),
+    };
+    // No Channel key: auto is the default.
+    let e = emu::start(vec![spec], &[&block], "");
+    subscribed(&e);
+    // The socket is lent to the driver once the poller has it: from then on a switch is one frame.
+    let mut on = false;
+    assert!(
+        eventually(LIMIT, || {
+            on = !on;
+            let before = requests(&e);
+            e.ctl
+                .change_output(Identity::name("Hall Light"), on)
+                .unwrap();
+            let after = requests(&e);
+            after.0 - before.0 == after.1 - before.1 && after.1 > before.1
+        }),
+        "switching goes over the socket"
+    );
+    assert_eq!(e.emu.output(0, 0), on);
+    // With a password: the challenge the subscription answered serves every later frame (rising `nc`).
+    let challenges = e.emu.auth_stats(0).challenges;
+    for _ in 0..5 {
+        on = !on;
+        e.ctl
+            .change_output(Identity::name("Hall Light"), on)
+            .unwrap();
+    }
+    assert_eq!(e.emu.auth_stats(0).challenges, challenges);
+    assert_eq!(e.emu.auth_stats(0).rejected, 0);
+    let before = requests(&e);
+    e.ctl.refresh_all().unwrap();
+    let after = requests(&e);
+    assert!(after.1 > before.1, "the status read is a frame");
+    assert_eq!(after.0 - before.0, after.1 - before.1, "no HTTP request");
+    assert!(e.ctl.device("Hall").unwrap().online);
+    assert_eq!(light(&e.ctl), Some(on));
+    e.ctl.close();
+}
+
+#[test]
+fn requests_go_over_the_socket_while_it_is_up() {
+    let _serial = serial();
+    requests_go_over_the_socket(None);
+}
+
+#[test]
+fn requests_over_the_socket_authenticate_in_the_frame() {
+    let _serial = serial();
+    requests_go_over_the_socket(Some("s3cret"));
+}
+
+#[test]
+fn an_unanswered_request_falls_back_to_http_and_the_socket_is_renewed() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &[BLOCK],
+        "  ResponseTimeout: 0.5\n",
+    );
+    subscribed(&e);
+    assert!(eventually(LIMIT, || {
+        let before = requests(&e);
+        e.ctl.refresh_all().unwrap();
+        requests(&e).1 > before.1
+    }));
+    // The socket stays open but answers nothing: the read waits one ResponseTimeout, then HTTP answers.
+    e.emu.stall_ws(0, true);
+    e.emu.set_output(0, 0, true);
+    let d = e.ctl.read_device("Hall").unwrap();
+    assert!(d.online, "{:?}", d.last_error);
+    assert_eq!(light(&e.ctl), Some(true));
+    // The silent socket was given up; a new one subscribes once the device talks again.
+    e.emu.stall_ws(0, false);
+    assert!(eventually(LIMIT, || e.emu.ws_connections(0) == 1
+        && e.emu.ws_subscribed(0) == 1));
+    e.emu.set_output(0, 0, false);
+    assert!(eventually(LIMIT, || light(&e.ctl) == Some(false)));
+    e.ctl.close();
 }
 
 #[test]

@@ -368,7 +368,7 @@ fn a_flood_of_events_does_not_become_a_flood_of_device_reads() {
     )
     .unwrap();
     let yaml = format!(
-        "SmartDevices:\n  RefreshInterval: 0\n  PingAllowed: false\n  ShellyWebhooks: {{Enabled: true, Host: 127.0.0.1, Port: 0}}\n  Devices:\n    - {{Name: P, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}}}\n",
+        "SmartDevices:\n  Channel: http\n  RefreshInterval: 0\n  PingAllowed: false\n  ShellyWebhooks: {{Enabled: true, Host: 127.0.0.1, Port: 0}}\n  Devices:\n    - {{Name: P, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}}}\n",
         emu.port(0)
     );
     let ctl = Controller::open(Settings::from_yaml_str(&yaml).unwrap(), None).unwrap();

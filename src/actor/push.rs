@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -30,7 +30,8 @@ use serde_json::{Map, Value};
 use crate::actor::worker;
 use crate::driver::ws::client::Timeouts;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
-use crate::driver::ws::rpc::{Event, Notification, RpcSocket, parse_notification};
+use crate::driver::ws::rpc::{Event, FrameChallenge, Notification, RpcSocket, parse_notification};
+use crate::driver::ws::tunnel::Tunnel;
 use crate::event::EventChannel;
 use crate::objects::ComponentKind;
 use crate::wake::WakeFlag;
@@ -55,6 +56,8 @@ pub(crate) struct Target {
     pub(crate) password: Option<String>,
     /// The RPC component of its outputs: `switch` or `light`.
     pub(crate) output_type: &'static str,
+    /// The live connection lent to the device's driver for its requests.
+    pub(crate) tunnel: Arc<Tunnel>,
 }
 
 /// What every push thread shares.
@@ -189,11 +192,21 @@ struct Live {
     last_pong: Option<Instant>,
 }
 
+/// A subscribed connection as the connector hands it over.
+struct Subscribed {
+    stream: TcpStream,
+    /// Bytes read past the subscription's answer, and a message being joined.
+    buf: Vec<u8>,
+    asm: Assembler,
+    source: IpAddr,
+    src: String,
+    challenge: Option<(FrameChallenge, u32)>,
+    /// The subscribing `Shelly.GetStatus` result: the read after the (re)connect.
+    status: Value,
+}
+
 /// What a connector hands back: the subscribed connection, or why it failed.
-type Connected = (
-    usize,
-    Result<(TcpStream, Vec<u8>, Assembler, IpAddr), String>,
-);
+type Connected = (usize, Result<Subscribed, String>);
 
 struct Poller {
     poll: Poll,
@@ -288,7 +301,8 @@ impl Poller {
                 }
             }
         }
-        for slot in &mut self.slots {
+        for (slot, t) in self.slots.iter_mut().zip(&self.targets) {
+            t.tunnel.detach();
             if let Slot::Live(l) = slot {
                 let _ = l.stream.shutdown(Shutdown::Both);
             }
@@ -329,15 +343,26 @@ impl Poller {
         }
     }
 
-    fn go_live(
-        &mut self,
-        ti: usize,
-        (stream, buf, asm, source): (TcpStream, Vec<u8>, Assembler, IpAddr),
-    ) {
-        if let Err(e) = stream.set_nonblocking(true) {
-            self.fail(ti, e.to_string());
-            return;
-        }
+    fn go_live(&mut self, ti: usize, sub: Subscribed) {
+        let Subscribed {
+            stream,
+            buf,
+            asm,
+            source,
+            src,
+            challenge,
+            status,
+        } = sub;
+        let writer = match stream
+            .set_nonblocking(true)
+            .and_then(|()| stream.try_clone())
+        {
+            Ok(w) => w,
+            Err(e) => {
+                self.fail(ti, e.to_string());
+                return;
+            }
+        };
         let mut stream = mio::net::TcpStream::from_std(stream);
         if let Err(e) = self
             .poll
@@ -357,7 +382,11 @@ impl Poller {
             ping_sent: None,
             last_pong: None,
         }));
-        log::debug!("device {}: push channel connected", self.targets[ti].label);
+        let t = &self.targets[ti];
+        t.tunnel.attach(writer, src, challenge, Some(status));
+        // The worker's read after a (re)connect takes the subscription's status (no second request).
+        self.ctx.shared.post(t.di, None, None, true);
+        log::debug!("device {}: push channel connected", t.label);
         // Frames that came with the subscription's answer, and bytes that arrived before the registration.
         if self.process(ti) {
             self.readable(ti);
@@ -434,12 +463,17 @@ impl Poller {
                     l.last_traffic = now;
                     l.ping_sent = None;
                     let source = l.source;
-                    if let Ok(Value::Object(frame)) = crate::untrusted_json::parse(text.as_bytes())
-                        && frame.contains_key("method")
-                        && !frame.contains_key("id")
+                    let Ok(Value::Object(frame)) = crate::untrusted_json::parse(text.as_bytes())
+                    else {
+                        continue;
+                    };
+                    let t = &self.targets[ti];
+                    if let Some(id) = frame.get("id").and_then(Value::as_u64) {
+                        t.tunnel.deliver(id, frame);
+                    } else if frame.contains_key("method")
                         && let Some(n) = parse_notification(&frame)
                     {
-                        on_notification(&self.targets[ti], &self.ctx, n, source);
+                        on_notification(t, &self.ctx, n, source);
                     }
                 }
                 Message::Binary(_) => {}
@@ -458,7 +492,7 @@ impl Poller {
                         Some(c) => format!("the device closed the WebSocket ({c})"),
                         None => "the device closed the WebSocket".into(),
                     };
-                    self.fail(ti, why);
+                    self.fail_live(ti, why);
                     return false;
                 }
             }
@@ -467,40 +501,33 @@ impl Poller {
 
     fn protocol_error(&mut self, ti: usize, p: frame::ProtocolError) -> bool {
         self.write(ti, Opcode::Close, &frame::close_payload(p.close_code(), ""));
-        self.fail(ti, format!("the device sent {p}"));
+        self.fail_live(ti, format!("the device sent {p}"));
         false
     }
 
-    /// Writes one small control frame (masked); a socket that cannot take it at once is given up.
-    fn write(&mut self, ti: usize, opcode: Opcode, payload: &[u8]) -> bool {
-        self.masks += 1;
-        let mut h = self.jitter.build_hasher();
-        h.write_u64(self.masks);
-        let mask = h.finish().to_le_bytes();
-        let wire = frame::encode(
-            opcode,
-            true,
-            &payload[..payload.len().min(125)],
-            Some([mask[0], mask[1], mask[2], mask[3]]),
-        );
-        let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
-            return false;
-        };
-        match l.stream.write(&wire) {
-            Ok(n) if n == wire.len() => true,
-            Ok(_) => {
-                self.fail(ti, "the socket took only part of a control frame".into());
-                false
-            }
-            Err(e) => {
-                self.fail(ti, format!("WebSocket I/O failed: {e}"));
-                false
-            }
+    /// [`Poller::fail`] unless a failed write already ended the connection.
+    fn fail_live(&mut self, ti: usize, why: String) {
+        if matches!(self.slots[ti], Slot::Live(_)) {
+            self.fail(ti, why);
         }
+    }
+
+    /// Writes one small control frame through the tunnel (the one writer lock, shared with the worker's
+    /// requests); a socket that cannot take it at once is given up.
+    fn write(&mut self, ti: usize, opcode: Opcode, payload: &[u8]) -> bool {
+        let payload = &payload[..payload.len().min(125)];
+        if self.targets[ti].tunnel.write(opcode, payload) {
+            return true;
+        }
+        if matches!(self.slots[ti], Slot::Live(_)) {
+            self.fail(ti, "the socket did not take a control frame".into());
+        }
+        false
     }
 
     /// Ends target `ti`'s connection (if any) and schedules the next attempt after the back-off.
     fn fail(&mut self, ti: usize, why: String) {
+        self.targets[ti].tunnel.detach();
         let (was_live, failures) = match &mut self.slots[ti] {
             Slot::Live(l) => {
                 let _ = self.poll.registry().deregister(&mut l.stream);
@@ -546,12 +573,7 @@ fn backoff(failures: u32, jitter: &RandomState, salt: u64) -> Duration {
 /// A connector: TCP, upgrade, the subscribing request (authenticated when the device has a password), then
 /// the worker is asked for a full read (whatever changed while nobody listened) and the connection handed
 /// over. Runs on its own short-lived thread so a silent device never holds the poller.
-fn connect(
-    t: &Target,
-    src: &str,
-    ctx: &Context,
-    stop: &Stop,
-) -> Result<(TcpStream, Vec<u8>, Assembler, IpAddr), String> {
+fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscribed, String> {
     let addr = (t.host.trim_matches(['[', ']']), t.port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {}: {e}", t.host))?
@@ -574,14 +596,22 @@ fn connect(
     }
     let r = sock.call("Shelly.GetStatus", None);
     stop.unregister(t.di);
-    r.map_err(|e| format!("subscribing failed: {e}"))?;
-    ctx.shared.post(t.di, None, None, true);
-    let (conn, queued) = sock.into_parts();
+    let status = r.map_err(|e| format!("subscribing failed: {e}"))?;
+    let (conn, queued, challenge) = sock.into_parts();
+    // These came before the status answer: it is newer than they are.
     for n in queued {
         on_notification(t, ctx, n, addr.ip());
     }
     let (stream, buf, asm) = conn.into_parts();
-    Ok((stream, buf, asm, addr.ip()))
+    Ok(Subscribed {
+        stream,
+        buf,
+        asm,
+        source: addr.ip(),
+        src: src.to_string(),
+        challenge,
+        status,
+    })
 }
 
 /// What the heartbeat does next.
@@ -623,6 +653,7 @@ fn split_key(key: &str) -> Option<(&str, usize)> {
 }
 
 fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
+    t.tunnel.notified();
     match n {
         Notification::Status { components, .. } => on_status(t, ctx, &components),
         Notification::FullStatus { status, .. } => on_status(t, ctx, &status),

@@ -159,10 +159,10 @@ impl std::fmt::Debug for Secret {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Channel {
     /// HTTP only: reads, webhooks and background refreshes (the behaviour before the push channel).
-    #[default]
     Http,
-    /// A persistent WebSocket for the device's notifications (`NotifyStatus`, `NotifyEvent`); HTTP for
-    /// requests and as the fallback while the socket is down.
+    /// The default: a persistent WebSocket per Gen2+ device for its notifications (`NotifyStatus`,
+    /// `NotifyEvent`) and its requests; HTTP while the socket is down and for Gen1 and Tasmota.
+    #[default]
     Auto,
 }
 
@@ -234,7 +234,7 @@ impl Settings {
     pub fn with_defaults(devices: Vec<DeviceConfig>) -> Self {
         Settings {
             source: "<code>".into(),
-            channel: Channel::Http,
+            channel: Channel::Auto,
             layout: Layout::B,
             root_key: "SCSmartDevices".into(),
             allow_debug_logging: false,

@@ -23,6 +23,8 @@ const MAX_BODY: u64 = 1024 * 1024;
 /// contact mode and reachability record are its own.
 pub(crate) struct Http {
     agent: ureq::Agent,
+    /// `ResponseTimeout`: also the bound of a request over the push connection.
+    timeout: Duration,
     retries: u32,
     delay: Duration,
     debug_bodies: bool,
@@ -37,6 +39,7 @@ impl Clone for Http {
     fn clone(&self) -> Self {
         Http {
             agent: self.agent.clone(),
+            timeout: self.timeout,
             retries: self.retries,
             delay: self.delay,
             debug_bodies: self.debug_bodies,
@@ -144,6 +147,7 @@ impl Http {
     fn with_agent(agent: ureq::Agent, settings: &Settings, closing: Arc<AtomicBool>) -> Self {
         Http {
             agent,
+            timeout: settings.response_timeout,
             retries: settings.retry_count,
             delay: settings.retry_delay,
             debug_bodies: settings.allow_debug_logging,
@@ -166,6 +170,17 @@ impl Http {
             2 => Some(false),
             _ => None,
         }
+    }
+
+    /// `ResponseTimeout`.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Records an answer (or the lack of one) that came by another way than HTTP (the push connection).
+    pub(crate) fn record_reach(&self, answered: bool) {
+        self.reach
+            .store(if answered { 1 } else { 2 }, Ordering::Relaxed);
     }
 
     /// Whether the controller is closing.

@@ -256,6 +256,7 @@ pub(crate) fn for_device(
     http: &http::Http,
     hooks: Option<crate::webhook::install::HookPlan>,
     credentials: Credentials,
+    tunnel: Option<std::sync::Arc<ws::tunnel::Tunnel>>,
 ) -> Result<Box<dyn Driver>> {
     if dev.simulate {
         let file = dev
@@ -271,9 +272,14 @@ pub(crate) fn for_device(
         Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {
             Box::new(gen1::Gen1::new(http, base, m.clone(), hooks, credentials))
         }
-        Some(ModelRef::Vendor(m)) => {
-            Box::new(rpc::Rpc::new(http, base, m.clone(), hooks, credentials))
-        }
+        Some(ModelRef::Vendor(m)) => Box::new(rpc::Rpc::new(
+            http,
+            base,
+            m.clone(),
+            hooks,
+            credentials,
+            tunnel,
+        )),
         Some(ModelRef::Tasmota) => Box::new(tasmota::Tasmota::new(http, base, credentials)),
         None => {
             return Err(crate::Error::Unsupported {

@@ -339,6 +339,8 @@ impl Device {
         }
         match fault {
             Fault::Refuse => {
+                // A device that refuses connections has lost its established ones too.
+                self.ws.drop_all();
                 self.net.await_listening(false, APPLY_TIMEOUT);
             }
             Fault::Flapping(_) => {}

@@ -493,6 +493,12 @@ impl Emulator {
         self.dev(device).ws.subscribed()
     }
 
+    /// RPC requests a device received over WebSocket connections so far (counted in [`Emulator::counts`] too,
+    /// under the same `rpc <Method>` keys as HTTP calls).
+    pub fn ws_requests(&self, device: usize) -> u64 {
+        self.dev(device).ws.requests()
+    }
+
     /// Cuts every WebSocket connection of a device without a close frame (a reboot, a lost network).
     pub fn drop_ws(&self, device: usize) {
         self.dev(device).ws.drop_all();

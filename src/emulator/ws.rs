@@ -18,6 +18,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::{Map, Value, json};
 
+use super::Fault;
 use super::device::Device;
 use super::server::{Request, Response};
 use super::state::DeviceState;
@@ -58,6 +59,8 @@ pub(crate) struct WsHub {
     unstalled: Condvar,
     stopping: AtomicBool,
     next_id: AtomicU64,
+    /// Request frames received (they are also in the port's counts, like HTTP calls).
+    requests: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -76,6 +79,11 @@ impl WsHub {
             .iter()
             .filter(|c| lock(&c.src).is_some())
             .count()
+    }
+
+    /// Request frames received over every connection so far.
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// Cuts every connection (no close frame), as a device that reboots or loses Wi-Fi.
@@ -356,21 +364,32 @@ fn read_loop(
             Ok(Message::Ping(p)) => out(Opcode::Pong, &p),
             Ok(Message::Pong(_) | Message::Binary(_)) => {}
             Ok(Message::Text(t)) => {
-                let answer = answer(dev, &t, src);
-                out(Opcode::Text, &answer);
+                if let Some(answer) = answer(dev, &t, src) {
+                    out(Opcode::Text, &answer);
+                }
             }
         }
     }
 }
 
-/// One request frame → its response frame (bytes), counted under `rpc <Method>` like HTTP calls.
-fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Vec<u8> {
+/// One request frame → its response frame (bytes), counted under `rpc <Method>` like HTTP calls, after the
+/// port's latency; `None` (no answer) under a blackhole fault, a broken frame under a malformed-JSON one.
+fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Option<Vec<u8>> {
     let Ok(Value::Object(f)) = crate::untrusted_json::parse(text.as_bytes()) else {
         let e = json!({"id": null, "src": dev.ident.id, "error": {"code": -32700, "message": "Parse error"}});
-        return Response::json_whole(200, &e).body;
+        return Some(Response::json_whole(200, &e).body);
     };
     let method = f.get("method").and_then(Value::as_str).unwrap_or("");
-    dev.net.count(format!("rpc {method}"));
+    let key = format!("rpc {method}");
+    let (fault, latency) = dev.net.for_request(&key);
+    dev.net.count(key);
+    dev.ws.requests.fetch_add(1, Ordering::Relaxed);
+    match fault {
+        Fault::Blackhole => return None,
+        Fault::MalformedJson => return Some(b"{\"broken\":".to_vec()),
+        _ => {}
+    }
+    dev.net.sleep(latency);
     let reply = match auth::guard_frame(dev, &f) {
         Some(error) => {
             let mut out = Map::new();
@@ -397,5 +416,5 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Vec<u8> {
             rpc::answer_frame(dev, &f)
         }
     };
-    Response::json_whole(200, &reply).body
+    Some(Response::json_whole(200, &reply).body)
 }

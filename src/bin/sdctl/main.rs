@@ -197,8 +197,13 @@ fn run(args: &Args) -> Result<Done, Error> {
     if let Command::Events { count, timeout } = command {
         return events(settings, *count, *timeout);
     }
-    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises).
+    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises), and
+    // no push channel (a WebSocket per device would cost a connection and a second status read, then close).
     settings.refresh_interval = None;
+    settings.channel = smartdev::Channel::Http;
+    for d in &mut settings.devices {
+        d.channel = None;
+    }
     let prints_state = matches!(
         command,
         Command::Status(_)

@@ -10,6 +10,8 @@ mod intro;
 mod status;
 mod transport;
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 #[cfg(any(test, feature = "fuzzing"))]
@@ -27,6 +29,7 @@ use super::digest::Challenge;
 use super::http::Http;
 use super::json::flag;
 use super::switching::{Relay, SetAnswer};
+use super::ws::tunnel::Tunnel;
 use super::{Driver, OutputAction};
 use crate::clock;
 use crate::driver::profile;
@@ -50,6 +53,8 @@ pub(crate) struct Rpc {
     /// The device's last digest challenge and the nonce count used with it (firmware 2.x lets a nonce be
     /// reused with a rising count; older firmware answers every reuse with a new challenge).
     nonce: Option<(Challenge, u32)>,
+    /// The device's push connection, used for requests while it is up (`Channel: auto`).
+    tunnel: Option<Arc<Tunnel>>,
 }
 
 impl Rpc {
@@ -60,6 +65,7 @@ impl Rpc {
         model: ModelInfo,
         hooks: Option<HookPlan>,
         credentials: Credentials,
+        tunnel: Option<Arc<Tunnel>>,
     ) -> Self {
         Rpc {
             http,
@@ -72,6 +78,7 @@ impl Rpc {
             hooks,
             credentials,
             nonce: None,
+            tunnel,
         }
     }
 
@@ -88,7 +95,15 @@ impl Rpc {
         {
             self.map_probes(dev);
         }
-        let status = self.call(dev, "Shelly.GetStatus", None)?;
+        // Right after a (re)connect the subscription's answer is the read.
+        let prefetched = self.tunnel.as_ref().and_then(|t| t.take_prefetched());
+        let status = match prefetched {
+            Some(s) => {
+                self.http.record_reach(true);
+                s
+            }
+            None => self.call(dev, "Shelly.GetStatus", None)?,
+        };
         apply_status(
             dev,
             &self.model,
@@ -270,6 +285,36 @@ mod tests {
         assert_eq!(d.total_power, Some(60.0));
         assert_eq!(d.total_energy, Some(6.0));
         assert_eq!(d.temperature, Some(38.5));
+    }
+
+    #[test]
+    fn the_read_after_a_connect_takes_the_subscription_status_without_a_request() {
+        use crate::driver::canned::{Script, testing};
+        let lib = ModelLibrary::embedded();
+        let model = lib.get("ShellyPlus1PM").unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _theirs = l.accept().unwrap();
+        let tunnel = Arc::new(Tunnel::default());
+        let status = json!({"switch:0": {"id": 0, "output": true, "apower": 12.5}, "input:0": {"id": 0, "state": false}});
+        tunnel.attach(ours, "me".into(), None, Some(status));
+        let script = Script::default();
+        let mut rpc = Rpc::new(
+            testing::http(&script),
+            "http://127.0.0.1:9".into(),
+            model.clone(),
+            None,
+            Credentials::default(),
+            Some(tunnel),
+        );
+        rpc.introduced = true;
+        let mut d = device(model);
+        rpc.read(&mut d).unwrap();
+        assert!(testing::targets(&script).is_empty(), "no request");
+        assert_eq!(rpc.reach(), Some(true));
+        assert_eq!(d.outputs[0].state, Some(true));
+        assert_eq!(d.meters[0].power, Some(12.5));
+        assert_eq!(d.inputs[0].state, Some(false));
     }
 
     #[test]

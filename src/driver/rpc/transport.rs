@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 
 use super::Rpc;
 use crate::driver::http::{Reply, Request};
+use crate::driver::ws::rpc::{FrameChallenge, auth_object, parse_challenge};
+use crate::driver::ws::tunnel::Sent;
 use crate::driver::{AuthProblem, auth_error, digest};
 use crate::error::{Error, Result};
 use crate::objects::Device;
@@ -66,13 +68,19 @@ impl Rpc {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut frame = json!({"id": id, "src": "smartdev", "method": method});
-        if let Some(p) = params {
-            frame["params"] = p;
-        }
-        let reply = self.post(dev, &frame, &format!("RPC {method}"))?;
+        let what = format!("RPC {method}");
+        let reply = match self.call_tunnel(dev, method, params.as_ref(), &what)? {
+            Some(frame) => frame,
+            None => {
+                let id = self.next_id;
+                self.next_id += 1;
+                let mut frame = json!({"id": id, "src": "smartdev", "method": method});
+                if let Some(p) = params {
+                    frame["params"] = p;
+                }
+                self.post(dev, &frame, &what)?
+            }
+        };
         parse_frame(reply, method).map_err(|e| match e {
             FrameError::Rpc(401, _) => auth_error(
                 dev,
@@ -90,6 +98,76 @@ impl Rpc {
                 message: format!("RPC {method}: {m}"),
             },
         })
+    }
+}
+
+impl Rpc {
+    /// Sends the call over the device's push connection when it is up: `Some(answer frame)`, or `None` to
+    /// use HTTP (no connection; or an idempotent call whose answer was lost, which HTTP then repeats under
+    /// its retry policy). A call that may have run (not idempotent) and got no answer is not repeated.
+    /// In-frame digest: the challenge in hand (the connector's, then each new one) with a rising count.
+    fn call_tunnel(
+        &mut self,
+        dev: &Device,
+        method: &str,
+        params: Option<&Value>,
+        what: &str,
+    ) -> Result<Option<Value>> {
+        let Some(tunnel) = self.tunnel.clone() else {
+            return Ok(None);
+        };
+        if self.http.closing() {
+            return Ok(None);
+        }
+        let mut fresh = false;
+        for _ in 0..3 {
+            let password = self.credentials.password.as_ref();
+            let auth = |ch: &mut Option<(FrameChallenge, u32)>| {
+                let (pw, (ch, nc)) = (password?, ch.as_mut()?);
+                *nc += 1;
+                Some(auth_object(ch, pw.expose(), *nc, &digest::cnonce()))
+            };
+            match tunnel.request(method, params, auth, self.http.timeout()) {
+                Sent::Down => return Ok(None),
+                Sent::Lost(why) if idempotent(what) => {
+                    log::debug!("device {}: {what}: {why}; over HTTP", dev.label());
+                    return Ok(None);
+                }
+                Sent::Lost(why) => {
+                    self.http.record_reach(false);
+                    return Err(Error::Device {
+                        device: dev.label(),
+                        message: format!(
+                            "{what}: {why}; not sent again, as it may have run: read the device to see"
+                        ),
+                    });
+                }
+                Sent::Answer(frame) => {
+                    self.http.record_reach(true);
+                    let error = frame.get("error").filter(|e| !e.is_null());
+                    if error.and_then(|e| e.get("code")).and_then(Value::as_i64) != Some(401) {
+                        return Ok(Some(Value::Object(frame)));
+                    }
+                    if self.credentials.password.is_none() {
+                        return Err(auth_error(dev, what, AuthProblem::Missing { user: false }));
+                    }
+                    let challenge = error
+                        .and_then(|e| e.get("message"))
+                        .and_then(Value::as_str)
+                        .and_then(|m| parse_challenge(&crate::text::clip(m, 1024)));
+                    let Some(ch) = challenge else {
+                        return Err(auth_error(dev, what, AuthProblem::NoChallenge));
+                    };
+                    if fresh {
+                        tunnel.forget_challenge();
+                        return Err(auth_error(dev, what, AuthProblem::Refused { user: false }));
+                    }
+                    fresh = true;
+                    tunnel.set_challenge(ch);
+                }
+            }
+        }
+        Err(auth_error(dev, what, AuthProblem::KeptAsking))
     }
 }
 

@@ -1,10 +1,12 @@
 //! The push channel's transport, used by `actor/push.rs` (see ARCHITECTURE.md, "Push channel"):
 //! a strict, synchronous RFC 6455 client ([`client`]), its framing ([`frame`], shared with the emulator's
-//! server side), and Shelly JSON-RPC over it ([`rpc`]: calls with in-frame digest auth, typed notifications).
+//! server side), and Shelly JSON-RPC over it ([`rpc`]: calls with in-frame digest auth, typed notifications); [`tunnel`] lends
+//! a live push connection to the device's driver for its requests.
 
 pub mod client;
 pub mod frame;
 pub mod rpc;
+pub(crate) mod tunnel;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;

@@ -117,7 +117,7 @@ impl From<WsError> for CallError {
 
 /// A challenge from a 401 error's message.
 #[derive(Clone, Debug, PartialEq)]
-struct FrameChallenge {
+pub(crate) struct FrameChallenge {
     realm: String,
     /// Number (firmware before 2.0) or string: echoed as it came.
     nonce: Value,
@@ -126,7 +126,7 @@ struct FrameChallenge {
 }
 
 /// Parses the JSON text in a 401 error's message.
-fn parse_challenge(message: &str) -> Option<FrameChallenge> {
+pub(crate) fn parse_challenge(message: &str) -> Option<FrameChallenge> {
     let v = crate::untrusted_json::parse(message.as_bytes()).ok()?;
     if v.get("auth_type").and_then(Value::as_str) != Some("digest") {
         return None;
@@ -147,7 +147,7 @@ fn parse_challenge(message: &str) -> Option<FrameChallenge> {
 }
 
 /// The `auth` object answering `ch` with nonce count `nc`.
-fn auth_object(ch: &FrameChallenge, password: &str, nc: u32, cnonce: &str) -> Value {
+pub(crate) fn auth_object(ch: &FrameChallenge, password: &str, nc: u32, cnonce: &str) -> Value {
     let a = ch.algorithm;
     let nonce_text = match &ch.nonce {
         Value::String(s) => s.clone(),
@@ -310,9 +310,15 @@ impl RpcSocket {
         &self.conn
     }
 
-    /// Gives up the connection to a poller, with the notifications queued so far.
-    pub(crate) fn into_parts(self) -> (Connection, VecDeque<Notification>) {
-        (self.conn, self.queue)
+    /// Gives up the connection to a poller, with the notifications queued so far and the challenge in hand.
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        Connection,
+        VecDeque<Notification>,
+        Option<(FrameChallenge, u32)>,
+    ) {
+        (self.conn, self.queue, self.challenge)
     }
 
     /// The close handshake.
