@@ -68,7 +68,7 @@ fn plain_blocks() -> Vec<String> {
 }
 
 fn specs() -> Vec<DeviceSpec> {
-    MODELS.iter().map(|m| DeviceSpec::new(*m)).collect()
+    MODELS.iter().map(|m| DeviceSpec::new(m)).collect()
 }
 
 #[test]
@@ -92,7 +92,7 @@ fn a_plain_configuration_costs_two_requests_per_shelly_and_one_per_tasmota() {
     );
     // The first read after open learns the supported events; later reads are one request again.
     assert!(ctl.refresh_all().unwrap().is_ok());
-    for i in 0..2 {
+    for (i, model) in MODELS.iter().enumerate().take(2) {
         assert_eq!(
             emu.counts(i),
             counts(&[
@@ -100,7 +100,7 @@ fn a_plain_configuration_costs_two_requests_per_shelly_and_one_per_tasmota() {
                 ("rpc Webhook.ListSupported", 1)
             ]),
             "{}",
-            MODELS[i]
+            model
         );
     }
     let d = ctl.device("DShellyPlus1PM").unwrap();
@@ -132,7 +132,7 @@ fn add_on_probes_cost_one_mapping_on_gen2_and_nothing_elsewhere() {
     let specs = MODELS
         .iter()
         .map(|m| {
-            let mut s = DeviceSpec::new(*m);
+            let mut s = DeviceSpec::new(m);
             s.probes = vec![format!("P{m}")];
             s
         })
@@ -171,7 +171,7 @@ fn add_on_sensors_cost_one_mapping_on_gen2_and_nothing_elsewhere() {
     let specs = MODELS
         .iter()
         .map(|m| {
-            let mut s = DeviceSpec::new(*m);
+            let mut s = DeviceSpec::new(m);
             s.sensors = vec![AddonSensor::new(&format!("H{m}"), SensorQuantity::Humidity)];
             s
         })
