@@ -291,7 +291,9 @@ pub struct Device {
     pub total_energy: Option<f64>,
     /// Sum of the returned (exported) energy of the device's meters in Wh, where the device reports it.
     pub total_returned_energy: Option<f64>,
-    /// Webhook events the device can send.
+    /// Webhook events the device can send. Empty while not known: a Gen2+ device is asked at `open` only when
+    /// webhooks are wanted on it, otherwise at the first read after `open` (`read_device`, a refresh); Gen1
+    /// devices report it only when webhooks are on.
     pub supported_webhooks: Vec<String>,
     /// The last failure talking to (or simulating) the device, cleared by the next success.
     pub last_error: Option<String>,

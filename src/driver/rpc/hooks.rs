@@ -18,6 +18,10 @@ impl Rpc {
         let Some(plan) = self.hooks.clone() else {
             return Ok(());
         };
+        if self.hooks_need_list() {
+            // Which of the wanted events the device can send.
+            self.learn_supported(dev);
+        }
         let mut wanted = Vec::new();
         let mut skipped: Vec<&str> = Vec::new();
         for w in &plan.wanted {

@@ -1,5 +1,6 @@
-//! Getting to know a Gen2+ device: `/shelly` (identity, supported webhook events) and `Shelly.GetConfig`
-//! (add-on probe names), on first contact and after it comes back.
+//! Getting to know a Gen2+ device: `/shelly` (identity) on first contact and after it comes back, and only
+//! when the configuration needs them `Webhook.ListSupported` (supported webhook events) and `Shelly.GetConfig`
+//! (add-on probe and sensor names).
 
 use serde_json::Value;
 
@@ -25,12 +26,23 @@ impl Rpc {
         identify(dev, &self.model, reported.as_deref(), generation.is_none());
         let profile = text(&info, &["profile"]);
         self.shape = crate::driver::profile::detect(dev, &self.model, profile.as_deref());
+        self.introduced = true;
+        Ok(())
+    }
+
+    /// Reads `Webhook.ListSupported` into `SupportedWebhooks` once per contact period (a failure is logged and
+    /// not retried until the device comes back, as before). Called where hooks are reconciled when some hook is
+    /// wanted, otherwise at the first read after `open`, so the quick first contact skips a request nothing
+    /// waits for.
+    pub(super) fn learn_supported(&mut self, dev: &mut Device) {
+        if self.supported_known {
+            return;
+        }
         match self.call(dev, "Webhook.ListSupported", None) {
             Ok(r) => dev.supported_webhooks = supported_events(&r),
             Err(e) => log::debug!("device {}: no webhook list: {}", dev.label(), e.reason()),
         }
-        self.introduced = true;
-        Ok(())
+        self.supported_known = true;
     }
 
     /// Maps configured probe names to `temperature:N` ids from `Shelly.GetConfig`. Failures are logged and

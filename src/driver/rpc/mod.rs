@@ -3,7 +3,9 @@
 //!
 //! One `Shelly.GetStatus` per refresh gives every component (switch, input, em, em1, pm1, temperature), so
 //! separate meter calls are not needed. `Shelly.GetConfig` maps add-on probe names to `temperature:N` ids
-//! (N ≥ 100, every id, gaps allowed) on first contact and after the device comes back.
+//! (N ≥ 100, every id, gaps allowed) on first contact and after the device comes back, only when add-on probes
+//! or sensors are configured. `Webhook.ListSupported` is asked where hooks are reconciled, or (webhooks off) at
+//! the first read after the quick contact at `open`: open costs `/shelly` + `Shelly.GetStatus`.
 
 mod hooks;
 mod intro;
@@ -47,6 +49,10 @@ pub(crate) struct Rpc {
     shape: Shape,
     introduced: bool,
     probes_mapped: bool,
+    /// `Webhook.ListSupported` was asked in this contact period.
+    supported_known: bool,
+    /// The quick first contact at `open` is running (`Driver::set_quick`).
+    quick: bool,
     next_id: u64,
     hooks: Option<HookPlan>,
     credentials: Credentials,
@@ -74,6 +80,8 @@ impl Rpc {
             model,
             introduced: false,
             probes_mapped: false,
+            supported_known: false,
+            quick: false,
             next_id: 1,
             hooks,
             credentials,
@@ -111,7 +119,17 @@ impl Rpc {
             &status,
             &clock::rfc3339_now(),
         );
+        if !self.hooks_need_list() && !self.quick {
+            // Without webhooks nothing needs the list at open; it still fills `SupportedWebhooks` (the old
+            // library reported it whether or not webhooks were on) at the first read after.
+            self.learn_supported(dev);
+        }
         Ok(())
+    }
+
+    /// Whether reconciling hooks needs `Webhook.ListSupported` (some hook is wanted on this device).
+    fn hooks_need_list(&self) -> bool {
+        self.hooks.as_ref().is_some_and(|p| !p.wanted.is_empty())
     }
 
     /// RPC component type of the outputs (`Switch` or `Light`).
@@ -168,9 +186,11 @@ impl Driver for Rpc {
         // Coming back: the firmware, add-on or hooks may have changed meanwhile.
         self.introduced = false;
         self.probes_mapped = false;
+        self.supported_known = false;
     }
 
     fn set_quick(&mut self, quick: bool) {
+        self.quick = quick;
         self.http.set_quick(quick);
     }
 
