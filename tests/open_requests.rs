@@ -1,6 +1,8 @@
 //! What `open` asks each device family, per configuration: only what the configuration needs (no add-on
 //! mapping without add-ons, no webhook lists without webhooks), and nothing again right after it. Counted on
-//! the emulator's per-endpoint counters.
+//! the emulator's per-endpoint counters, with `Channel: http` (with the default `auto`, Gen2+ devices also get
+//! the push channel's upgrade and subscribing `Shelly.GetStatus` frame after open, and that status is the read
+//! after the connect: see tests/push.rs and the driver's unit tests).
 
 mod common;
 
@@ -40,7 +42,9 @@ fn open_counting(
 ) -> (Emulator, Controller, Vec<BTreeMap<String, u64>>) {
     let emu = Emulator::start(specs, &ModelLibrary::embedded()).unwrap();
     let refs: Vec<&str> = blocks.iter().map(String::as_str).collect();
-    let ctl = Controller::open(settings(&emu, &refs, extra), None).unwrap();
+    // HTTP counts: the push channel (tests/push.rs) connects in the background, after open.
+    let extra = format!("  Channel: http\n{extra}");
+    let ctl = Controller::open(settings(&emu, &refs, &extra), None).unwrap();
     let counts = (0..blocks.len())
         .map(|i| {
             let c = emu.counts(i);
