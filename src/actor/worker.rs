@@ -251,7 +251,11 @@ impl State {
     /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
     fn take_hooks(&mut self) {
         let (states, read) = self.inbox.take();
-        if !states.is_empty() || read {
+        if !states.is_empty() && read && self.device.online {
+            // Published before the read: a pushed or hooked switch is visible at once, not one round trip later.
+            let _ = self.op(false, |dev, drv| drv.hook(dev, &states, false));
+            let _ = self.op(true, |dev, drv| drv.hook(dev, &[], true));
+        } else if !states.is_empty() || read {
             let _ = self.op(read, |dev, drv| drv.hook(dev, &states, read));
         }
     }

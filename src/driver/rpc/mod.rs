@@ -328,6 +328,7 @@ mod tests {
             Some(tunnel),
         );
         rpc.introduced = true;
+        rpc.supported_known = true;
         let mut d = device(model);
         rpc.read(&mut d).unwrap();
         assert!(testing::targets(&script).is_empty(), "no request");
