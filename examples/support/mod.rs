@@ -237,6 +237,17 @@ pub fn rss_by_mapping() -> Vec<(String, u64, usize)> {
             e.1 += 1;
         }
     }
+    // Anonymous sizes seen fewer than 10 times (malloc arenas, buffers) as one line.
+    let mut other = (0, 0);
+    groups.retain(|k, (r, c)| {
+        let keep = !k.starts_with("anonymous") || *c >= 10;
+        if !keep {
+            other.0 += *r;
+            other.1 += *c;
+        }
+        keep
+    });
+    groups.insert("anonymous, other sizes (malloc arenas...)".into(), other);
     let mut v: Vec<_> = groups.into_iter().map(|(k, (r, c))| (k, r, c)).collect();
     v.sort_by(|a, b| b.1.cmp(&a.1));
     v
