@@ -36,9 +36,10 @@ fn main() {
     let t = Instant::now();
     let mut emu = EmuChild::start(n, latency);
     println!(
-        "{n} ShellyPlus1PM × {latency} ms (HTTP answers) in a child process, started in {:.1} s; {} cores; Channel: {channel}",
+        "{n} ShellyPlus1PM × {latency} ms (HTTP answers) in a child process, started in {:.1} s; {} cores, load average {}; Channel: {channel}",
         t.elapsed().as_secs_f64(),
-        support::cores()
+        support::cores(),
+        support::load_average()
     );
     let threads_before = support::thread_count();
     let rss_before = support::status_kib("VmRSS:");
@@ -63,7 +64,10 @@ fn main() {
             if s == n {
                 break;
             }
-            assert!(Instant::now() < deadline, "only {s}/{n} subscribed after 120 s");
+            assert!(
+                Instant::now() < deadline,
+                "only {s}/{n} subscribed after 120 s"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         println!(
@@ -102,14 +106,16 @@ fn main() {
         .collect();
     println!("  resident by mapping: {}", by_map.join("; "));
 
-    let c0 = support::cpu_ticks();
+    let (c0, ns0) = (support::cpu_ticks(), support::cpu_ns_live_threads());
     let t = Instant::now();
     std::thread::sleep(Duration::from_secs(5));
     let cpu = (support::cpu_ticks() - c0) as f64 * 10.0;
+    let ns = support::cpu_ns_live_threads() - ns0;
+    let secs = t.elapsed().as_secs_f64();
     println!(
-        "idle CPU: {cpu:.0} ms over {:.1} s = {:.2} % of one core",
-        t.elapsed().as_secs_f64(),
-        cpu / t.elapsed().as_secs_f64() / 10.0
+        "idle CPU over {secs:.1} s: utime+stime {cpu:.0} ms (10 ms ticks); all threads' schedstat {:.2} ms = {:.4} % of one core",
+        ns as f64 / 1e6,
+        ns as f64 / 1e7 / secs
     );
 
     if push {
@@ -245,6 +251,10 @@ fn main() {
 
     let t = Instant::now();
     ctl.close();
-    println!("close: {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
+    println!(
+        "close: {:.0} ms; load average now {}",
+        t.elapsed().as_secs_f64() * 1000.0,
+        support::load_average()
+    );
     emu.stop();
 }

@@ -48,7 +48,7 @@ fn main() {
     }
     let config =
         std::env::temp_dir().join(format!("smartdev-bench-status-{}.yaml", std::process::id()));
-    std::fs::write(&config, yaml).expect("writing the configuration");
+    std::fs::write(&config, &yaml).expect("writing the configuration");
 
     let mut times = Vec::with_capacity(rounds);
     let mut codes = std::collections::BTreeMap::<String, usize>::new();
@@ -72,16 +72,45 @@ fn main() {
         *codes.entry(code).or_default() += 1;
     }
     let _ = std::fs::remove_file(&config);
+
+    // The same steps in this process, to see where the time goes: open (reads every device), the JSON, close.
+    let settings = smartdev::Settings::from_yaml_str(
+        &yaml.replace("  Devices:\n", "  RefreshInterval: 0\n  Devices:\n"),
+    )
+    .expect("valid");
+    let (mut open, mut json, mut close) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let ctl = smartdev::Controller::open(settings.clone(), None).expect("open");
+        open.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        let text = serde_json::to_string_pretty(&ctl.devices()).expect("JSON");
+        json.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert!(!text.is_empty());
+        let t = Instant::now();
+        ctl.close();
+        close.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
     emu.stop();
+    for v in [&mut open, &mut json, &mut close] {
+        v.sort_by(f64::total_cmp);
+    }
     times.sort_by(f64::total_cmp);
     let codes: Vec<String> = codes.iter().map(|(c, k)| format!("{c} ×{k}")).collect();
     println!(
-        "sdctl --json status: {n} devices × {latency} ms, Channel: {channel}, {rounds} rounds, {} cores: median {:.0} ms, p99 {:.0} ms, max {:.0} ms (goal ≤ {} ms); exit codes {}; {bytes} bytes of JSON",
+        "sdctl --json status: {n} devices × {latency} ms, Channel: {channel}, {rounds} rounds, {} cores: median {:.0} ms, p99 {:.0} ms, max {:.0} ms (goal ≤ {} ms); exit codes {}; {bytes} bytes of JSON; load average {}",
         support::cores(),
         quantile(&times, 0.5),
         quantile(&times, 0.99),
         times[times.len() - 1],
         5 * latency + 150,
-        codes.join(", ")
+        codes.join(", "),
+        support::load_average()
+    );
+    println!(
+        "  in this process (median): open {:.0} ms, devices() as JSON {:.1} ms, close {:.0} ms",
+        quantile(&open, 0.5),
+        quantile(&json, 0.5),
+        quantile(&close, 0.5)
     );
 }

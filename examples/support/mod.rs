@@ -179,7 +179,11 @@ pub fn cpu_ticks() -> u64 {
     let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
     // After ')': field 3 (state) is f[0], so field k is f[k - 3].
-    let get = |k: usize| f.get(k - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let get = |k: usize| {
+        f.get(k - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     get(14) + get(15)
 }
 
@@ -192,7 +196,9 @@ pub fn threads_by_name() -> Vec<(String, usize)> {
             let name = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
             let name = name.trim();
             let key = match name.rsplit_once('-') {
-                Some((head, tail)) if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) => {
+                Some((head, tail))
+                    if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) =>
+                {
                     format!("{head}-*")
                 }
                 _ => name.to_string(),
@@ -222,7 +228,8 @@ pub fn rss_by_mapping() -> Vec<(String, u64, usize)> {
             let range = parts.next().unwrap_or("");
             let path = parts.nth(4).unwrap_or("");
             let (a, b) = range.split_once('-').unwrap_or(("0", "0"));
-            let size = u64::from_str_radix(b, 16).unwrap_or(0) - u64::from_str_radix(a, 16).unwrap_or(0);
+            let size =
+                u64::from_str_radix(b, 16).unwrap_or(0) - u64::from_str_radix(a, 16).unwrap_or(0);
             current = Some(if path.is_empty() {
                 format!("anonymous {} KiB", size / 1024)
             } else if path.starts_with('[') {
@@ -261,4 +268,29 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
 /// Cores available.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(0, |c| c.get())
+}
+
+/// CPU time of this process's live threads in ns (sum of `/proc/self/task/*/schedstat` first fields): finer
+/// than [`cpu_ticks`], but threads that ended meanwhile are not counted.
+pub fn cpu_ns_live_threads() -> u64 {
+    let mut sum = 0;
+    if let Ok(entries) = std::fs::read_dir("/proc/self/task") {
+        for e in entries.flatten() {
+            let s = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();
+            sum += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    sum
+}
+
+/// The 1-minute load average (how busy the machine was).
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default()
 }
