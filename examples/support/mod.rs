@@ -256,7 +256,7 @@ pub fn rss_by_mapping() -> Vec<(String, u64, usize)> {
     });
     groups.insert("anonymous, other sizes (malloc arenas...)".into(), other);
     let mut v: Vec<_> = groups.into_iter().map(|(k, (r, c))| (k, r, c)).collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
     v
 }
 
