@@ -190,6 +190,7 @@ fn main() {
 
     // refresh_all.
     let mut times = Vec::with_capacity(rounds);
+    let (lib0, emu0) = (support::cpu_ticks(), emu.cpu_ticks());
     for _ in 0..rounds {
         let t = Instant::now();
         let report = ctl.refresh_all().expect("open");
@@ -201,9 +202,14 @@ fn main() {
             report.failures.first().map(|f| f.error.to_string())
         );
     }
+    let per_round = |ticks: u64| ticks as f64 * 10.0 / rounds as f64;
+    let (lib_cpu, emu_cpu) = (
+        per_round(support::cpu_ticks() - lib0),
+        per_round(emu.cpu_ticks() - emu0),
+    );
     times.sort_by(f64::total_cmp);
     println!(
-        "refresh_all: {rounds} rounds: median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "refresh_all: {rounds} rounds: median {:.1} ms, p99 {:.1} ms, max {:.1} ms; CPU per round: library {lib_cpu:.0} ms, emulator child {emu_cpu:.0} ms",
         quantile(&times, 0.5),
         quantile(&times, 0.99),
         times[times.len() - 1]

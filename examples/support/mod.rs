@@ -148,6 +148,11 @@ impl EmuChild {
         self.reply()
     }
 
+    /// The child's CPU time so far (utime + stime) in clock ticks.
+    pub fn cpu_ticks(&self) -> u64 {
+        cpu_ticks_of(&self.child.id().to_string())
+    }
+
     /// Devices with a subscribed push channel.
     pub fn subscribed(&mut self) -> usize {
         self.ask("sub").parse().unwrap()
@@ -174,7 +179,12 @@ pub fn status_kib(field: &str) -> u64 {
 
 /// utime + stime of this process in clock ticks (`/proc/self/stat` fields 14 and 15; 100 per second on Linux).
 pub fn cpu_ticks() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_ticks_of("self")
+}
+
+/// utime + stime of process `pid` (`self` or a number) in clock ticks.
+pub fn cpu_ticks_of(pid: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The command name in parentheses may hold spaces: count fields after the last ')'.
     let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
