@@ -216,43 +216,47 @@ fn main() {
     );
 
     if push {
-        // Reconnect storm: every socket dropped at once.
-        let answer = emu.ask("storm");
-        let mut back: Vec<f64> = answer
-            .split_whitespace()
-            .skip(1)
-            .map(|v| v.parse().unwrap())
-            .collect();
-        let lost = back.iter().filter(|&&v| v < 0.0).count();
-        back.retain(|&v| v >= 0.0);
-        back.sort_by(f64::total_cmp);
-        if back.is_empty() {
-            println!("reconnect storm: none came back within 120 s");
-        } else {
-            // How the reconnects spread: per 50 ms from the first.
-            let first = back[0];
-            let mut buckets = vec![0usize; ((back[back.len() - 1] - first) / 50.0) as usize + 1];
-            for v in &back {
-                buckets[((v - first) / 50.0) as usize] += 1;
+        // Reconnect storms: every socket dropped at once, three times (does memory settle?).
+        for storm in 1..=3 {
+            std::thread::sleep(Duration::from_secs(1));
+            let answer = emu.ask("storm");
+            let mut back: Vec<f64> = answer
+                .split_whitespace()
+                .skip(1)
+                .map(|v| v.parse().unwrap())
+                .collect();
+            let lost = back.iter().filter(|&&v| v < 0.0).count();
+            back.retain(|&v| v >= 0.0);
+            back.sort_by(f64::total_cmp);
+            if back.is_empty() {
+                println!("reconnect storm: none came back within 120 s");
+            } else {
+                // How the reconnects spread: per 50 ms from the first.
+                let first = back[0];
+                let mut buckets =
+                    vec![0usize; ((back[back.len() - 1] - first) / 50.0) as usize + 1];
+                for v in &back {
+                    buckets[((v - first) / 50.0) as usize] += 1;
+                }
+                let hist: Vec<String> = buckets.iter().map(usize::to_string).collect();
+                println!(
+                    "reconnect storm {storm}: {}/{n} subscribed again, all within {:.0} ms of the drop; first {:.0} ms, p50 {:.0} ms, p90 {:.0} ms; spread (last − first) {:.0} ms; {lost} not back",
+                    back.len(),
+                    back[back.len() - 1],
+                    first,
+                    quantile(&back, 0.5),
+                    quantile(&back, 0.9),
+                    back[back.len() - 1] - first
+                );
+                println!("  per 50 ms from the first: {}", hist.join(" "));
             }
-            let hist: Vec<String> = buckets.iter().map(usize::to_string).collect();
             println!(
-                "reconnect storm: {}/{n} subscribed again, all within {:.0} ms of the drop; first {:.0} ms, p50 {:.0} ms, p90 {:.0} ms; spread (last − first) {:.0} ms; {lost} not back",
-                back.len(),
-                back[back.len() - 1],
-                first,
-                quantile(&back, 0.5),
-                quantile(&back, 0.9),
-                back[back.len() - 1] - first
+                "  after the storm: threads {}, RSS {:.1} MiB, peak {:.1} MiB",
+                support::thread_count(),
+                support::status_kib("VmRSS:") as f64 / 1024.0,
+                support::status_kib("VmHWM:") as f64 / 1024.0
             );
-            println!("  per 50 ms from the first: {}", hist.join(" "));
         }
-        println!(
-            "  after the storm: threads {}, RSS {:.1} MiB, peak {:.1} MiB",
-            support::thread_count(),
-            support::status_kib("VmRSS:") as f64 / 1024.0,
-            support::status_kib("VmHWM:") as f64 / 1024.0
-        );
     }
 
     let t = Instant::now();
