@@ -1,0 +1,270 @@
+//! The push channel (`Channel: auto`) against N emulated ShellyPlus1PM devices run in a child process, so that
+//! threads, RSS and CPU time are the library's process alone.
+//!
+//! `cargo run --release --example bench_push -- [N=1000] [LATENCY_MS=20] [SAMPLES=500] [ROUNDS=20] [CHANNEL=auto]`
+//!
+//! The example re-runs itself as the emulator (`--emulator N LATENCY_MS`, driven by lines on its stdin; the
+//! latency applies to HTTP answers). Prints: threads by name, RSS and resident memory by mapping with every
+//! device connected, idle CPU over 5 s; change→snapshot latency (from writing the command to the child until
+//! `ctl.output` shows the new state, polled every 50 µs); event→wake latency (from writing the command until
+//! the wake flag is set, then the event is checked in the queue); `refresh_all` median/p99; a reconnect storm
+//! (every WebSocket dropped at once: time until each device is subscribed again, measured in the child, and
+//! the spread of the back-off jitter). `CHANNEL=http` opens without the push channel and prints only threads,
+//! memory, idle CPU and `refresh_all`, for comparison.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use smartdev::{Controller, Identity, Settings, WakeFlag};
+use support::{EmuChild, quantile};
+
+fn main() {
+    support::maybe_child();
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize, d: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let (n, latency, samples, rounds) = (
+        arg(1, 1000) as usize,
+        arg(2, 20),
+        arg(3, 500) as usize,
+        arg(4, 20) as usize,
+    );
+    let channel = args.get(5).map_or("auto", String::as_str);
+    let push = channel == "auto";
+    assert!(push || channel == "http", "CHANNEL is auto or http");
+
+    let t = Instant::now();
+    let mut emu = EmuChild::start(n, latency);
+    println!(
+        "{n} ShellyPlus1PM × {latency} ms (HTTP answers) in a child process, started in {:.1} s; {} cores, load average {}; Channel: {channel}",
+        t.elapsed().as_secs_f64(),
+        support::cores(),
+        support::load_average()
+    );
+    let threads_before = support::thread_count();
+    let rss_before = support::status_kib("VmRSS:");
+
+    let mut yaml = format!(
+        "SmartDevices:\n  Channel: {channel}\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n"
+    );
+    for (i, port) in emu.ports.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}, Inputs: [{{Name: I{i}}}], Outputs: [{{Name: O{i}}}]}}\n"
+        ));
+    }
+    let settings = Settings::from_yaml_str(&yaml).expect("valid");
+    let wake = WakeFlag::new();
+    let t = Instant::now();
+    let ctl = Controller::open(settings, Some(wake.clone())).expect("open");
+    let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+    if push {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let s = emu.subscribed();
+            if s == n {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {s}/{n} subscribed after 120 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!(
+            "open {open_ms:.0} ms; every push channel subscribed {:.0} ms after open began",
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+    } else {
+        println!("open {open_ms:.0} ms");
+    }
+    // Let the connector threads end and the reads after subscribing settle.
+    std::thread::sleep(Duration::from_secs(1));
+
+    // Threads and memory with every device connected.
+    let threads = support::thread_count();
+    println!(
+        "threads: {threads} (before open {threads_before}; {:.2} per device)",
+        (threads - threads_before) as f64 / n as f64
+    );
+    let names: Vec<String> = support::threads_by_name()
+        .iter()
+        .map(|(k, c)| format!("{k} {c}"))
+        .collect();
+    println!("  by name: {}", names.join(", "));
+    let (rss, hwm) = (support::status_kib("VmRSS:"), support::status_kib("VmHWM:"));
+    println!(
+        "RSS: {:.1} MiB (before open {:.1} MiB; {:.1} KiB per device), peak (VmHWM) {:.1} MiB",
+        rss as f64 / 1024.0,
+        rss_before as f64 / 1024.0,
+        (rss - rss_before) as f64 / n as f64,
+        hwm as f64 / 1024.0
+    );
+    let by_map: Vec<String> = support::rss_by_mapping()
+        .iter()
+        .take(6)
+        .map(|(k, kib, c)| format!("{k} ×{c}: {:.1} MiB", *kib as f64 / 1024.0))
+        .collect();
+    println!("  resident by mapping: {}", by_map.join("; "));
+
+    let (c0, ns0) = (support::cpu_ticks(), support::cpu_ns_live_threads());
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_secs(5));
+    let cpu = (support::cpu_ticks() - c0) as f64 * 10.0;
+    let ns = support::cpu_ns_live_threads() - ns0;
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "idle CPU over {secs:.1} s: utime+stime {cpu:.0} ms (10 ms ticks); all threads' schedstat {:.2} ms = {:.4} % of one core",
+        ns as f64 / 1e6,
+        ns as f64 / 1e7 / secs
+    );
+
+    if push {
+        // Change → snapshot.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut lat = Vec::with_capacity(samples);
+        let mut timeouts = 0;
+        for _ in 0..samples {
+            let i = (next() % n as u64) as usize;
+            let out = Identity::name(format!("O{i}"));
+            let on = ctl.output(out.clone()).unwrap().state != Some(true);
+            let t = Instant::now();
+            emu.send(&format!("out {i} {}", u8::from(on)));
+            let limit = t + Duration::from_secs(5);
+            while ctl.output(out.clone()).unwrap().state != Some(on) && Instant::now() < limit {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            if Instant::now() >= limit {
+                timeouts += 1;
+            } else {
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            emu.reply();
+        }
+        lat.sort_by(f64::total_cmp);
+        println!(
+            "change→snapshot: {} samples: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {timeouts} not seen within 5 s",
+            lat.len(),
+            quantile(&lat, 0.5),
+            quantile(&lat, 0.99),
+            lat[lat.len() - 1]
+        );
+
+        // Event → wake.
+        while ctl.pull_webhook_event().is_some() {}
+        let mut lat = Vec::with_capacity(samples);
+        let mut missing = 0;
+        for _ in 0..samples {
+            let i = (next() % n as u64) as usize;
+            wake.clear();
+            let t = Instant::now();
+            emu.send(&format!("fire {i} input.toggle_on"));
+            if wake.wait(Duration::from_secs(5)) {
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            emu.reply();
+            match ctl.pull_webhook_event() {
+                Some(e) if e.device == format!("D{i}") => {}
+                _ => missing += 1,
+            }
+            while ctl.pull_webhook_event().is_some() {}
+        }
+        lat.sort_by(f64::total_cmp);
+        if lat.is_empty() {
+            println!("event→wake: the wake flag was never set");
+        } else {
+            println!(
+                "event→wake: {} samples: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {missing} not in the queue",
+                lat.len(),
+                quantile(&lat, 0.5),
+                quantile(&lat, 0.99),
+                lat[lat.len() - 1]
+            );
+        }
+    }
+
+    // refresh_all.
+    let mut times = Vec::with_capacity(rounds);
+    let (lib0, emu0) = (support::cpu_ticks(), emu.cpu_ticks());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let report = ctl.refresh_all().expect("open");
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(
+            report.refreshed,
+            n,
+            "{:?}",
+            report.failures.first().map(|f| f.error.to_string())
+        );
+    }
+    let per_round = |ticks: u64| ticks as f64 * 10.0 / rounds as f64;
+    let (lib_cpu, emu_cpu) = (
+        per_round(support::cpu_ticks() - lib0),
+        per_round(emu.cpu_ticks() - emu0),
+    );
+    times.sort_by(f64::total_cmp);
+    println!(
+        "refresh_all: {rounds} rounds: median {:.1} ms, p99 {:.1} ms, max {:.1} ms; CPU per round: library {lib_cpu:.0} ms, emulator child {emu_cpu:.0} ms",
+        quantile(&times, 0.5),
+        quantile(&times, 0.99),
+        times[times.len() - 1]
+    );
+
+    if push {
+        // Reconnect storms: every socket dropped at once, three times (does memory settle?).
+        for storm in 1..=3 {
+            std::thread::sleep(Duration::from_secs(1));
+            let answer = emu.ask("storm");
+            let mut back: Vec<f64> = answer
+                .split_whitespace()
+                .skip(1)
+                .map(|v| v.parse().unwrap())
+                .collect();
+            let lost = back.iter().filter(|&&v| v < 0.0).count();
+            back.retain(|&v| v >= 0.0);
+            back.sort_by(f64::total_cmp);
+            if back.is_empty() {
+                println!("reconnect storm: none came back within 120 s");
+            } else {
+                // How the reconnects spread: per 50 ms from the first.
+                let first = back[0];
+                let mut buckets =
+                    vec![0usize; ((back[back.len() - 1] - first) / 50.0) as usize + 1];
+                for v in &back {
+                    buckets[((v - first) / 50.0) as usize] += 1;
+                }
+                let hist: Vec<String> = buckets.iter().map(usize::to_string).collect();
+                println!(
+                    "reconnect storm {storm}: {}/{n} subscribed again, all within {:.0} ms of the drop; first {:.0} ms, p50 {:.0} ms, p90 {:.0} ms; spread (last − first) {:.0} ms; {lost} not back",
+                    back.len(),
+                    back[back.len() - 1],
+                    first,
+                    quantile(&back, 0.5),
+                    quantile(&back, 0.9),
+                    back[back.len() - 1] - first
+                );
+                println!("  per 50 ms from the first: {}", hist.join(" "));
+            }
+            println!(
+                "  after the storm: threads {}, RSS {:.1} MiB, peak {:.1} MiB",
+                support::thread_count(),
+                support::status_kib("VmRSS:") as f64 / 1024.0,
+                support::status_kib("VmHWM:") as f64 / 1024.0
+            );
+        }
+    }
+
+    let t = Instant::now();
+    ctl.close();
+    println!(
+        "close: {:.0} ms; load average now {}",
+        t.elapsed().as_secs_f64() * 1000.0,
+        support::load_average()
+    );
+    emu.stop();
+}

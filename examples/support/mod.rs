@@ -1,0 +1,306 @@
+//! Shared by the benchmarks that measure the library's process alone: the emulated devices run in a child
+//! process (this same executable re-run with `--emulator N LATENCY_MS`), driven through lines on its stdin;
+//! plus readers of `/proc/self` for threads, RSS and CPU time.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use smartdev::ModelLibrary;
+use smartdev::emulator::{DeviceSpec, Emulator};
+
+/// The hidden first argument that makes the executable the emulator child.
+pub const CHILD_FLAG: &str = "--emulator";
+
+/// Runs the child when the first argument is [`CHILD_FLAG`]; returns otherwise. Protocol (one line each way):
+/// start → `ports P0 P1 ...` then `admin PORT`; `out I 0|1` → `ok` (sets output 0 of device I);
+/// `fire I EVENT` → `ok` (sets input 0 on, fires EVENT on component 0); `sub` → number of devices with a
+/// subscribed WebSocket; `storm` → drops every device's WebSocket, waits until each is subscribed again (at
+/// most 120 s) and answers `storm MS...` (per device, ms from the drop to its new subscription, -1 = not
+/// back). Ends when stdin closes.
+pub fn maybe_child() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) != Some(CHILD_FLAG) {
+        return;
+    }
+    let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let latency: u64 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(20);
+    let specs = (0..n).map(|_| DeviceSpec::new("ShellyPlus1PM")).collect();
+    let emu = Emulator::start(specs, &ModelLibrary::embedded()).expect("emulator");
+    for i in 0..n {
+        emu.set_latency(i, Duration::from_millis(latency));
+    }
+    let mut out = std::io::stdout().lock();
+    let ports: Vec<String> = (0..n).map(|i| emu.port(i).to_string()).collect();
+    writeln!(out, "ports {}", ports.join(" ")).unwrap();
+    writeln!(out, "admin {}", emu.admin_port()).unwrap();
+    out.flush().unwrap();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let reply = match w.as_slice() {
+            ["out", i, s] => {
+                emu.set_output(i.parse().unwrap(), 0, *s == "1");
+                "ok".to_string()
+            }
+            ["fire", i, ev] => {
+                let i = i.parse().unwrap();
+                emu.set_input(i, 0, true);
+                emu.fire_event(i, ev, 0);
+                "ok".to_string()
+            }
+            ["sub"] => (0..n)
+                .filter(|&i| emu.ws_subscribed(i) >= 1)
+                .count()
+                .to_string(),
+            ["storm"] => {
+                let t = Instant::now();
+                for i in 0..n {
+                    emu.drop_ws(i);
+                }
+                let mut back: Vec<Option<f64>> = vec![None; n];
+                let mut left = n;
+                while left > 0 && t.elapsed() < Duration::from_secs(120) {
+                    for (i, b) in back.iter_mut().enumerate() {
+                        if b.is_none() && emu.ws_subscribed(i) >= 1 {
+                            *b = Some(t.elapsed().as_secs_f64() * 1000.0);
+                            left -= 1;
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                let ms: Vec<String> = back
+                    .iter()
+                    .map(|b| format!("{:.1}", b.unwrap_or(-1.0)))
+                    .collect();
+                format!("storm {}", ms.join(" "))
+            }
+            _ => format!("error: unknown command '{line}'"),
+        };
+        writeln!(out, "{reply}").unwrap();
+        out.flush().unwrap();
+    }
+    drop(emu);
+    std::process::exit(0);
+}
+
+/// The emulator child seen from the parent.
+pub struct EmuChild {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    pub ports: Vec<u16>,
+    pub admin_port: u16,
+}
+
+impl EmuChild {
+    /// Starts `n` ShellyPlus1PM devices answering after `latency_ms` in a child process.
+    pub fn start(n: usize, latency_ms: u64) -> EmuChild {
+        let exe = std::env::current_exe().expect("current_exe");
+        let mut child = Command::new(exe)
+            .args([CHILD_FLAG, &n.to_string(), &latency_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting the emulator child");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let ports: Vec<u16> = line
+            .strip_prefix("ports")
+            .unwrap_or_else(|| panic!("emulator child: {line:?}"))
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(ports.len(), n);
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        let admin_port = line.trim().strip_prefix("admin ").unwrap().parse().unwrap();
+        EmuChild {
+            child,
+            stdin,
+            stdout,
+            ports,
+            admin_port,
+        }
+    }
+
+    /// Writes a command line (flushed at once), without waiting for the answer.
+    pub fn send(&mut self, cmd: &str) {
+        let s = self.stdin.as_mut().unwrap();
+        s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+        s.flush().unwrap();
+    }
+
+    /// Reads the answer to the last command.
+    pub fn reply(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        assert!(!line.starts_with("error"), "emulator child: {line}");
+        line.trim_end().to_string()
+    }
+
+    pub fn ask(&mut self, cmd: &str) -> String {
+        self.send(cmd);
+        self.reply()
+    }
+
+    /// The child's CPU time so far (utime + stime) in clock ticks.
+    pub fn cpu_ticks(&self) -> u64 {
+        cpu_ticks_of(&self.child.id().to_string())
+    }
+
+    /// Devices with a subscribed push channel.
+    pub fn subscribed(&mut self) -> usize {
+        self.ask("sub").parse().unwrap()
+    }
+
+    /// Closes the child's stdin and waits for it to exit.
+    pub fn stop(mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// A field of `/proc/self/status` in KiB (`VmRSS:`, `VmHWM:`).
+pub fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// utime + stime of this process in clock ticks (`/proc/self/stat` fields 14 and 15; 100 per second on Linux).
+pub fn cpu_ticks() -> u64 {
+    cpu_ticks_of("self")
+}
+
+/// utime + stime of process `pid` (`self` or a number) in clock ticks.
+pub fn cpu_ticks_of(pid: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name in parentheses may hold spaces: count fields after the last ')'.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': field 3 (state) is f[0], so field k is f[k - 3].
+    let get = |k: usize| {
+        f.get(k - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    get(14) + get(15)
+}
+
+/// This process's threads grouped by name with a trailing number or id cut off (`sd-dev-12` → `sd-dev-*`),
+/// most numerous first.
+pub fn threads_by_name() -> Vec<(String, usize)> {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    if let Ok(entries) = std::fs::read_dir("/proc/self/task") {
+        for e in entries.flatten() {
+            let name = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            let name = name.trim();
+            let key = match name.rsplit_once('-') {
+                Some((head, tail))
+                    if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) =>
+                {
+                    format!("{head}-*")
+                }
+                _ => name.to_string(),
+            };
+            *counts.entry(key).or_default() += 1;
+        }
+    }
+    let mut v: Vec<_> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+/// Resident memory by kind of mapping from `/proc/self/smaps`: (kind, KiB resident, mappings). Anonymous
+/// mappings are grouped by size, so N thread stacks of one size show as one line.
+pub fn rss_by_mapping() -> Vec<(String, u64, usize)> {
+    let text = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut groups = std::collections::BTreeMap::<String, (u64, usize)>::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            let mut parts = line.split_whitespace();
+            let range = parts.next().unwrap_or("");
+            let path = parts.nth(4).unwrap_or("");
+            let (a, b) = range.split_once('-').unwrap_or(("0", "0"));
+            let size =
+                u64::from_str_radix(b, 16).unwrap_or(0) - u64::from_str_radix(a, 16).unwrap_or(0);
+            current = Some(if path.is_empty() {
+                format!("anonymous {} KiB", size / 1024)
+            } else if path.starts_with('[') {
+                path.to_string()
+            } else {
+                "files (binary, libs)".to_string()
+            });
+        } else if let (Some(k), Some(v)) = (current.as_ref(), line.strip_prefix("Rss:")) {
+            let kib: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+            let e = groups.entry(k.clone()).or_default();
+            e.0 += kib;
+            e.1 += 1;
+        }
+    }
+    // Anonymous sizes seen fewer than 10 times (malloc arenas, buffers) as one line.
+    let mut other = (0, 0);
+    groups.retain(|k, (r, c)| {
+        let keep = !k.starts_with("anonymous") || *c >= 10;
+        if !keep {
+            other.0 += *r;
+            other.1 += *c;
+        }
+        keep
+    });
+    groups.insert("anonymous, other sizes (malloc arenas...)".into(), other);
+    let mut v: Vec<_> = groups.into_iter().map(|(k, (r, c))| (k, r, c)).collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
+    v
+}
+
+/// The value at quantile `q` of sorted `v`.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    v[((v.len() as f64 - 1.0) * q).round() as usize]
+}
+
+/// Cores available.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(0, |c| c.get())
+}
+
+/// CPU time of this process's live threads in ns (sum of `/proc/self/task/*/schedstat` first fields): finer
+/// than [`cpu_ticks`], but threads that ended meanwhile are not counted.
+pub fn cpu_ns_live_threads() -> u64 {
+    let mut sum = 0;
+    if let Ok(entries) = std::fs::read_dir("/proc/self/task") {
+        for e in entries.flatten() {
+            let s = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();
+            sum += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    sum
+}
+
+/// The 1-minute load average (how busy the machine was).
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default()
+}
