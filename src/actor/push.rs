@@ -115,6 +115,9 @@ impl Stop {
 }
 
 const WAKE: Token = Token(usize::MAX);
+/// Connector threads at once: bounds the threads beyond one per device (1,000 devices opened together would
+/// otherwise start 1,000 connectors) while keeping reconnects quick.
+const MAX_CONNECTING: usize = 32;
 /// One read from a socket.
 const CHUNK: usize = 8 * 1024;
 
@@ -148,6 +151,7 @@ impl Push {
             masks: 0,
             src_prefix: format!("smartdev-{}-{instance}", std::process::id()),
             scratch: vec![0u8; CHUNK],
+            due: now,
         };
         let builder = std::thread::Builder::new()
             .name("sd-push".into())
@@ -201,8 +205,9 @@ struct Subscribed {
     source: IpAddr,
     src: String,
     challenge: Option<(FrameChallenge, u32)>,
-    /// The subscribing `Shelly.GetStatus` result: the read after the (re)connect.
+    /// The subscribing `Shelly.GetStatus` result: the read after the (re)connect, and when it was asked.
     status: Value,
+    status_at: Instant,
 }
 
 /// What a connector hands back: the subscribed connection, or why it failed.
@@ -224,68 +229,29 @@ struct Poller {
     src_prefix: String,
     /// The one read buffer of every socket.
     scratch: Vec<u8>,
+    /// The next instant a connection attempt or a heartbeat is due (never later than the real one).
+    due: Instant,
 }
 
 impl Poller {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
         while !self.stop.stopping() {
-            let now = Instant::now();
-            let idle = self.ctx.ping_idle;
-            let mut next = now + idle;
-            for ti in 0..self.slots.len() {
-                match &self.slots[ti] {
-                    Slot::Waiting { at, failures } if *at <= now => {
-                        let failures = *failures;
-                        self.connect(ti, failures);
-                    }
-                    _ => {}
-                }
-            }
+            let mut finished = false;
             while let Ok((ti, r)) = self.done_rx.try_recv() {
+                finished = true;
                 match r {
                     Ok(parts) => self.go_live(ti, parts),
                     Err(e) => self.fail(ti, e),
                 }
             }
-            let pong_wait = self.ctx.response_timeout * 2;
-            for ti in 0..self.slots.len() {
-                let Slot::Live(l) = &mut self.slots[ti] else {
-                    continue;
-                };
-                match heartbeat(
-                    now,
-                    l.last_traffic,
-                    l.ping_sent,
-                    l.last_pong,
-                    pong_wait,
-                    idle,
-                ) {
-                    Beat::Wait(at) => next = next.min(at),
-                    Beat::Alive => {
-                        l.ping_sent = None;
-                        l.last_traffic = now;
-                        next = next.min(now + idle);
-                    }
-                    Beat::Ping => {
-                        l.ping_sent = Some(now);
-                        next = next.min(now + pong_wait);
-                        self.write(ti, Opcode::Ping, b"sd");
-                    }
-                    Beat::Dead => self.fail(
-                        ti,
-                        format!("no pong within {:.1} s of a ping", pong_wait.as_secs_f64()),
-                    ),
-                }
+            // The slots are scanned only when something is due or a connector's place came free, not on every
+            // frame: with 1,000 sockets a scan per frame was a large part of the poller's CPU.
+            if finished || Instant::now() >= self.due {
+                self.scan();
             }
-            self.connectors.retain(|c| !c.is_finished());
-            // Attempts scheduled just now (a failed connector, a dead heartbeat) count too.
-            for slot in &self.slots {
-                if let Slot::Waiting { at, .. } = slot {
-                    next = next.min(*at);
-                }
-            }
-            let timeout = next
+            let timeout = self
+                .due
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
@@ -311,6 +277,73 @@ impl Poller {
         for c in self.connectors.drain(..) {
             let _ = c.join();
         }
+    }
+
+    /// Starts the connections that are due (at most [`MAX_CONNECTING`] at once), runs every heartbeat, and
+    /// sets `due` to the earliest instant anything is due again.
+    fn scan(&mut self) {
+        let now = Instant::now();
+        let idle = self.ctx.ping_idle;
+        let mut connecting = self
+            .slots
+            .iter()
+            .filter(|s| matches!(s, Slot::Connecting { .. }))
+            .count();
+        for ti in 0..self.slots.len() {
+            if connecting >= MAX_CONNECTING {
+                break;
+            }
+            if let Slot::Waiting { at, failures } = &self.slots[ti]
+                && *at <= now
+            {
+                let failures = *failures;
+                self.connect(ti, failures);
+                connecting += 1;
+            }
+        }
+        let mut next = now + idle;
+        let pong_wait = self.ctx.response_timeout * 2;
+        for ti in 0..self.slots.len() {
+            let Slot::Live(l) = &mut self.slots[ti] else {
+                continue;
+            };
+            match heartbeat(
+                now,
+                l.last_traffic,
+                l.ping_sent,
+                l.last_pong,
+                pong_wait,
+                idle,
+            ) {
+                Beat::Wait(at) => next = next.min(at),
+                Beat::Alive => {
+                    l.ping_sent = None;
+                    l.last_traffic = now;
+                    next = next.min(now + idle);
+                }
+                Beat::Ping => {
+                    l.ping_sent = Some(now);
+                    next = next.min(now + pong_wait);
+                    self.write(ti, Opcode::Ping, b"sd");
+                }
+                Beat::Dead => self.fail(
+                    ti,
+                    format!("no pong within {:.1} s of a ping", pong_wait.as_secs_f64()),
+                ),
+            }
+        }
+        self.connectors.retain(|c| !c.is_finished());
+        // Attempts scheduled just now (a failed connector, a dead heartbeat) count too; overdue ones waiting
+        // for a connector's place are started when a connector reports (which wakes the poller).
+        let full = connecting >= MAX_CONNECTING;
+        for slot in &self.slots {
+            if let Slot::Waiting { at, .. } = slot
+                && !(full && *at <= now)
+            {
+                next = next.min(*at);
+            }
+        }
+        self.due = next;
     }
 
     /// Starts a connector thread for target `ti`.
@@ -352,6 +385,7 @@ impl Poller {
             src,
             challenge,
             status,
+            status_at,
         } = sub;
         let writer = match stream
             .set_nonblocking(true)
@@ -383,7 +417,8 @@ impl Poller {
             last_pong: None,
         }));
         let t = &self.targets[ti];
-        t.tunnel.attach(writer, src, challenge, Some(status));
+        t.tunnel
+            .attach(writer, src, challenge, Some((status, status_at)));
         // The worker's read after a (re)connect takes the subscription's status (no second request).
         self.ctx.shared.post(t.di, None, None, true);
         log::debug!("device {}: push channel connected", t.label);
@@ -482,7 +517,10 @@ impl Poller {
                         return false;
                     }
                 }
-                Message::Pong(_) => l.last_pong = Some(now),
+                Message::Pong(_) => {
+                    l.last_pong = Some(now);
+                    self.due = now;
+                }
                 Message::Close(code, _) => {
                     let payload = code
                         .map(|c| frame::close_payload(c, ""))
@@ -550,8 +588,10 @@ impl Poller {
         } else {
             log::debug!("device {label}: push channel: {why}");
         }
+        let at = Instant::now() + wait;
+        self.due = self.due.min(at);
         self.slots[ti] = Slot::Waiting {
-            at: Instant::now() + wait,
+            at,
             failures: failures.saturating_add(1),
         };
     }
@@ -594,6 +634,7 @@ fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscrib
     if !stop.register(t.di, handle) {
         return Err("closing".into());
     }
+    let status_at = Instant::now();
     let r = sock.call("Shelly.GetStatus", None);
     stop.unregister(t.di);
     let status = r.map_err(|e| format!("subscribing failed: {e}"))?;
@@ -611,6 +652,7 @@ fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscrib
         src: src.to_string(),
         challenge,
         status,
+        status_at,
     })
 }
 

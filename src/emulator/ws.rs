@@ -363,21 +363,37 @@ fn read_loop(
             }
             Ok(Message::Ping(p)) => out(Opcode::Pong, &p),
             Ok(Message::Pong(_) | Message::Binary(_)) => {}
-            Ok(Message::Text(t)) => {
-                if let Some(answer) = answer(dev, &t, src) {
-                    out(Opcode::Text, &answer);
+            Ok(Message::Text(t)) => match answer(dev, &t, src) {
+                Reply::Frame(answer) => out(Opcode::Text, &answer),
+                Reply::Cut(answer) => {
+                    // The frame's header promises more than comes: the connection ends mid-frame.
+                    let wire = frame::encode(Opcode::Text, true, &answer, None);
+                    let _ = tx.send(wire[..wire.len() / 2].to_vec());
+                    return;
                 }
-            }
+                Reply::Silent => {}
+            },
         }
     }
 }
 
+/// What a request frame gets back.
+enum Reply {
+    /// This response frame's payload.
+    Frame(Vec<u8>),
+    /// The request was carried out, then the connection ends halfway through its response frame.
+    Cut(Vec<u8>),
+    /// Nothing.
+    Silent,
+}
+
 /// One request frame → its response frame (bytes), counted under `rpc <Method>` like HTTP calls, after the
-/// port's latency; `None` (no answer) under a blackhole fault, a broken frame under a malformed-JSON one.
-fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Option<Vec<u8>> {
+/// port's latency; no answer under a blackhole fault, a broken frame under a malformed-JSON one, a response
+/// cut off with the connection under a truncated-body one (after the request was carried out, as over HTTP).
+fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Reply {
     let Ok(Value::Object(f)) = crate::untrusted_json::parse(text.as_bytes()) else {
         let e = json!({"id": null, "src": dev.ident.id, "error": {"code": -32700, "message": "Parse error"}});
-        return Some(Response::json_whole(200, &e).body);
+        return Reply::Frame(Response::json_whole(200, &e).body);
     };
     let method = f.get("method").and_then(Value::as_str).unwrap_or("");
     let key = format!("rpc {method}");
@@ -385,8 +401,8 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Option<Vec<u
     dev.net.count(key);
     dev.ws.requests.fetch_add(1, Ordering::Relaxed);
     match fault {
-        Fault::Blackhole => return None,
-        Fault::MalformedJson => return Some(b"{\"broken\":".to_vec()),
+        Fault::Blackhole => return Reply::Silent,
+        Fault::MalformedJson => return Reply::Frame(b"{\"broken\":".to_vec()),
         _ => {}
     }
     dev.net.sleep(latency);
@@ -416,5 +432,10 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Option<Vec<u
             rpc::answer_frame(dev, &f)
         }
     };
-    Some(Response::json_whole(200, &reply).body)
+    let body = Response::json_whole(200, &reply).body;
+    if fault == Fault::TruncatedBody {
+        Reply::Cut(body)
+    } else {
+        Reply::Frame(body)
+    }
 }

@@ -110,7 +110,12 @@ impl Rpc {
                 self.http.record_reach(true);
                 s
             }
-            None => self.call(dev, "Shelly.GetStatus", None)?,
+            None => {
+                if let Some(t) = &self.tunnel {
+                    t.reading();
+                }
+                self.call(dev, "Shelly.GetStatus", None)?
+            }
         };
         apply_status(
             dev,
@@ -317,7 +322,12 @@ mod tests {
         let _theirs = l.accept().unwrap();
         let tunnel = Arc::new(Tunnel::default());
         let status = json!({"switch:0": {"id": 0, "output": true, "apower": 12.5}, "input:0": {"id": 0, "state": false}});
-        tunnel.attach(ours, "me".into(), None, Some(status));
+        tunnel.attach(
+            ours,
+            "me".into(),
+            None,
+            Some((status, std::time::Instant::now())),
+        );
         let script = Script::default();
         let mut rpc = Rpc::new(
             testing::http(&script),

@@ -7,7 +7,7 @@
 //! the connection (shut down: the poller sees it and reconnects after its back-off), so a silent socket
 //! costs one timeout, not one per request. The answer to the subscribing `Shelly.GetStatus` is kept as a
 //! prefetched status: the worker's read right after a (re)connect uses it instead of asking again, unless a
-//! notification came after it.
+//! notification came after it or the driver began a read of its own after it was asked for.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -39,8 +39,10 @@ struct Inner {
     next_id: u64,
     /// The request waiting for its answer: id and where the answer goes.
     pending: Option<(u64, Sender<Map<String, Value>>)>,
-    /// The subscribing `Shelly.GetStatus` result, when it came and whether a notification followed it.
+    /// The subscribing `Shelly.GetStatus` result and when it was asked for.
     prefetched: Option<(Value, Instant)>,
+    /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
+    last_read: Option<Instant>,
     /// The in-frame digest challenge in hand and the last `nc` used with it.
     challenge: Option<(FrameChallenge, u32)>,
 }
@@ -68,13 +70,14 @@ impl Tunnel {
     }
 
     /// The poller: the connection is subscribed; `stream` writes to it, `src` names us, `challenge` is the
-    /// one the connector answered (reused with a rising count), `status` the subscribing request's result.
+    /// one the connector answered (reused with a rising count), `status` the subscribing request's result and
+    /// when that request was sent.
     pub(crate) fn attach(
         &self,
         stream: TcpStream,
         src: String,
         challenge: Option<(FrameChallenge, u32)>,
-        status: Option<Value>,
+        status: Option<(Value, Instant)>,
     ) {
         let mut g = self.lock();
         if g.next_id < FIRST_ID {
@@ -89,7 +92,7 @@ impl Tunnel {
         if challenge.is_some() {
             g.challenge = challenge;
         }
-        g.prefetched = status.map(|s| (s, Instant::now()));
+        g.prefetched = status;
     }
 
     /// The poller: the connection ended. A request waiting for its answer learns it at once.
@@ -105,10 +108,18 @@ impl Tunnel {
         self.lock().prefetched = None;
     }
 
-    /// The worker: the status the subscription read, when no notification came after it and it is recent.
+    /// The worker: the status the subscription read, when no notification came after it, no read of the
+    /// driver's began after it was asked for, and it is recent.
     pub(crate) fn take_prefetched(&self) -> Option<Value> {
-        let (status, at) = self.lock().prefetched.take()?;
-        (at.elapsed() < PREFETCH_FRESH).then_some(status)
+        let mut g = self.lock();
+        let (status, asked) = g.prefetched.take()?;
+        let newer_read = g.last_read.is_some_and(|r| r >= asked);
+        (!newer_read && asked.elapsed() < PREFETCH_FRESH).then_some(status)
+    }
+
+    /// The worker: it begins a status read of its own (over either channel).
+    pub(crate) fn reading(&self) {
+        self.lock().last_read = Some(Instant::now());
     }
 
     /// The poller: an answer frame; true when it was the awaited one.
@@ -230,6 +241,7 @@ mod tests {
 
     /// A tunnel attached to one end of a loopback connection; the other end is returned.
     fn attached(status: Option<Value>) -> (Tunnel, TcpStream) {
+        let status = status.map(|s| (s, Instant::now()));
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let ours = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (theirs, _) = l.accept().unwrap();
@@ -246,6 +258,33 @@ mod tests {
         let (t, _peer) = attached(Some(json!({})));
         t.notified();
         assert!(t.take_prefetched().is_none(), "older than the notification");
+        // The worker read over HTTP while the connector's request was on its way: that read is newer.
+        let (t, _peer) = attached(None);
+        let asked = Instant::now();
+        t.reading();
+        t.attach(
+            _peer.try_clone().unwrap(),
+            "me".into(),
+            None,
+            Some((json!({}), asked)),
+        );
+        assert!(
+            t.take_prefetched().is_none(),
+            "older than a read begun after it"
+        );
+        let (t, _peer) = attached(None);
+        t.reading();
+        let asked = Instant::now();
+        t.attach(
+            _peer.try_clone().unwrap(),
+            "me".into(),
+            None,
+            Some((json!({"a": 1}), asked)),
+        );
+        assert!(
+            t.take_prefetched().is_some(),
+            "newer than a read begun before it"
+        );
     }
 
     #[test]
