@@ -3,13 +3,13 @@
 //!
 //! `cargo run --release --example bench_push -- [N=1000] [LATENCY_MS=20] [SAMPLES=500] [ROUNDS=20] [CHANNEL=auto]`
 //!
-//! The example re-runs itself as the emulator (`--emulator N LATENCY_MS`, driven by lines on its stdin; the
-//! latency applies to HTTP answers). Prints: threads by name, RSS and resident memory by mapping with every
-//! device connected, idle CPU over 5 s; change→snapshot latency (from writing the command to the child until
-//! `ctl.output` shows the new state, polled every 50 µs); event→wake latency (from writing the command until
-//! the wake flag is set, then the event is checked in the queue); `refresh_all` median/p99; a reconnect storm
-//! (every WebSocket dropped at once: time until each device is subscribed again, measured in the child, and
-//! the spread of the back-off jitter). `CHANNEL=http` opens without the push channel and prints only threads,
+//! The example re-runs itself as the emulator (`--emulator N LATENCY_MS`, driven by lines on its stdin; the latency
+//! applies to every answer, HTTP or WebSocket). Prints: threads by name, RSS and resident memory by mapping with
+//! every device connected, idle CPU over 5 s; change→snapshot latency (from writing the command to the child until
+//! `ctl.output` shows the new state, polled every 50 µs); event→wake latency (from writing the command until the
+//! wake flag is set, then the event is checked in the queue); `refresh_all` median/p99; a reconnect storm (every
+//! WebSocket dropped at once: time until each device is subscribed again, measured in the child, and the spread of
+//! the back-off jitter). `CHANNEL=http` opens without the push channel and prints only threads,
 //! memory, idle CPU and `refresh_all`, for comparison.
 
 mod support;
@@ -36,7 +36,7 @@ fn main() {
     let t = Instant::now();
     let mut emu = EmuChild::start(n, latency);
     println!(
-        "{n} ShellyPlus1PM × {latency} ms (HTTP answers) in a child process, started in {:.1} s; {} cores, load average {}; Channel: {channel}",
+        "{n} ShellyPlus1PM × {latency} ms (every answer) in a child process, started in {:.1} s; {} cores, load average {}; Channel: {channel}",
         t.elapsed().as_secs_f64(),
         support::cores(),
         support::load_average()
