@@ -59,6 +59,39 @@ fn an_admin_switch_reaches_the_snapshot_without_a_refresh() {
     e.ctl.close();
 }
 
+/// `NotifyStatus` carries only what changed; merged into the connection's last status it is the new state, with
+/// no request to the device.
+#[test]
+fn a_power_or_temperature_change_is_merged_without_a_request() {
+    let _serial = serial();
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
+    subscribed(&e);
+    e.emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || light(&e.ctl) == Some(true)));
+    let power = |e: &Emulated| e.ctl.device("Hall").unwrap().meters[0].power;
+    let before = e.emu.total_requests(0);
+    for watts in [40.0, 60.5, 12.0] {
+        e.emu.set_load(0, 0, watts);
+        assert!(
+            eventually(LIMIT, || power(&e) == Some(watts)),
+            "{watts} W: {:?}",
+            power(&e)
+        );
+    }
+    e.emu.set_temperature(0, 51.5);
+    assert!(eventually(LIMIT, || e
+        .ctl
+        .device("Hall")
+        .unwrap()
+        .temperature
+        == Some(51.5)));
+    assert_eq!(e.emu.total_requests(0), before, "no request, HTTP or frame");
+    // What was not in the notifications is still there.
+    assert_eq!(light(&e.ctl), Some(true));
+    assert!(e.ctl.device("Hall").unwrap().online);
+    e.ctl.close();
+}
+
 #[test]
 fn http_channel_opens_no_socket() {
     let _serial = serial();

@@ -697,8 +697,14 @@ fn split_key(key: &str) -> Option<(&str, usize)> {
 fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
     t.tunnel.notified();
     match n {
-        Notification::Status { components, .. } => on_status(t, ctx, &components),
-        Notification::FullStatus { status, .. } => on_status(t, ctx, &status),
+        Notification::Status { components, .. } => {
+            t.tunnel.merge_status(&components, false);
+            on_status(t, ctx, &components);
+        }
+        Notification::FullStatus { status, .. } => {
+            t.tunnel.merge_status(&status, true);
+            on_status(t, ctx, &status);
+        }
         Notification::Event { events, .. } => {
             for e in events {
                 on_event(t, ctx, e, source);
@@ -707,7 +713,8 @@ fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
     }
 }
 
-/// Implied output/input states go to the worker; anything else (power, covers, sensors) asks for a read.
+/// Implied output/input states go to the worker; anything else (power, covers, sensors) asks for a read,
+/// which the driver serves from the tunnel's mirror (merged just before) without a request.
 fn on_status(t: &Target, ctx: &Context, components: &Map<String, Value>) {
     let snap = worker::snapshot(&ctx.shared.slots[t.di]);
     let mut read = false;

@@ -183,6 +183,40 @@ impl Driver for Rpc {
         self.contact(dev)
     }
 
+    fn hook(
+        &mut self,
+        dev: &mut Device,
+        states: &[(crate::objects::ComponentKind, usize, bool)],
+        read: bool,
+    ) -> Result<()> {
+        for &(kind, index, on) in states {
+            crate::driver::apply_hook_state(dev, kind, index, on);
+        }
+        if !read {
+            return Ok(());
+        }
+        // A read that notifications asked for: what they said, merged into the connection's last full status.
+        let mirrored = self
+            .tunnel
+            .as_ref()
+            .filter(|_| self.introduced)
+            .and_then(|t| t.take_mirror());
+        match mirrored {
+            Some(status) => {
+                self.http.record_reach(true);
+                apply_status(
+                    dev,
+                    &self.model,
+                    &self.shape,
+                    &status,
+                    &clock::rfc3339_now(),
+                );
+                Ok(())
+            }
+            None => self.read(dev),
+        }
+    }
+
     fn sync_hooks(&mut self, dev: &mut Device) -> Result<()> {
         self.reconcile_hooks(dev)
     }

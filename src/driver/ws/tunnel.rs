@@ -7,7 +7,10 @@
 //! the connection (shut down: the poller sees it and reconnects after its back-off), so a silent socket
 //! costs one timeout, not one per request. The answer to the subscribing `Shelly.GetStatus` is kept as a
 //! prefetched status: the worker's read right after a (re)connect uses it instead of asking again, unless a
-//! notification came after it or the driver began a read of its own after it was asked for.
+//! notification came after it or the driver began a read of its own after it was asked for. The tunnel also
+//! keeps the connection's mirror of the device's status (the subscription's answer, replaced by every status
+//! read over the socket, with each `NotifyStatus` merged in): a read that a notification asks for is served
+//! from it, with no request.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -37,12 +40,16 @@ pub(crate) struct Tunnel {
 struct Inner {
     link: Option<Link>,
     next_id: u64,
-    /// The request waiting for its answer: id and where the answer goes.
-    pending: Option<(u64, Sender<Map<String, Value>>)>,
+    /// The request waiting for its answer: id, where the answer goes, and whether it reads the status.
+    pending: Option<(u64, Sender<Map<String, Value>>, bool)>,
     /// The subscribing `Shelly.GetStatus` result and when it was asked for.
     prefetched: Option<(Value, Instant)>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
     last_read: Option<Instant>,
+    /// This connection's view of the device's status, and whether notifications changed it since the driver
+    /// last took it.
+    mirror: Option<Map<String, Value>>,
+    mirror_changed: bool,
     /// The in-frame digest challenge in hand and the last `nc` used with it.
     challenge: Option<(FrameChallenge, u32)>,
 }
@@ -92,6 +99,11 @@ impl Tunnel {
         if challenge.is_some() {
             g.challenge = challenge;
         }
+        g.mirror = match &status {
+            Some((Value::Object(m), _)) => Some(m.clone()),
+            _ => None,
+        };
+        g.mirror_changed = false;
         g.prefetched = status;
     }
 
@@ -101,6 +113,8 @@ impl Tunnel {
         g.link = None;
         g.pending = None;
         g.prefetched = None;
+        g.mirror = None;
+        g.mirror_changed = false;
     }
 
     /// The poller: a notification came; a prefetched status is older than what it says.
@@ -117,6 +131,31 @@ impl Tunnel {
         (!newer_read && asked.elapsed() < PREFETCH_FRESH).then_some(status)
     }
 
+    /// The poller: a `NotifyStatus` (changed fields, merged into the mirror) or a `NotifyFullStatus` (`full`:
+    /// replaces it).
+    pub(crate) fn merge_status(&self, components: &Map<String, Value>, full: bool) {
+        let mut g = self.lock();
+        g.prefetched = None;
+        if full {
+            g.mirror = Some(components.clone());
+        } else if let Some(m) = &mut g.mirror {
+            merge(m, components);
+        } else {
+            return;
+        }
+        g.mirror_changed = true;
+    }
+
+    /// The worker: the mirrored status when notifications changed it since the last call (a read they asked
+    /// for needs no request), else `None`.
+    pub(crate) fn take_mirror(&self) -> Option<Value> {
+        let mut g = self.lock();
+        if !std::mem::take(&mut g.mirror_changed) {
+            return None;
+        }
+        g.mirror.clone().map(Value::Object)
+    }
+
     /// The worker: it begins a status read of its own (over either channel).
     pub(crate) fn reading(&self) {
         self.lock().last_read = Some(Instant::now());
@@ -126,8 +165,13 @@ impl Tunnel {
     pub(crate) fn deliver(&self, id: u64, frame: Map<String, Value>) -> bool {
         let mut g = self.lock();
         match &g.pending {
-            Some((want, _)) if *want == id => {
-                if let Some((_, tx)) = g.pending.take() {
+            Some((want, _, _)) if *want == id => {
+                if let Some((_, tx, status)) = g.pending.take() {
+                    // Frames come in order: this answer is newer than every notification before it.
+                    if let Some(Value::Object(r)) = frame.get("result").filter(|_| status) {
+                        g.mirror = Some(r.clone());
+                        g.mirror_changed = false;
+                    }
                     let _ = tx.send(frame);
                 }
                 true
@@ -171,7 +215,7 @@ impl Tunnel {
                 f.insert("auth".into(), a);
             }
             let (tx, rx) = crossbeam_channel::bounded(1);
-            g.pending = Some((id, tx));
+            g.pending = Some((id, tx, method == "Shelly.GetStatus"));
             let text = Value::Object(f).to_string();
             if !write_locked(&mut g, Opcode::Text, text.as_bytes()) {
                 g.pending = None;
@@ -186,7 +230,7 @@ impl Tunnel {
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 let mut g = self.lock();
-                if g.pending.as_ref().is_some_and(|(p, _)| *p == id) {
+                if g.pending.as_ref().is_some_and(|(p, _, _)| *p == id) {
                     g.pending = None;
                 }
                 // Silent for a whole timeout: end it, the poller reconnects; HTTP meanwhile.
@@ -209,6 +253,19 @@ impl Tunnel {
     /// Takes a new challenge (from a 401 answer), nonce count 0.
     pub(crate) fn set_challenge(&self, ch: FrameChallenge) {
         self.lock().challenge = Some((ch, 0));
+    }
+}
+
+/// Merges a `NotifyStatus`'s changed fields into a status: objects field by field (nested ones too), anything
+/// else replaced.
+fn merge(into: &mut Map<String, Value>, changed: &Map<String, Value>) {
+    for (k, v) in changed {
+        match (into.get_mut(k), v) {
+            (Some(Value::Object(old)), Value::Object(new)) => merge(old, new),
+            _ => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
     }
 }
 
@@ -285,6 +342,61 @@ mod tests {
             t.take_prefetched().is_some(),
             "newer than a read begun before it"
         );
+    }
+
+    #[test]
+    fn notifications_merge_into_the_mirror_and_a_status_answer_replaces_it() {
+        let status = json!({"switch:0": {"output": false, "apower": 0.0, "aenergy": {"total": 5.0, "minute_ts": 1}}, "sys": {"uptime": 3}});
+        let (t, mut peer) = attached(Some(status));
+        assert!(
+            t.take_mirror().is_none(),
+            "nothing new since the subscription"
+        );
+        let changed = json!({"switch:0": {"apower": 40.5, "aenergy": {"total": 5.5}}});
+        t.merge_status(changed.as_object().unwrap(), false);
+        let m = t.take_mirror().unwrap();
+        assert_eq!(m["switch:0"]["apower"], 40.5);
+        assert_eq!(m["switch:0"]["output"], false, "kept");
+        assert_eq!(
+            m["switch:0"]["aenergy"],
+            json!({"total": 5.5, "minute_ts": 1})
+        );
+        assert_eq!(m["sys"]["uptime"], 3);
+        assert!(t.take_mirror().is_none(), "taken once");
+        t.merge_status(
+            json!({"switch:0": {"output": true}}).as_object().unwrap(),
+            true,
+        );
+        assert_eq!(
+            t.take_mirror().unwrap(),
+            json!({"switch:0": {"output": true}})
+        );
+        // A status read over the socket is newer than the notifications before it.
+        t.merge_status(json!({"sys": {"uptime": 9}}).as_object().unwrap(), false);
+        let t = std::sync::Arc::new(t);
+        let reader = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                t.request("Shelly.GetStatus", None, |_| None, Duration::from_secs(5))
+            })
+        };
+        let mut buf = [0u8; 512];
+        let n = peer.read(&mut buf).unwrap();
+        let (f, _) = frame::decode(&buf[..n], true, 1 << 20).unwrap().unwrap();
+        let req: Value = serde_json::from_slice(&f.payload).unwrap();
+        let id = req["id"].as_u64().unwrap();
+        let answer = json!({"id": id, "result": {"switch:0": {"output": false}}});
+        assert!(t.deliver(id, answer.as_object().unwrap().clone()));
+        assert!(matches!(reader.join().unwrap(), Sent::Answer(_)));
+        assert!(t.take_mirror().is_none(), "the answer is the driver's read");
+        t.merge_status(json!({"sys": {"uptime": 10}}).as_object().unwrap(), false);
+        assert_eq!(
+            t.take_mirror().unwrap(),
+            json!({"switch:0": {"output": false}, "sys": {"uptime": 10}})
+        );
+        t.detach();
+        t.merge_status(json!({"sys": {"uptime": 11}}).as_object().unwrap(), false);
+        assert!(t.take_mirror().is_none(), "no connection, no mirror");
     }
 
     #[test]
