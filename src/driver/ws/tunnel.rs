@@ -40,8 +40,8 @@ pub(crate) struct Tunnel {
 struct Inner {
     link: Option<Link>,
     next_id: u64,
-    /// The request waiting for its answer: id, where the answer goes, and whether it reads the status.
-    pending: Option<(u64, Sender<Map<String, Value>>, bool)>,
+    /// The request waiting for its answer.
+    pending: Option<Pending>,
     /// The subscribing `Shelly.GetStatus` result and when it was asked for.
     prefetched: Option<(Value, Instant)>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
@@ -52,6 +52,13 @@ struct Inner {
     mirror_changed: bool,
     /// The in-frame digest challenge in hand and the last `nc` used with it.
     challenge: Option<(FrameChallenge, u32)>,
+}
+
+/// A request waiting for its answer: its id, where the answer goes, and whether it reads the status.
+struct Pending {
+    id: u64,
+    tx: Sender<Map<String, Value>>,
+    status: bool,
 }
 
 struct Link {
@@ -165,8 +172,8 @@ impl Tunnel {
     pub(crate) fn deliver(&self, id: u64, frame: Map<String, Value>) -> bool {
         let mut g = self.lock();
         match &g.pending {
-            Some((want, _, _)) if *want == id => {
-                if let Some((_, tx, status)) = g.pending.take() {
+            Some(p) if p.id == id => {
+                if let Some(Pending { tx, status, .. }) = g.pending.take() {
                     // Frames come in order: this answer is newer than every notification before it.
                     if let Some(Value::Object(r)) = frame.get("result").filter(|_| status) {
                         g.mirror = Some(r.clone());
@@ -215,7 +222,11 @@ impl Tunnel {
                 f.insert("auth".into(), a);
             }
             let (tx, rx) = crossbeam_channel::bounded(1);
-            g.pending = Some((id, tx, method == "Shelly.GetStatus"));
+            g.pending = Some(Pending {
+                id,
+                tx,
+                status: method == "Shelly.GetStatus",
+            });
             let text = Value::Object(f).to_string();
             if !write_locked(&mut g, Opcode::Text, text.as_bytes()) {
                 g.pending = None;
@@ -230,7 +241,7 @@ impl Tunnel {
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
                 let mut g = self.lock();
-                if g.pending.as_ref().is_some_and(|(p, _, _)| *p == id) {
+                if g.pending.as_ref().is_some_and(|p| p.id == id) {
                     g.pending = None;
                 }
                 // Silent for a whole timeout: end it, the poller reconnects; HTTP meanwhile.
