@@ -191,6 +191,7 @@ fn main() {
     // refresh_all.
     let mut times = Vec::with_capacity(rounds);
     let (lib0, emu0) = (support::cpu_ticks(), emu.cpu_ticks());
+    let by_name0 = support::cpu_ns_by_name();
     for _ in 0..rounds {
         let t = Instant::now();
         let report = ctl.refresh_all().expect("open");
@@ -214,6 +215,16 @@ fn main() {
         quantile(&times, 0.99),
         times[times.len() - 1]
     );
+    let split: Vec<String> = support::cpu_ns_by_name()
+        .into_iter()
+        .map(|(name, ns)| {
+            let before = by_name0.get(&name).copied().unwrap_or(0);
+            (name, ns.saturating_sub(before) as f64 / 1e6 / rounds as f64)
+        })
+        .filter(|(_, ms)| *ms >= 0.05)
+        .map(|(name, ms)| format!("{name} {ms:.1} ms"))
+        .collect();
+    println!("  library CPU per round by thread: {}", split.join(", "));
 
     if push {
         // Reconnect storms: every socket dropped at once, three times (does memory settle?).

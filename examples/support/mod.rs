@@ -197,28 +197,52 @@ pub fn cpu_ticks_of(pid: &str) -> u64 {
     get(14) + get(15)
 }
 
-/// This process's threads grouped by name with a trailing number or id cut off (`sd-dev-12` → `sd-dev-*`),
-/// most numerous first.
-pub fn threads_by_name() -> Vec<(String, usize)> {
-    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+/// A thread's name with a trailing number or id cut off (`sd-dev-12` → `sd-dev-*`).
+fn group(name: &str) -> String {
+    match name.rsplit_once('-') {
+        Some((head, tail)) if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) => {
+            format!("{head}-*")
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// This process's threads: (group name, CPU time in ns from schedstat) each.
+fn threads() -> Vec<(String, u64)> {
+    let mut v = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc/self/task") {
         for e in entries.flatten() {
             let name = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            let name = name.trim();
-            let key = match name.rsplit_once('-') {
-                Some((head, tail))
-                    if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) =>
-                {
-                    format!("{head}-*")
-                }
-                _ => name.to_string(),
-            };
-            *counts.entry(key).or_default() += 1;
+            let s = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();
+            let ns = s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            v.push((group(name.trim()), ns));
         }
+    }
+    v
+}
+
+/// This process's threads grouped by name (see [`group`]), most numerous first.
+pub fn threads_by_name() -> Vec<(String, usize)> {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for (name, _) in threads() {
+        *counts.entry(name).or_default() += 1;
     }
     let mut v: Vec<_> = counts.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     v
+}
+
+/// CPU time (ns) of the live threads by group name.
+pub fn cpu_ns_by_name() -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for (name, ns) in threads() {
+        *m.entry(name).or_default() += ns;
+    }
+    m
 }
 
 pub fn thread_count() -> usize {
