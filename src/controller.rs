@@ -9,7 +9,7 @@ use crossbeam_channel::Sender;
 
 use crate::actor::hook_inbox::HookInbox;
 use crate::actor::supervisor;
-use crate::actor::worker::{self, Command};
+use crate::actor::worker::{self, Command, WorkerTx};
 use crate::builder::ControllerBuilder;
 use crate::config::Settings;
 use crate::directory::Directory;
@@ -331,7 +331,7 @@ impl Controller {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn sender(&self, device: usize) -> Result<Sender<Command>> {
+    fn sender(&self, device: usize) -> Result<WorkerTx> {
         let guard = self
             .shared
             .senders
@@ -343,7 +343,7 @@ impl Controller {
             .ok_or(Error::Closed)
     }
 
-    fn all_senders(&self) -> Result<Vec<Sender<Command>>> {
+    fn all_senders(&self) -> Result<Vec<WorkerTx>> {
         let guard = self
             .shared
             .senders

@@ -204,7 +204,8 @@ fn a_flapping_device_logs_each_transition_once_and_leaks_nothing() {
     let mut settings = common::emu::settings(
         &emu,
         &["Name: Flap, ID: 4242, Model: ShellyPlus1PM"],
-        "  RefreshInterval: 0.05\n",
+        // Each refused HTTP request is a transition; an established push socket would outlive the refusals.
+        "  RefreshInterval: 0.05\n  Channel: http\n",
     );
     settings.response_timeout = std::time::Duration::from_millis(300);
     settings.retry_count = 0;

@@ -3,13 +3,13 @@
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, never, select, tick};
+use crossbeam_channel::{Receiver, never, select, tick};
 
-use super::worker::Command;
+use super::worker::{Command, WorkerTx};
 
 /// Starts the supervisor. It stops when `stop` is dropped.
 pub(crate) fn spawn(
-    workers: Vec<Sender<Command>>,
+    workers: Vec<WorkerTx>,
     interval: Option<Duration>,
     stop: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {

@@ -5,7 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, SendError, Sender, TryRecvError, TrySendError};
 
 use super::hook_inbox::HookInbox;
 use super::peers::Peers;
@@ -58,10 +58,71 @@ pub(crate) fn snapshot(slot: &Slot) -> Arc<Device> {
     slot.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// A worker's command channel as its senders hold it. The worker waits by parking rather than in a blocking
+/// receive (which spins and yields before it sleeps: with 1,000 workers on 2 cores that was a large share of
+/// their CPU), so every successful send unparks it, and so does every drop of a sender (the last one gone ends
+/// the worker's loop).
+pub(crate) struct WorkerTx {
+    /// Always `Some` until dropped: the sender must be gone before the unpark, or the worker would wake, still
+    /// see a sender, and park for good.
+    tx: Option<Sender<Command>>,
+    thread: std::thread::Thread,
+}
+
+impl WorkerTx {
+    /// Sends, waiting while the inbox is full (back-pressure).
+    pub(crate) fn send(&self, cmd: Command) -> std::result::Result<(), SendError<Command>> {
+        match &self.tx {
+            Some(tx) => tx.send(cmd)?,
+            None => return Err(SendError(cmd)),
+        }
+        self.thread.unpark();
+        Ok(())
+    }
+
+    /// Sends unless the inbox is full.
+    pub(crate) fn try_send(&self, cmd: Command) -> std::result::Result<(), TrySendError<Command>> {
+        match &self.tx {
+            Some(tx) => tx.try_send(cmd)?,
+            None => return Err(TrySendError::Disconnected(cmd)),
+        }
+        self.thread.unpark();
+        Ok(())
+    }
+}
+
+impl Clone for WorkerTx {
+    fn clone(&self) -> Self {
+        WorkerTx {
+            tx: self.tx.clone(),
+            thread: self.thread.clone(),
+        }
+    }
+}
+
+impl Drop for WorkerTx {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        self.thread.unpark();
+    }
+}
+
+/// The worker's next command, parked until one comes; `None` once every [`WorkerTx`] is gone.
+fn next_command(rx: &Receiver<Command>) -> Option<Command> {
+    loop {
+        match rx.try_recv() {
+            Ok(cmd) => return Some(cmd),
+            // Unparked by every send and every sender's drop; a spurious wake-up finds it still empty.
+            Err(TryRecvError::Empty) => std::thread::park(),
+            Err(TryRecvError::Disconnected) => return None,
+        }
+    }
+}
+
 /// A running worker as the controller sees it.
 pub(crate) struct Worker {
     /// Command inbox of the worker.
-    pub tx: Sender<Command>,
+    pub tx: WorkerTx,
     /// Its published state.
     pub slot: Slot,
     /// Its thread, joined on close.
@@ -125,6 +186,10 @@ pub(crate) fn spawn(
         .stack_size(STACK_SIZE);
     // The worker's records belong to the controller that starts it (see log_scope).
     let thread = crate::log_scope::spawn(builder, move || state.run(rx, started))?;
+    let tx = WorkerTx {
+        tx: Some(tx),
+        thread: thread.thread().clone(),
+    };
     Ok(Worker { tx, slot, thread })
 }
 
@@ -184,7 +249,7 @@ impl State {
         let _ = started.send((self.device.id, result));
         drop(started);
         // The loop ends when every sender is gone: the controller is closing.
-        for cmd in rx.iter() {
+        while let Some(cmd) = next_command(&rx) {
             if !matches!(cmd, Command::Hook) {
                 // Events whose wake-up did not fit the inbox must not wait for the next event.
                 self.take_hooks();
@@ -406,6 +471,45 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 mod tests {
     use super::*;
     use crate::objects::Output;
+
+    /// Every command is taken, and the loop ends only when the last of several senders is dropped, however the
+    /// drops and the worker's wake-ups interleave (the sender must be gone before its unpark).
+    #[test]
+    fn a_parked_inbox_takes_every_command_and_ends_with_its_last_sender() {
+        for round in 0..300 {
+            let (tx, rx) = crossbeam_channel::bounded(8);
+            let worker = std::thread::spawn(move || {
+                let mut n = 0;
+                while next_command(&rx).is_some() {
+                    n += 1;
+                }
+                n
+            });
+            let a = WorkerTx {
+                tx: Some(tx),
+                thread: worker.thread().clone(),
+            };
+            let b = a.clone();
+            let c = b.clone();
+            for _ in 0..round % 5 {
+                a.send(Command::Tick).unwrap();
+                let _ = c.try_send(Command::Hook);
+            }
+            let sent = if round % 2 == 0 {
+                drop(a);
+                b.send(Command::Tick).unwrap();
+                drop(b);
+                1
+            } else {
+                drop(b);
+                drop(a);
+                0
+            };
+            drop(c);
+            let taken = worker.join().unwrap();
+            assert!(taken >= sent + round % 5, "round {round}: {taken} taken");
+        }
+    }
 
     /// A driver that panics when asked to switch, to prove a panic stays inside its worker.
     struct Exploding;

@@ -9,10 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
-
 use crate::actor::hook_inbox::{HookInbox, Post};
-use crate::actor::worker::{self, Command, Slot};
+use crate::actor::worker::{self, Command, Slot, WorkerTx};
 use crate::directory::Directory;
 use crate::event::{EventChannel, WebhookEvent};
 use crate::objects::ComponentKind;
@@ -24,7 +22,7 @@ use crate::webhook::request::Hook;
 pub(crate) struct Shared {
     pub(crate) directory: Directory,
     pub(crate) slots: Vec<Slot>,
-    pub(crate) senders: RwLock<Option<Vec<Sender<Command>>>>,
+    pub(crate) senders: RwLock<Option<Vec<WorkerTx>>>,
     /// Per device: webhook events waiting for its worker.
     pub(crate) hook_inboxes: Vec<Arc<HookInbox>>,
     /// Per sender: how many device reads its events may trigger.
