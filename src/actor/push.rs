@@ -480,7 +480,8 @@ impl Poller {
                     f
                 }
                 Ok(None) => {
-                    if l.buf.is_empty() && l.buf.capacity() > CHUNK {
+                    // Between frames an idle socket holds no buffer.
+                    if l.buf.is_empty() && l.buf.capacity() > 0 {
                         l.buf = Vec::new();
                     }
                     return true;
