@@ -92,6 +92,35 @@ fn a_power_or_temperature_change_is_merged_without_a_request() {
     e.ctl.close();
 }
 
+/// A profile switch adds and removes components, which changed fields cannot say: the device sends
+/// `NotifyFullStatus`, which replaces what the library knew. The switches it no longer has are unknown at once
+/// (not kept from before, not invented), with no request.
+#[test]
+fn a_full_status_notification_replaces_the_known_status() {
+    let _serial = serial();
+    let mut spec = DeviceSpec::new("Shelly2PMG4");
+    spec.profile = Some("switch".into());
+    let e = emu::start(
+        vec![spec],
+        &["Name: Two, Model: Shelly2PMG4, Outputs: [{Name: A}, {Name: B}]"],
+        AUTO,
+    );
+    subscribed(&e);
+    e.emu.set_output(0, 1, true);
+    let b = |e: &Emulated| e.ctl.output(Identity::name("B")).unwrap().state;
+    assert!(eventually(LIMIT, || b(&e) == Some(true)));
+    let before = e.emu.total_requests(0);
+    e.emu.set_profile(0, "cover").unwrap();
+    assert!(
+        eventually(LIMIT, || b(&e).is_none()),
+        "the switch is gone: {:?}",
+        b(&e)
+    );
+    assert_eq!(e.ctl.output(Identity::name("A")).unwrap().state, None);
+    assert_eq!(e.emu.total_requests(0), before, "no request");
+    e.ctl.close();
+}
+
 #[test]
 fn http_channel_opens_no_socket() {
     let _serial = serial();

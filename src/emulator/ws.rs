@@ -1,7 +1,8 @@
 //! Gen2+ WebSocket RPC (`GET /rpc` with `Upgrade: websocket`): the server side of RFC 6455 (the framing is
 //! the client's, `crate::driver::ws::frame`), request frames answered by the same dispatcher as `POST /rpc`
 //! (with in-frame digest auth), and notifications pushed to every client that has sent a request with a `src`:
-//! `NotifyStatus` with the changed fields whenever the emulated state changes, `NotifyEvent` for fired events.
+//! `NotifyStatus` with the changed fields whenever the emulated state changes (`NotifyFullStatus` when a
+//! component appeared or went, as after a profile switch), `NotifyEvent` for fired events.
 //!
 //! Each connection has a reader thread (requests, pings, close) and a writer thread (answers and
 //! notifications from a bounded queue: a client that does not read loses notifications, never blocks the
@@ -157,6 +158,17 @@ impl WsHub {
             *last = Some(now);
             return;
         };
+        // A component that appeared or went (a profile switch) cannot be said as changed fields: the whole
+        // status goes out as `NotifyFullStatus`, which replaces what the client knew.
+        let same_components = prev.len() == now.len() && now.keys().all(|k| prev.contains_key(k));
+        if !same_components {
+            *last = Some(now.clone());
+            drop(last);
+            let mut full = components::status(dev, s);
+            full.insert("ts".into(), json!(round2(dev.clock.unix())));
+            self.broadcast(&dev.ident.id, "NotifyFullStatus", &Value::Object(full));
+            return;
+        }
         let mut changed = Map::new();
         for (key, value) in &now {
             let Value::Object(fields) = value else {
