@@ -18,7 +18,6 @@ pub struct ControllerBuilder {
     models: Option<ModelLibrary>,
     wake: Option<WakeFlag>,
     files_logging: bool,
-    push_ping_idle: Option<std::time::Duration>,
 }
 
 impl ControllerBuilder {
@@ -62,14 +61,6 @@ impl ControllerBuilder {
         Ok(self.models(ModelLibrary::from_file(path)?))
     }
 
-    /// (Tests.) How long a push channel stays idle before its heartbeat ping (30 s by default), so that a
-    /// test sees a dead connection dropped without waiting half a minute.
-    #[doc(hidden)]
-    pub fn push_ping_idle(mut self, idle: std::time::Duration) -> Self {
-        self.push_ping_idle = Some(idle);
-        self
-    }
-
     /// Sets `wake` whenever a webhook event is queued.
     pub fn wake(mut self, wake: WakeFlag) -> Self {
         self.wake = Some(wake);
@@ -111,7 +102,7 @@ impl ControllerBuilder {
         {
             crate::logging::init(files)?;
         }
-        Controller::start(settings, self.wake, self.push_ping_idle)
+        Controller::start(settings, self.wake)
     }
 
     /// Loads `path` and opens it.

@@ -139,11 +139,7 @@ impl Controller {
     }
 
     /// Starts everything (the builder's last step).
-    pub(crate) fn start(
-        settings: Settings,
-        wake: Option<WakeFlag>,
-        push_ping_idle: Option<std::time::Duration>,
-    ) -> Result<Controller> {
+    pub(crate) fn start(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
         let devices = crate::plan::plan(&settings).map_err(Error::Init)?;
         for note in crate::plan::anchor_differences(&settings) {
             log::warn!("{note}");
@@ -295,7 +291,6 @@ impl Controller {
                 queue: controller.queue.clone(),
                 wake: controller.wake.clone(),
                 response_timeout: controller.settings.response_timeout,
-                ping_idle: push_ping_idle.unwrap_or(crate::actor::push::PING_IDLE),
             });
             let push = crate::actor::push::Push::start(push_targets, ctx).map_err(|e| {
                 controller.close();

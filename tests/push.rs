@@ -412,12 +412,10 @@ fn a_socket_without_pongs_is_dropped_and_reconnected() {
         &smartdev::ModelLibrary::embedded(),
     )
     .unwrap();
-    let ctl = Controller::builder()
-        .push_ping_idle(Duration::from_millis(300))
-        .open(emu::settings(&emu, &[BLOCK], AUTO))
-        .unwrap();
+    // The heartbeat follows ResponseTimeout: a ping after 0.4 s without a frame, dropped when no pong came
+    // within another 0.4 s. (With a fixed idle time of 30 s, as before, nothing would happen within LIMIT.)
+    let ctl = emu::open(&emu, &[BLOCK], "  Channel: auto\n  ResponseTimeout: 0.4\n").unwrap();
     assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
-    // Silent now: no pong within 2 × 0.4 s of a ping, so it is dropped and a new one is opened.
     emu.stall_ws(0, true);
     assert!(eventually(LIMIT, || emu.ws_connections(0) >= 2));
     emu.set_output(0, 0, true);

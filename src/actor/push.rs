@@ -7,8 +7,9 @@
 //! the poller over a channel + `mio::Waker`. The poller turns notifications into what webhooks produce:
 //! `NotifyStatus`/`NotifyFullStatus` become implied output/input states plus a "read now" in the device's
 //! `HookInbox` (the worker stays the only writer), `NotifyEvent` events become queued `WebhookEvent`s with
-//! `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after [`PING_IDLE`]
-//! without traffic, the connection dropped when no pong came within two `ResponseTimeout`s. A dead connection
+//! `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after one
+//! `ResponseTimeout` without traffic, the connection dropped when no pong came within another, so a dead
+//! connection is noticed within two `ResponseTimeout`s of its last frame. A dead connection
 //! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter. The push
 //! channel never decides `Online`: that stays with the worker's HTTP reads.
 
@@ -39,8 +40,6 @@ use crate::webhook::queue::EventQueue;
 use crate::webhook::request::Hook;
 use crate::webhook::routing::{self, Shared};
 
-/// A ping after this long without a frame from the device.
-pub(crate) const PING_IDLE: Duration = Duration::from_secs(30);
 /// Reconnect back-off: first wait and cap.
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(300);
@@ -66,8 +65,6 @@ pub(crate) struct Context {
     pub(crate) queue: Arc<EventQueue>,
     pub(crate) wake: Option<WakeFlag>,
     pub(crate) response_timeout: Duration,
-    /// A ping after this long without a frame ([`PING_IDLE`]; shorter in tests).
-    pub(crate) ping_idle: Duration,
 }
 
 /// The running push channel; [`Push::stop`] ends and joins it.
@@ -283,7 +280,7 @@ impl Poller {
     /// sets `due` to the earliest instant anything is due again.
     fn scan(&mut self) {
         let now = Instant::now();
-        let idle = self.ctx.ping_idle;
+        let idle = self.ctx.response_timeout;
         let mut connecting = self
             .slots
             .iter()
@@ -302,7 +299,7 @@ impl Poller {
             }
         }
         let mut next = now + idle;
-        let pong_wait = self.ctx.response_timeout * 2;
+        let pong_wait = self.ctx.response_timeout;
         for ti in 0..self.slots.len() {
             let Slot::Live(l) = &mut self.slots[ti] else {
                 continue;
@@ -796,26 +793,27 @@ mod tests {
 
     #[test]
     fn heartbeat_pings_when_idle_and_drops_without_a_pong() {
+        const IDLE: Duration = Duration::from_secs(5);
         let t0 = Instant::now();
         let wait = Duration::from_millis(800);
         assert_eq!(
-            heartbeat(t0, t0, None, None, wait, PING_IDLE),
-            Beat::Wait(t0 + PING_IDLE)
+            heartbeat(t0, t0, None, None, wait, IDLE),
+            Beat::Wait(t0 + IDLE)
         );
-        let idle = t0 + PING_IDLE;
-        assert_eq!(heartbeat(idle, t0, None, None, wait, PING_IDLE), Beat::Ping);
+        let idle = t0 + IDLE;
+        assert_eq!(heartbeat(idle, t0, None, None, wait, IDLE), Beat::Ping);
         assert_eq!(
-            heartbeat(idle, t0, Some(idle), None, wait, PING_IDLE),
+            heartbeat(idle, t0, Some(idle), None, wait, IDLE),
             Beat::Wait(idle + wait)
         );
         // A pong from before the ping does not count.
         assert_eq!(
-            heartbeat(idle + wait, t0, Some(idle), Some(t0), wait, PING_IDLE),
+            heartbeat(idle + wait, t0, Some(idle), Some(t0), wait, IDLE),
             Beat::Dead
         );
         let pong = idle + Duration::from_millis(5);
         assert_eq!(
-            heartbeat(idle + wait, t0, Some(idle), Some(pong), wait, PING_IDLE),
+            heartbeat(idle + wait, t0, Some(idle), Some(pong), wait, IDLE),
             Beat::Alive
         );
     }
