@@ -7,16 +7,9 @@ use std::time::Instant;
 
 use smartdev::{Controller, Settings};
 
-fn rss_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
+mod support;
+
+use support::status_kib as rss_kib;
 
 fn main() {
     let mut args = std::env::args().skip(1);

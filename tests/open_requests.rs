@@ -59,6 +59,23 @@ fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
 }
 
+/// Gen2 devices ask `Shelly.GetConfig` once to map add-on probes or sensors; Gen1 and Tasmota get them with
+/// the status (by position, by Id).
+fn one_mapping_on_gen2_only(at_open: &[BTreeMap<String, u64>]) {
+    let gen2 = counts(&[
+        ("GET /shelly", 1),
+        ("rpc Shelly.GetConfig", 1),
+        ("rpc Shelly.GetStatus", 1),
+    ]);
+    assert_eq!(at_open[0], gen2, "ShellyPlus1PM");
+    assert_eq!(at_open[1], gen2, "ShellyPro4PM");
+    assert_eq!(
+        at_open[2],
+        counts(&[("GET /shelly", 1), ("GET /status", 1)])
+    );
+    assert_eq!(at_open[3], counts(&[("cm Status 0", 1)]));
+}
+
 fn plain_blocks() -> Vec<String> {
     MODELS
         .iter()
@@ -142,19 +159,7 @@ fn add_on_probes_cost_one_mapping_on_gen2_and_nothing_elsewhere() {
         })
         .collect();
     let (_emu, ctl, at_open) = open_counting(specs, &blocks, "");
-    let gen2 = counts(&[
-        ("GET /shelly", 1),
-        ("rpc Shelly.GetConfig", 1),
-        ("rpc Shelly.GetStatus", 1),
-    ]);
-    assert_eq!(at_open[0], gen2, "ShellyPlus1PM");
-    assert_eq!(at_open[1], gen2, "ShellyPro4PM");
-    // Gen1 and Tasmota probes come with the status (by position, by Id).
-    assert_eq!(
-        at_open[2],
-        counts(&[("GET /shelly", 1), ("GET /status", 1)])
-    );
-    assert_eq!(at_open[3], counts(&[("cm Status 0", 1)]));
+    one_mapping_on_gen2_only(&at_open);
     for m in MODELS {
         let p = &ctl.device(format!("D{m}").as_str()).unwrap().temp_probes[0];
         assert!(p.temperature.is_some(), "{m}: {p:?}");
@@ -181,18 +186,7 @@ fn add_on_sensors_cost_one_mapping_on_gen2_and_nothing_elsewhere() {
         })
         .collect();
     let (_emu, _ctl, at_open) = open_counting(specs, &blocks, "");
-    let gen2 = counts(&[
-        ("GET /shelly", 1),
-        ("rpc Shelly.GetConfig", 1),
-        ("rpc Shelly.GetStatus", 1),
-    ]);
-    assert_eq!(at_open[0], gen2, "ShellyPlus1PM");
-    assert_eq!(at_open[1], gen2, "ShellyPro4PM");
-    assert_eq!(
-        at_open[2],
-        counts(&[("GET /shelly", 1), ("GET /status", 1)])
-    );
-    assert_eq!(at_open[3], counts(&[("cm Status 0", 1)]));
+    one_mapping_on_gen2_only(&at_open);
 }
 
 #[test]

@@ -105,31 +105,35 @@ impl Rpc {
         }
         // Right after a (re)connect the subscription's answer is the read.
         let prefetched = self.tunnel.as_ref().and_then(|t| t.take_prefetched());
-        let status = match prefetched {
-            Some(s) => {
-                self.http.record_reach(true);
-                s
-            }
+        match prefetched {
+            Some(status) => self.take_pushed(dev, &status),
             None => {
                 if let Some(t) = &self.tunnel {
                     t.reading();
                 }
-                self.call(dev, "Shelly.GetStatus", None)?
+                let status = self.call(dev, "Shelly.GetStatus", None)?;
+                apply_status(
+                    dev,
+                    &self.model,
+                    &self.shape,
+                    &status,
+                    &clock::rfc3339_now(),
+                );
             }
-        };
-        apply_status(
-            dev,
-            &self.model,
-            &self.shape,
-            &status,
-            &clock::rfc3339_now(),
-        );
+        }
         if !self.hooks_need_list() && !self.quick {
             // Without webhooks nothing needs the list at open; it still fills `SupportedWebhooks` (the old
             // library reported it whether or not webhooks were on) at the first read after.
             self.learn_supported(dev);
         }
         Ok(())
+    }
+
+    /// A status the push channel brought (the subscription's answer, or notifications merged into the last one):
+    /// the device spoke, and this is its state.
+    fn take_pushed(&mut self, dev: &mut Device, status: &serde_json::Value) {
+        self.http.record_reach(true);
+        apply_status(dev, &self.model, &self.shape, status, &clock::rfc3339_now());
     }
 
     /// Whether reconciling hooks needs `Webhook.ListSupported` (some hook is wanted on this device).
@@ -203,14 +207,7 @@ impl Driver for Rpc {
             .and_then(|t| t.take_mirror());
         match mirrored {
             Some(status) => {
-                self.http.record_reach(true);
-                apply_status(
-                    dev,
-                    &self.model,
-                    &self.shape,
-                    &status,
-                    &clock::rfc3339_now(),
-                );
+                self.take_pushed(dev, &status);
                 Ok(())
             }
             None => self.read(dev),
