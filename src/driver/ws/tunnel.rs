@@ -24,6 +24,10 @@ use serde_json::{Map, Value};
 use super::frame::{self, Opcode};
 use super::rpc::FrameChallenge;
 
+/// What notifications may add to the mirror before it is dropped (a device that keeps sending new fields must
+/// not grow our memory: the next read asks the device and starts a new mirror). A real device adds nothing
+/// (its notifications change fields it has).
+const MIRROR_GROWTH: usize = 64 * 1024;
 /// How long a prefetched status stands in for a read.
 const PREFETCH_FRESH: Duration = Duration::from_secs(2);
 /// Our request ids start here, far from the connector's (answers to those are never taken for ours).
@@ -49,6 +53,8 @@ struct Inner {
     /// last took it.
     mirror: Option<Map<String, Value>>,
     mirror_changed: bool,
+    /// How much notifications added to the mirror since it was last replaced ([`weight`] units).
+    mirror_grown: usize,
     /// The in-frame digest challenge in hand and the last `nc` used with it.
     challenge: Option<(FrameChallenge, u32)>,
 }
@@ -146,6 +152,7 @@ impl Tunnel {
             _ => None,
         };
         g.mirror_changed = false;
+        g.mirror_grown = 0;
         g.prefetched = status;
     }
 
@@ -180,8 +187,15 @@ impl Tunnel {
         g.prefetched = None;
         if full {
             g.mirror = Some(components.clone());
+            g.mirror_grown = 0;
         } else if let Some(m) = &mut g.mirror {
-            merge(m, components);
+            let added = merge(m, components);
+            g.mirror_grown = g.mirror_grown.saturating_add(added);
+            if g.mirror_grown > MIRROR_GROWTH {
+                g.mirror = None;
+                g.mirror_grown = 0;
+                return;
+            }
         } else {
             return;
         }
@@ -213,6 +227,7 @@ impl Tunnel {
                     if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
                         g.mirror = Some(r.clone());
                         g.mirror_changed = false;
+                        g.mirror_grown = 0;
                     }
                     p.answer.put(Some(frame));
                 }
@@ -301,15 +316,32 @@ impl Tunnel {
 }
 
 /// Merges a `NotifyStatus`'s changed fields into a status: objects field by field (nested ones too), anything
-/// else replaced.
-fn merge(into: &mut Map<String, Value>, changed: &Map<String, Value>) {
+/// else replaced. Returns the [`weight`] it grew by (new keys, values replaced by bigger ones).
+fn merge(into: &mut Map<String, Value>, changed: &Map<String, Value>) -> usize {
+    let mut added = 0;
     for (k, v) in changed {
         match (into.get_mut(k), v) {
-            (Some(Value::Object(old)), Value::Object(new)) => merge(old, new),
-            _ => {
+            (Some(Value::Object(old)), Value::Object(new)) => added += merge(old, new),
+            (Some(old), _) => {
+                added += weight(v).saturating_sub(weight(old));
+                *old = v.clone();
+            }
+            (None, _) => {
+                added += k.len() + weight(v);
                 into.insert(k.clone(), v.clone());
             }
         }
+    }
+    added
+}
+
+/// About the bytes a value holds: its strings and keys, 8 per node.
+fn weight(v: &Value) -> usize {
+    match v {
+        Value::String(s) => 8 + s.len(),
+        Value::Array(a) => 8 + a.iter().map(weight).sum::<usize>(),
+        Value::Object(o) => 8 + o.iter().map(|(k, v)| k.len() + weight(v)).sum::<usize>(),
+        _ => 8,
     }
 }
 
@@ -441,6 +473,34 @@ mod tests {
         t.detach();
         t.merge_status(json!({"sys": {"uptime": 11}}).as_object().unwrap(), false);
         assert!(t.take_mirror().is_none(), "no connection, no mirror");
+    }
+
+    /// A device that keeps announcing fields it never had cannot grow the mirror without bound: past
+    /// `MIRROR_GROWTH` it is dropped (the next read asks the device); changed fields of known keys cost nothing.
+    #[test]
+    fn notifications_with_ever_new_fields_cannot_grow_the_mirror() {
+        let (t, _peer) = attached(Some(json!({"switch:0": {"output": false, "apower": 1.0}})));
+        for i in 0..100_000 {
+            let n = json!({"switch:0": {"apower": i as f64, "output": i % 2 == 0}});
+            t.merge_status(n.as_object().unwrap(), false);
+        }
+        let m = t.take_mirror().expect("changing known fields keeps it");
+        assert_eq!(m["switch:0"]["apower"], 99_999.0);
+        let mut dropped = None;
+        for i in 0..100_000 {
+            let n = json!({format!("junk:{i}"): {"x": "y".repeat(100)}});
+            t.merge_status(n.as_object().unwrap(), false);
+            if t.take_mirror().is_none() {
+                dropped = Some(i);
+                break;
+            }
+        }
+        let at = dropped.expect("dropped");
+        assert!(at > 100 && at < 1_000, "dropped after {at} new components");
+        assert!(
+            t.take_mirror().is_none(),
+            "and not rebuilt from notifications"
+        );
     }
 
     #[test]
