@@ -107,6 +107,34 @@ class EmulatorTest(unittest.TestCase):
             self.assertIs(ctl.read_device_online("Pump"), True)
 
 
+    def test_a_device_event_is_pushed_over_the_socket_and_wakes_select(self) -> None:
+        yaml = self.yaml() + "    # no Webhooks: the event comes over the device's WebSocket (Channel: auto)\n"
+        with Controller(yaml=yaml) as ctl:
+            fd = ctl.wake_fd()
+            # Subscribed once the socket has been opened (in the background, right after open).
+            for _ in range(200):
+                if b'"connections":1' in self.get_admin("/devices/0/ws"):
+                    break
+                select.select([], [], [], 0.05)
+            ctl.read_device("Pump")
+            event = None
+            for _ in range(100):
+                self.post_admin("/devices/0/fire?event=input.toggle_on&id=0")
+                if select.select([fd], [], [], 0.1)[0]:
+                    ctl.clear_wake()
+                    event = ctl.pull_webhook_event()
+                    break
+            assert event is not None, "no event pushed"
+            self.assertEqual(event["Event"], "input.toggle_on")
+            self.assertEqual(event["Channel"], "push")
+            self.assertEqual(event["Device"], "Pump")
+            self.assertEqual(event["ObjectType"], "input")
+
+    def get_admin(self, path: str) -> bytes:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}{path}", timeout=5) as answer:
+            return answer.read()  # type: ignore[no-any-return]
+
+
 @unittest.skipUnless(SDCTL_BIN, "SDCTL_BIN is not set")
 class PasswordTest(unittest.TestCase):
     def test_wrong_password_is_an_auth_error(self) -> None:
