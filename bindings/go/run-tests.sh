@@ -97,9 +97,11 @@ awk '/^```go$/{on=1; next} /^```$/{if (on) exit} on' "$repo/README.md" > "$readm
 [ -s "$readme_dir/main.go" ] || die "the README has no Go block"
 printf 'module readme\n\ngo 1.19\n\nrequire github.com/smartdev/smartdev/bindings/go v0.0.0\n\nreplace github.com/smartdev/smartdev/bindings/go => %s\n' \
   "$here" > "$readme_dir/go.mod"
-(cd "$readme_dir" && gofmt -l . | grep -q . && die "the README's Go block needs gofmt" || true)
-(cd "$readme_dir" && go vet . && go build -o readme . && ./readme | grep -q "blind at 40 %") \
-  || die "the README's Go block does not build or run as pasted"
+(cd "$readme_dir" && gofmt -l . | grep . >/dev/null && die "the README's Go block needs gofmt" || true)
+# The output goes to a file first: `./readme | grep -q` let grep leave at the first match, and the program's
+# next line then died of SIGPIPE (a failure under pipefail, depending on timing).
+(cd "$readme_dir" && go vet . && go build -o readme . && ./readme > out.txt && grep -q "blind at 40 %" out.txt) \
+  || die "the README's Go block does not build or run as pasted: $(cat "$readme_dir/out.txt" 2>/dev/null)"
 if [ "${GO_RACE:-0}" = "1" ]; then
   say "go test -race -count=1 ./..."
   go test -race -count=1 ./...
