@@ -177,7 +177,7 @@ impl Http {
         self.timeout
     }
 
-    /// Records an answer (or the lack of one) that came by another way than HTTP (the push connection).
+    /// Records whether the device answered (an HTTP request, or a frame over the push connection).
     pub(crate) fn record_reach(&self, answered: bool) {
         self.reach
             .store(if answered { 1 } else { 2 }, Ordering::Relaxed);
@@ -263,8 +263,7 @@ impl Http {
             Ok(r) => (Ok(r), true),
             Err((error, unreachable)) => (Err(error), !unreachable),
         };
-        self.reach
-            .store(if reached { 1 } else { 2 }, Ordering::Relaxed);
+        self.record_reach(reached);
         result
     }
 

@@ -5,12 +5,11 @@
 //! when the connection ends; every write (the worker's requests, the poller's pings and pongs) goes through
 //! the one lock here, so frames never interleave. A request that is not answered within its timeout ends
 //! the connection (shut down: the poller sees it and reconnects after its back-off), so a silent socket
-//! costs one timeout, not one per request. The answer to the subscribing `Shelly.GetStatus` is kept as a
-//! prefetched status: the worker's read right after a (re)connect uses it instead of asking again, unless a
-//! notification came after it or the driver began a read of its own after it was asked for. The tunnel also
-//! keeps the connection's mirror of the device's status (the subscription's answer, replaced by every status
-//! read over the socket, with each `NotifyStatus` merged in): a read that a notification asks for is served
-//! from it, with no request.
+//! costs one timeout, not one per request. The tunnel keeps the connection's mirror of the device's status:
+//! the answer to the subscribing `Shelly.GetStatus`, replaced by every status read over the socket, with each
+//! `NotifyStatus` merged in. The worker's read right after a (re)connect takes the subscription's answer
+//! instead of asking again (unless a notification came after it or the driver began a read of its own after
+//! it was asked for), and a read that a notification asks for is served from the mirror, with no request.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -28,7 +27,7 @@ use super::rpc::FrameChallenge;
 /// not grow our memory: the next read asks the device and starts a new mirror). A real device adds nothing
 /// (its notifications change fields it has).
 const MIRROR_GROWTH: usize = 64 * 1024;
-/// How long a prefetched status stands in for a read.
+/// How long the subscription's answer stands in for the read after a (re)connect.
 const PREFETCH_FRESH: Duration = Duration::from_secs(2);
 /// Our request ids start here, far from the connector's (answers to those are never taken for ours).
 const FIRST_ID: u64 = 1 << 40;
@@ -45,8 +44,9 @@ struct Inner {
     next_id: u64,
     /// The request waiting for its answer.
     pending: Option<Pending>,
-    /// The subscribing `Shelly.GetStatus` result and when it was asked for.
-    prefetched: Option<(Value, Instant)>,
+    /// While the mirror is still the subscribing `Shelly.GetStatus` result, not yet taken as a read: when
+    /// that request was sent.
+    subscribed: Option<Instant>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
     last_read: Option<Instant>,
     /// This connection's view of the device's status, and whether notifications changed it since the driver
@@ -147,13 +147,12 @@ impl Tunnel {
         if challenge.is_some() {
             g.challenge = challenge;
         }
-        g.mirror = match &status {
-            Some((Value::Object(m), _)) => Some(m.clone()),
-            _ => None,
+        (g.mirror, g.subscribed) = match status {
+            Some((Value::Object(m), asked)) => (Some(m), Some(asked)),
+            _ => (None, None),
         };
         g.mirror_changed = false;
         g.mirror_grown = 0;
-        g.prefetched = status;
     }
 
     /// The poller: the connection ended. A request waiting for its answer learns it at once.
@@ -161,30 +160,33 @@ impl Tunnel {
         let mut g = self.lock();
         g.link = None;
         g.pending = None;
-        g.prefetched = None;
+        g.subscribed = None;
         g.mirror = None;
         g.mirror_changed = false;
     }
 
-    /// The poller: a notification came; a prefetched status is older than what it says.
+    /// The poller: a notification came; the subscription's answer is older than what it says.
     pub(crate) fn notified(&self) {
-        self.lock().prefetched = None;
+        self.lock().subscribed = None;
     }
 
     /// The worker: the status the subscription read, when no notification came after it, no read of the
     /// driver's began after it was asked for, and it is recent.
     pub(crate) fn take_prefetched(&self) -> Option<Value> {
         let mut g = self.lock();
-        let (status, asked) = g.prefetched.take()?;
+        let asked = g.subscribed.take()?;
         let newer_read = g.last_read.is_some_and(|r| r >= asked);
-        (!newer_read && asked.elapsed() < PREFETCH_FRESH).then_some(status)
+        if newer_read || asked.elapsed() >= PREFETCH_FRESH {
+            return None;
+        }
+        g.mirror.clone().map(Value::Object)
     }
 
     /// The poller: a `NotifyStatus` (changed fields, merged into the mirror) or a `NotifyFullStatus` (`full`:
     /// replaces it).
     pub(crate) fn merge_status(&self, components: &Map<String, Value>, full: bool) {
         let mut g = self.lock();
-        g.prefetched = None;
+        g.subscribed = None;
         if full {
             g.mirror = Some(components.clone());
             g.mirror_grown = 0;
@@ -228,6 +230,7 @@ impl Tunnel {
                         g.mirror = Some(r.clone());
                         g.mirror_changed = false;
                         g.mirror_grown = 0;
+                        g.subscribed = None;
                     }
                     p.answer.put(Some(frame));
                 }
