@@ -2,16 +2,18 @@
 //! with `Channel: auto` (mio, like `sd-webhook`), decoding with the incremental `frame::decode`.
 //!
 //! Connecting (TCP, upgrade, one authenticated `Shelly.GetStatus` with our `src`, which subscribes) is
-//! blocking, so it runs on a short-lived connector thread `sd-push-<ID>` with the device's credentials; the
-//! connector asks the worker for a full read (whatever changed while nobody listened) and hands the socket to
-//! the poller over a channel + `mio::Waker`. The poller turns notifications into what webhooks produce:
-//! `NotifyStatus`/`NotifyFullStatus` become implied output/input states plus a "read now" in the device's
+//! blocking, so it runs on a short-lived connector thread `sd-push-<ID>` (at most [`MAX_CONNECTING`] at once)
+//! with the device's credentials, which hands the socket and the subscription's status to the poller over a
+//! channel + `mio::Waker`. The poller lends the socket to the device's driver (`Tunnel`), asks the worker for
+//! the read after the (re)connect (served by that status: whatever changed while nobody listened), and turns
+//! notifications into what webhooks produce: `NotifyStatus`/`NotifyFullStatus` are merged into the tunnel's
+//! mirror and become implied output/input states plus a "read now" in the device's
 //! `HookInbox` (the worker stays the only writer), `NotifyEvent` events become queued `WebhookEvent`s with
 //! `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after one
 //! `ResponseTimeout` without traffic, the connection dropped when no pong came within another, so a dead
 //! connection is noticed within two `ResponseTimeout`s of its last frame. A dead connection
 //! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter. The push
-//! channel never decides `Online`: that stays with the worker's HTTP reads.
+//! channel never decides `Online`: that stays with the worker's reads (over the socket or HTTP).
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
@@ -145,7 +147,7 @@ impl Push {
             done_rx,
             connectors: Vec::new(),
             jitter: RandomState::new(),
-            masks: 0,
+            attempts: 0,
             src_prefix: format!("smartdev-{}-{instance}", std::process::id()),
             scratch: vec![0u8; CHUNK],
             due: now,
@@ -220,9 +222,9 @@ struct Poller {
     done_tx: Sender<Connected>,
     done_rx: Receiver<Connected>,
     connectors: Vec<JoinHandle<()>>,
-    /// Keyed randomness for masks and back-off jitter, and its counter.
+    /// Keyed randomness for the back-off jitter, and the attempts scheduled so far (its salt).
     jitter: RandomState,
-    masks: u64,
+    attempts: u64,
     src_prefix: String,
     /// The one read buffer of every socket.
     scratch: Vec<u8>,
@@ -575,8 +577,8 @@ impl Poller {
         if self.stop.stopping() {
             return;
         }
-        self.masks += 1;
-        let wait = backoff(failures, &self.jitter, self.masks);
+        self.attempts += 1;
+        let wait = backoff(failures, &self.jitter, self.attempts);
         let label = &self.targets[ti].label;
         if was_live || failures == 0 {
             log::info!(
@@ -608,9 +610,9 @@ fn backoff(failures: u32, jitter: &RandomState, salt: u64) -> Duration {
     base + Duration::from_millis(h.finish() % quarter.max(1))
 }
 
-/// A connector: TCP, upgrade, the subscribing request (authenticated when the device has a password), then
-/// the worker is asked for a full read (whatever changed while nobody listened) and the connection handed
-/// over. Runs on its own short-lived thread so a silent device never holds the poller.
+/// A connector: TCP, upgrade, the subscribing request (authenticated when the device has a password); the
+/// connection, its challenge and the status it read are handed to the poller. Runs on its own short-lived
+/// thread so a silent device never holds the poller.
 fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscribed, String> {
     let addr = (t.host.trim_matches(['[', ']']), t.port)
         .to_socket_addrs()

@@ -186,7 +186,6 @@ impl Tunnel {
     /// replaces it).
     pub(crate) fn merge_status(&self, components: &Map<String, Value>, full: bool) {
         let mut g = self.lock();
-        g.subscribed = None;
         if full {
             g.mirror = Some(components.clone());
             g.mirror_grown = 0;
@@ -222,22 +221,21 @@ impl Tunnel {
     /// The poller: an answer frame; true when it was the awaited one.
     pub(crate) fn deliver(&self, id: u64, frame: Map<String, Value>) -> bool {
         let mut g = self.lock();
-        match &g.pending {
-            Some(p) if p.id == id => {
-                if let Some(p) = g.pending.take() {
-                    // Frames come in order: this answer is newer than every notification before it.
-                    if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
-                        g.mirror = Some(r.clone());
-                        g.mirror_changed = false;
-                        g.mirror_grown = 0;
-                        g.subscribed = None;
-                    }
-                    p.answer.put(Some(frame));
-                }
-                true
-            }
-            _ => false,
+        if g.pending.as_ref().map(|p| p.id) != Some(id) {
+            return false;
         }
+        let Some(p) = g.pending.take() else {
+            return false;
+        };
+        // Frames come in order: this answer is newer than every notification before it.
+        if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
+            g.mirror = Some(r.clone());
+            g.mirror_changed = false;
+            g.mirror_grown = 0;
+            g.subscribed = None;
+        }
+        p.answer.put(Some(frame));
+        true
     }
 
     /// Writes one frame (masked, as a client must); a socket that cannot take it whole is shut down (the
@@ -248,7 +246,7 @@ impl Tunnel {
     }
 
     /// The worker: sends `{"id","src","method","params","auth"}` and waits up to `timeout` for the answer.
-    /// `auth` is computed from the challenge in hand (see [`Tunnel::challenge`]).
+    /// `auth` computes the frame's `auth` object from the challenge in hand (and counts its use).
     pub(crate) fn request(
         &self,
         method: &str,
