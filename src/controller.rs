@@ -172,15 +172,17 @@ impl Controller {
         };
         let port = listener.as_ref().map_or(0, |l| l.addr().port());
         let push_targets = push_targets(&devices, &settings);
+        // Each device's tunnel, by configuration index (`None`: no push channel).
+        let mut tunnels = vec![None; devices.len()];
+        for t in &push_targets {
+            tunnels[t.di] = Some(t.tunnel.clone());
+        }
         let mut drivers = Vec::with_capacity(devices.len());
         let mut problems = Vec::new();
         // Planned devices are in configuration order, so they pair with their configuration blocks.
         for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
             let hooks = install::plan(d, &settings.webhooks, port);
-            let tunnel = push_targets
-                .iter()
-                .find(|t| t.di == di)
-                .map(|t| t.tunnel.clone());
+            let tunnel = tunnels[di].clone();
             let credentials = driver::Credentials {
                 username: cfg.username.clone(),
                 password: cfg.password.clone(),
@@ -254,9 +256,7 @@ impl Controller {
             hook_inboxes: inboxes,
             read_budget: ReadBudget::default(),
             senders: RwLock::new(Some(senders)),
-            push: (0..count)
-                .map(|i| push_targets.iter().any(|t| t.di == i))
-                .collect(),
+            push: tunnels.iter().map(Option::is_some).collect(),
             dedupe: Default::default(),
         });
         let _ = sink.0.set(shared.clone());

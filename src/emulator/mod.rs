@@ -177,7 +177,8 @@ impl DeviceSpec {
 /// `Blackhole` do not act on the request (no switching); `TruncatedBody` does and then cuts the answer.
 /// WebSocket RPC requests get the same latency and, where a frame can show it, the same fault: no answer
 /// (`Blackhole`), the frame `{"broken":` (`MalformedJson`), half the response frame and the connection closed
-/// (`TruncatedBody`), connections dropped (`Refuse`, `Flapping`); `Http500` applies to HTTP only.
+/// (`TruncatedBody`); `Refuse` also drops established connections, `Flapping` refuses new ones while it
+/// refuses; `Http500` applies to HTTP only.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fault {
     /// Serve normally.

@@ -162,7 +162,7 @@ impl WsHub {
         // status goes out as `NotifyFullStatus`, which replaces what the client knew.
         let same_components = prev.len() == now.len() && now.keys().all(|k| prev.contains_key(k));
         if !same_components {
-            *last = Some(now.clone());
+            *last = Some(now);
             drop(last);
             let mut full = components::status(dev, s);
             full.insert("ts".into(), json!(round2(dev.clock.unix())));
