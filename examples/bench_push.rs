@@ -146,13 +146,9 @@ fn main() {
             }
             emu.reply();
         }
-        lat.sort_by(f64::total_cmp);
         println!(
-            "change→snapshot: {} samples: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {timeouts} not seen within 5 s",
-            lat.len(),
-            quantile(&lat, 0.5),
-            quantile(&lat, 0.99),
-            lat[lat.len() - 1]
+            "change→snapshot: {}; {timeouts} not seen within 5 s",
+            support::latency_summary(&mut lat)
         );
 
         // Event → wake.
@@ -174,18 +170,10 @@ fn main() {
             }
             while ctl.pull_webhook_event().is_some() {}
         }
-        lat.sort_by(f64::total_cmp);
-        if lat.is_empty() {
-            println!("event→wake: the wake flag was never set");
-        } else {
-            println!(
-                "event→wake: {} samples: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {missing} not in the queue",
-                lat.len(),
-                quantile(&lat, 0.5),
-                quantile(&lat, 0.99),
-                lat[lat.len() - 1]
-            );
-        }
+        println!(
+            "event→wake: {}; {missing} not in the queue",
+            support::latency_summary(&mut lat)
+        );
     }
 
     // refresh_all.

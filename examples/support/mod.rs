@@ -299,6 +299,20 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * q).round() as usize]
 }
 
+/// "N samples: p50 …, p99 …, max … ms" of latencies in ms (sorted here), or that there were none.
+pub fn latency_summary(v: &mut [f64]) -> String {
+    v.sort_by(f64::total_cmp);
+    match v.last() {
+        None => "no samples".into(),
+        Some(max) => format!(
+            "{} samples: p50 {:.2} ms, p99 {:.2} ms, max {max:.2} ms",
+            v.len(),
+            quantile(v, 0.5),
+            quantile(v, 0.99)
+        ),
+    }
+}
+
 /// Cores available.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(0, |c| c.get())
