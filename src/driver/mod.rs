@@ -93,7 +93,17 @@ pub(crate) trait Driver: Send {
         for &(kind, index, on) in states {
             apply_hook_state(dev, kind, index, on);
         }
-        if read { self.read(dev) } else { Ok(()) }
+        if read {
+            self.read_for_event(dev)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The read an event (a webhook, a push notification) asks for: a full read, unless the driver holds what
+    /// the device just told it (the RPC driver's push mirror).
+    fn read_for_event(&mut self, dev: &mut Device) -> Result<()> {
+        self.read(dev)
     }
 
     /// Installs or reconciles the webhooks this device should call (nothing by default). The worker calls it

@@ -187,19 +187,8 @@ impl Driver for Rpc {
         self.contact(dev)
     }
 
-    fn hook(
-        &mut self,
-        dev: &mut Device,
-        states: &[(crate::objects::ComponentKind, usize, bool)],
-        read: bool,
-    ) -> Result<()> {
-        for &(kind, index, on) in states {
-            crate::driver::apply_hook_state(dev, kind, index, on);
-        }
-        if !read {
-            return Ok(());
-        }
-        // A read that notifications asked for: what they said, merged into the connection's last full status.
+    fn read_for_event(&mut self, dev: &mut Device) -> Result<()> {
+        // What notifications said, merged into the connection's last full status, when they changed it.
         let mirrored = self
             .tunnel
             .as_ref()
