@@ -65,17 +65,34 @@ pub fn write_json(path: &Path, v: &serde_json::Value) {
     std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
 }
 
-/// Names of this process's threads whose name starts with `prefix` (Linux).
+/// Names of this process's live threads whose name starts with `prefix` (Linux). A thread that is exiting
+/// is not counted: `join` returns once the kernel has released the thread's stack, which is before it leaves
+/// `/proc/self/task`, so a joined thread can still be listed there for a moment (flag `PF_EXITING` is set by
+/// then, and is what tells it apart from a thread that was not joined).
 pub fn threads_named(prefix: &str) -> Vec<String> {
+    const PF_EXITING: u64 = 0x4;
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc/self/task") {
         for e in entries.flatten() {
-            if let Ok(name) = std::fs::read_to_string(e.path().join("comm")) {
-                let name = name.trim().to_string();
-                if name.starts_with(prefix) {
-                    out.push(name);
-                }
+            let Ok(name) = std::fs::read_to_string(e.path().join("comm")) else {
+                continue;
+            };
+            let name = name.trim().to_string();
+            if !name.starts_with(prefix) {
+                continue;
             }
+            // `stat`: "tid (comm) state ppid pgrp session tty tpgid flags ..."; comm may hold spaces.
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue; // gone meanwhile
+            };
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let mut fields = after.split_whitespace();
+            let state = fields.next().unwrap_or("");
+            let flags: u64 = fields.nth(5).and_then(|f| f.parse().ok()).unwrap_or(0);
+            if flags & PF_EXITING != 0 || state == "X" || state == "Z" {
+                continue;
+            }
+            out.push(name);
         }
     }
     out
