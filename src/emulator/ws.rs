@@ -14,13 +14,14 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde_json::{Map, Value, json};
 
 use super::Fault;
 use super::device::Device;
+use super::faults::Phase;
 use super::server::{Request, Response};
 use super::state::DeviceState;
 use super::{auth, components, rpc};
@@ -282,12 +283,21 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
     let (tx, rx) = crossbeam_channel::bounded(QUEUE);
     let id = dev.ws.next_id.fetch_add(1, Ordering::Relaxed);
     let src = Arc::new(Mutex::new(None));
-    lock(&dev.ws.clients).push(Client {
-        id,
-        tx: tx.clone(),
-        stream: cut,
-        src: Arc::clone(&src),
-    });
+    {
+        let mut clients = lock(&dev.ws.clients);
+        // Checked under the lock `drop_all` takes after `Refuse` is set: an upgrade that was under way when
+        // the port began refusing is cut too, not left as the one live connection of a refusing device.
+        if matches!(dev.net.phase(Instant::now()), Phase::Refuse(_)) {
+            let _ = cut.shutdown(Shutdown::Both);
+            return;
+        }
+        clients.push(Client {
+            id,
+            tx: tx.clone(),
+            stream: cut,
+            src: Arc::clone(&src),
+        });
+    }
     let port = dev.port;
     let d = Arc::clone(&dev);
     let writer = std::thread::Builder::new()
