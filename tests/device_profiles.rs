@@ -29,7 +29,11 @@ fn open(emu: &Emulator, blocks: &[&str]) -> Controller {
 #[test]
 fn a_2pm_gen4_in_cover_profile_configured_as_switches_is_reported_not_misread() {
     let (emu, _clock) = manual(vec![spec("Shelly2PMG4", Some("cover"))]);
-    let ctl = open(&emu, &["Name: Blinds, Model: Shelly2PMG4"]);
+    // Outputs listed: the configuration names a shape (a bare one would follow the device, below).
+    let ctl = open(
+        &emu,
+        &["Name: Blinds, Model: Shelly2PMG4, Outputs: [{Name: Left}, {Name: Right}]"],
+    );
     let d = ctl.device("Blinds").unwrap();
     assert!(d.online);
     assert_eq!(d.profile.as_deref(), Some("cover"));
@@ -46,7 +50,7 @@ fn a_2pm_gen4_in_cover_profile_configured_as_switches_is_reported_not_misread() 
         d.outputs
     );
     assert!(d.meters.iter().all(|m| m.power.is_none()));
-    match ctl.change_output("Output 1", true) {
+    match ctl.change_output("Left", true) {
         Err(Error::Unsupported { message, .. }) => {
             assert!(message.contains("set Profile: cover"), "{message}")
         }

@@ -36,6 +36,8 @@ pub(crate) struct Gen1 {
     introduced: bool,
     hooks: Option<HookPlan>,
     credentials: Credentials,
+    /// During the first contact at open: the components its reported mode may give the device.
+    follow: Option<std::sync::Arc<crate::plan::Follow>>,
 }
 
 impl Gen1 {
@@ -55,6 +57,7 @@ impl Gen1 {
             introduced: false,
             hooks,
             credentials,
+            follow: None,
         }
     }
 
@@ -189,17 +192,26 @@ impl Gen1 {
         if !self.model.profiles.is_empty() {
             let settings = self.get(dev, "/settings")?;
             let mode = text(&settings, &["mode"]);
-            self.shape = profile::detect(dev, &self.model, mode.as_deref());
+            self.shape = profile::detect(dev, &self.model, mode.as_deref(), self.follow.as_deref());
         }
         self.introduced = true;
         Ok(())
     }
 
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
+        let earlier = self.introduced;
         if !self.introduced {
             self.introduce(dev)?;
         }
         let status = self.get(dev, "/status")?;
+        // Rollers in a device introduced in relay mode, or none in roller mode: the mode was switched since;
+        // `/settings` is asked again, which reports it (log, `ConfigMismatch`).
+        if earlier
+            && !self.model.profiles.is_empty()
+            && (self.shape.covers > 0) != status.get("rollers").is_some()
+        {
+            self.introduce(dev)?;
+        }
         apply_status(
             dev,
             &self.model,
@@ -276,6 +288,10 @@ impl Driver for Gen1 {
 
     fn set_quick(&mut self, quick: bool) {
         self.http.set_quick(quick);
+    }
+
+    fn follow(&mut self, follow: Option<std::sync::Arc<crate::plan::Follow>>) {
+        self.follow = follow;
     }
 
     fn reach(&mut self) -> Option<bool> {
