@@ -160,7 +160,13 @@ pub(crate) fn anchor_differences(settings: &Settings) -> Vec<Problem> {
 }
 
 /// Plans every device and collects every problem (devices are built even where a rule failed).
-fn plan_all(settings: &Settings) -> (Vec<Device>, Vec<Option<std::sync::Arc<Follow>>>, Vec<Problem>) {
+fn plan_all(
+    settings: &Settings,
+) -> (
+    Vec<Device>,
+    Vec<Option<std::sync::Arc<Follow>>>,
+    Vec<Problem>,
+) {
     let mut problems = Vec::new();
     let root = &settings.root_key;
 
@@ -595,13 +601,20 @@ fn shape_left_open(model: ModelRef<'_>, cfg: &DeviceConfig) -> bool {
     ]
     .into_iter()
     .all(|kind| {
-        list(cfg, kind).is_none() || shapes.iter().all(|s| count(s, kind) == count(&shapes[0], kind))
+        list(cfg, kind).is_none()
+            || shapes
+                .iter()
+                .all(|s| count(s, kind) == count(&shapes[0], kind))
     })
 }
 
 /// The device's components in every profile but its planned one. Components the planned shape has keep
 /// their IDs and names; the ones beyond get IDs reserved now, as many per kind as the largest profile needs.
-fn follow(dev: &Device, model: ModelRef<'_>, kind_ids: &mut HashMap<ComponentKind, Counter>) -> Follow {
+fn follow(
+    dev: &Device,
+    model: ModelRef<'_>,
+    kind_ids: &mut HashMap<ComponentKind, Counter>,
+) -> Follow {
     let mut reserve = |kind: ComponentKind, n: usize| -> Vec<i64> {
         let counter = kind_ids.get_mut(&kind).expect("all kinds");
         (0..n).map(|_| counter.next()).collect()
@@ -635,10 +648,18 @@ fn follow(dev: &Device, model: ModelRef<'_>, kind_ids: &mut HashMap<ComponentKin
         .filter(|s| s.profile != dev.profile)
         .collect();
     let beyond = |have: usize, want: fn(&Shape) -> usize| {
-        others.iter().map(want).max().unwrap_or(0).saturating_sub(have)
+        others
+            .iter()
+            .map(want)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(have)
     };
     let extra_inputs = reserve(ComponentKind::Input, beyond(dev.inputs.len(), |s| s.inputs));
-    let extra_outputs = reserve(ComponentKind::Output, beyond(dev.outputs.len(), |s| s.outputs));
+    let extra_outputs = reserve(
+        ComponentKind::Output,
+        beyond(dev.outputs.len(), |s| s.outputs),
+    );
     let extra_meters = reserve(ComponentKind::Meter, beyond(dev.meters.len(), |s| s.meters));
     let extra_covers = reserve(ComponentKind::Cover, beyond(dev.covers.len(), |s| s.covers));
     let name = |kind: ComponentKind, cid: i64| format!("{} {cid}", kind.default_name_prefix());
@@ -654,13 +675,15 @@ fn follow(dev: &Device, model: ModelRef<'_>, kind_ids: &mut HashMap<ComponentKin
                     component_index: i,
                     ..Input::default()
                 }),
-                outputs: take(&dev.outputs, shape.outputs, &extra_outputs, |i, cid| Output {
-                    id: cid,
-                    name: name(ComponentKind::Output, cid),
-                    object_type: "output",
-                    device_id: dev.id,
-                    component_index: i,
-                    ..Output::default()
+                outputs: take(&dev.outputs, shape.outputs, &extra_outputs, |i, cid| {
+                    Output {
+                        id: cid,
+                        name: name(ComponentKind::Output, cid),
+                        object_type: "output",
+                        device_id: dev.id,
+                        component_index: i,
+                        ..Output::default()
+                    }
                 }),
                 meters: take(&dev.meters, shape.meters, &extra_meters, |i, cid| Meter {
                     id: cid,
@@ -704,7 +727,12 @@ fn follow(dev: &Device, model: ModelRef<'_>, kind_ids: &mut HashMap<ComponentKin
 }
 
 /// The first `n` of the planned components, then new ones made with the reserved IDs.
-fn take<T: Clone>(planned: &[T], n: usize, reserved: &[i64], make: impl Fn(usize, i64) -> T) -> Vec<T> {
+fn take<T: Clone>(
+    planned: &[T],
+    n: usize,
+    reserved: &[i64],
+    make: impl Fn(usize, i64) -> T,
+) -> Vec<T> {
     (0..n)
         .map(|i| match planned.get(i) {
             Some(c) => c.clone(),
