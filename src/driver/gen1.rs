@@ -38,6 +38,8 @@ pub(crate) struct Gen1 {
     credentials: Credentials,
     /// During the first contact at open: the components its reported mode may give the device.
     follow: Option<std::sync::Arc<crate::plan::Follow>>,
+    /// `/settings` named the same mode for a status that did not fit it: not asked again in this contact period.
+    recheck_off: bool,
 }
 
 impl Gen1 {
@@ -58,6 +60,7 @@ impl Gen1 {
             hooks,
             credentials,
             follow: None,
+            recheck_off: false,
         }
     }
 
@@ -208,9 +211,12 @@ impl Gen1 {
         // `/settings` is asked again, which reports it (log, `ConfigMismatch`).
         if earlier
             && !self.model.profiles.is_empty()
+            && !self.recheck_off
             && (self.shape.covers > 0) != status.get("rollers").is_some()
         {
+            let was = self.shape.profile.clone();
             self.introduce(dev)?;
+            self.recheck_off = self.shape.profile == was;
         }
         apply_status(
             dev,
@@ -284,6 +290,7 @@ impl Driver for Gen1 {
 
     fn forget(&mut self) {
         self.introduced = false;
+        self.recheck_off = false;
     }
 
     fn set_quick(&mut self, quick: bool) {

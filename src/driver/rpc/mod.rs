@@ -63,6 +63,9 @@ pub(crate) struct Rpc {
     tunnel: Option<Arc<Tunnel>>,
     /// During the first contact at open: the components its reported profile may give the device.
     follow: Option<Arc<crate::plan::Follow>>,
+    /// `/shelly` named the same profile for a status that did not fit it: not asked again in this contact
+    /// period (a firmware with other status keys must not cost a request per read).
+    recheck_off: bool,
 }
 
 impl Rpc {
@@ -90,6 +93,7 @@ impl Rpc {
             nonce: None,
             tunnel,
             follow: None,
+            recheck_off: false,
         }
     }
 
@@ -157,7 +161,14 @@ impl Rpc {
     /// switched to another profile since (it reboots into it, and the push channel sends the new full status).
     /// `/shelly` is asked again, which reports the new profile (log, `ConfigMismatch`).
     fn recheck_profile(&mut self, dev: &mut Device, status: &serde_json::Value) -> Result<()> {
-        if self.model.profiles.is_empty() || status_fits(&self.shape, status) {
+        let outputs = match self.model.output_kind {
+            OutputKind::Switch => "switch:0",
+            OutputKind::Light => "light:0",
+        };
+        if self.model.profiles.is_empty()
+            || self.recheck_off
+            || status_fits(&self.shape, status, outputs)
+        {
             return Ok(());
         }
         log::debug!(
@@ -165,7 +176,10 @@ impl Rpc {
             dev.label(),
             self.shape.profile.as_deref().unwrap_or("default")
         );
-        self.introduce(dev)
+        let was = self.shape.profile.clone();
+        self.introduce(dev)?;
+        self.recheck_off = self.shape.profile == was;
+        Ok(())
     }
 
     /// Whether reconciling hooks needs `Webhook.ListSupported` (some hook is wanted on this device).
@@ -241,6 +255,7 @@ impl Driver for Rpc {
         self.introduced = false;
         self.probes_mapped = false;
         self.supported_known = false;
+        self.recheck_off = false;
     }
 
     fn set_quick(&mut self, quick: bool) {
@@ -289,16 +304,16 @@ impl Driver for Rpc {
     }
 }
 
-/// Whether a `Shelly.GetStatus` result has the components of `shape`: outputs as `switch:0`, covers as
-/// `cover:0`, three-phase meters as `em:0`, per-channel meters as `em1:0`.
-fn status_fits(shape: &Shape, status: &serde_json::Value) -> bool {
+/// Whether a `Shelly.GetStatus` result has the components of `shape`: outputs as `outputs` (`switch:0` or
+/// `light:0`), covers as `cover:0`, three-phase meters as `em:0`, per-channel meters as `em1:0`.
+fn status_fits(shape: &Shape, status: &serde_json::Value, outputs: &str) -> bool {
     let has = |key: &str| status.get(key).is_some();
     let meters = match shape.meter_source {
         crate::models::MeterSource::Em => has("em:0"),
         crate::models::MeterSource::Em1 => has("em1:0"),
         _ => true,
     };
-    (shape.outputs > 0) == has("switch:0") && (shape.covers > 0) == has("cover:0") && meters
+    (shape.outputs > 0) == has(outputs) && (shape.covers > 0) == has("cover:0") && meters
 }
 
 #[cfg(test)]
@@ -309,6 +324,27 @@ mod tests {
 
     fn device(model: &ModelInfo) -> Device {
         Device::with_components(model.inputs, model.outputs, model.meters)
+    }
+
+    #[test]
+    fn a_status_of_another_profile_does_not_fit() {
+        let lib = ModelLibrary::embedded();
+        let two = lib.get("Shelly2PMG4").unwrap();
+        let (switch, cover) = (two.shape("switch").unwrap(), two.shape("cover").unwrap());
+        let as_switch = json!({"switch:0": {}, "switch:1": {}, "input:0": {}});
+        let as_cover = json!({"cover:0": {}, "input:0": {}});
+        assert!(status_fits(&switch, &as_switch, "switch:0"));
+        assert!(!status_fits(&switch, &as_cover, "switch:0"));
+        assert!(status_fits(&cover, &as_cover, "switch:0"));
+        assert!(!status_fits(&cover, &as_switch, "switch:0"));
+        let em = lib.get("ShellyPro3EM").unwrap();
+        let (tri, mono) = (
+            em.shape("triphase").unwrap(),
+            em.shape("monophase").unwrap(),
+        );
+        assert!(status_fits(&tri, &json!({"em:0": {}}), "switch:0"));
+        assert!(!status_fits(&tri, &json!({"em1:0": {}}), "switch:0"));
+        assert!(status_fits(&mono, &json!({"em1:0": {}}), "switch:0"));
     }
 
     #[test]
