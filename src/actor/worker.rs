@@ -409,6 +409,8 @@ impl State {
         self.log_transition(was_online);
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.device);
         if self.device.profile != was_profile && self.contacted {
+            // Switching the profile deletes the device's webhooks: install them again at the next read.
+            self.hooks_synced = false;
             self.profile_changed(was_profile);
         }
         result
