@@ -560,7 +560,7 @@ fn plan_all(
 
     check_requires_output(&devices, &places, &mut problems);
     check_unique(&devices, &mut problems);
-    let follows = devices
+    let follows: Vec<Option<std::sync::Arc<Follow>>> = devices
         .iter()
         .zip(&models)
         .zip(&open_shape)
@@ -569,7 +569,67 @@ fn plan_all(
             Some(std::sync::Arc::new(follow(dev, model, &mut kind_ids)))
         })
         .collect();
+    check_follow_names(&devices, &follows, &places, &mut problems);
     (devices, follows, problems)
+}
+
+/// A component a device may take from its reported profile is named `Cover <ID>` (etc.) with an ID no other
+/// component has, so only a configured name can be the same; that would make the name mean two components.
+fn check_follow_names(
+    devices: &[Device],
+    follows: &[Option<std::sync::Arc<Follow>>],
+    places: &[String],
+    problems: &mut Vec<Problem>,
+) {
+    fn names<'a>(
+        inputs: &'a [Input],
+        outputs: &'a [Output],
+        meters: &'a [Meter],
+        covers: &'a [Cover],
+    ) -> impl Iterator<Item = (ComponentKind, &'a str)> {
+        let i = inputs
+            .iter()
+            .map(|c| (ComponentKind::Input, c.name.as_str()));
+        let o = outputs
+            .iter()
+            .map(|c| (ComponentKind::Output, c.name.as_str()));
+        let m = meters
+            .iter()
+            .map(|c| (ComponentKind::Meter, c.name.as_str()));
+        let k = covers
+            .iter()
+            .map(|c| (ComponentKind::Cover, c.name.as_str()));
+        i.chain(o).chain(m).chain(k)
+    }
+    fn of(d: &Device) -> Vec<(ComponentKind, &str)> {
+        names(&d.inputs, &d.outputs, &d.meters, &d.covers).collect()
+    }
+    let planned: HashSet<(ComponentKind, &str)> = devices.iter().flat_map(of).collect();
+    for ((dev, follow), at) in devices.iter().zip(follows).zip(places) {
+        let Some(follow) = follow else { continue };
+        let own: HashSet<(ComponentKind, &str)> = of(dev).into_iter().collect();
+        let taken = follow
+            .profiles
+            .iter()
+            .flat_map(|(_, c)| names(&c.inputs, &c.outputs, &c.meters, &c.covers))
+            .chain(names(&[], &[], &[], &follow.shutters));
+        let mut reported = HashSet::new();
+        for (kind, name) in taken {
+            if !own.contains(&(kind, name))
+                && planned.contains(&(kind, name))
+                && reported.insert(name)
+            {
+                problems.push(Problem::new(
+                    at,
+                    format!(
+                        "its {} '{name}' in a profile it may report has the name configured for another {}; rename that one, or set Profile (and its components) for this device",
+                        kind.as_str(),
+                        kind.as_str()
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 /// Whether the configuration leaves the device's shape to the device: a Shelly model with profiles, no
