@@ -662,3 +662,34 @@ fn a_gen1_mode_switched_while_running_is_reported_at_the_next_read() {
         ("device.profile_changed", smartdev::EventChannel::Read)
     );
 }
+
+/// A simulated device has no profile to report: its file and `print_device_status` show the planned shape
+/// (here `Profile: cover` alone: one cover and its meter, no outputs).
+#[test]
+fn a_simulated_device_shows_its_planned_profile_in_its_file_and_status() {
+    let dir = common::TempDir::new("sim-profile");
+    let yaml = format!(
+        "SmartDevices:\n  SimulationFileFolder: '{}'\n  RefreshInterval: 0\n  Devices:\n    - {{Name: Terrace, Model: Shelly2PMG3, Simulate: true, Profile: cover}}\n",
+        dir.path().display()
+    );
+    let ctl = Controller::builder().open_yaml(&yaml).unwrap();
+    let file = common::read_json(&dir.join("Terrace.json"));
+    assert_eq!(file["Profile"], "cover", "{file}");
+    assert_eq!(
+        (
+            file["Outputs"].as_array().map(Vec::len),
+            file["Covers"].as_array().map(Vec::len),
+            file["Meters"].as_array().map(Vec::len)
+        ),
+        (Some(0), Some(1), Some(1)),
+        "{file}"
+    );
+    let text = ctl.print_device_status(None).unwrap();
+    let profile_line = text
+        .lines()
+        .any(|l| l.trim_start().starts_with("Profile") && l.trim_end().ends_with(" cover"));
+    assert!(
+        profile_line && text.contains("Cover 1") && !text.contains("Mismatch"),
+        "{text}"
+    );
+}
