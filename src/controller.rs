@@ -140,7 +140,7 @@ impl Controller {
 
     /// Starts everything (the builder's last step).
     pub(crate) fn start(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
-        let devices = crate::plan::plan(&settings).map_err(Error::Init)?;
+        let (devices, follows) = crate::plan::plan_following(&settings).map_err(Error::Init)?;
         for note in crate::plan::anchor_differences(&settings) {
             log::warn!("{note}");
         }
@@ -206,13 +206,14 @@ impl Controller {
         if !problems.is_empty() {
             return Err(Error::Init(problems));
         }
-        let directory = Directory::new(&devices);
         let peers = Arc::new(crate::actor::peers::Peers::new(&devices));
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
         let count = devices.len();
         let (mut slots, mut senders, mut threads) = (Vec::new(), Vec::new(), Vec::new());
         let mut inboxes = Vec::new();
-        for (dev, (drv, factory)) in devices.into_iter().zip(drivers) {
+        for (di, ((dev, (drv, factory)), follow)) in
+            devices.into_iter().zip(drivers).zip(follows).enumerate()
+        {
             let label = dev.label();
             let now = crate::actor::restart::real_now();
             let inbox = Arc::new(HookInbox::default());
@@ -227,6 +228,12 @@ impl Controller {
                     inbox,
                     peers: peers.clone(),
                     refreshes: settings.refresh_interval.is_some(),
+                    follow,
+                    events: Some(worker::Events {
+                        queue: queue.clone(),
+                        wake: wake.clone(),
+                        push: tunnels[di].is_some(),
+                    }),
                 },
                 started_tx.clone(),
             ) {
@@ -250,6 +257,21 @@ impl Controller {
         }
         drop(started_tx);
         peers.connect(slots.clone());
+        // Wait for every worker's first contact: it decides the components of a device whose configuration
+        // left its shape open, so the lookups are built from what it found. A broken simulation file is the
+        // caller's to fix now.
+        let mut first_error = None;
+        for (_, result) in started_rx.iter().take(count) {
+            if let Err(e @ Error::Simulation { .. }) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        let found: Vec<Device> = slots
+            .iter()
+            .map(|s| (*worker::snapshot(s)).clone())
+            .collect();
+        let directory = Directory::new(&found);
+        drop(found);
         let shared = Arc::new(Shared {
             directory,
             slots,
@@ -274,13 +296,6 @@ impl Controller {
             queue,
             wake,
         };
-        // Wait for every worker's first contact; a broken simulation file is the caller's to fix now.
-        let mut first_error = None;
-        for (_, result) in started_rx.iter().take(count) {
-            if let Err(e @ Error::Simulation { .. }) = result {
-                first_error.get_or_insert(e);
-            }
-        }
         if let Some(e) = first_error {
             controller.close();
             return Err(e);

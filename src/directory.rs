@@ -1,5 +1,5 @@
-//! Name and ID lookups of devices and components, built once at open (the configuration is fixed for a
-//! controller's life).
+//! Name and ID lookups of devices and components, built once at open after every device's first contact (which
+//! decides the components of a device whose configuration leaves its shape open); fixed for the controller's life.
 
 use std::collections::HashMap;
 

@@ -53,6 +53,15 @@ pub const KNOWN_EVENTS: &[&str] = &[
     "smoke.alarm_off",
 ];
 
+/// Events smartdev raises itself, queued like the devices' own (never installed on a device):
+/// `device.profile_changed` when a device reports another profile than before while the controller runs (its
+/// `Params` hold `Profile`, `PreviousProfile` and `ConfigMismatch`; the next open follows the new profile
+/// where the configuration leaves the shape open).
+pub const SMARTDEV_EVENTS: &[&str] = &[PROFILE_CHANGED];
+
+/// `device.profile_changed` (see [`SMARTDEV_EVENTS`]).
+pub const PROFILE_CHANGED: &str = "device.profile_changed";
+
 /// The cover events a device with covers can send (Gen2+ `Webhook.ListSupported` in the cover profile).
 pub const COVER_EVENTS: [&str; 6] = [
     "cover.open",
@@ -88,7 +97,7 @@ pub struct WebhookEvent {
     pub source: String,
     /// Any other query or body fields.
     pub params: Attributes,
-    /// Which channel brought the event (`webhook` or `push`).
+    /// Which channel brought the event (`webhook` or `push`; `read` for an event smartdev raised after a read).
     pub channel: EventChannel,
 }
 
@@ -100,8 +109,11 @@ pub enum EventChannel {
     /// A webhook request to our listener.
     #[default]
     Webhook,
-    /// A `NotifyEvent` on the device's WebSocket (`Channel: auto`).
+    /// A `NotifyEvent` on the device's WebSocket (`Channel: auto`); for an event smartdev raises itself
+    /// (`device.profile_changed`), a status the device pushed.
     Push,
+    /// Raised by smartdev itself when a read of the device (a refresh) showed it (`device.profile_changed`).
+    Read,
 }
 
 /// Which events `pull_webhook_event_matching` takes: every given criterion must match.

@@ -85,7 +85,9 @@ pub use driver::OutputAction;
 #[doc(hidden)]
 pub use driver::ws;
 pub use error::{Error, Problem, Result};
-pub use event::{EventChannel, EventFilter, KNOWN_EVENTS, WebhookEvent};
+pub use event::{
+    EventChannel, EventFilter, KNOWN_EVENTS, PROFILE_CHANGED, SMARTDEV_EVENTS, WebhookEvent,
+};
 pub use models::{ModelLibrary, PrintMode, SensorQuantity};
 pub use objects::{
     Attributes, Component, ComponentKind, Cover, CoverAction, CoverState, Device, Identity, Input,

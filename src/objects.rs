@@ -280,10 +280,14 @@ pub struct Device {
     /// The model the device reports about itself, when it differs from the configured one or is known.
     pub reported_model: Option<String>,
     /// The profile the device reports it is in (`switch`, `cover`, `triphase`, Gen1 `relay`/`roller`); for
-    /// simulated devices the configured one. `None` for models with one shape or before first contact.
+    /// simulated devices and before the first contact the planned one (configured, else the model's default).
+    /// `None` for models with one shape. Where the configuration leaves the shape open, the profile reported
+    /// at the first contact at open decides the components.
     pub profile: Option<String>,
     /// Set when the device is not what the configuration says (e.g. in `cover` profile while outputs are
-    /// configured): what differs and how to fix it. Components the device does not have then stay `null`.
+    /// configured), or no longer what it was at open (switched to another profile since, also announced by a
+    /// `device.profile_changed` event): what differs and how to fix it. Components the device does not have
+    /// then stay `null`.
     pub config_mismatch: Option<String>,
     /// Sum of the power of the device's meters in W.
     pub total_power: Option<f64>,

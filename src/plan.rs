@@ -3,6 +3,13 @@
 //! IDs follow the anchor's scheme: one counter per kind (devices, inputs, outputs, meters, probes) across all
 //! devices, starting at 1 and skipping IDs that are configured anywhere. Unconfigured component kinds of a
 //! vendor model get as many default components as the model has. Every rule violation is collected.
+//!
+//! A device whose shape the configuration leaves open (no `Profile`, no list of a kind that differs between
+//! its model's profiles; a Tasmota device without `Covers`) is planned in its model's default shape and gets a
+//! [`Follow`]: its components in every other profile, which its first contact at open picks from. Their IDs are
+//! fixed here, from the configuration alone: the default shape's components keep theirs, and the ones another
+//! profile has beyond them (a 2PM's cover) take IDs reserved after every planned ID of their kind, device by
+//! device in configuration order. So no device's IDs depend on what another reported, or on whether it answered.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -17,11 +24,64 @@ pub const MAX_TEMP_PROBES: usize = 5;
 
 /// Builds the initial device objects, or every problem that prevents it.
 pub(crate) fn plan(settings: &Settings) -> Result<Vec<Device>, Vec<Problem>> {
-    let (devices, problems) = plan_all(settings);
+    plan_following(settings).map(|(devices, _)| devices)
+}
+
+/// Builds the initial device objects and, per device, what its first contact may still decide (`None`: its
+/// shape is fixed by the configuration, or it is simulated), or every problem that prevents it.
+pub(crate) fn plan_following(settings: &Settings) -> Result<Planned, Vec<Problem>> {
+    let (devices, follows, problems) = plan_all(settings);
     if problems.is_empty() {
-        Ok(devices)
+        Ok((devices, follows))
     } else {
         Err(problems)
+    }
+}
+
+/// The planned devices and, by position, what each one's first contact may decide.
+pub(crate) type Planned = (Vec<Device>, Vec<Option<std::sync::Arc<Follow>>>);
+
+/// Most shutters a Tasmota device reports (`Shutter1`…`Shutter4`): cover IDs reserved for a Tasmota device
+/// without `Covers`.
+pub(crate) const TASMOTA_SHUTTERS: usize = 4;
+
+/// The components one device may take at its first contact at open, when the configuration leaves its shape
+/// to the device (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Follow {
+    /// Shelly: the device's components in each profile other than the planned one.
+    pub(crate) profiles: Vec<(String, Components)>,
+    /// Tasmota: the covers its shutters become, the first n for n shutters.
+    pub(crate) shutters: Vec<Cover>,
+}
+
+impl Follow {
+    /// The components in profile `name` (names compare without regard to case).
+    pub(crate) fn profile(&self, name: &str) -> Option<&Components> {
+        self.profiles
+            .iter()
+            .find(|(p, _)| p.eq_ignore_ascii_case(name))
+            .map(|(_, c)| c)
+    }
+}
+
+/// A device's inputs, outputs, meters and covers in one profile, meters linked to what they measure.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Components {
+    pub(crate) inputs: Vec<Input>,
+    pub(crate) outputs: Vec<Output>,
+    pub(crate) meters: Vec<Meter>,
+    pub(crate) covers: Vec<Cover>,
+}
+
+impl Components {
+    /// Gives `dev` these components (their states unknown until read).
+    pub(crate) fn apply(&self, dev: &mut Device) {
+        dev.inputs = self.inputs.clone();
+        dev.outputs = self.outputs.clone();
+        dev.meters = self.meters.clone();
+        dev.covers = self.covers.clone();
+        dev.update_totals();
     }
 }
 
@@ -46,8 +106,8 @@ pub(crate) fn anchor_differences(settings: &Settings) -> Vec<Problem> {
     if !affected {
         return Vec::new();
     }
-    let (new_devices, _) = plan_all(settings);
-    let (old_devices, _) = plan_all(&old);
+    let (new_devices, _, _) = plan_all(settings);
+    let (old_devices, _, _) = plan_all(&old);
     let root = &settings.root_key;
     let mut notes = Vec::new();
     for ((cfg, new), old) in settings.devices.iter().zip(&new_devices).zip(&old_devices) {
@@ -100,7 +160,13 @@ pub(crate) fn anchor_differences(settings: &Settings) -> Vec<Problem> {
 }
 
 /// Plans every device and collects every problem (devices are built even where a rule failed).
-fn plan_all(settings: &Settings) -> (Vec<Device>, Vec<Problem>) {
+fn plan_all(
+    settings: &Settings,
+) -> (
+    Vec<Device>,
+    Vec<Option<std::sync::Arc<Follow>>>,
+    Vec<Problem>,
+) {
     let mut problems = Vec::new();
     let root = &settings.root_key;
 
@@ -108,8 +174,11 @@ fn plan_all(settings: &Settings) -> (Vec<Device>, Vec<Problem>) {
     let mut configs: Vec<DeviceConfig> = settings.devices.clone();
     let mut models = Vec::with_capacity(configs.len());
     let mut shapes: Vec<Result<Option<Shape>, String>> = Vec::with_capacity(configs.len());
+    // Whether the device's first contact decides its shape (decided before placeholders fill its lists).
+    let mut open_shape = Vec::with_capacity(configs.len());
     for cfg in &mut configs {
         let model = settings.models.resolve(&cfg.model);
+        open_shape.push(!cfg.simulate && model.is_some_and(|m| shape_left_open(m, cfg)));
         let shape = match model {
             Some(ModelRef::Vendor(info)) => planned_shape(info, cfg).map(Some),
             Some(ModelRef::Tasmota) if cfg.profile.is_some() => {
@@ -491,7 +560,245 @@ fn plan_all(settings: &Settings) -> (Vec<Device>, Vec<Problem>) {
 
     check_requires_output(&devices, &places, &mut problems);
     check_unique(&devices, &mut problems);
-    (devices, problems)
+    let follows: Vec<Option<std::sync::Arc<Follow>>> = devices
+        .iter()
+        .zip(&models)
+        .zip(&open_shape)
+        .map(|((dev, model), &open)| {
+            let model = (*model).filter(|_| open)?;
+            Some(std::sync::Arc::new(follow(dev, model, &mut kind_ids)))
+        })
+        .collect();
+    check_follow_names(&devices, &follows, &places, &mut problems);
+    (devices, follows, problems)
+}
+
+/// A component a device may take from its reported profile is named `Cover <ID>` (etc.) with an ID no other
+/// component has, so only a configured name can be the same; that would make the name mean two components.
+fn check_follow_names(
+    devices: &[Device],
+    follows: &[Option<std::sync::Arc<Follow>>],
+    places: &[String],
+    problems: &mut Vec<Problem>,
+) {
+    fn names<'a>(
+        inputs: &'a [Input],
+        outputs: &'a [Output],
+        meters: &'a [Meter],
+        covers: &'a [Cover],
+    ) -> impl Iterator<Item = (ComponentKind, &'a str)> {
+        let i = inputs
+            .iter()
+            .map(|c| (ComponentKind::Input, c.name.as_str()));
+        let o = outputs
+            .iter()
+            .map(|c| (ComponentKind::Output, c.name.as_str()));
+        let m = meters
+            .iter()
+            .map(|c| (ComponentKind::Meter, c.name.as_str()));
+        let k = covers
+            .iter()
+            .map(|c| (ComponentKind::Cover, c.name.as_str()));
+        i.chain(o).chain(m).chain(k)
+    }
+    fn of(d: &Device) -> Vec<(ComponentKind, &str)> {
+        names(&d.inputs, &d.outputs, &d.meters, &d.covers).collect()
+    }
+    let planned: HashSet<(ComponentKind, &str)> = devices.iter().flat_map(of).collect();
+    for ((dev, follow), at) in devices.iter().zip(follows).zip(places) {
+        let Some(follow) = follow else { continue };
+        let own: HashSet<(ComponentKind, &str)> = of(dev).into_iter().collect();
+        let taken = follow
+            .profiles
+            .iter()
+            .flat_map(|(_, c)| names(&c.inputs, &c.outputs, &c.meters, &c.covers))
+            .chain(names(&[], &[], &[], &follow.shutters));
+        let mut reported = HashSet::new();
+        for (kind, name) in taken {
+            if !own.contains(&(kind, name))
+                && planned.contains(&(kind, name))
+                && reported.insert(name)
+            {
+                problems.push(Problem::new(
+                    at,
+                    format!(
+                        "its {} '{name}' in a profile it may report has the name configured for another {}; rename that one, or set Profile (and its components) for this device",
+                        kind.as_str(),
+                        kind.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Whether the configuration leaves the device's shape to the device: a Shelly model with profiles, no
+/// `Profile`, and no list of a kind whose count differs between the profiles; a Tasmota device without `Covers`.
+fn shape_left_open(model: ModelRef<'_>, cfg: &DeviceConfig) -> bool {
+    let info = match model {
+        ModelRef::Tasmota => return cfg.covers.is_none(),
+        ModelRef::Vendor(info) => info,
+    };
+    if cfg.profile.is_some() || info.profiles.is_empty() {
+        return false;
+    }
+    let shapes: Vec<Shape> = info
+        .profile_names()
+        .into_iter()
+        .filter_map(|p| info.shape(p))
+        .collect();
+    let count = |s: &Shape, kind| match kind {
+        ComponentKind::Input => s.inputs,
+        ComponentKind::Output => s.outputs,
+        ComponentKind::Meter => s.meters,
+        _ => s.covers,
+    };
+    [
+        ComponentKind::Input,
+        ComponentKind::Output,
+        ComponentKind::Meter,
+        ComponentKind::Cover,
+    ]
+    .into_iter()
+    .all(|kind| {
+        list(cfg, kind).is_none()
+            || shapes
+                .iter()
+                .all(|s| count(s, kind) == count(&shapes[0], kind))
+    })
+}
+
+/// The device's components in every profile but its planned one. Components the planned shape has keep
+/// their IDs and names; the ones beyond get IDs reserved now, as many per kind as the largest profile needs.
+fn follow(
+    dev: &Device,
+    model: ModelRef<'_>,
+    kind_ids: &mut HashMap<ComponentKind, Counter>,
+) -> Follow {
+    let mut reserve = |kind: ComponentKind, n: usize| -> Vec<i64> {
+        let counter = kind_ids.get_mut(&kind).expect("all kinds");
+        (0..n).map(|_| counter.next()).collect()
+    };
+    let info = match model {
+        ModelRef::Tasmota => {
+            let ids = reserve(ComponentKind::Cover, TASMOTA_SHUTTERS);
+            let shutters = ids
+                .into_iter()
+                .enumerate()
+                .map(|(i, cid)| Cover {
+                    id: cid,
+                    name: format!("{} {cid}", ComponentKind::Cover.default_name_prefix()),
+                    object_type: "cover",
+                    device_id: dev.id,
+                    component_index: i,
+                    ..Cover::default()
+                })
+                .collect();
+            return Follow {
+                profiles: Vec::new(),
+                shutters,
+            };
+        }
+        ModelRef::Vendor(info) => info,
+    };
+    let others: Vec<Shape> = info
+        .profile_names()
+        .into_iter()
+        .filter_map(|p| info.shape(p))
+        .filter(|s| s.profile != dev.profile)
+        .collect();
+    let beyond = |have: usize, want: fn(&Shape) -> usize| {
+        others
+            .iter()
+            .map(want)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(have)
+    };
+    let extra_inputs = reserve(ComponentKind::Input, beyond(dev.inputs.len(), |s| s.inputs));
+    let extra_outputs = reserve(
+        ComponentKind::Output,
+        beyond(dev.outputs.len(), |s| s.outputs),
+    );
+    let extra_meters = reserve(ComponentKind::Meter, beyond(dev.meters.len(), |s| s.meters));
+    let extra_covers = reserve(ComponentKind::Cover, beyond(dev.covers.len(), |s| s.covers));
+    let name = |kind: ComponentKind, cid: i64| format!("{} {cid}", kind.default_name_prefix());
+    let profiles = others
+        .iter()
+        .map(|shape| {
+            let mut c = Components {
+                inputs: take(&dev.inputs, shape.inputs, &extra_inputs, |i, cid| Input {
+                    id: cid,
+                    name: name(ComponentKind::Input, cid),
+                    object_type: "input",
+                    device_id: dev.id,
+                    component_index: i,
+                    ..Input::default()
+                }),
+                outputs: take(&dev.outputs, shape.outputs, &extra_outputs, |i, cid| {
+                    Output {
+                        id: cid,
+                        name: name(ComponentKind::Output, cid),
+                        object_type: "output",
+                        device_id: dev.id,
+                        component_index: i,
+                        ..Output::default()
+                    }
+                }),
+                meters: take(&dev.meters, shape.meters, &extra_meters, |i, cid| Meter {
+                    id: cid,
+                    name: name(ComponentKind::Meter, cid),
+                    object_type: "meter",
+                    device_id: dev.id,
+                    component_index: i,
+                    ..Meter::default()
+                }),
+                covers: take(&dev.covers, shape.covers, &extra_covers, |i, cid| Cover {
+                    id: cid,
+                    name: name(ComponentKind::Cover, cid),
+                    object_type: "cover",
+                    device_id: dev.id,
+                    component_index: i,
+                    ..Cover::default()
+                }),
+            };
+            // Meters measure what this profile wires them to.
+            c.outputs.iter_mut().for_each(|o| o.has_meter = false);
+            c.covers.iter_mut().for_each(|o| o.has_meter = false);
+            for (i, m) in c.meters.iter_mut().enumerate() {
+                m.output_id = None;
+                m.cover_id = None;
+                if let Some(o) = shape.meter_output(i).and_then(|o| c.outputs.get_mut(o)) {
+                    m.output_id = Some(o.id);
+                    o.has_meter = true;
+                }
+                if let Some(k) = shape.meter_cover(i).and_then(|k| c.covers.get_mut(k)) {
+                    m.cover_id = Some(k.id);
+                    k.has_meter = true;
+                }
+            }
+            (shape.profile.clone().unwrap_or_default(), c)
+        })
+        .collect();
+    Follow {
+        profiles,
+        shutters: Vec::new(),
+    }
+}
+
+/// The first `n` of the planned components, then new ones made with the reserved IDs.
+fn take<T: Clone>(
+    planned: &[T],
+    n: usize,
+    reserved: &[i64],
+    make: impl Fn(usize, i64) -> T,
+) -> Vec<T> {
+    (0..n)
+        .map(|i| match planned.get(i) {
+            Some(c) => c.clone(),
+            None => make(i, reserved[i - planned.len()]),
+        })
+        .collect()
 }
 
 fn list(cfg: &DeviceConfig, kind: ComponentKind) -> &Option<Vec<ComponentConfig>> {

@@ -190,3 +190,44 @@ fn sdctl_events_prints_one_json_line_per_event() {
         "says what happened, not a device timeout: {err}"
     );
 }
+
+/// Issue 22: a 2PM Gen4 set to its cover profile, configured with only Name, Model and address, is moved by
+/// `sdctl cover NAME position 30` (the profile it reports at open decides its components).
+#[test]
+fn sdctl_moves_the_cover_of_a_bare_2pm_gen4_in_cover_profile() {
+    use smartdev::ModelLibrary;
+    use smartdev::emulator::{DeviceSpec, Emulator};
+    let dir = TempDir::new("cli-bare-cover");
+    let mut spec = DeviceSpec::new("Shelly2PMG4");
+    spec.profile = Some("cover".into());
+    let emu = Emulator::start(vec![spec], &ModelLibrary::embedded()).unwrap();
+    dir.write(
+        "c.yaml",
+        &format!(
+            "SmartDevices:
+  PingAllowed: false
+  Devices:
+    - {{Name: Blinds, Model: Shelly2PMG4, Hostname: 127.0.0.1, Port: {}}}
+",
+            emu.port(0)
+        ),
+    );
+    let o = sdctl(
+        &dir,
+        &[
+            "--config", "c.yaml", "--json", "cover", "Cover 1", "position", "30",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["State"], "opening", "{v}");
+    let o = sdctl(&dir, &["--config", "c.yaml", "status"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("Profile      cover")
+            && text.contains("Cover 1")
+            && !text.contains("Mismatch"),
+        "{text}"
+    );
+}

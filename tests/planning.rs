@@ -303,3 +303,26 @@ fn a_probe_named_like_its_device_reads_the_device_temperature() {
     assert_eq!(probes[0].probe_id, Some(-1));
     assert_eq!(probes[1].probe_id, None);
 }
+
+/// A bare 2PM's cover in its cover profile would be `Cover 2` (the ID reserved after the planned covers); a
+/// cover configured with that name elsewhere is refused at open rather than meaning two covers later.
+#[test]
+fn a_name_a_bare_device_may_take_from_its_profile_is_not_configured_elsewhere() {
+    let dir = TempDir::new("plan-follow-names");
+    let problems = check(
+        &dir,
+        "    - {Name: A, Model: Shelly2PMG4, Hostname: 192.0.2.1}\n    - {Name: B, Model: Shelly2PMG3, Hostname: 192.0.2.2, Covers: [{Name: Cover 2}]}\n",
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("Devices[0]")
+            && problems[0].contains("cover 'Cover 2'")
+            && problems[0].contains("rename that one, or set Profile"),
+        "{problems:?}"
+    );
+    let fine = check(
+        &dir,
+        "    - {Name: A, Model: Shelly2PMG4, Hostname: 192.0.2.1}\n    - {Name: B, Model: Shelly2PMG3, Hostname: 192.0.2.2, Covers: [{Name: Cover 1}]}\n",
+    );
+    assert!(fine.is_empty(), "{fine:?}");
+}

@@ -467,7 +467,8 @@ type Event struct {
 	Source string `json:"Source"`
 	// Params holds any other query or body fields.
 	Params map[string]interface{} `json:"Params"`
-	// Channel is how the event came: "webhook", or "push" (the device's WebSocket, Channel: auto).
+	// Channel is how the event came: "webhook", or "push" (the device's WebSocket, Channel: auto); "read" for
+	// smartdev's own device.profile_changed noticed by a refresh.
 	Channel string `json:"Channel"`
 }
 

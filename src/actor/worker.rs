@@ -139,6 +139,21 @@ pub(crate) struct Links {
     pub peers: Arc<Peers>,
     /// Whether the supervisor refreshes devices in the background (then an offline device is retried).
     pub refreshes: bool,
+    /// What the device's first contact may decide about its components (its configuration left the shape open).
+    pub follow: Option<Arc<crate::plan::Follow>>,
+    /// Where the worker queues the events it notices itself (`device.profile_changed`).
+    pub events: Option<Events>,
+}
+
+/// The event queue as a worker uses it.
+#[derive(Clone)]
+pub(crate) struct Events {
+    /// The controller's queue.
+    pub queue: Arc<crate::webhook::queue::EventQueue>,
+    /// Set after each queued event.
+    pub wake: Option<crate::wake::WakeFlag>,
+    /// Whether the device has a push channel (then an event-asked read takes what it pushed).
+    pub push: bool,
 }
 
 /// Builds a fresh driver for the device, at open and after a panic.
@@ -159,6 +174,8 @@ pub(crate) fn spawn(
         inbox,
         peers,
         refreshes,
+        follow,
+        events,
     } = links;
     // Callers block on their replies, so a small inbox is enough (each slot costs memory in every one of
     // possibly thousands of workers); when it is full, senders wait (back-pressure) and background checks are
@@ -180,6 +197,10 @@ pub(crate) fn spawn(
         refreshes,
         peers,
         slot: slot.clone(),
+        follow,
+        events,
+        noticed_by: crate::event::EventChannel::Read,
+        contacted: false,
     };
     let builder = std::thread::Builder::new()
         .name(format!("sd-dev-{}", state.device.id))
@@ -214,14 +235,26 @@ struct State {
     /// Whether the supervisor retries offline devices in the background.
     refreshes: bool,
     slot: Slot,
+    /// Given to the driver for the first contact only.
+    follow: Option<Arc<crate::plan::Follow>>,
+    events: Option<Events>,
+    /// The channel of the command being run: where a profile change it brings to light was noticed.
+    noticed_by: crate::event::EventChannel,
+    /// The first contact at open is over (what it found about the profile was planned, not a change).
+    contacted: bool,
 }
 
 impl State {
     fn run(mut self, rx: Receiver<Command>, started: Sender<(i64, Result<()>)>) {
-        // The first contact is quick (one attempt per request): open must not wait on dead devices.
+        // The first contact is quick (one attempt per request): open must not wait on dead devices. Where the
+        // configuration left the shape open, the profile it finds decides the components, then never again.
         self.driver.set_quick(true);
+        self.driver.follow(self.follow.take());
         let result = self.op(true, |dev, drv| drv.read(dev));
+        self.driver.follow(None);
         self.driver.set_quick(false);
+        // From now on a profile change is news.
+        self.contacted = true;
         if let Err(e) = &result
             && !self.device.online
         {
@@ -254,6 +287,13 @@ impl State {
                 // Events whose wake-up did not fit the inbox must not wait for the next event.
                 self.take_hooks();
             }
+            self.noticed_by = match cmd {
+                Command::Hook if self.events.as_ref().is_some_and(|e| e.push) => {
+                    crate::event::EventChannel::Push
+                }
+                Command::Hook => crate::event::EventChannel::Webhook,
+                _ => crate::event::EventChannel::Read,
+            };
             match cmd {
                 Command::Refresh { reply } => {
                     let r = self.op(true, |dev, drv| drv.read(dev));
@@ -316,6 +356,12 @@ impl State {
     /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
     fn take_hooks(&mut self) {
         let (states, read) = self.inbox.take();
+        if !states.is_empty() || read {
+            self.noticed_by = match &self.events {
+                Some(e) if e.push => crate::event::EventChannel::Push,
+                _ => crate::event::EventChannel::Webhook,
+            };
+        }
         if !states.is_empty() && read && self.device.online {
             // Published before the read: a pushed or hooked switch is visible at once, not one round trip later.
             let _ = self.op(false, |dev, drv| drv.hook(dev, &states, false));
@@ -334,6 +380,7 @@ impl State {
         f: impl FnOnce(&mut Device, &mut dyn Driver) -> Result<T>,
     ) -> Result<T> {
         let was_online = self.device.online;
+        let was_profile = self.device.profile.clone();
         let result = match self.backoff.gate() {
             Gate::Wait(message) => Err(Error::WorkerFailed {
                 device: self.device.label(),
@@ -361,7 +408,39 @@ impl State {
         }
         self.log_transition(was_online);
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.device);
+        if self.device.profile != was_profile && self.contacted {
+            // Switching the profile deletes the device's webhooks: install them again at the next read.
+            self.hooks_synced = false;
+            self.profile_changed(was_profile);
+        }
         result
+    }
+
+    /// The device reports another profile than before (switched in the vendor app while we run): the driver
+    /// logged it and set `ConfigMismatch`; the application hears of it as an event too.
+    fn profile_changed(&self, was: Option<String>) {
+        let Some(events) = &self.events else {
+            return;
+        };
+        let d = &self.device;
+        let mut params = crate::objects::Attributes::new();
+        params.insert("Profile".into(), d.profile.clone().into());
+        params.insert("PreviousProfile".into(), was.into());
+        params.insert("ConfigMismatch".into(), d.config_mismatch.clone().into());
+        events.queue.push(crate::event::WebhookEvent {
+            event: crate::event::PROFILE_CHANGED.into(),
+            device: d.name.clone(),
+            device_id: Some(d.id),
+            object_type: Some("device".into()),
+            received_at: crate::clock::rfc3339_now(),
+            source: d.hostname.clone().unwrap_or_default(),
+            params,
+            channel: self.noticed_by,
+            ..crate::event::WebhookEvent::default()
+        });
+        if let Some(w) = &events.wake {
+            w.set();
+        }
     }
 
     /// Calls the driver, turning a panic into a failure. The worker decides `Online` from what the driver saw
@@ -583,6 +662,8 @@ mod tests {
                 inbox: Arc::default(),
                 peers: Arc::default(),
                 refreshes: false,
+                follow: None,
+                events: None,
             },
             started_tx,
         )
@@ -639,6 +720,8 @@ mod tests {
                 inbox: Arc::default(),
                 peers: Arc::default(),
                 refreshes: false,
+                follow: None,
+                events: None,
             },
             started_tx,
         )

@@ -36,6 +36,10 @@ pub(crate) struct Gen1 {
     introduced: bool,
     hooks: Option<HookPlan>,
     credentials: Credentials,
+    /// During the first contact at open: the components its reported mode may give the device.
+    follow: Option<std::sync::Arc<crate::plan::Follow>>,
+    /// `/settings` named the same mode for a status that did not fit it: not asked again in this contact period.
+    recheck_off: bool,
 }
 
 impl Gen1 {
@@ -55,6 +59,8 @@ impl Gen1 {
             introduced: false,
             hooks,
             credentials,
+            follow: None,
+            recheck_off: false,
         }
     }
 
@@ -189,17 +195,29 @@ impl Gen1 {
         if !self.model.profiles.is_empty() {
             let settings = self.get(dev, "/settings")?;
             let mode = text(&settings, &["mode"]);
-            self.shape = profile::detect(dev, &self.model, mode.as_deref());
+            self.shape = profile::detect(dev, &self.model, mode.as_deref(), self.follow.as_deref());
         }
         self.introduced = true;
         Ok(())
     }
 
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
+        let earlier = self.introduced;
         if !self.introduced {
             self.introduce(dev)?;
         }
         let status = self.get(dev, "/status")?;
+        // Rollers in a device introduced in relay mode, or none in roller mode: the mode was switched since;
+        // `/settings` is asked again, which reports it (log, `ConfigMismatch`).
+        if earlier
+            && !self.model.profiles.is_empty()
+            && !self.recheck_off
+            && (self.shape.covers > 0) != status.get("rollers").is_some()
+        {
+            let was = self.shape.profile.clone();
+            self.introduce(dev)?;
+            self.recheck_off = self.shape.profile == was;
+        }
         apply_status(
             dev,
             &self.model,
@@ -272,10 +290,15 @@ impl Driver for Gen1 {
 
     fn forget(&mut self) {
         self.introduced = false;
+        self.recheck_off = false;
     }
 
     fn set_quick(&mut self, quick: bool) {
         self.http.set_quick(quick);
+    }
+
+    fn follow(&mut self, follow: Option<std::sync::Arc<crate::plan::Follow>>) {
+        self.follow = follow;
     }
 
     fn reach(&mut self) -> Option<bool> {

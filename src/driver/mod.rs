@@ -118,6 +118,10 @@ pub(crate) trait Driver: Send {
     /// One attempt per request (`true`, the quick first contact at open) or the retry policy.
     fn set_quick(&mut self, _quick: bool) {}
 
+    /// The components the device may take from the profile it reports at its first contact at open (the
+    /// worker gives them for that contact only, then `None`: the shape is fixed for the controller's life).
+    fn follow(&mut self, _follow: Option<Arc<crate::plan::Follow>>) {}
+
     /// Whether the device answered during the operations since the last call (`None`: nothing learned, for
     /// example a simulated device, whose `Online` is in its file).
     fn reach(&mut self) -> Option<bool> {

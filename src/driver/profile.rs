@@ -1,14 +1,24 @@
 //! Device profiles: what a device says it is (`/shelly` `profile`, Gen1 `/settings` `mode`) against what the
-//! configuration planned. A device that is not what the configuration says is reported, never guessed at: the
-//! planned components it does not have stay unknown and operations on them fail with the reason.
+//! configuration planned. Where the configuration left the shape open, the profile reported at the first
+//! contact at open decides the components (`plan::Follow`); after that, and wherever the configuration named a
+//! shape, a device that is not what was planned is reported, never guessed at: the planned components it does
+//! not have stay unknown and operations on them fail with the reason.
 
 use crate::error::{Error, Result};
 use crate::models::{ModelInfo, Shape};
 use crate::objects::{ComponentKind, Device};
+use crate::plan::Follow;
 
-/// Records the profile a device reported and returns its shape. Sets (or clears) `Device::config_mismatch`
-/// and warns once per change when the shape differs from the planned components.
-pub(crate) fn detect(dev: &mut Device, model: &ModelInfo, reported: Option<&str>) -> Shape {
+/// Records the profile a device reported and returns its shape. With `follow` (the first contact at open of a
+/// device whose configuration left its shape open) the device takes that profile's components; otherwise sets
+/// (or clears) `Device::config_mismatch` and warns once per change when the shape differs from the planned
+/// components.
+pub(crate) fn detect(
+    dev: &mut Device,
+    model: &ModelInfo,
+    reported: Option<&str>,
+    follow: Option<&Follow>,
+) -> Shape {
     let Some(name) = reported.filter(|r| !r.is_empty()) else {
         // Models with one shape (and older firmware) do not say; the planned shape stands.
         return planned_shape(dev, model);
@@ -29,6 +39,14 @@ pub(crate) fn detect(dev: &mut Device, model: &ModelInfo, reported: Option<&str>
             return planned_shape(dev, model);
         }
     };
+    if let Some(components) = follow.and_then(|f| f.profile(name)) {
+        components.apply(dev);
+        log::info!(
+            "device {}: in profile {name} ({}) at first contact; its components follow it (the configuration names no Profile)",
+            dev.label(),
+            shape.describe()
+        );
+    }
     let planned = planned_shape(dev, model);
     let message = differs(&planned, &shape).then(|| mismatch_message(dev, &planned, &shape));
     if message.is_some() && message != dev.config_mismatch {
@@ -184,7 +202,7 @@ mod tests {
     #[test]
     fn a_device_in_another_profile_is_reported_with_both_shapes_and_the_fix() {
         let (mut dev, model) = two_pm_as_switch();
-        let shape = detect(&mut dev, &model, Some("cover"));
+        let shape = detect(&mut dev, &model, Some("cover"), None);
         assert_eq!((shape.outputs, shape.covers), (0, 1));
         let m = dev.config_mismatch.clone().unwrap();
         assert!(
@@ -200,7 +218,7 @@ mod tests {
         let e = check_has(&dev, &shape, ComponentKind::Output, 0).unwrap_err();
         assert!(e.to_string().contains("Profile: cover"), "{e}");
         // Back in the planned profile: the mismatch clears.
-        let shape = detect(&mut dev, &model, Some("switch"));
+        let shape = detect(&mut dev, &model, Some("switch"), None);
         assert!(dev.config_mismatch.is_none());
         assert!(check_has(&dev, &shape, ComponentKind::Output, 1).is_ok());
     }
@@ -208,12 +226,12 @@ mod tests {
     #[test]
     fn a_matching_profile_or_none_reported_is_no_mismatch() {
         let (mut dev, model) = two_pm_as_switch();
-        detect(&mut dev, &model, None);
+        detect(&mut dev, &model, None, None);
         assert!(dev.config_mismatch.is_none());
         dev.outputs.clear();
         dev.meters.truncate(1);
         dev.covers.push(Cover::default());
-        let shape = detect(&mut dev, &model, Some("cover"));
+        let shape = detect(&mut dev, &model, Some("cover"), None);
         assert!(dev.config_mismatch.is_none());
         assert!(check_has(&dev, &shape, ComponentKind::Cover, 0).is_ok());
         assert!(check_has(&dev, &shape, ComponentKind::Cover, 1).is_err());

@@ -36,6 +36,8 @@ pub(crate) struct Tasmota {
     credentials: Credentials,
     /// Configured covers whose shutter the last status did not report (shutter mode not enabled).
     missing_shutters: Vec<usize>,
+    /// During the first contact at open of a device without `Covers`: the covers its shutters become.
+    follow: Option<std::sync::Arc<crate::plan::Follow>>,
 }
 
 /// Texts for "on" and "off" in Tasmota's language builds, upper-case.
@@ -72,6 +74,7 @@ impl Tasmota {
             base,
             credentials,
             missing_shutters: Vec::new(),
+            follow: None,
         }
     }
 
@@ -135,6 +138,9 @@ impl Tasmota {
 
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
         let status = self.command(dev, "Status 0")?;
+        if let Some(follow) = &self.follow {
+            take_shutters(dev, &status, follow);
+        }
         if let Some(missing) = apply_status(dev, &status, &clock::rfc3339_now()) {
             self.missing_shutters = missing;
         }
@@ -193,6 +199,10 @@ impl Driver for Tasmota {
 
     fn set_quick(&mut self, quick: bool) {
         self.http.set_quick(quick);
+    }
+
+    fn follow(&mut self, follow: Option<std::sync::Arc<crate::plan::Follow>>) {
+        self.follow = follow;
     }
 
     fn reach(&mut self) -> Option<bool> {
@@ -459,6 +469,31 @@ pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) -> Option<Vec
         "every configured cover is a shutter now",
     );
     Some(missing)
+}
+
+/// At the first contact at open of a device without `Covers`: each shutter the device reports
+/// (`Shutter1`, `Shutter2`, … in `StatusSNS`) becomes a cover, with the ID the plan reserved for it.
+fn take_shutters(dev: &mut Device, status: &Value, follow: &crate::plan::Follow) {
+    let Some(sns) = status.get("StatusSNS").filter(|v| v.is_object()) else {
+        return;
+    };
+    let n = (1..)
+        .take_while(|i| sns.get(format!("Shutter{i}")).is_some_and(Value::is_object))
+        .count();
+    if n > follow.shutters.len() {
+        log::warn!(
+            "device {}: reports {n} shutters; only the first {} become covers without configuration: list them under Covers",
+            dev.label(),
+            follow.shutters.len()
+        );
+    }
+    dev.covers = follow.shutters[..n.min(follow.shutters.len())].to_vec();
+    if n > 0 {
+        log::info!(
+            "device {}: {n} shutter(s) at first contact; its covers follow them (the configuration lists no Covers)",
+            dev.label()
+        );
+    }
 }
 
 #[cfg(test)]

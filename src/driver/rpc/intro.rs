@@ -25,7 +25,12 @@ impl Rpc {
         let generation = num(&info, &["gen"]);
         identify(dev, &self.model, reported.as_deref(), generation.is_none());
         let profile = text(&info, &["profile"]);
-        self.shape = crate::driver::profile::detect(dev, &self.model, profile.as_deref());
+        self.shape = crate::driver::profile::detect(
+            dev,
+            &self.model,
+            profile.as_deref(),
+            self.follow.as_deref(),
+        );
         self.introduced = true;
         Ok(())
     }

@@ -61,6 +61,11 @@ pub(crate) struct Rpc {
     nonce: Option<(Challenge, u32)>,
     /// The device's push connection, used for requests while it is up (`Channel: auto`).
     tunnel: Option<Arc<Tunnel>>,
+    /// During the first contact at open: the components its reported profile may give the device.
+    follow: Option<Arc<crate::plan::Follow>>,
+    /// `/shelly` named the same profile for a status that did not fit it: not asked again in this contact
+    /// period (a firmware with other status keys must not cost a request per read).
+    recheck_off: bool,
 }
 
 impl Rpc {
@@ -87,10 +92,14 @@ impl Rpc {
             credentials,
             nonce: None,
             tunnel,
+            follow: None,
+            recheck_off: false,
         }
     }
 
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
+        // A status of a device introduced in an earlier contact may show another profile.
+        let earlier = self.introduced;
         if !self.introduced {
             self.introduce(dev)?;
         }
@@ -106,12 +115,15 @@ impl Rpc {
         // Right after a (re)connect the subscription's answer is the read.
         let prefetched = self.tunnel.as_ref().and_then(|t| t.take_prefetched());
         match prefetched {
-            Some(status) => self.take_pushed(dev, &status),
+            Some(status) => self.take_pushed(dev, &status, earlier)?,
             None => {
                 if let Some(t) = &self.tunnel {
                     t.reading();
                 }
                 let status = self.call(dev, "Shelly.GetStatus", None)?;
+                if earlier {
+                    self.recheck_profile(dev, &status)?;
+                }
                 apply_status(
                     dev,
                     &self.model,
@@ -130,10 +142,44 @@ impl Rpc {
     }
 
     /// A status the push channel brought (the subscription's answer, or notifications merged into the last one):
-    /// the device spoke, and this is its state.
-    fn take_pushed(&mut self, dev: &mut Device, status: &serde_json::Value) {
+    /// the device spoke, and this is its state. `recheck`: the device was introduced before this status.
+    fn take_pushed(
+        &mut self,
+        dev: &mut Device,
+        status: &serde_json::Value,
+        recheck: bool,
+    ) -> Result<()> {
         self.http.record_reach(true);
+        if recheck {
+            self.recheck_profile(dev, status)?;
+        }
         apply_status(dev, &self.model, &self.shape, status, &clock::rfc3339_now());
+        Ok(())
+    }
+
+    /// A status whose components are not those of the profile the device introduced itself with: it was
+    /// switched to another profile since (it reboots into it, and the push channel sends the new full status).
+    /// `/shelly` is asked again, which reports the new profile (log, `ConfigMismatch`).
+    fn recheck_profile(&mut self, dev: &mut Device, status: &serde_json::Value) -> Result<()> {
+        let outputs = match self.model.output_kind {
+            OutputKind::Switch => "switch:0",
+            OutputKind::Light => "light:0",
+        };
+        if self.model.profiles.is_empty()
+            || self.recheck_off
+            || status_fits(&self.shape, status, outputs)
+        {
+            return Ok(());
+        }
+        log::debug!(
+            "device {}: the status has other components than profile {}; asking /shelly again",
+            dev.label(),
+            self.shape.profile.as_deref().unwrap_or("default")
+        );
+        let was = self.shape.profile.clone();
+        self.introduce(dev)?;
+        self.recheck_off = self.shape.profile == was;
+        Ok(())
     }
 
     /// Whether reconciling hooks needs `Webhook.ListSupported` (some hook is wanted on this device).
@@ -195,10 +241,7 @@ impl Driver for Rpc {
             .filter(|_| self.introduced)
             .and_then(|t| t.take_mirror());
         match mirrored {
-            Some(status) => {
-                self.take_pushed(dev, &status);
-                Ok(())
-            }
+            Some(status) => self.take_pushed(dev, &status, true),
             None => self.read(dev),
         }
     }
@@ -212,11 +255,16 @@ impl Driver for Rpc {
         self.introduced = false;
         self.probes_mapped = false;
         self.supported_known = false;
+        self.recheck_off = false;
     }
 
     fn set_quick(&mut self, quick: bool) {
         self.quick = quick;
         self.http.set_quick(quick);
+    }
+
+    fn follow(&mut self, follow: Option<Arc<crate::plan::Follow>>) {
+        self.follow = follow;
     }
 
     fn reach(&mut self) -> Option<bool> {
@@ -256,6 +304,18 @@ impl Driver for Rpc {
     }
 }
 
+/// Whether a `Shelly.GetStatus` result has the components of `shape`: outputs as `outputs` (`switch:0` or
+/// `light:0`), covers as `cover:0`, three-phase meters as `em:0`, per-channel meters as `em1:0`.
+fn status_fits(shape: &Shape, status: &serde_json::Value, outputs: &str) -> bool {
+    let has = |key: &str| status.get(key).is_some();
+    let meters = match shape.meter_source {
+        crate::models::MeterSource::Em => has("em:0"),
+        crate::models::MeterSource::Em1 => has("em1:0"),
+        _ => true,
+    };
+    (shape.outputs > 0) == has(outputs) && (shape.covers > 0) == has("cover:0") && meters
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +324,27 @@ mod tests {
 
     fn device(model: &ModelInfo) -> Device {
         Device::with_components(model.inputs, model.outputs, model.meters)
+    }
+
+    #[test]
+    fn a_status_of_another_profile_does_not_fit() {
+        let lib = ModelLibrary::embedded();
+        let two = lib.get("Shelly2PMG4").unwrap();
+        let (switch, cover) = (two.shape("switch").unwrap(), two.shape("cover").unwrap());
+        let as_switch = json!({"switch:0": {}, "switch:1": {}, "input:0": {}});
+        let as_cover = json!({"cover:0": {}, "input:0": {}});
+        assert!(status_fits(&switch, &as_switch, "switch:0"));
+        assert!(!status_fits(&switch, &as_cover, "switch:0"));
+        assert!(status_fits(&cover, &as_cover, "switch:0"));
+        assert!(!status_fits(&cover, &as_switch, "switch:0"));
+        let em = lib.get("ShellyPro3EM").unwrap();
+        let (tri, mono) = (
+            em.shape("triphase").unwrap(),
+            em.shape("monophase").unwrap(),
+        );
+        assert!(status_fits(&tri, &json!({"em:0": {}}), "switch:0"));
+        assert!(!status_fits(&tri, &json!({"em1:0": {}}), "switch:0"));
+        assert!(status_fits(&mono, &json!({"em1:0": {}}), "switch:0"));
     }
 
     #[test]
