@@ -242,7 +242,8 @@ func readText(call textCall) ([]byte, error) {
 
 // getDeviceBuffer is the buffer GetDevice passes to sd_get_device: big enough for any usual device object, so
 // the object comes with the one read. A bigger object is fetched with sd_device after it (no second read).
-const getDeviceBuffer = 64 << 10
+// A variable only so that a test can take that path.
+var getDeviceBuffer = 64 << 10
 
 // GetDevice is the spec's get_device (C sd_get_device, Rust get_device, Python get_device): it reads the device
 // now (device I/O) and returns its object. When the read fails, the error (ErrTimeout, ErrDevice, ErrOffline,

@@ -1,6 +1,7 @@
 //! The exported `sd_` functions. Contract (also in the README's C section): every fallible function returns
-//! `sd_result`; out-parameters are written only on `SD_OK`, with two exceptions: `*needed` also on
-//! `SD_INSUFFICIENT_SIZE`, and `sd_refresh_all`'s `*failures` whenever every device was tried;
+//! `sd_result`; out-parameters are written only on `SD_OK`, with three exceptions: `*needed` also on
+//! `SD_INSUFFICIENT_SIZE`, `sd_refresh_all`'s `*failures` whenever every device was tried, and `sd_get_device`'s
+//! object (with `*needed`) also with a device's 3xx code;
 //! the handle comes first, then inputs, then outputs; identities are a name (`const char *`, NULL when unused)
 //! plus an ID (`int64_t`), and the name wins when given; strings in are UTF-8 and borrowed for the call; text out
 //! goes into caller-owned buffers, NUL-terminated.

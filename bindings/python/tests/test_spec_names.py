@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import socket
 import warnings
+from unittest import mock
 
 import smartdev
+import smartdev.controller
 
 from .support import SimulatedCase
 
@@ -43,6 +45,24 @@ class GetDeviceTest(SimulatedCase):
         self.assertIs(device["Online"], False)
         self.assertIn("connection refused", device["LastError"])
         self.assertIsNone(device["Outputs"][0]["State"])
+
+    def test_an_object_bigger_than_the_buffer_is_read_once(self) -> None:
+        # A buffer too small for any object: sd_get_device reads, answers SD_INSUFFICIENT_SIZE, and the binding
+        # takes the object with sd_device and the read's outcome from the message.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        ctl = self.open(extra_devices=f"    - {{Name: Shed, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}}}\n")
+        with mock.patch.object(smartdev.controller, "_GET_DEVICE_BUFFER", 8):
+            (self.dir / "Garage.json").write_text(json.dumps({"Outputs": [{"ComponentIndex": 0, "State": True}]}))
+            d = ctl.get_device("Garage")
+            self.assertIs(d["Outputs"][0]["State"], True)
+            with self.assertRaises(smartdev.DeviceError) as cm:
+                ctl.get_device("Shed")
+        device = cm.exception.device
+        assert device is not None
+        self.assertIs(device["Online"], False)
+        self.assertIn("connection refused", device["LastError"])
 
     def test_get_device_component_is_component(self) -> None:
         ctl = self.open()
