@@ -11,9 +11,21 @@
 #include <stddef.h>
 #include <stdint.h>
 #define SMARTDEV_VERSION_MAJOR 0
-#define SMARTDEV_VERSION_MINOR 1
+#define SMARTDEV_VERSION_MINOR 2
 #define SMARTDEV_VERSION_PATCH 0
-#define SMARTDEV_VERSION "0.1.0"
+#define SMARTDEV_VERSION "0.2.0"
+
+/* Marks a renamed function: the compiler warns and names the replacement. Define SD_NO_DEPRECATION_WARNINGS
+   before including this header to silence the warnings. */
+#if defined(SD_NO_DEPRECATION_WARNINGS)
+#define SD_DEPRECATED(msg)
+#elif defined(__GNUC__) || defined(__clang__)
+#define SD_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#elif defined(_MSC_VER)
+#define SD_DEPRECATED(msg) __declspec(deprecated(msg))
+#else
+#define SD_DEPRECATED(msg)
+#endif
 
 
 /*
@@ -213,12 +225,23 @@ typedef enum sd_cover_state {
  - sd_open / sd_open_yaml: load a configuration and start everything.
  - sd_close: stop every thread, free the controller, set the caller's pointer to NULL.
 
- Naming rule (the same in Rust, Go, Python and sdctl): `sd_read_*` and `sd_refresh_*` do device I/O; every
- other getter returns the last known state at once.
+ Naming rule (the same in Rust, Go, Python and sdctl): `sd_read_*`, `sd_refresh_*` and the spec's
+ `sd_get_device` do device I/O; every other getter returns the last known state at once.
+
+ | reads the device (I/O)                        | last known state (no I/O)                          |
+ |-----------------------------------------------|----------------------------------------------------|
+ | sd_get_device (object JSON, also on failure)  | sd_device, sd_devices                              |
+ | sd_read_device, sd_refresh_all                | sd_get_device_component, sd_component              |
+ | sd_read_device_online                         | sd_is_device_online, sd_output_state, sd_input_state, sd_meter, sd_cover, sd_sensor_value |
+
+ - sd_get_device: the spec's get_device — reads the device and writes its object; on failure the device's
+   error code AND the object (`"Online":false`, `"LastError"`).
  - sd_read_device / sd_refresh_all / sd_read_device_online: read one device, every device in parallel, or
    one device and say whether it answered.
- - sd_device / sd_devices / sd_component: objects as JSON (last known state), covers and sensors included
-   (`SD_KIND_COVER`, `SD_KIND_SENSOR`).
+ - sd_device / sd_devices / sd_component / sd_get_device_component: objects as JSON (last known state),
+   covers and sensors included (`SD_KIND_COVER`, `SD_KIND_SENSOR`).
+ - Deprecated 0.1.0 names, kept with their 0.1.0 meaning: sd_get_devices (= sd_devices), sd_get_output_state,
+   sd_get_input_state, sd_get_meter, sd_get_device_online (= sd_is_device_online, no I/O).
  - sd_output_state / sd_input_state / sd_meter / sd_cover / sd_sensor_value / sd_is_device_online: typed
    hot-path getters (last known). A state or value the device has not reported is `SD_UNKNOWN` (or a
    validity flag that is false), never `false` or 0.
@@ -370,7 +393,7 @@ extern "C" {
 #endif // __cplusplus
 
 /*
- The library version, e.g. `"0.1.0"` (static; never free it).
+ The library version, e.g. `"0.2.0"` (static; never free it).
  */
 const char *sd_version(void);
 
@@ -472,6 +495,32 @@ enum sd_result sd_device(const struct sd_controller *ctl,
                          size_t *needed);
 
 /*
+ The spec's `get_device`: reads the device now (device I/O, like `sd_read_device`), then writes its object
+ as JSON (like `sd_device`). Rust `get_device`, Go `GetDevice` and Python `get_device` mean the same.
+
+ When the read fails, the result is the device's error code (`SD_TIMEOUT`, `SD_DEVICE`, `SD_OFFLINE`,
+ `SD_AUTH`, ... — every 3xx code) AND `buf` holds the object as it stands after the failure (`"Online":false`
+ and `"LastError"` saying why, when it could not be reached), with `*needed` written; the message is in
+ `sd_last_error_message`. `SD_NOT_FOUND` and the 1xx argument codes write nothing.
+
+ The device is read on every call, also when the buffer is too small: the result is then
+ `SD_INSUFFICIENT_SIZE` with `*needed` (whatever the read gave; the message says how the read went). Do not
+ call `sd_get_device` again to fetch the object — that reads the device a second time: call `sd_device` with
+ a buffer of `*needed` bytes, which returns the object just read without device I/O (its `Online` and
+ `LastError` say whether the read succeeded). A size query (`buf` NULL, `len` 0) therefore reads too.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string; `buf` valid for `len` bytes (or NULL with `len` 0); `needed`
+ valid.
+ */
+enum sd_result sd_get_device(const struct sd_controller *ctl,
+                             const char *name,
+                             int64_t id,
+                             char *buf,
+                             size_t len,
+                             size_t *needed);
+
+/*
  Writes every device's object as a JSON array, as last read (no device I/O).
 
  # Safety
@@ -481,8 +530,9 @@ enum sd_result sd_devices(const struct sd_controller *ctl, char *buf, size_t len
 
 /*
  Writes one component (`SD_KIND_INPUT`, `SD_KIND_OUTPUT`, `SD_KIND_METER`, `SD_KIND_TEMP_PROBE`,
- `SD_KIND_COVER`, `SD_KIND_SENSOR`) as JSON, as last read. Values not reported yet are `null` (a cover's
- `State` is then `null`, never `"closed"`; a sensor's `Value` is `null`, never 0).
+ `SD_KIND_COVER`, `SD_KIND_SENSOR`) as JSON, as last read (no device I/O). Values not reported yet are `null`
+ (a cover's `State` is then `null`, never `"closed"`; a sensor's `Value` is `null`, never 0). The same as
+ `sd_get_device_component`.
 
  # Safety
  As for `sd_device`.
@@ -494,6 +544,22 @@ enum sd_result sd_component(const struct sd_controller *ctl,
                             char *buf,
                             size_t len,
                             size_t *needed);
+
+/*
+ The spec's `get_device_component`: one component (`SD_KIND_*`) as JSON, as last read (no device I/O) —
+ the same as `sd_component`, under the name the spec gives (Rust `get_device_component`, Go
+ `GetDeviceComponent`, Python `get_device_component`).
+
+ # Safety
+ As for `sd_device`.
+ */
+enum sd_result sd_get_device_component(const struct sd_controller *ctl,
+                                       int kind,
+                                       const char *name,
+                                       int64_t id,
+                                       char *buf,
+                                       size_t len,
+                                       size_t *needed);
 
 /*
  Switches an output on (`desired` true) or off. On `SD_OK`, `*state` is the new state as the device reports
@@ -742,6 +808,72 @@ enum sd_result sd_is_device_online(const struct sd_controller *ctl,
                                    const char *name,
                                    int64_t id,
                                    bool *online);
+
+/*
+ Deprecated (0.2.0): the 0.1.0 name of `sd_devices` — every device's object as a JSON array, as last read
+ (no device I/O). Same arguments, same meaning.
+
+ # Safety
+ As for `sd_devices`.
+ */
+SD_DEPRECATED("renamed sd_devices (same arguments and meaning: last known state, no device I/O)")
+enum sd_result sd_get_devices(const struct sd_controller *ctl,
+                              char *buf,
+                              size_t len,
+                              size_t *needed);
+
+/*
+ Deprecated (0.2.0): the 0.1.0 name of `sd_output_state` — whether an output is on, as last read (no device
+ I/O). Same arguments, same meaning (`SD_UNKNOWN` when not reported).
+
+ # Safety
+ As for `sd_output_state`.
+ */
+SD_DEPRECATED("renamed sd_output_state (same arguments and meaning: last known state, no device I/O)")
+enum sd_result sd_get_output_state(const struct sd_controller *ctl,
+                                   const char *name,
+                                   int64_t id,
+                                   bool *state);
+
+/*
+ Deprecated (0.2.0): the 0.1.0 name of `sd_input_state` — whether an input is on, as last read (no device
+ I/O). Same arguments, same meaning (`SD_UNKNOWN` when not reported).
+
+ # Safety
+ As for `sd_input_state`.
+ */
+SD_DEPRECATED("renamed sd_input_state (same arguments and meaning: last known state, no device I/O)")
+enum sd_result sd_get_input_state(const struct sd_controller *ctl,
+                                  const char *name,
+                                  int64_t id,
+                                  bool *state);
+
+/*
+ Deprecated (0.2.0): the 0.1.0 name of `sd_meter` — a meter's readings as last read (no device I/O), with a
+ validity flag per value. Same arguments, same meaning.
+
+ # Safety
+ As for `sd_meter`.
+ */
+SD_DEPRECATED("renamed sd_meter (same arguments and meaning: last known state, no device I/O)")
+enum sd_result sd_get_meter(const struct sd_controller *ctl,
+                            const char *name,
+                            int64_t id,
+                            struct sd_meter_reading *reading);
+
+/*
+ Deprecated (0.2.0): the 0.1.0 name of `sd_is_device_online` — whether the device was online at its last
+ contact, as last known (NO device I/O: what `sd_get_device_online` did in 0.1.0, so it stays a cheap
+ getter; `sd_read_device_online` reads the device now). Same arguments, same meaning.
+
+ # Safety
+ As for `sd_is_device_online`.
+ */
+SD_DEPRECATED("renamed sd_is_device_online (same arguments and meaning: last known, no device I/O; sd_read_device_online reads the device)")
+enum sd_result sd_get_device_online(const struct sd_controller *ctl,
+                                    const char *name,
+                                    int64_t id,
+                                    bool *online);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -77,10 +77,44 @@ impl RefreshReport {
     }
 }
 
+/// Why [`Controller::get_device`] failed, with the device object as it stands after the failed read.
+///
+/// `device` is `Some` whenever the device exists (its `online` false and `last_error` set when it could not
+/// be reached): the spec's `get_device` reports the error *and* the object, like C `sd_get_device`, Go
+/// `GetDevice` and Python `get_device`. `?` turns it into the plain [`Error`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct GetDeviceError {
+    /// What went wrong (`Timeout`, `Device`, `Offline`, `NotFound`, ...).
+    pub error: Error,
+    /// The device's object after the failure; `None` when there is no such device (`NotFound`) or the call
+    /// was refused before any read.
+    pub device: Option<Box<Device>>,
+}
+
+impl std::fmt::Display for GetDeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for GetDeviceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<GetDeviceError> for Error {
+    fn from(e: GetDeviceError) -> Self {
+        e.error
+    }
+}
+
 /// Manages all configured devices. Every method may be called from any thread at the same time.
 ///
-/// The naming rule, the same in Rust, C, Go, Python and sdctl: calls named `read_*` or `refresh_*` do device
-/// I/O; every other getter (`device`, `output`, `meters`, `component`, `is_device_online`,
+/// The naming rule, the same in Rust, C, Go, Python and sdctl: calls named `read_*` or `refresh_*` and the
+/// spec's [`get_device`](Controller::get_device) do device I/O; every other getter (`device`, `output`,
+/// `meters`, `component`, [`get_device_component`](Controller::get_device_component), `is_device_online`,
 /// `print_device_status`, ...) returns the last known state at once. The supervisor refreshes devices in the
 /// background every `RefreshInterval`. Dropping the controller closes it.
 pub struct Controller {
@@ -436,6 +470,44 @@ impl Controller {
         Ok((*self.snapshot(i)).clone())
     }
 
+    /// The spec's `get_device`: reads the device now (device I/O, like [`read_device`](Self::read_device))
+    /// and returns its object. When the read fails, the error comes with the device's object as it stands
+    /// after the failure ([`GetDeviceError::device`]: `online` false and `last_error` set when it could not be
+    /// reached), so nothing has to be read twice. The same meaning as C `sd_get_device`, Go `GetDevice` and
+    /// Python `get_device`.
+    pub fn get_device(
+        &self,
+        device: impl Into<Identity>,
+    ) -> std::result::Result<Device, GetDeviceError> {
+        let device = &device.into();
+        let i = self
+            .shared
+            .directory
+            .device(device)
+            .map_err(|error| GetDeviceError {
+                error,
+                device: None,
+            })?;
+        match self.refresh_index(i) {
+            Ok(()) => Ok((*self.snapshot(i)).clone()),
+            Err(error) => Err(GetDeviceError {
+                error,
+                device: Some(Box::new((*self.snapshot(i)).clone())),
+            }),
+        }
+    }
+
+    /// The spec's `get_device_component`: one component as last read (no device I/O), the same as
+    /// [`component`](Self::component). C `sd_get_device_component`, Go `GetDeviceComponent` and Python
+    /// `get_device_component` mean the same.
+    pub fn get_device_component(
+        &self,
+        kind: ComponentKind,
+        component: impl Into<Identity>,
+    ) -> Result<Component> {
+        self.component(kind, component)
+    }
+
     /// The device's object as last read, without device I/O.
     pub fn device(&self, device: impl Into<Identity>) -> Result<Device> {
         let device = &device.into();
@@ -536,6 +608,80 @@ impl Controller {
     /// All sensors of all devices, as last read.
     pub fn sensors(&self) -> Vec<Sensor> {
         self.collect(|d| d.sensors.clone())
+    }
+
+    // Names of 0.1.0, renamed by the naming rule (read_*/refresh_* do device I/O); kept for one release at least.
+
+    /// One input as last read (renamed `input` in 0.2.0).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `input` (same meaning: last known state, no device I/O)"
+    )]
+    pub fn get_input(&self, input: impl Into<Identity>) -> Result<Input> {
+        self.input(input)
+    }
+
+    /// One output as last read (renamed `output` in 0.2.0).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `output` (same meaning: last known state, no device I/O)"
+    )]
+    pub fn get_output(&self, output: impl Into<Identity>) -> Result<Output> {
+        self.output(output)
+    }
+
+    /// One meter as last read (renamed `meter` in 0.2.0).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `meter` (same meaning: last known state, no device I/O)"
+    )]
+    pub fn get_meter(&self, meter: impl Into<Identity>) -> Result<Meter> {
+        self.meter(meter)
+    }
+
+    /// One temperature probe as last read (renamed `temp_probe` in 0.2.0).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `temp_probe` (same meaning: last known state, no device I/O)"
+    )]
+    pub fn get_temp_probe(&self, probe: impl Into<Identity>) -> Result<TempProbe> {
+        self.temp_probe(probe)
+    }
+
+    /// All inputs of all devices, as last read (renamed `inputs` in 0.2.0).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `inputs` (same meaning: last known state, no device I/O)"
+    )]
+    pub fn get_inputs(&self) -> Vec<Input> {
+        self.inputs()
+    }
+
+    /// All outputs of all devices, as last read (renamed `outputs` in 0.2.0).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `outputs` (same meaning: last known state, no device I/O)"
+    )]
+    pub fn get_outputs(&self) -> Vec<Output> {
+        self.outputs()
+    }
+
+    /// All meters of all devices, as last read (renamed `meters` in 0.2.0).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `meters` (same meaning: last known state, no device I/O)"
+    )]
+    pub fn get_meters(&self) -> Vec<Meter> {
+        self.meters()
+    }
+
+    /// All temperature probes of all devices, as last read (renamed `temp_probes` in 0.2.0).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `temp_probes` (same meaning: last known state, no device I/O)"
+    )]
+    pub fn get_temp_probes(&self) -> Vec<TempProbe> {
+        self.temp_probes()
     }
 
     /// Makes a cover open, close, stop or go to a position, and returns it as the device reports it right after

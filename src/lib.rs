@@ -32,8 +32,8 @@
 //!
 //! ## Where to go next
 //!
-//! - [`Controller`]: every operation; calls named `read_*`/`refresh_*` do device I/O, every other getter returns
-//!   the last known state at once.
+//! - [`Controller`]: every operation; calls named `read_*`/`refresh_*` and the spec's `get_device` do device
+//!   I/O, every other getter returns the last known state at once.
 //! - [`ControllerBuilder`]: validation dictionary extensions, a model library file, a [`WakeFlag`].
 //! - [`emulator`]: emulated Shelly and Tasmota devices over real HTTP on 127.0.0.1 (also `sdctl emulate`).
 //! - `examples/basic.rs` (a tour), `examples/c/` (the C API with pkg-config), `examples/bench_*.rs`
@@ -78,7 +78,7 @@ mod yaml;
 
 pub use builder::ControllerBuilder;
 pub use config::{Channel, ConfigLoader, Rule, Settings, ValidationDictionary, ValueType};
-pub use controller::{Controller, QueueStats, RefreshFailure, RefreshReport};
+pub use controller::{Controller, GetDeviceError, QueueStats, RefreshFailure, RefreshReport};
 pub use driver::OutputAction;
 /// Preview of the push channel's transport (RFC 6455 client, Shelly JSON-RPC and notifications over it): not
 /// wired into the drivers and not a stable API yet; public for the integration tests (`tests/ws_transport.rs`).

@@ -24,8 +24,23 @@ fn static_lib() -> &'static Path {
     })
 }
 
-/// Compiles `tests/c/<name>.c` (optionally with sanitizers) into `dir`.
+/// Compiles `tests/c/<name>.c` (optionally with sanitizers) into `dir`, linked with the static library.
 fn compile(name: &str, dir: &Path, sanitize: bool) -> PathBuf {
+    let link: Vec<String> = std::iter::once(static_lib().display().to_string())
+        .chain(LINK.iter().map(|s| s.to_string()))
+        .collect();
+    compile_with(name, dir, sanitize, &[], &link).0
+}
+
+/// Compiles `tests/c/<name>.c` with `-std=c11 -Wall -Wextra -Werror`, `flags` and the libraries `link`;
+/// returns the program and the compiler's stderr (its warnings).
+fn compile_with(
+    name: &str,
+    dir: &Path,
+    sanitize: bool,
+    flags: &[&str],
+    link: &[String],
+) -> (PathBuf, String) {
     let root = env!("CARGO_MANIFEST_DIR");
     let exe = dir.join(if sanitize {
         format!("{name}-san")
@@ -33,7 +48,10 @@ fn compile(name: &str, dir: &Path, sanitize: bool) -> PathBuf {
         name.to_string()
     });
     let mut cmd = Command::new("cc");
+    // Plain ASCII quotes in the compiler's messages (the warnings are checked).
+    cmd.env("LC_ALL", "C");
     cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g"]);
+    cmd.args(flags);
     if sanitize {
         cmd.args([
             "-fsanitize=address,undefined",
@@ -44,17 +62,13 @@ fn compile(name: &str, dir: &Path, sanitize: bool) -> PathBuf {
     cmd.arg(format!("-I{root}/include"))
         .arg(format!("-I{root}/tests/c"))
         .arg(format!("{root}/tests/c/{name}.c"))
-        .arg(static_lib())
-        .args(LINK)
+        .args(link)
         .arg("-o")
         .arg(&exe);
     let out = cmd.output().expect("a C compiler (cc) is installed");
-    assert!(
-        out.status.success(),
-        "compiling {name}.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "compiling {name}.c failed:\n{stderr}");
+    (exe, stderr)
 }
 
 /// Runs a compiled test program and checks its summary.
@@ -164,6 +178,130 @@ fn emulated_devices() {
         std::mem::forget(emu);
         env
     });
+}
+
+#[test]
+fn get_device_reads_and_reports_the_error_with_the_object() {
+    each_build("sd_int_get_device", |d| {
+        let emu = Emulator::start(
+            vec![
+                DeviceSpec::new("ShellyPlus1PM"),
+                DeviceSpec::new("Shelly1PMG3"),
+            ],
+            &ModelLibrary::embedded(),
+        )
+        .unwrap();
+        emu.set_fault(1, Fault::Blackhole);
+        let env = vec![
+            ("SD_TEST_DIR", d.path().display().to_string()),
+            ("SD_EMU_PORT_0", emu.port(0).to_string()),
+            ("SD_EMU_PORT_1", emu.port(1).to_string()),
+            ("SD_CLOSED_PORT", closed_port().to_string()),
+        ];
+        // The emulator must outlive the program run: leak it for the life of this test process.
+        std::mem::forget(emu);
+        env
+    });
+}
+
+/// The soname the shared library must carry: `libsmartdev.so.0.MINOR` before 1.0 (semver: a 0.x minor
+/// release may break the ABI), `libsmartdev.so.MAJOR` after.
+fn soname() -> String {
+    let (major, minor) = (
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR"),
+    );
+    if major == "0" {
+        format!("libsmartdev.so.0.{minor}")
+    } else {
+        format!("libsmartdev.so.{major}")
+    }
+}
+
+/// `readelf -d` of a file (dynamic section), or None when readelf is not installed.
+fn dynamic_section(file: &Path) -> Option<String> {
+    let out = Command::new("readelf").arg("-d").arg(file).output().ok()?;
+    assert!(out.status.success(), "readelf -d {} failed", file.display());
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The shared library of this build, with `libsmartdev.so` and its soname as symlinks in `dir` (what
+/// `bindings/c/install.sh` installs), so a program linked with `-L dir -lsmartdev` and an rpath to `dir`
+/// finds `libsmartdev.so.<ABI>` at run time.
+fn shared_lib_in(dir: &Path) -> PathBuf {
+    let built = static_lib().with_file_name("libsmartdev.so");
+    assert!(built.exists(), "{} is missing", built.display());
+    for link in ["libsmartdev.so".to_string(), soname()] {
+        std::os::unix::fs::symlink(&built, dir.join(link)).unwrap();
+    }
+    built
+}
+
+#[test]
+fn the_shared_library_carries_its_abi_soname() {
+    let built = static_lib().with_file_name("libsmartdev.so");
+    let Some(dynamic) = dynamic_section(&built) else {
+        eprintln!("readelf is not installed: soname not checked here (.ci/run checks it)");
+        return;
+    };
+    assert!(
+        dynamic.contains(&format!("Library soname: [{}]", soname())),
+        "{} has no soname {}:\n{dynamic}",
+        built.display(),
+        soname()
+    );
+}
+
+/// A program written against the 0.1.0 header, with only the 0.1.0 names, compiles with deprecation warnings
+/// only (each naming its replacement), links the shared library (asking for its soname) and runs correctly.
+#[test]
+fn old_names_compile_with_deprecation_warnings_and_run_against_the_shared_library() {
+    let bin = TempDir::new("c-old-names");
+    shared_lib_in(bin.path());
+    let lib_dir = bin.path().display().to_string();
+    let link = vec![
+        format!("-L{lib_dir}"),
+        format!("-Wl,-rpath,{lib_dir}"),
+        "-lsmartdev".to_string(),
+    ];
+    let sanitized = std::env::var_os("SD_SANITIZE").is_some();
+    for san in std::iter::once(false).chain(sanitized.then_some(true)) {
+        let (exe, warnings) = compile_with(
+            "sd_old_names",
+            bin.path(),
+            san,
+            &["-Wno-error=deprecated-declarations"],
+            &link,
+        );
+        for (old, new) in [
+            ("sd_get_devices", "renamed sd_devices"),
+            ("sd_get_output_state", "renamed sd_output_state"),
+            ("sd_get_input_state", "renamed sd_input_state"),
+            ("sd_get_meter", "renamed sd_meter"),
+            ("sd_get_device_online", "renamed sd_is_device_online"),
+        ] {
+            assert!(
+                warnings.contains(&format!("'{old}' is deprecated: {new}")),
+                "no deprecation warning for {old} naming its replacement:\n{warnings}"
+            );
+        }
+        // The spec's names are first-class, never deprecated.
+        for name in ["sd_get_device'", "sd_get_device_component'"] {
+            assert!(
+                !warnings.contains(name),
+                "{name} must not be deprecated:\n{warnings}"
+            );
+        }
+        if let Some(dynamic) = dynamic_section(&exe) {
+            assert!(
+                dynamic.contains(&format!("Shared library: [{}]", soname())),
+                "the program does not ask for {}:\n{dynamic}",
+                soname()
+            );
+        }
+        let work = TempDir::new("c-old-names-run");
+        run(&exe, &[("SD_TEST_DIR", work.path().display().to_string())]);
+    }
 }
 
 /// The README's C block is a complete program: it compiles with the strict flags and runs (on simulated

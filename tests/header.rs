@@ -41,6 +41,8 @@ fn header_is_up_to_date_and_versioned() {
     for f in [
         "sd_open",
         "sd_close",
+        "sd_get_device",
+        "sd_get_device_component",
         "sd_read_device",
         "sd_device",
         "sd_change_output",
@@ -55,6 +57,48 @@ fn header_is_up_to_date_and_versioned() {
         "sd_set_cover_position",
     ] {
         assert!(text.contains(&format!(" {f}(")), "{f} is exported");
+    }
+    // The names the design card and the spec give are first-class, never deprecated (issue 22).
+    for f in [
+        "sd_open",
+        "sd_get_device",
+        "sd_get_device_component",
+        "sd_change_output",
+    ] {
+        let decl = text.find(&format!(" {f}(")).unwrap();
+        let line_start = text[..decl].rfind('\n').unwrap();
+        let previous = &text[text[..line_start].rfind('\n').unwrap()..line_start];
+        assert!(
+            !previous.contains("SD_DEPRECATED"),
+            "{f} is marked deprecated"
+        );
+    }
+}
+
+/// Every name renamed in 0.2.0 is still declared, marked deprecated with a note naming its replacement (so a
+/// C compiler says what to use instead), and the marker expands to the compiler's attribute.
+#[test]
+fn renamed_functions_stay_as_deprecated_aliases() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/smartdev.h"))
+        .expect("the header is committed");
+    assert!(text.contains("#define SD_DEPRECATED(msg) __attribute__((deprecated(msg)))"));
+    for (old, new) in [
+        ("sd_get_devices", "sd_devices"),
+        ("sd_get_output_state", "sd_output_state"),
+        ("sd_get_input_state", "sd_input_state"),
+        ("sd_get_meter", "sd_meter"),
+        ("sd_get_device_online", "sd_is_device_online"),
+    ] {
+        let marker = format!("SD_DEPRECATED(\"renamed {new} ");
+        let at = text
+            .find(&marker)
+            .unwrap_or_else(|| panic!("no deprecation note for {old} naming {new}"));
+        // The marker's line, then the declaration's first line.
+        let decl: String = text[at..].lines().take(2).collect::<Vec<_>>().join("\n");
+        assert!(
+            decl.contains(&format!(" {old}(")),
+            "{old} is not the deprecated declaration: {decl}"
+        );
     }
 }
 

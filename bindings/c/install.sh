@@ -3,6 +3,9 @@
 #   bindings/c/install.sh [PREFIX]        (default PREFIX: /usr/local)
 # Then: cc app.c $(pkg-config --cflags --libs smartdev)   (shared; the .pc carries an rpath to PREFIX/lib, so
 #       the program finds libsmartdev.so without LD_LIBRARY_PATH). Static: see examples/c/Makefile (LINK=static).
+# The shared library is installed as libsmartdev.so.X.Y.Z with the usual symlinks: libsmartdev.so.<ABI> (its
+# soname, set by build.rs: 0.MINOR before 1.0, MAJOR after) -> libsmartdev.so.X.Y.Z, and libsmartdev.so ->
+# libsmartdev.so.<ABI> for the linker. Programs ask the loader for libsmartdev.so.<ABI> at run time.
 # The Go binding links the library this installs too (#cgo pkg-config: smartdev).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -18,7 +21,12 @@ target="${CARGO_TARGET_DIR:-$root/target}/release"
 
 install -d "$prefix/lib/pkgconfig" "$prefix/include"
 install -m 0644 "$target/libsmartdev.a" "$prefix/lib/"
-install -m 0755 "$target/libsmartdev.so" "$prefix/lib/"
+major="${version%%.*}"
+minor="${version#*.}"; minor="${minor%%.*}"
+if [ "$major" = 0 ]; then abi="0.$minor"; else abi="$major"; fi
+install -m 0755 "$target/libsmartdev.so" "$prefix/lib/libsmartdev.so.$version"
+ln -sfn "libsmartdev.so.$version" "$prefix/lib/libsmartdev.so.$abi"
+ln -sfn "libsmartdev.so.$abi" "$prefix/lib/libsmartdev.so"
 install -m 0644 "$root/include/smartdev.h" "$prefix/include/"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|\${prefix}/lib|" -e "s|@INCLUDEDIR@|\${prefix}/include|" \
   -e "s|@VERSION@|$version|" "$root/bindings/c/smartdev.pc.in" > "$prefix/lib/pkgconfig/smartdev.pc"

@@ -240,6 +240,118 @@ func readText(call textCall) ([]byte, error) {
 	return nil, &Error{Code: int(C.SD_INSUFFICIENT_SIZE), Message: "the answer kept growing; giving up"}
 }
 
+// getDeviceBuffer is the buffer GetDevice passes to sd_get_device: big enough for any usual device object, so
+// the object comes with the one read. A bigger object is fetched with sd_device after it (no second read).
+// A variable only so that a test can take that path.
+var getDeviceBuffer = 64 << 10
+
+// GetDevice is the spec's get_device (C sd_get_device, Rust get_device, Python get_device): it reads the device
+// now (device I/O) and returns its object. When the read fails, the error (ErrTimeout, ErrDevice, ErrOffline,
+// ErrAuth, ...) comes together with the device's object as it stands after the failure: Online false and
+// LastError saying why when it could not be reached. The device is nil only with ErrNotFound (no device
+// matches), ErrClosed and argument errors. The device is read exactly once per call.
+func (c *Controller) GetDevice(id Identity) (*Device, error) {
+	var d *Device
+	var readErr error
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) error {
+			buf := make([]byte, getDeviceBuffer)
+			var needed C.size_t
+			var msg *C.char
+			r := C.sdgo_get_device(p, name, num, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &needed, &msg)
+			switch {
+			case r == C.SD_OK || (r >= 300 && r < 400):
+				// 3xx: the read failed and the buffer holds the object.
+				if r == C.SD_OK {
+					free(msg)
+				} else {
+					readErr = newError(r, msg)
+				}
+				n := bytes.IndexByte(buf, 0)
+				if n < 0 {
+					n = len(buf)
+				}
+				d = new(Device)
+				return json.Unmarshal(buf[:n], d)
+			case r == C.SD_INSUFFICIENT_SIZE:
+				// The device was read; its object is fetched below without another read.
+				text := ""
+				if msg != nil {
+					text = C.GoString(msg)
+					free(msg)
+				}
+				readErr = readOutcome(text)
+				return nil
+			default:
+				return newError(r, msg)
+			}
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		if d, err = c.Device(id); err != nil {
+			return nil, err
+		}
+	}
+	return d, readErr
+}
+
+// readOutcome is the read's error from sd_get_device's SD_INSUFFICIENT_SIZE message, which says "the device
+// was read" or "the read failed (SD_<CODE>: <message>)".
+func readOutcome(text string) error {
+	const failed = "the read failed ("
+	i := strings.Index(text, failed)
+	if i < 0 {
+		return nil
+	}
+	rest := text[i+len(failed):]
+	code := int(C.SD_DEVICE)
+	if j := strings.Index(rest, ":"); j > 0 {
+		for n := 300; n < 400; n++ {
+			if C.GoString(C.sd_result_name(C.int(n))) == rest[:j] {
+				code = n
+				break
+			}
+		}
+	}
+	return &Error{Code: code, Message: text}
+}
+
+// GetDeviceComponent is the spec's get_device_component: one component of the given kind as last read (no
+// device I/O), the same as Component.
+func (c *Controller) GetDeviceComponent(kind Kind, id Identity) (Component, error) {
+	var data []byte
+	err := c.use(func(p *C.sd_controller) error {
+		return withIdentity(id, func(name *C.char, num C.int64_t) (err error) {
+			data, err = readText(func(b *C.char, n C.size_t, nd *C.size_t, m **C.char) C.sd_result {
+				return C.sdgo_get_device_component(p, C.int(kind), name, num, b, n, nd, m)
+			})
+			return err
+		})
+	})
+	if err != nil {
+		return Component{}, err
+	}
+	return decodeComponent(kind, data)
+}
+
+// GetComponent is the 0.1.0 name of Component: one component as last read (no device I/O).
+//
+// Deprecated: use Component (same arguments and meaning) or GetDeviceComponent, the spec's name.
+func (c *Controller) GetComponent(kind Kind, id Identity) (Component, error) {
+	return c.Component(kind, id)
+}
+
+// DeviceOnline is the 0.1.0 name of IsDeviceOnline: whether the device was online at its last contact (no
+// device I/O).
+//
+// Deprecated: use IsDeviceOnline (same arguments and meaning; ReadDeviceOnline reads the device now).
+func (c *Controller) DeviceOnline(id Identity) (bool, error) {
+	return c.IsDeviceOnline(id)
+}
+
 // ReadDevice reads the device now (device I/O) and returns it. When the device cannot be read the error
 // (ErrTimeout, ErrOffline, ErrDevice, ...) comes with the device as last known, not nil: Online false and
 // LastError saying why. The device is nil only with ErrNotFound (no device matches), ErrClosed and argument

@@ -66,8 +66,14 @@ say "cargo build --lib --bin sdctl  (into $lib)"
 for f in libsmartdev.so libsmartdev.a sdctl; do
   [ -f "$lib/$f" ] || die "$lib/$f was not built"
 done
-# A pkg-config file for this build (the same template bindings/c/install.sh installs), found first.
 version="$(grep -m1 '^version' "$repo/Cargo.toml" | cut -d'"' -f2)"
+# The library's soname (build.rs: libsmartdev.so.0.MINOR before 1.0, .MAJOR after) is what linked programs ask
+# the loader for; cargo writes only libsmartdev.so, so the soname link is made here, as install.sh makes it.
+major="${version%%.*}"
+minor="${version#*.}"; minor="${minor%%.*}"
+if [ "$major" = 0 ]; then soname="libsmartdev.so.0.$minor"; else soname="libsmartdev.so.$major"; fi
+ln -sfn libsmartdev.so "$lib/$soname"
+# A pkg-config file for this build (the same template bindings/c/install.sh installs), found first.
 mkdir -p "$lib/pkgconfig"
 sed -e "s|@PREFIX@|$lib|" -e "s|@LIBDIR@|$lib|" -e "s|@INCLUDEDIR@|$repo/include|" -e "s|@VERSION@|$version|" \
   "$repo/bindings/c/smartdev.pc.in" > "$lib/pkgconfig/smartdev.pc"

@@ -54,6 +54,20 @@ sd_result sdgo_device(const sd_controller *c, const char *name, int64_t id, char
   return done(sd_device(c, name, id, buf, len, needed), err);
 }
 
+/* sd_get_device keeps the message for every code but SD_OK: with SD_INSUFFICIENT_SIZE it says how the one read
+ * went, and the binding must not read the device again to learn it. */
+sd_result sdgo_get_device(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
+                          size_t *needed, char **err) {
+  sd_result r = sd_get_device(c, name, id, buf, len, needed);
+  if (r != SD_OK && err != NULL) *err = last_error();
+  return r;
+}
+
+sd_result sdgo_get_device_component(const sd_controller *c, int kind, const char *name, int64_t id, char *buf,
+                                    size_t len, size_t *needed, char **err) {
+  return done(sd_get_device_component(c, kind, name, id, buf, len, needed), err);
+}
+
 sd_result sdgo_read_device(const sd_controller *c, const char *name, int64_t id, char **err) {
   return done(sd_read_device(c, name, id), err);
 }

@@ -24,6 +24,10 @@ sd_result sdgo_open(int from_yaml, const char *source, const char *schema_path, 
                     char **err);
 sd_result sdgo_device(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
                           size_t *needed, char **err);
+sd_result sdgo_get_device(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
+                          size_t *needed, char **err);
+sd_result sdgo_get_device_component(const sd_controller *c, int kind, const char *name, int64_t id, char *buf,
+                                    size_t len, size_t *needed, char **err);
 sd_result sdgo_read_device(const sd_controller *c, const char *name, int64_t id, char **err);
 sd_result sdgo_devices(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err);
 sd_result sdgo_component(const sd_controller *c, int kind, const char *name, int64_t id, char *buf,

@@ -1,6 +1,7 @@
 //! The exported `sd_` functions. Contract (also in the README's C section): every fallible function returns
-//! `sd_result`; out-parameters are written only on `SD_OK`, with two exceptions: `*needed` also on
-//! `SD_INSUFFICIENT_SIZE`, and `sd_refresh_all`'s `*failures` whenever every device was tried;
+//! `sd_result`; out-parameters are written only on `SD_OK`, with three exceptions: `*needed` also on
+//! `SD_INSUFFICIENT_SIZE`, `sd_refresh_all`'s `*failures` whenever every device was tried, and `sd_get_device`'s
+//! object (with `*needed`) also with a device's 3xx code;
 //! the handle comes first, then inputs, then outputs; identities are a name (`const char *`, NULL when unused)
 //! plus an ID (`int64_t`), and the name wins when given; strings in are UTF-8 and borrowed for the call; text out
 //! goes into caller-owned buffers, NUL-terminated.
@@ -29,12 +30,23 @@ use crate::{
 /// - sd_open / sd_open_yaml: load a configuration and start everything.
 /// - sd_close: stop every thread, free the controller, set the caller's pointer to NULL.
 ///
-/// Naming rule (the same in Rust, Go, Python and sdctl): `sd_read_*` and `sd_refresh_*` do device I/O; every
-/// other getter returns the last known state at once.
+/// Naming rule (the same in Rust, Go, Python and sdctl): `sd_read_*`, `sd_refresh_*` and the spec's
+/// `sd_get_device` do device I/O; every other getter returns the last known state at once.
+///
+/// | reads the device (I/O)                        | last known state (no I/O)                          |
+/// |-----------------------------------------------|----------------------------------------------------|
+/// | sd_get_device (object JSON, also on failure)  | sd_device, sd_devices                              |
+/// | sd_read_device, sd_refresh_all                | sd_get_device_component, sd_component              |
+/// | sd_read_device_online                         | sd_is_device_online, sd_output_state, sd_input_state, sd_meter, sd_cover, sd_sensor_value |
+///
+/// - sd_get_device: the spec's get_device — reads the device and writes its object; on failure the device's
+///   error code AND the object (`"Online":false`, `"LastError"`).
 /// - sd_read_device / sd_refresh_all / sd_read_device_online: read one device, every device in parallel, or
 ///   one device and say whether it answered.
-/// - sd_device / sd_devices / sd_component: objects as JSON (last known state), covers and sensors included
-///   (`SD_KIND_COVER`, `SD_KIND_SENSOR`).
+/// - sd_device / sd_devices / sd_component / sd_get_device_component: objects as JSON (last known state),
+///   covers and sensors included (`SD_KIND_COVER`, `SD_KIND_SENSOR`).
+/// - Deprecated 0.1.0 names, kept with their 0.1.0 meaning: sd_get_devices (= sd_devices), sd_get_output_state,
+///   sd_get_input_state, sd_get_meter, sd_get_device_online (= sd_is_device_online, no I/O).
 /// - sd_output_state / sd_input_state / sd_meter / sd_cover / sd_sensor_value / sd_is_device_online: typed
 ///   hot-path getters (last known). A state or value the device has not reported is `SD_UNKNOWN` (or a
 ///   validity flag that is false), never `false` or 0.
@@ -263,7 +275,7 @@ macro_rules! lib {
     };
 }
 
-/// The library version, e.g. `"0.1.0"` (static; never free it).
+/// The library version, e.g. `"0.2.0"` (static; never free it).
 #[unsafe(no_mangle)]
 pub extern "C" fn sd_version() -> *const c_char {
     guard(|| concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast())
@@ -543,6 +555,79 @@ pub unsafe extern "C" fn sd_device(
     })
 }
 
+/// The spec's `get_device`: reads the device now (device I/O, like `sd_read_device`), then writes its object
+/// as JSON (like `sd_device`). Rust `get_device`, Go `GetDevice` and Python `get_device` mean the same.
+///
+/// When the read fails, the result is the device's error code (`SD_TIMEOUT`, `SD_DEVICE`, `SD_OFFLINE`,
+/// `SD_AUTH`, ... — every 3xx code) AND `buf` holds the object as it stands after the failure (`"Online":false`
+/// and `"LastError"` saying why, when it could not be reached), with `*needed` written; the message is in
+/// `sd_last_error_message`. `SD_NOT_FOUND` and the 1xx argument codes write nothing.
+///
+/// The device is read on every call, also when the buffer is too small: the result is then
+/// `SD_INSUFFICIENT_SIZE` with `*needed` (whatever the read gave; the message says how the read went). Do not
+/// call `sd_get_device` again to fetch the object — that reads the device a second time: call `sd_device` with
+/// a buffer of `*needed` bytes, which returns the object just read without device I/O (its `Online` and
+/// `LastError` say whether the read succeeded). A size query (`buf` NULL, `len` 0) therefore reads too.
+///
+/// # Safety
+/// `ctl` valid; `name` NULL or a valid C string; `buf` valid for `len` bytes (or NULL with `len` 0); `needed`
+/// valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_device(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        require!(ctl, "ctl");
+        require!(needed, "needed");
+        if buf.is_null() && len > 0 {
+            // Refused before the read: a misused buffer must not cost a device request.
+            return fail(
+                sd_result::SD_NULL_PARAMETER,
+                "argument 'buf' is NULL but 'len' is not 0 (pass len 0 to ask for the size)",
+            );
+        }
+        // SAFETY: forwarded contract.
+        let who = tri!(unsafe { identity(name, id) });
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let (dev, read_error) = match h.ctl.get_device(&who) {
+            Ok(d) => (d, None),
+            Err(crate::GetDeviceError {
+                error,
+                device: Some(d),
+            }) => (*d, Some(error)),
+            Err(e) => return fail_with(&e.error),
+        };
+        let text = tri!(json(&dev));
+        // SAFETY: forwarded contract (`needed` non-NULL and `buf`/`len` consistent, checked above).
+        match unsafe { write_quiet(&text, buf, len, needed) } {
+            sd_result::SD_OK => match read_error {
+                None => sd_result::SD_OK,
+                Some(e) => fail_with(&e),
+            },
+            code => {
+                let read = match &read_error {
+                    None => "the device was read".to_string(),
+                    Some(e) => format!("the read failed ({:?}: {e})", sd_result::from_error(e)),
+                };
+                fail(
+                    code,
+                    format!(
+                        "the buffer holds {len} bytes; the device object needs {} ({read}): call sd_device \
+                         with a buffer of *needed bytes to get the object just read, without reading again",
+                        text.len() + 1
+                    ),
+                )
+            }
+        }
+    })
+}
+
 /// Writes every device's object as a JSON array, as last read (no device I/O).
 ///
 /// # Safety
@@ -565,8 +650,9 @@ pub unsafe extern "C" fn sd_devices(
 }
 
 /// Writes one component (`SD_KIND_INPUT`, `SD_KIND_OUTPUT`, `SD_KIND_METER`, `SD_KIND_TEMP_PROBE`,
-/// `SD_KIND_COVER`, `SD_KIND_SENSOR`) as JSON, as last read. Values not reported yet are `null` (a cover's
-/// `State` is then `null`, never `"closed"`; a sensor's `Value` is `null`, never 0).
+/// `SD_KIND_COVER`, `SD_KIND_SENSOR`) as JSON, as last read (no device I/O). Values not reported yet are `null`
+/// (a cover's `State` is then `null`, never `"closed"`; a sensor's `Value` is `null`, never 0). The same as
+/// `sd_get_device_component`.
 ///
 /// # Safety
 /// As for `sd_device`.
@@ -580,18 +666,53 @@ pub unsafe extern "C" fn sd_component(
     len: usize,
     needed: *mut usize,
 ) -> sd_result {
-    guard(|| {
-        require!(ctl, "ctl");
-        let kind = tri!(kind_of(kind));
-        // SAFETY: forwarded contract.
-        let who = tri!(unsafe { identity(name, id) });
-        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
-        let h = unsafe { handle(ctl) };
-        let c = lib!(h.ctl.component(kind, &who));
-        let text = tri!(json(&c));
-        // SAFETY: forwarded contract.
-        unsafe { write_text(&text, buf, len, needed) }
-    })
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { component_json(ctl, kind, name, id, buf, len, needed) })
+}
+
+/// The spec's `get_device_component`: one component (`SD_KIND_*`) as JSON, as last read (no device I/O) —
+/// the same as `sd_component`, under the name the spec gives (Rust `get_device_component`, Go
+/// `GetDeviceComponent`, Python `get_device_component`).
+///
+/// # Safety
+/// As for `sd_device`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_device_component(
+    ctl: *const sd_controller,
+    kind: c_int,
+    name: *const c_char,
+    id: i64,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { component_json(ctl, kind, name, id, buf, len, needed) })
+}
+
+/// The body of `sd_component` and `sd_get_device_component`.
+///
+/// # Safety
+/// As for `sd_device`.
+unsafe fn component_json(
+    ctl: *const sd_controller,
+    kind: c_int,
+    name: *const c_char,
+    id: i64,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    require!(ctl, "ctl");
+    let kind = tri!(kind_of(kind));
+    // SAFETY: forwarded contract.
+    let who = tri!(unsafe { identity(name, id) });
+    // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+    let h = unsafe { handle(ctl) };
+    let c = lib!(h.ctl.component(kind, &who));
+    let text = tri!(json(&c));
+    // SAFETY: forwarded contract.
+    unsafe { write_text(&text, buf, len, needed) }
 }
 
 /// Switches an output on (`desired` true) or off. On `SD_OK`, `*state` is the new state as the device reports
@@ -1207,4 +1328,109 @@ pub unsafe extern "C" fn sd_is_device_online(
         unsafe { put(online, now) };
         sd_result::SD_OK
     })
+}
+
+// ---- Deprecated names (renamed in 0.2.0 by the naming rule: sd_read_* do device I/O, other getters return the
+// last known state). Each keeps the meaning it had in 0.1.0 and stays for at least one release; the header
+// marks them deprecated, so the compiler names the replacement.
+
+/// Deprecated (0.2.0): the 0.1.0 name of `sd_devices` — every device's object as a JSON array, as last read
+/// (no device I/O). Same arguments, same meaning.
+///
+/// # Safety
+/// As for `sd_devices`.
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed sd_devices (same arguments and meaning: last known state, no device I/O)"
+)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_devices(
+    ctl: *const sd_controller,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { sd_devices(ctl, buf, len, needed) })
+}
+
+/// Deprecated (0.2.0): the 0.1.0 name of `sd_output_state` — whether an output is on, as last read (no device
+/// I/O). Same arguments, same meaning (`SD_UNKNOWN` when not reported).
+///
+/// # Safety
+/// As for `sd_output_state`.
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed sd_output_state (same arguments and meaning: last known state, no device I/O)"
+)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_output_state(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    state: *mut bool,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { component_state(ctl, ComponentKind::Output, name, id, state) })
+}
+
+/// Deprecated (0.2.0): the 0.1.0 name of `sd_input_state` — whether an input is on, as last read (no device
+/// I/O). Same arguments, same meaning (`SD_UNKNOWN` when not reported).
+///
+/// # Safety
+/// As for `sd_input_state`.
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed sd_input_state (same arguments and meaning: last known state, no device I/O)"
+)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_input_state(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    state: *mut bool,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { component_state(ctl, ComponentKind::Input, name, id, state) })
+}
+
+/// Deprecated (0.2.0): the 0.1.0 name of `sd_meter` — a meter's readings as last read (no device I/O), with a
+/// validity flag per value. Same arguments, same meaning.
+///
+/// # Safety
+/// As for `sd_meter`.
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed sd_meter (same arguments and meaning: last known state, no device I/O)"
+)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_meter(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    reading: *mut sd_meter_reading,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { sd_meter(ctl, name, id, reading) })
+}
+
+/// Deprecated (0.2.0): the 0.1.0 name of `sd_is_device_online` — whether the device was online at its last
+/// contact, as last known (NO device I/O: what `sd_get_device_online` did in 0.1.0, so it stays a cheap
+/// getter; `sd_read_device_online` reads the device now). Same arguments, same meaning.
+///
+/// # Safety
+/// As for `sd_is_device_online`.
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed sd_is_device_online (same arguments and meaning: last known, no device I/O; sd_read_device_online reads the device)"
+)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_get_device_online(
+    ctl: *const sd_controller,
+    name: *const c_char,
+    id: i64,
+    online: *mut bool,
+) -> sd_result {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { sd_is_device_online(ctl, name, id, online) })
 }

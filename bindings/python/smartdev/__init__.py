@@ -74,7 +74,7 @@ from .errors import (
 )
 
 #: The version of this binding (matches the C library's ``SMARTDEV_VERSION`` it was written for).
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Everything the two public modules export, in one place (the explicit imports above are for readers and IDEs).
 __all__ = list(controller.__all__)

@@ -19,13 +19,14 @@ import json
 import os
 import threading
 import time
+import warnings
 import weakref
 from ctypes import byref, c_bool, c_double, c_size_t, c_void_p
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _native
-from .errors import ClosedError, InvalidArgumentError, NotFoundError, SmartDevError, error_for_code
+from .errors import CODE_NAMES, ClosedError, InvalidArgumentError, NotFoundError, SmartDevError, error_for_code
 
 __all__ = [
     "Controller",
@@ -63,6 +64,10 @@ COVER_STATES = ("open", "closed", "opening", "closing", "stopped", "calibrating"
 
 #: The first buffer size for text and JSON results; grown to what the library asks for.
 _FIRST_BUFFER = 16 * 1024
+
+#: The buffer :meth:`Controller.get_device` passes to ``sd_get_device``: any usual device object fits, so it
+#: comes with the one read (a bigger one is then fetched with ``sd_device``, without reading again).
+_GET_DEVICE_BUFFER = 64 * 1024
 
 #: Longest single ``sd_wake_wait`` slice, so ``close()`` from another thread is never held up for long.
 _WAIT_SLICE_S = 0.25
@@ -159,6 +164,15 @@ def _check(rc: int) -> None:
     """Raises the exception for a failed call; must run right after the call, on the same thread."""
     if rc != _SD_OK:
         raise error_for_code(rc, _last_error_message())
+
+
+def _deprecated(old: str, new: str) -> None:
+    """Warns (DeprecationWarning, pointing at the caller's line) that ``old`` was renamed ``new``."""
+    warnings.warn(
+        f"Controller.{old} is deprecated since 0.2.0: use Controller.{new} (same arguments and meaning)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _read_text(call: Callable[[Any, int, Any], int]) -> Optional[str]:
@@ -461,6 +475,48 @@ class Controller:
             raise
         return self.device(identity)
 
+    def get_device(self, identity: Identity) -> Dict[str, Any]:
+        """The spec's ``get_device`` (C ``sd_get_device``, Rust ``get_device``, Go ``GetDevice``): reads the
+        device now (device I/O) and returns its dict, like :meth:`read_device`. The device is read once per call.
+
+        Raises:
+            NotFoundError: no such device. DeviceTimeoutError (also a :class:`TimeoutError`), DeviceError,
+                OfflineError, AuthError, ...: the read failed; the error carries the device's dict as it stands
+                after the failure in ``error.device`` (``"Online": False`` and ``"LastError"`` when it could not
+                be reached).
+        """
+        who = _identity(identity)
+        obj: Optional[Dict[str, Any]] = None
+        err: Optional[SmartDevError] = None
+        ptr = self._enter()
+        try:
+            buf = ctypes.create_string_buffer(_GET_DEVICE_BUFFER)
+            needed = c_size_t(0)
+            rc = _native.lib().sd_get_device(ptr, *who, buf, _GET_DEVICE_BUFFER, byref(needed))
+            if rc == _SD_OK or 300 <= rc < 400:
+                # A 3xx code: the read failed and the buffer holds the object.
+                if rc != _SD_OK:
+                    err = error_for_code(rc, _last_error_message())
+                obj = json.loads(buf.raw[: needed.value - 1].decode("utf-8"))
+            elif rc == _SD_INSUFFICIENT_SIZE:
+                # The device was read; the message says how it went ("the read failed (SD_<CODE>: ...)").
+                message = _last_error_message()
+                failed = message.find("the read failed (")
+                if failed >= 0:
+                    name = message[failed + len("the read failed (") :].split(":", 1)[0]
+                    codes = [c for c, n in CODE_NAMES.items() if n == name and 300 <= c < 400]
+                    err = error_for_code(codes[0] if codes else 302, message)
+            else:
+                _check(rc)
+        finally:
+            self._leave()
+        if obj is None:
+            obj = self.device(identity)  # the object just read, without another read
+        if err is not None:
+            err.device = obj
+            raise err
+        return obj
+
     def device(self, identity: Identity) -> Dict[str, Any]:
         """The device as a dict, as last read (no device I/O). A device that cannot be reached has one too:
         ``"Online": False`` and ``"LastError"`` saying why, with the values it reported before (``None`` for
@@ -486,6 +542,11 @@ class Controller:
                 f"component kind {kind!r} is unknown; use one of {', '.join(map(repr, KINDS))}"
             )
         return self._json_call("sd_component", number, *_identity(identity))  # type: ignore[no-any-return]
+
+    def get_device_component(self, kind: str, identity: Identity) -> Dict[str, Any]:
+        """The spec's ``get_device_component``: one component as a dict, as last read (no device I/O) — the same
+        as :meth:`component` (C ``sd_get_device_component``, Go ``GetDeviceComponent``)."""
+        return self.component(kind, identity)
 
     def cover(self, identity: Identity) -> Dict[str, Any]:
         """A cover as a dict, as last read (no device I/O): ``State`` (one of :data:`COVER_STATES`),
@@ -618,6 +679,29 @@ class Controller:
         """Reads the device now (device I/O) and returns whether it answered. An unreachable device is
         ``False``, not an error; an unknown one raises :class:`NotFoundError`."""
         return self._bool_call("sd_read_device_online", identity)
+
+    # -- names of 0.1.0, renamed in 0.2.0 (kept with their 0.1.0 meaning for at least one release) ----------
+
+    def get_output_state(self, identity: Identity) -> bool:
+        """Deprecated: the 0.1.0 name of :meth:`output_state` (last known, no device I/O)."""
+        _deprecated("get_output_state", "output_state")
+        return self.output_state(identity)
+
+    def get_input_state(self, identity: Identity) -> bool:
+        """Deprecated: the 0.1.0 name of :meth:`input_state` (last known, no device I/O)."""
+        _deprecated("get_input_state", "input_state")
+        return self.input_state(identity)
+
+    def get_meter(self, identity: Identity) -> Dict[str, Optional[float]]:
+        """Deprecated: the 0.1.0 name of :meth:`meter` (last known, no device I/O)."""
+        _deprecated("get_meter", "meter")
+        return self.meter(identity)
+
+    def get_device_online(self, identity: Identity) -> bool:
+        """Deprecated: the 0.1.0 name of :meth:`is_device_online` (whether the device was online at its last
+        contact, no device I/O; :meth:`read_device_online` reads it now)."""
+        _deprecated("get_device_online", "is_device_online")
+        return self.is_device_online(identity)
 
     def refresh_all(self) -> None:
         """Reads every device at once.
