@@ -708,8 +708,9 @@ impl Controller {
                 reply,
             })
             .map_err(|_| Error::Closed)?;
-        rx.recv().map_err(|_| self.worker_gone(di))??;
-        Ok(self.snapshot(di).covers[ci].clone())
+        // The cover as the command read it: the snapshot may already hold a read served from notifications
+        // that were sent before the command (seen as a cover reported `open` right after a move to 30 %).
+        rx.recv().map_err(|_| self.worker_gone(di))?
     }
 
     /// All inputs of all devices, as last read.

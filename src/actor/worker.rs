@@ -12,7 +12,7 @@ use super::peers::Peers;
 use super::restart::{Backoff, Gate, Now};
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
-use crate::objects::{CoverAction, Device, OutputChange};
+use crate::objects::{Cover, CoverAction, Device, OutputChange};
 
 /// Worker threads mostly wait on sockets and parse small JSON bodies; 256 KiB is ample and keeps 1,000 workers
 /// cheap in address space.
@@ -45,8 +45,8 @@ pub(crate) enum Command {
         index: usize,
         /// What to do.
         action: CoverAction,
-        /// Where the result goes.
-        reply: Sender<Result<()>>,
+        /// Where the result goes: the cover as the command left it (a later published read may be older).
+        reply: Sender<Result<Cover>>,
     },
 }
 
@@ -345,7 +345,8 @@ impl State {
                                 hint: String::new(),
                             });
                         }
-                        drv.cover(dev, index, action)
+                        drv.cover(dev, index, action)?;
+                        Ok(dev.covers[index].clone())
                     });
                     let _ = reply.send(r);
                 }
