@@ -69,6 +69,7 @@ mod objects;
 mod plan;
 mod print;
 mod suggest;
+mod table;
 mod text;
 mod untrusted_json;
 mod url;

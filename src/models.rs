@@ -620,7 +620,7 @@ impl ModelLibrary {
         let mut out = String::new();
         if !vendor.is_empty() {
             out.push_str(&format!("Shelly models ({}):\n", vendor.len()));
-            let mut t = crate::print::Table::new();
+            let mut t = crate::table::Table::new();
             if mode == PrintMode::Detailed {
                 t.row(
                     [

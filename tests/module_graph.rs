@@ -307,7 +307,6 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 }
 
 const KNOWN: &[&[&str]] = &[
-    &["objects.rs", "models.rs", "print.rs"],
     &["config/settings.rs", "logging.rs"],
     &["actor/peers.rs", "actor/worker.rs"],
     &["builder.rs", "controller.rs"],
