@@ -73,6 +73,7 @@ mod table;
 mod text;
 mod untrusted_json;
 mod url;
+mod verbosity;
 mod wake;
 mod webhook;
 mod yaml;

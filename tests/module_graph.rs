@@ -307,7 +307,6 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 }
 
 const KNOWN: &[&[&str]] = &[
-    &["config/settings.rs", "logging.rs"],
     &["actor/peers.rs", "actor/worker.rs"],
     &["builder.rs", "controller.rs"],
     &[
