@@ -307,7 +307,6 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 }
 
 const KNOWN: &[&[&str]] = &[
-    &["actor/peers.rs", "actor/worker.rs"],
     &["builder.rs", "controller.rs"],
     &[
         "emulator/cover.rs",
