@@ -63,6 +63,7 @@ mod rpc_sensors;
 mod rpc_webhook;
 mod sensors;
 mod server;
+mod source;
 mod state;
 mod tasmota;
 mod tasmota_shutter;
