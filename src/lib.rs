@@ -34,6 +34,8 @@
 //!
 //! - [`Controller`]: every operation; calls named `read_*`/`refresh_*` do device I/O, every other getter returns
 //!   the last known state at once.
+//!   Identities are `impl Into<Identity>` (`&str`/`String`: a name, `i64`: an ID, or `&Identity`); the structs
+//!   handed out are `#[non_exhaustive]`; `Controller` is `Send + Sync`.
 //! - [`ControllerBuilder`]: validation dictionary extensions, a model library file, a [`WakeFlag`].
 //! - [`emulator`]: emulated Shelly and Tasmota devices over real HTTP on 127.0.0.1 (also `sdctl emulate`).
 //! - `examples/basic.rs` (a tour), `examples/c/` (the C API with pkg-config), `examples/bench_*.rs`
