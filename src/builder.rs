@@ -117,3 +117,30 @@ impl ControllerBuilder {
         self.open(settings)
     }
 }
+
+// The entry points to the builder live here, not in controller.rs: the builder opens a controller
+// (`Controller::start`), so the controller must not need the builder (one-way dependency).
+impl Controller {
+    /// Checks the settings, starts one worker per device and the supervisor, and contacts every device once
+    /// (all in parallel, one attempt each, so `open` takes at most about `ResponseTimeout`).
+    ///
+    /// Fails with [`Error::Init`](crate::Error::Init) listing every rule violation (component counts, unknown models, duplicate
+    /// names or IDs, ...), or with [`Error::Simulation`](crate::Error::Simulation) when a simulation file is unreadable. A device that is
+    /// unreachable does not make `open` fail: it is marked offline with its `LastError` and retried in the
+    /// background. `wake` is set whenever a webhook event is queued.
+    ///
+    /// A shortcut for `Controller::builder()` with an optional wake flag, then [`ControllerBuilder::open`].
+    pub fn open(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
+        let builder = ControllerBuilder::new();
+        match wake {
+            Some(w) => builder.wake(w).open(settings),
+            None => builder.open(settings),
+        }
+    }
+
+    /// The one way to open a controller: dictionary extensions, model library, wake flag, logging; then load
+    /// and open.
+    pub fn builder() -> ControllerBuilder {
+        ControllerBuilder::new()
+    }
+}

@@ -10,7 +10,6 @@ use crossbeam_channel::Sender;
 use crate::actor::hook_inbox::HookInbox;
 use crate::actor::supervisor;
 use crate::actor::worker::{self, Command, WorkerTx};
-use crate::builder::ControllerBuilder;
 use crate::config::Settings;
 use crate::directory::Directory;
 use crate::driver::http::Http;
@@ -150,28 +149,6 @@ impl std::fmt::Debug for Controller {
 }
 
 impl Controller {
-    /// Checks the settings, starts one worker per device and the supervisor, and contacts every device once
-    /// (all in parallel, one attempt each, so `open` takes at most about `ResponseTimeout`).
-    ///
-    /// Fails with [`Error::Init`] listing every rule violation (component counts, unknown models, duplicate
-    /// names or IDs, ...), or with [`Error::Simulation`] when a simulation file is unreadable. A device that is
-    /// unreachable does not make `open` fail: it is marked offline with its `LastError` and retried in the
-    /// background. `wake` is set whenever a webhook event is queued.
-    /// A shortcut for `Controller::builder()` with an optional wake flag, then [`ControllerBuilder::open`].
-    pub fn open(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
-        let builder = ControllerBuilder::new();
-        match wake {
-            Some(w) => builder.wake(w).open(settings),
-            None => builder.open(settings),
-        }
-    }
-
-    /// The one way to open a controller: dictionary extensions, model library, wake flag, logging; then load
-    /// and open.
-    pub fn builder() -> ControllerBuilder {
-        ControllerBuilder::new()
-    }
-
     /// Starts everything (the builder's last step).
     pub(crate) fn start(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
         let (devices, follows) = crate::plan::plan_following(&settings).map_err(Error::Init)?;

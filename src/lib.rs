@@ -34,6 +34,8 @@
 //!
 //! - [`Controller`]: every operation; calls named `read_*`/`refresh_*` and the spec's `get_device` do device
 //!   I/O, every other getter returns the last known state at once.
+//!   Identities are `impl Into<Identity>` (`&str`/`String`: a name, `i64`: an ID, or `&Identity`); the structs
+//!   handed out are `#[non_exhaustive]`; `Controller` is `Send + Sync`.
 //! - [`ControllerBuilder`]: validation dictionary extensions, a model library file, a [`WakeFlag`].
 //! - [`emulator`]: emulated Shelly and Tasmota devices over real HTTP on 127.0.0.1 (also `sdctl emulate`).
 //! - `examples/basic.rs` (a tour), `examples/c/` (the C API with pkg-config), `examples/bench_*.rs`
@@ -69,9 +71,11 @@ mod objects;
 mod plan;
 mod print;
 mod suggest;
+mod table;
 mod text;
 mod untrusted_json;
 mod url;
+mod verbosity;
 mod wake;
 mod webhook;
 mod yaml;

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use crate::objects::{Attributes, Device};
+use crate::table::Table;
 
 /// Shown for a value the device has not reported.
 pub(crate) const MISSING: &str = "–";
@@ -83,52 +84,6 @@ fn with_custom(text: &str, custom: &Attributes) -> String {
     }
 }
 
-/// Rows of cells printed with every column padded to its widest cell (the last column is not padded).
-pub(crate) struct Table {
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    /// An empty table.
-    pub(crate) fn new() -> Self {
-        Table { rows: Vec::new() }
-    }
-
-    /// Adds a row.
-    pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-
-    /// Appends the rows to `s`, each line starting with `indent`.
-    pub(crate) fn write(&self, s: &mut String, indent: &str) {
-        let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let widths: Vec<usize> = (0..columns)
-            .map(|c| {
-                self.rows
-                    .iter()
-                    .filter_map(|r| r.get(c))
-                    .map(|x| x.chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        for r in &self.rows {
-            let mut line = String::from(indent);
-            for (c, cell) in r.iter().enumerate() {
-                if c > 0 {
-                    line.push_str("  ");
-                }
-                line.push_str(cell);
-                if c + 1 < r.len() {
-                    let pad = widths[c].saturating_sub(cell.chars().count());
-                    line.extend(std::iter::repeat_n(' ', pad));
-                }
-            }
-            let _ = writeln!(s, "{}", line.trim_end());
-        }
-    }
-}
-
 /// Renders one device block.
 pub(crate) fn device_status(d: &Device) -> String {
     let mut s = String::new();
@@ -200,7 +155,7 @@ pub(crate) fn device_status(d: &Device) -> String {
     facts.write(&mut s, "  ");
 
     let section = |s: &mut String, title: &str, table: Table| {
-        if !table.rows.is_empty() {
+        if !table.is_empty() {
             let _ = writeln!(s, "  {title}");
             table.write(s, "    ");
         }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use super::worker::{Slot, snapshot};
+use super::slot::{Slot, snapshot};
 use crate::objects::Device;
 
 /// Every device's published slot (set once all workers run) and where each output lives.

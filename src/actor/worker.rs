@@ -10,6 +10,7 @@ use crossbeam_channel::{Receiver, SendError, Sender, TryRecvError, TrySendError}
 use super::hook_inbox::HookInbox;
 use super::peers::Peers;
 use super::restart::{Backoff, Gate, Now};
+pub(crate) use super::slot::{Slot, snapshot};
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
 use crate::objects::{Cover, CoverAction, Device, OutputChange};
@@ -48,14 +49,6 @@ pub(crate) enum Command {
         /// Where the result goes: the cover as the command left it (a later published read may be older).
         reply: Sender<Result<Cover>>,
     },
-}
-
-/// The latest published snapshot of a device, shared with readers.
-pub(crate) type Slot = Arc<RwLock<Arc<Device>>>;
-
-/// Reads the snapshot in a slot.
-pub(crate) fn snapshot(slot: &Slot) -> Arc<Device> {
-    slot.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// A worker's command channel as its senders hold it. The worker waits by parking rather than in a blocking

@@ -10,9 +10,9 @@ use super::dictionary::{Rule, ValidationDictionary};
 use super::settings::*;
 use super::validate::validate;
 use crate::error::{Error, Problem, Result};
-use crate::logging::Verbosity;
 use crate::models::ModelLibrary;
 use crate::objects::{Attributes, ComponentKind, reserved_keys};
+use crate::verbosity::Verbosity;
 
 static BUILTIN: LazyLock<ValidationDictionary> = LazyLock::new(ValidationDictionary::builtin);
 

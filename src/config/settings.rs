@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::Map;
 
-use crate::logging::Verbosity;
 use crate::models::ModelLibrary;
 use crate::objects::Attributes;
+use crate::verbosity::Verbosity;
 
 /// Which configuration layout a document used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,9 @@
 //! The simulation file: format, reading into a device, patching single fields, atomic writes.
 //!
+//! Reads are bounded (regular files up to [`MAX_FILE`], nesting-checked JSON). Writers serialise on the sibling
+//! lock `.<name>.lock` (`File::lock`, hence `rust-version` 1.89) and replace the file through a temporary file
+//! of their own; temporary files left by killed writers are removed under the lock.
+//!
 //! The file is the device object (as `read_device` returns it) with `Inputs`, `Outputs`, `Meters`,
 //! `TempProbes`, `Covers` and `Sensors` arrays. Components are matched by `ComponentIndex` (array position when absent), so files of
 //! the anchor library and files of renamed components still load. Unknown keys are kept untouched.

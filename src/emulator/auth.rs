@@ -24,7 +24,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::DeviceSpec;
 use super::clock::EmuClock;
-use super::device::{Device, Family};
+use super::family::Family;
 use super::server::{Request, Response};
 
 /// Nonce slots of firmware 2.x: a challenge holds one until its nonce expires.
@@ -489,8 +489,7 @@ impl Auth {
 
 /// The error object refusing a WebSocket request frame; `None` lets it through (no password, or
 /// `Shelly.GetDeviceInfo`).
-pub(crate) fn guard_frame(dev: &Device, frame: &Map<String, Value>) -> Option<Value> {
-    let auth = &dev.auth;
+pub(crate) fn guard_frame(auth: &Auth, frame: &Map<String, Value>) -> Option<Value> {
     let method = frame.get("method").and_then(Value::as_str).unwrap_or("");
     if auth.scheme != Scheme::Digest || method.eq_ignore_ascii_case("Shelly.GetDeviceInfo") {
         return None;
@@ -639,10 +638,14 @@ fn protected(family: Family, req: &Request) -> bool {
     }
 }
 
-/// The answer for a request that auth refuses; `None` lets it through.
-pub(crate) fn guard(dev: &Device, req: &Request) -> Option<Response> {
-    let auth = &dev.auth;
-    if !protected(dev.ident.family, req) {
+/// The answer for a request that auth refuses; `None` lets it through. `device_id` is the device's `src`.
+pub(crate) fn guard(
+    auth: &Auth,
+    family: Family,
+    device_id: &str,
+    req: &Request,
+) -> Option<Response> {
+    if !protected(family, req) {
         return None;
     }
     let mut st = auth.lock();
@@ -665,13 +668,12 @@ pub(crate) fn guard(dev: &Device, req: &Request) -> Option<Response> {
                 .check_digest(&mut st, req, auth.clock.instant())
                 .err()?;
             drop(st);
-            Some(digest_refusal(dev, req, &refusal))
+            Some(digest_refusal(auth, device_id, req, &refusal))
         }
     }
 }
 
-fn digest_refusal(dev: &Device, req: &Request, refusal: &Refusal) -> Response {
-    let auth = &dev.auth;
+fn digest_refusal(auth: &Auth, device_id: &str, req: &Request, refusal: &Refusal) -> Response {
     let (status, error, header) = match refusal {
         Refusal::Challenge { nonce, stale } => (
             401,
@@ -689,7 +691,7 @@ fn digest_refusal(dev: &Device, req: &Request, refusal: &Refusal) -> Response {
         let f = crate::untrusted_json::parse(&req.body).unwrap_or(Value::Null);
         let mut out = Map::new();
         out.insert("id".into(), f.get("id").cloned().unwrap_or(Value::Null));
-        out.insert("src".into(), json!(dev.ident.id));
+        out.insert("src".into(), json!(device_id));
         if let Some(src) = f.get("src") {
             out.insert("dst".into(), src.clone());
         }

@@ -4,7 +4,7 @@
 //! Positions are percent open (0 closed, 100 open) as `f64`; protocols round them. The cover always knows its
 //! physical position; "not calibrated" only hides it and refuses positioning, like the real devices.
 
-use super::state::Source;
+use super::source::Source;
 
 /// Which way a cover moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

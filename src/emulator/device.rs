@@ -2,7 +2,6 @@
 //! operations the API and the admin endpoint perform on it.
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -10,30 +9,20 @@ use serde_json::Value;
 
 use super::auth::{self, Auth};
 use super::clock::EmuClock;
+pub(crate) use super::family::Family;
 use super::faults::NetControl;
 use super::layout::{self, Layout, MeterFields};
 use super::sensors;
-use super::server::{self, Request, Response, Service};
+use super::server;
 use super::state::{DeviceState, Extras, Source};
-use super::ws::{self, WsHub};
-use super::{DeviceSpec, Fault, MeterReading, gen1, rpc, tasmota, webhooks};
+use super::ws_hub::WsHub;
+use super::{DeviceSpec, Fault, MeterReading, webhooks};
 use crate::models::{
     self, MeterSource, ModelInfo, ModelLibrary, OutputKind, Protocol, SensorQuantity, Shape,
 };
 
 /// How long `set_fault` waits for the port to actually close or reopen.
 const APPLY_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The API family a device speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Family {
-    /// Shelly Gen1 REST.
-    Gen1,
-    /// Shelly Gen2+ JSON-RPC.
-    Rpc,
-    /// Tasmota `/cm`.
-    Tasmota,
-}
 
 /// What a device reports about itself; fixed for its lifetime.
 #[derive(Clone, Debug)]
@@ -270,6 +259,16 @@ fn mac_from_id(id: &str) -> String {
     format!("{}{tail}", &base[..12 - tail.len()])
 }
 
+/// How a device tells its WebSocket clients of a change or an event (`ws::NOTIFY`): handed in by `mod.rs`, so
+/// this module stays below the front ends that render what is sent.
+#[derive(Clone, Copy)]
+pub(crate) struct Notify {
+    /// After every access to the state, with the state lock held.
+    pub state: fn(&Device, &DeviceState),
+    /// A fired event (webhook form `input.button_push`, component id).
+    pub event: fn(&Device, &str, usize),
+}
+
 /// A device: identity, state and port controls.
 pub(crate) struct Device {
     pub index: usize,
@@ -279,6 +278,8 @@ pub(crate) struct Device {
     pub auth: Auth,
     /// WebSocket RPC connections (Gen2+).
     pub ws: WsHub,
+    /// Tells them of changes and events.
+    notify: Notify,
     state: Mutex<DeviceState>,
     /// Real, or moved by hand in tests.
     pub clock: EmuClock,
@@ -292,6 +293,7 @@ impl Device {
         spec: &DeviceSpec,
         port: u16,
         clock: EmuClock,
+        notify: Notify,
     ) -> Self {
         let auth = Auth::new(ident.family, spec, &ident.id, clock.clone());
         let extras = Extras {
@@ -306,6 +308,7 @@ impl Device {
             net: Arc::new(NetControl::new()),
             auth,
             ws: WsHub::default(),
+            notify,
             state: Mutex::new(DeviceState::new(layout, &extras, clock.unix())),
             clock,
         }
@@ -434,7 +437,7 @@ impl Device {
 
     /// Calls every enabled URL for the event (outside the state lock: the peer may query us back).
     pub(crate) fn fire_event(&self, event: &str, cid: usize) -> usize {
-        self.ws.on_event(self, event, cid);
+        (self.notify.event)(self, event, cid);
         let urls = self.state().hooks.urls(event, cid);
         urls.iter().filter(|u| webhooks::call(u)).count()
     }
@@ -463,7 +466,7 @@ impl std::ops::DerefMut for StateGuard<'_> {
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         if let Some(g) = self.guard.take() {
-            self.dev.ws.on_state(self.dev, &g);
+            (self.dev.notify.state)(self.dev, &g);
         }
     }
 }
@@ -473,35 +476,6 @@ pub(crate) fn finite(name: &str, v: f64) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{name} must be a finite number"))
-    }
-}
-
-impl Service for Device {
-    fn key(&self, req: &Request) -> String {
-        match self.ident.family {
-            Family::Gen1 => gen1::key(req),
-            Family::Rpc => rpc::key(req),
-            Family::Tasmota => tasmota::key(req),
-        }
-    }
-
-    fn handle(&self, req: &Request) -> Response {
-        if let Some(refused) = auth::guard(self, req) {
-            return refused;
-        }
-        match self.ident.family {
-            Family::Gen1 => gen1::handle(self, req),
-            Family::Rpc => rpc::handle(self, req),
-            Family::Tasmota => tasmota::handle(self, req),
-        }
-    }
-
-    fn upgrade(self: Arc<Self>, req: &Request, stream: TcpStream) -> Option<TcpStream> {
-        if self.ident.family != Family::Rpc || !ws::is_upgrade(req) {
-            return Some(stream);
-        }
-        ws::accept(self, req, stream);
-        None
     }
 }
 

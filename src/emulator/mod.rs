@@ -52,22 +52,28 @@ mod components;
 mod cover;
 mod device;
 mod device_ops;
+mod family;
 mod faults;
+mod fields;
+mod front;
 mod gen1;
 mod gen1_outputs;
 mod layout;
 mod rpc;
 mod rpc_cover;
 mod rpc_light;
+mod rpc_params;
 mod rpc_sensors;
 mod rpc_webhook;
 mod sensors;
 mod server;
+mod source;
 mod state;
 mod tasmota;
 mod tasmota_shutter;
 mod webhooks;
 mod ws;
+mod ws_hub;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
@@ -309,7 +315,15 @@ impl Emulator {
             .zip(&specs)
             .enumerate()
             .map(|(i, (((ident, layout), (port, _)), spec))| {
-                Arc::new(Device::new(i, ident, layout, spec, *port, clock.clone()))
+                Arc::new(Device::new(
+                    i,
+                    ident,
+                    layout,
+                    spec,
+                    *port,
+                    clock.clone(),
+                    ws::NOTIFY,
+                ))
             })
             .collect();
         let devices = Arc::new(devices);

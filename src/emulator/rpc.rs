@@ -7,6 +7,9 @@ use super::components::{
     switch_config, switch_status, sys_status,
 };
 use super::device::Device;
+pub(crate) use super::rpc_params::{
+    RpcError, bool_param, id_param, index, invalid, missing, not_found, opt_number, precondition,
+};
 use super::server::{Request, Response};
 use super::state::{InputType, Source};
 use super::{rpc_cover, rpc_light, rpc_sensors, rpc_webhook, sensors};
@@ -27,40 +30,6 @@ const METHODS: &[&str] = &[
     "Webhook.Delete",
     "Webhook.DeleteAll",
 ];
-
-/// An RPC error object.
-#[derive(Debug, PartialEq)]
-pub(crate) struct RpcError {
-    pub code: i64,
-    pub message: String,
-}
-
-impl RpcError {
-    fn to_json(&self) -> Value {
-        json!({"code": self.code, "message": self.message})
-    }
-}
-
-pub(crate) fn missing(name: &str) -> RpcError {
-    RpcError {
-        code: -103,
-        message: format!("Missing required argument '{name}'!"),
-    }
-}
-
-pub(crate) fn invalid(name: &str) -> RpcError {
-    RpcError {
-        code: -103,
-        message: format!("Invalid argument '{name}'!"),
-    }
-}
-
-pub(crate) fn not_found(name: &str, value: u64) -> RpcError {
-    RpcError {
-        code: -105,
-        message: format!("Argument '{name}', value {value} not found!"),
-    }
-}
 
 pub(crate) fn key(req: &Request) -> String {
     if req.path == "/rpc" && req.method == "POST" {
@@ -171,55 +140,6 @@ fn query_value(v: &str) -> Value {
         return j;
     }
     Value::String(v.to_string())
-}
-
-pub(crate) fn id_param(p: &Map<String, Value>, name: &str) -> Result<u64, RpcError> {
-    match p.get(name) {
-        None | Some(Value::Null) => Err(missing(name)),
-        Some(v) => v
-            .as_u64()
-            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            .ok_or_else(|| invalid(name)),
-    }
-}
-
-/// The `id` argument as an index below `n`, with ids starting at `base` (add-on components: 100).
-pub(crate) fn index(p: &Map<String, Value>, base: u64, n: usize) -> Result<usize, RpcError> {
-    let id = id_param(p, "id")?;
-    match id.checked_sub(base) {
-        Some(i) if (i as usize) < n => Ok(i as usize),
-        _ => Err(not_found("id", id)),
-    }
-}
-
-pub(crate) fn bool_param(p: &Map<String, Value>, name: &str) -> Result<bool, RpcError> {
-    match p.get(name) {
-        None | Some(Value::Null) => Err(missing(name)),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(Value::String(s)) if s == "true" || s == "false" => Ok(s == "true"),
-        Some(_) => Err(invalid(name)),
-    }
-}
-
-/// An optional number argument (numbers or numeric strings); `None` when absent or null.
-pub(crate) fn opt_number(p: &Map<String, Value>, name: &str) -> Result<Option<f64>, RpcError> {
-    match p.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            .filter(|x: &f64| x.is_finite())
-            .map(Some)
-            .ok_or_else(|| invalid(name)),
-    }
-}
-
-/// A request the component cannot take in its current state.
-pub(crate) fn precondition(message: &str) -> RpcError {
-    RpcError {
-        code: -109,
-        message: message.to_string(),
-    }
 }
 
 fn method_not_found(method: &str) -> RpcError {

@@ -6,7 +6,7 @@ use super::device::Device;
 use super::rpc::{RpcError, id_param, invalid, missing, not_found};
 use super::sensors;
 use super::state::DeviceState;
-use super::webhooks::{Hook, MAX_HOOKS, supported_events};
+use super::webhooks::{Hook, MAX_HOOKS};
 use crate::models::SensorQuantity;
 
 /// Most URLs one hook may call.
@@ -153,4 +153,76 @@ pub(crate) fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result
             Ok(json!({"rev": s.hooks.rev}))
         }
     }
+}
+
+// `Webhook.ListSupported`'s events are computed here, by the RPC front end that serves them, not in
+// webhooks.rs: that store is part of the device state, so it must not depend on the state.
+fn attrs(list: &[(&str, &str)]) -> Value {
+    let a: Vec<Value> = list
+        .iter()
+        .map(|(name, desc)| json!({"name": name, "type": "number", "desc": desc}))
+        .collect();
+    json!({ "attrs": a })
+}
+
+/// RPC events the device supports in its current layout (`Webhook.ListSupported`), with attributes where the
+/// event carries values: input events with inputs, `switch.*` with relays, `light.*` with lights, `cover.*`
+/// with covers, `<sensor>.change` per sensor kind present.
+pub(crate) fn supported_events(s: &DeviceState) -> Vec<(&'static str, Value)> {
+    let l = &s.layout;
+    let mut v = Vec::new();
+    if l.inputs > 0 {
+        for e in [
+            "input.toggle_on",
+            "input.toggle_off",
+            "input.button_push",
+            "input.button_longpush",
+            "input.button_doublepush",
+            "input.button_triplepush",
+        ] {
+            v.push((e, json!({})));
+        }
+    }
+    if l.outputs > 0 {
+        let pair = if l.lights {
+            ["light.on", "light.off"]
+        } else {
+            ["switch.on", "switch.off"]
+        };
+        for e in pair {
+            v.push((e, json!({})));
+        }
+    }
+    if l.covers > 0 {
+        for e in [
+            "cover.open",
+            "cover.closed",
+            "cover.stopped",
+            "cover.opening",
+            "cover.closing",
+            "cover.calibrating",
+        ] {
+            v.push((e, json!({})));
+        }
+    }
+    let has = |q| sensors::of(&s.sensors, q).next().is_some();
+    if has(SensorQuantity::Temperature) {
+        v.push((
+            "temperature.change",
+            attrs(&[
+                ("tC", "Temperature in Celsius"),
+                ("tF", "Temperature in Fahrenheit"),
+            ]),
+        ));
+    }
+    if has(SensorQuantity::Humidity) {
+        v.push((
+            "humidity.change",
+            attrs(&[("rh", "Relative humidity in %")]),
+        ));
+    }
+    if has(SensorQuantity::Voltage) {
+        v.push(("voltmeter.change", attrs(&[("voltage", "Voltage in V")])));
+    }
+    v
 }

@@ -6,6 +6,7 @@ use super::MeterReading;
 use super::cover::{Cover, Direction};
 use super::layout::{Layout, MeterLink};
 use super::sensors::{self, AddonSensor, Reading};
+pub(crate) use super::source::Source;
 use super::webhooks::HookStore;
 
 /// How an input is configured (Gen2+ `input:N` `type`).
@@ -26,17 +27,6 @@ impl InputType {
             InputType::Button => "button",
         }
     }
-}
-
-/// Who switched an output last (rendered per protocol).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    /// Power-on state.
-    Init,
-    /// A request over the network.
-    Remote,
-    /// The test (physical switch).
-    Local,
 }
 
 /// One meter's settings and counters.

@@ -11,19 +11,21 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::{Map, Value, json};
 
 use super::Fault;
-use super::device::Device;
+use super::device::{Device, Notify};
 use super::faults::Phase;
 use super::server::{Request, Response};
 use super::state::DeviceState;
+pub(crate) use super::ws_hub::WsHub;
+use super::ws_hub::{Client, lock};
 use super::{auth, components, rpc};
 use crate::driver::ws::accept_key;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
@@ -39,115 +41,13 @@ const VOLATILE: &[&str] = &["aenergy", "ret_aenergy"];
 /// Threads only parse small frames.
 const STACK: usize = 256 * 1024;
 
-struct Client {
-    id: u64,
-    tx: Sender<Vec<u8>>,
-    /// For cutting the connection from outside.
-    stream: TcpStream,
-    /// The `src` of its first request: notifications go to subscribed clients only, addressed to it.
-    src: Arc<Mutex<Option<String>>>,
-}
-
-/// The WebSocket side of one device.
-#[derive(Default)]
-pub(crate) struct WsHub {
-    clients: Mutex<Vec<Client>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    /// The status last notified (for diffs); `None` while nobody is subscribed.
-    last: Mutex<Option<Map<String, Value>>>,
-    /// Set while somebody is subscribed: the cheap check on every state change.
-    subscribed: AtomicBool,
-    stalled: Mutex<bool>,
-    unstalled: Condvar,
-    stopping: AtomicBool,
-    next_id: AtomicU64,
-    /// Request frames received (they are also in the port's counts, like HTTP calls).
-    requests: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// The device's hook into its hub (`Device::new`): notifications are rendered here, above the device.
+pub(crate) const NOTIFY: Notify = Notify {
+    state: |dev, s| dev.ws.on_state(dev, s),
+    event: |dev, event, cid| dev.ws.on_event(dev, event, cid),
+};
 
 impl WsHub {
-    /// Connections open now.
-    pub(crate) fn connections(&self) -> usize {
-        lock(&self.clients).len()
-    }
-
-    /// Connections subscribed now (their first request was let through).
-    pub(crate) fn subscribed(&self) -> usize {
-        lock(&self.clients)
-            .iter()
-            .filter(|c| lock(&c.src).is_some())
-            .count()
-    }
-
-    /// Request frames received over every connection so far.
-    pub(crate) fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
-    }
-
-    /// Cuts every connection (no close frame), as a device that reboots or loses Wi-Fi.
-    pub(crate) fn drop_all(&self) {
-        for c in lock(&self.clients).drain(..) {
-            let _ = c.stream.shutdown(Shutdown::Both);
-        }
-        self.refresh_subscribed();
-    }
-
-    /// Stalls (or releases) every connection: nothing is read or written meanwhile.
-    pub(crate) fn set_stalled(&self, on: bool) {
-        *lock(&self.stalled) = on;
-        self.unstalled.notify_all();
-    }
-
-    fn wait_unstalled(&self) {
-        let mut g = lock(&self.stalled);
-        while *g && !self.stopping.load(Ordering::SeqCst) {
-            g = self.unstalled.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// Ends every connection and joins its threads (the emulator stops).
-    pub(crate) fn stop(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        self.set_stalled(false);
-        self.drop_all();
-        let threads = std::mem::take(&mut *lock(&self.threads));
-        for t in threads {
-            let _ = t.join();
-        }
-    }
-
-    fn refresh_subscribed(&self) {
-        let any = lock(&self.clients).iter().any(|c| lock(&c.src).is_some());
-        if !any {
-            *lock(&self.last) = None;
-        }
-        self.subscribed.store(any, Ordering::SeqCst);
-    }
-
-    fn remove(&self, id: u64) {
-        lock(&self.clients).retain(|c| c.id != id);
-        self.refresh_subscribed();
-    }
-
-    /// Sends a notification frame to every subscribed client (never blocks: a full queue drops it).
-    fn broadcast(&self, device_id: &str, method: &str, params: &Value) {
-        for c in lock(&self.clients).iter() {
-            let Some(src) = lock(&c.src).clone() else {
-                continue;
-            };
-            let frame = json!({"src": device_id, "dst": src, "method": method, "params": params});
-            let text = Response::json_whole(200, &frame).body;
-            let wire = frame::encode(Opcode::Text, true, &text, None);
-            if let Err(TrySendError::Full(_)) = c.tx.try_send(wire) {
-                log::debug!("emulator: a WebSocket client is not reading; notification dropped");
-            }
-        }
-    }
-
     /// Called with the state lock held after every access to the state: notifies what changed.
     pub(crate) fn on_state(&self, dev: &Device, s: &DeviceState) {
         if !self.subscribed.load(Ordering::SeqCst) {
@@ -428,7 +328,7 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Reply {
         _ => {}
     }
     dev.net.sleep(latency);
-    let reply = match auth::guard_frame(dev, &f) {
+    let reply = match auth::guard_frame(&dev.auth, &f) {
         Some(error) => {
             let mut out = Map::new();
             out.insert("id".into(), f.get("id").cloned().unwrap_or(Value::Null));

@@ -1,0 +1,124 @@
+//! `WsHub`: one device's WebSocket connections (the registry, counters, faults and the notification
+//! broadcast). Held by the device (`device.rs`); what is sent and how a connection is served is `ws.rs`, above
+//! it, so the device does not depend on the protocol front ends.
+
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, TrySendError};
+use serde_json::{Map, Value, json};
+
+use super::server::Response;
+use crate::driver::ws::frame::{self, Opcode};
+
+pub(super) struct Client {
+    pub(super) id: u64,
+    pub(super) tx: Sender<Vec<u8>>,
+    /// For cutting the connection from outside.
+    pub(super) stream: TcpStream,
+    /// The `src` of its first request: notifications go to subscribed clients only, addressed to it.
+    pub(super) src: Arc<Mutex<Option<String>>>,
+}
+
+/// The WebSocket side of one device.
+#[derive(Default)]
+pub(crate) struct WsHub {
+    pub(super) clients: Mutex<Vec<Client>>,
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The status last notified (for diffs); `None` while nobody is subscribed.
+    pub(super) last: Mutex<Option<Map<String, Value>>>,
+    /// Set while somebody is subscribed: the cheap check on every state change.
+    pub(super) subscribed: AtomicBool,
+    pub(super) stalled: Mutex<bool>,
+    pub(super) unstalled: Condvar,
+    pub(super) stopping: AtomicBool,
+    pub(super) next_id: AtomicU64,
+    /// Request frames received (they are also in the port's counts, like HTTP calls).
+    pub(super) requests: AtomicU64,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl WsHub {
+    /// Connections open now.
+    pub(crate) fn connections(&self) -> usize {
+        lock(&self.clients).len()
+    }
+
+    /// Connections subscribed now (their first request was let through).
+    pub(crate) fn subscribed(&self) -> usize {
+        lock(&self.clients)
+            .iter()
+            .filter(|c| lock(&c.src).is_some())
+            .count()
+    }
+
+    /// Request frames received over every connection so far.
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Cuts every connection (no close frame), as a device that reboots or loses Wi-Fi.
+    pub(crate) fn drop_all(&self) {
+        for c in lock(&self.clients).drain(..) {
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+        self.refresh_subscribed();
+    }
+
+    /// Stalls (or releases) every connection: nothing is read or written meanwhile.
+    pub(crate) fn set_stalled(&self, on: bool) {
+        *lock(&self.stalled) = on;
+        self.unstalled.notify_all();
+    }
+
+    pub(super) fn wait_unstalled(&self) {
+        let mut g = lock(&self.stalled);
+        while *g && !self.stopping.load(Ordering::SeqCst) {
+            g = self.unstalled.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Ends every connection and joins its threads (the emulator stops).
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.set_stalled(false);
+        self.drop_all();
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    pub(super) fn refresh_subscribed(&self) {
+        let any = lock(&self.clients).iter().any(|c| lock(&c.src).is_some());
+        if !any {
+            *lock(&self.last) = None;
+        }
+        self.subscribed.store(any, Ordering::SeqCst);
+    }
+
+    pub(super) fn remove(&self, id: u64) {
+        lock(&self.clients).retain(|c| c.id != id);
+        self.refresh_subscribed();
+    }
+
+    /// Sends a notification frame to every subscribed client (never blocks: a full queue drops it).
+    pub(super) fn broadcast(&self, device_id: &str, method: &str, params: &Value) {
+        for c in lock(&self.clients).iter() {
+            let Some(src) = lock(&c.src).clone() else {
+                continue;
+            };
+            let frame = json!({"src": device_id, "dst": src, "method": method, "params": params});
+            let text = Response::json_whole(200, &frame).body;
+            let wire = frame::encode(Opcode::Text, true, &text, None);
+            if let Err(TrySendError::Full(_)) = c.tx.try_send(wire) {
+                log::debug!("emulator: a WebSocket client is not reading; notification dropped");
+            }
+        }
+    }
+}
