@@ -207,6 +207,19 @@ impl Controller {
             return Err(Error::Init(problems));
         }
         let directory = Directory::new(&devices);
+        // The events a device's components ask for come from its push channel too, listener or not.
+        let pushed: Vec<_> = devices
+            .iter()
+            .zip(&tunnels)
+            .map(|(d, t)| {
+                t.as_ref().map(|_| {
+                    crate::webhook::routing::Pushed::new(install::wanted_events(
+                        d,
+                        &settings.webhooks,
+                    ))
+                })
+            })
+            .collect();
         let peers = Arc::new(crate::actor::peers::Peers::new(&devices));
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
         let count = devices.len();
@@ -256,7 +269,7 @@ impl Controller {
             hook_inboxes: inboxes,
             read_budget: ReadBudget::default(),
             senders: RwLock::new(Some(senders)),
-            push: tunnels.iter().map(Option::is_some).collect(),
+            push: pushed,
             dedupe: Default::default(),
         });
         let _ = sink.0.set(shared.clone());

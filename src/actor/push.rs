@@ -35,12 +35,11 @@ use crate::driver::ws::client::Timeouts;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 use crate::driver::ws::rpc::{Event, FrameChallenge, Notification, RpcSocket, parse_notification};
 use crate::driver::ws::tunnel::Tunnel;
-use crate::event::EventChannel;
 use crate::objects::ComponentKind;
 use crate::wake::WakeFlag;
 use crate::webhook::queue::EventQueue;
 use crate::webhook::request::Hook;
-use crate::webhook::routing::{self, Shared};
+use crate::webhook::routing::{self, Origin, Shared};
 
 /// Reconnect back-off: first wait and cap.
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
@@ -416,6 +415,13 @@ impl Poller {
             last_pong: None,
         }));
         let t = &self.targets[ti];
+        // What changed while nobody listened is measured against what the socket saw before the drop.
+        if let Some(p) = self.ctx.shared.pushed(t.di) {
+            p.set_live(true);
+        }
+        if let Some(status) = status.as_object() {
+            on_states(t, &self.ctx, status, source);
+        }
         t.tunnel
             .attach(writer, src, challenge, Some((status, status_at)));
         // The worker's read after a (re)connect takes the subscription's status (no second request).
@@ -566,6 +572,9 @@ impl Poller {
     /// Ends target `ti`'s connection (if any) and schedules the next attempt after the back-off.
     fn fail(&mut self, ti: usize, why: String) {
         self.targets[ti].tunnel.detach();
+        if let Some(p) = self.ctx.shared.pushed(self.targets[ti].di) {
+            p.set_live(false);
+        }
         let (was_live, failures) = match &mut self.slots[ti] {
             Slot::Live(l) => {
                 let _ = self.poll.registry().deregister(&mut l.stream);
@@ -700,10 +709,12 @@ fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
         Notification::Status { components, .. } => {
             t.tunnel.merge_status(&components, false);
             on_status(t, ctx, &components);
+            on_states(t, ctx, &components, source);
         }
         Notification::FullStatus { status, .. } => {
             t.tunnel.merge_status(&status, true);
             on_status(t, ctx, &status);
+            on_states(t, ctx, &status, source);
         }
         Notification::Event { events, .. } => {
             for e in events {
@@ -775,14 +786,70 @@ fn on_event(t: &Target, ctx: &Context, e: Event, source: IpAddr) {
         component_id,
         params: e.fields,
     };
-    let Some(names) = ctx.shared.resolve(&hook, source, EventChannel::Push) else {
+    queue(ctx, hook, Origin::PushEvent, source);
+}
+
+/// Input and output states in a pushed status become the events their blocks ask for, when they changed
+/// (`Pushed::observe`: in the order the device sent them, and an unknown state is no change).
+fn on_states(t: &Target, ctx: &Context, components: &Map<String, Value>, source: IpAddr) {
+    let Some(pushed) = ctx.shared.pushed(t.di) else {
+        return;
+    };
+    let snap = worker::snapshot(&ctx.shared.slots[t.di]);
+    for (key, fields) in components {
+        let (kind, n, field, names) = match split_key(key) {
+            Some(("input", n)) => (
+                ComponentKind::Input,
+                n,
+                "state",
+                ("input.toggle_on", "input.toggle_off"),
+            ),
+            Some((k, n)) if k == t.output_type && k == "light" => (
+                ComponentKind::Output,
+                n,
+                "output",
+                ("light.on", "light.off"),
+            ),
+            Some((k, n)) if k == t.output_type => (
+                ComponentKind::Output,
+                n,
+                "output",
+                ("switch.on", "switch.off"),
+            ),
+            _ => continue,
+        };
+        // A state left out did not change; a `null` or a value that is no bool is unknown.
+        let Some(value) = fields.get(field) else {
+            continue;
+        };
+        let Some(event) = pushed.observe(kind, n, value.as_bool(), names) else {
+            continue;
+        };
+        let (object_type, component_id) = match kind {
+            ComponentKind::Input => ("input", snap.inputs.get(n).map(|c| c.id)),
+            _ => ("output", snap.outputs.get(n).map(|c| c.id)),
+        };
+        let hook = Hook {
+            event: event.to_string(),
+            device_id: Some(t.id),
+            object_type: Some(object_type.to_string()),
+            component_id,
+            params: Map::new(),
+        };
+        queue(ctx, hook, Origin::PushStatus, source);
+    }
+}
+
+/// Names and deduplicates a pushed event, then queues it and sets the wake flag.
+fn queue(ctx: &Context, hook: Hook, origin: Origin, source: IpAddr) {
+    let Some(names) = ctx.shared.resolve(&hook, source, origin) else {
         return;
     };
     ctx.queue.push(routing::event(
         hook,
         names,
         source.to_string(),
-        EventChannel::Push,
+        origin.channel(),
     ));
     if let Some(w) = &ctx.wake {
         w.set();
