@@ -420,7 +420,7 @@ impl Poller {
             p.set_live(true);
         }
         if let Some(status) = status.as_object() {
-            on_states(t, &self.ctx, status, source);
+            queue_all(&self.ctx, state_events(t, &self.ctx, status), source);
         }
         t.tunnel
             .attach(writer, src, challenge, Some((status, status_at)));
@@ -708,13 +708,16 @@ fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
     match n {
         Notification::Status { components, .. } => {
             t.tunnel.merge_status(&components, false);
+            // Compared before the states are posted: the worker may apply them at once.
+            let events = state_events(t, ctx, &components);
             on_status(t, ctx, &components);
-            on_states(t, ctx, &components, source);
+            queue_all(ctx, events, source);
         }
         Notification::FullStatus { status, .. } => {
             t.tunnel.merge_status(&status, true);
+            let events = state_events(t, ctx, &status);
             on_status(t, ctx, &status);
-            on_states(t, ctx, &status, source);
+            queue_all(ctx, events, source);
         }
         Notification::Event { events, .. } => {
             for e in events {
@@ -791,9 +794,10 @@ fn on_event(t: &Target, ctx: &Context, e: Event, source: IpAddr) {
 
 /// Input and output states in a pushed status become the events their blocks ask for, when they changed
 /// (`Pushed::observe`: in the order the device sent them, and an unknown state is no change).
-fn on_states(t: &Target, ctx: &Context, components: &Map<String, Value>, source: IpAddr) {
+fn state_events(t: &Target, ctx: &Context, components: &Map<String, Value>) -> Vec<Hook> {
+    let mut out = Vec::new();
     let Some(pushed) = ctx.shared.pushed(t.di) else {
-        return;
+        return out;
     };
     let snap = worker::snapshot(&ctx.shared.slots[t.di]);
     for (key, fields) in components {
@@ -822,12 +826,18 @@ fn on_states(t: &Target, ctx: &Context, components: &Map<String, Value>, source:
         let Some(value) = fields.get(field) else {
             continue;
         };
-        let Some(event) = pushed.observe(kind, n, value.as_bool(), names) else {
-            continue;
+        let (object_type, component_id, known) = match kind {
+            ComponentKind::Input => {
+                let c = snap.inputs.get(n);
+                ("input", c.map(|c| c.id), c.and_then(|c| c.state))
+            }
+            _ => {
+                let c = snap.outputs.get(n);
+                ("output", c.map(|c| c.id), c.and_then(|c| c.state))
+            }
         };
-        let (object_type, component_id) = match kind {
-            ComponentKind::Input => ("input", snap.inputs.get(n).map(|c| c.id)),
-            _ => ("output", snap.outputs.get(n).map(|c| c.id)),
+        let Some(event) = pushed.observe(kind, n, value.as_bool(), known, names) else {
+            continue;
         };
         let hook = Hook {
             event: event.to_string(),
@@ -836,6 +846,14 @@ fn on_states(t: &Target, ctx: &Context, components: &Map<String, Value>, source:
             component_id,
             params: Map::new(),
         };
+        out.push(hook);
+    }
+    out
+}
+
+/// Queues events derived from pushed states, in order.
+fn queue_all(ctx: &Context, events: Vec<Hook>, source: IpAddr) {
+    for hook in events {
         queue(ctx, hook, Origin::PushStatus, source);
     }
 }

@@ -200,10 +200,11 @@ impl Origin {
 /// The comparison "state before vs state now" lives here, called by the poller, rather than in the worker: the
 /// poller sees every `NotifyStatus` in the order sent, while the worker's inbox keeps only the latest state
 /// per component (twenty flips taken at once would look like none). It is a short lock per state, so it never
-/// blocks the poller, and it writes no device state: the worker stays the one writer. A state never seen is
-/// unknown (`None`), and a change from unknown is no event: the status read at the first connect sets what
-/// later changes are measured against, while the one read at a reconnect is compared with what was seen
-/// before the drop (one event if it changed while nobody listened).
+/// blocks the poller, and it writes no device state: the worker stays the one writer. Unknown is no change:
+/// a state the socket has not seen yet is measured against the device's last known one (the read at open),
+/// so the first connect gives no event for the state open read, one for a flip since, and none when the
+/// state was never known; a state pushed as `null` is unknown until the next one. The status read at a
+/// reconnect is compared with what the socket saw before the drop: one event if it changed meanwhile.
 #[derive(Default)]
 pub(crate) struct Pushed {
     /// (kind, `component_index`, event name) the device's inputs and outputs ask for.
@@ -215,8 +216,8 @@ pub(crate) struct Pushed {
 struct Seen {
     /// The socket is up: its notifications are the order of the device's states.
     live: bool,
-    /// Last known state per (kind, `component_index`); absent = unknown.
-    states: HashMap<(ComponentKind, usize), bool>,
+    /// Last state seen per (kind, `component_index`): absent = not seen yet, `None` = seen unknown.
+    states: HashMap<(ComponentKind, usize), Option<bool>>,
 }
 
 impl Pushed {
@@ -237,25 +238,22 @@ impl Pushed {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes a pushed state (`None`: reported unknown) of input or output `index`; returns the new state when it
-    /// changed from a known one and an event for it is wanted. `on_off` names the events: (`input.toggle_on`,
+    /// Takes a pushed state (`None`: reported unknown) of input or output `index`; returns its event when it
+    /// changed from a known one and that event is wanted. `known` is the device's last known state, taken
+    /// when the socket has not seen this one yet. `on_off` names the events: (`input.toggle_on`,
     /// `input.toggle_off`) or (`switch.on`, `switch.off`).
     pub(crate) fn observe<'a>(
         &self,
         kind: ComponentKind,
         index: usize,
         state: Option<bool>,
+        known: Option<bool>,
         on_off: (&'a str, &'a str),
     ) -> Option<&'a str> {
-        let mut seen = self.seen();
-        let Some(on) = state else {
-            seen.states.remove(&(kind, index));
-            return None;
-        };
-        let before = seen.states.insert((kind, index), on);
-        drop(seen);
+        let before = self.seen().states.insert((kind, index), state);
+        let (before, on) = (before.unwrap_or(known)?, state?);
         let event = if on { on_off.0 } else { on_off.1 };
-        (before? != on && self.wants(kind, index, event)).then_some(event)
+        (before != on && self.wants(kind, index, event)).then_some(event)
     }
 
     fn wants(&self, kind: ComponentKind, index: usize, event: &str) -> bool {
@@ -275,7 +273,7 @@ impl Pushed {
     fn note_webhook(&self, kind: ComponentKind, index: usize, on: bool) {
         let mut seen = self.seen();
         if !seen.live {
-            seen.states.insert((kind, index), on);
+            seen.states.insert((kind, index), Some(on));
         }
     }
 }
@@ -433,34 +431,39 @@ mod tests {
         let p = Pushed::new(vec![wanted("input.toggle_on"), wanted("input.toggle_off")]);
         let names = ("input.toggle_on", "input.toggle_off");
         let input = ComponentKind::Input;
-        // Unknown before: the first state is no change.
-        assert_eq!(p.observe(input, 0, Some(true), names), None);
-        assert_eq!(p.observe(input, 0, Some(true), names), None);
+        // Not seen and not known before: the first state is no change.
+        assert_eq!(p.observe(input, 0, Some(true), None, names), None);
+        assert_eq!(p.observe(input, 0, Some(true), None, names), None);
+        let flip = |on| p.observe(input, 0, Some(on), None, names);
+        assert_eq!(flip(false), Some("input.toggle_off"));
+        assert_eq!(flip(true), Some("input.toggle_on"));
+        // Pushed unknown (a button has no state): the next state is no change either, whatever was known.
+        assert_eq!(p.observe(input, 0, None, Some(false), names), None);
+        assert_eq!(p.observe(input, 0, Some(true), Some(false), names), None);
+        // Not seen yet: measured against the known state (open's read).
+        assert_eq!(p.observe(input, 1, Some(true), Some(true), names), None);
+        let p2 = Pushed::new(vec![wanted("input.toggle_on")]);
         assert_eq!(
-            p.observe(input, 0, Some(false), names),
-            Some("input.toggle_off")
-        );
-        assert_eq!(
-            p.observe(input, 0, Some(true), names),
+            p2.observe(input, 0, Some(true), Some(false), names),
             Some("input.toggle_on")
         );
-        // Reported unknown (a button has no state): the next state is no change either.
-        assert_eq!(p.observe(input, 0, None, names), None);
-        assert_eq!(p.observe(input, 0, Some(false), names), None);
-        // Not asked for: another input, or outputs.
-        assert_eq!(p.observe(input, 1, Some(true), names), None);
-        assert_eq!(p.observe(input, 1, Some(false), names), None);
+        // Not asked for: another input, an event not listed, outputs.
+        assert_eq!(p.observe(input, 1, Some(false), None, names), None);
+        assert_eq!(p2.observe(input, 0, Some(false), None, names), None);
         let out = ("switch.on", "switch.off");
-        assert_eq!(p.observe(ComponentKind::Output, 0, Some(true), out), None);
-        assert_eq!(p.observe(ComponentKind::Output, 0, Some(false), out), None);
-        // While the socket is down a webhook's state counts; while it is up only the socket's do.
-        p.note_webhook(input, 0, true);
-        assert_eq!(p.observe(input, 0, Some(true), names), None);
-        p.set_live(true);
-        p.note_webhook(input, 0, false);
         assert_eq!(
-            p.observe(input, 0, Some(false), names),
-            Some("input.toggle_off")
+            p.observe(ComponentKind::Output, 0, Some(true), None, out),
+            None
         );
+        assert_eq!(
+            p.observe(ComponentKind::Output, 0, Some(false), None, out),
+            None
+        );
+        // While the socket is down a webhook's state counts; while it is up only the socket's do.
+        p.note_webhook(input, 0, false);
+        assert_eq!(flip(false), None);
+        p.set_live(true);
+        p.note_webhook(input, 0, true);
+        assert_eq!(flip(true), Some("input.toggle_on"));
     }
 }
