@@ -826,15 +826,16 @@ fn state_events(t: &Target, ctx: &Context, components: &Map<String, Value>) -> V
         let Some(value) = fields.get(field) else {
             continue;
         };
-        let (object_type, component_id, known) = match kind {
-            ComponentKind::Input => {
-                let c = snap.inputs.get(n);
-                ("input", c.map(|c| c.id), c.and_then(|c| c.state))
-            }
-            _ => {
-                let c = snap.outputs.get(n);
-                ("output", c.map(|c| c.id), c.and_then(|c| c.state))
-            }
+        // Only configured components: a device naming ever new ones must not grow what we keep.
+        let (object_type, id, known) = match kind {
+            ComponentKind::Input => match snap.inputs.get(n) {
+                Some(c) => ("input", c.id, c.state),
+                None => continue,
+            },
+            _ => match snap.outputs.get(n) {
+                Some(c) => ("output", c.id, c.state),
+                None => continue,
+            },
         };
         let Some(event) = pushed.observe(kind, n, value.as_bool(), known, names) else {
             continue;
@@ -843,7 +844,7 @@ fn state_events(t: &Target, ctx: &Context, components: &Map<String, Value>) -> V
             event: event.to_string(),
             device_id: Some(t.id),
             object_type: Some(object_type.to_string()),
-            component_id,
+            component_id: Some(id),
             params: Map::new(),
         };
         out.push(hook);
