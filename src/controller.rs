@@ -37,8 +37,8 @@ pub struct QueueStats {
     pub waiting: usize,
     /// Events dropped so far because the queue was full (the oldest go first).
     pub dropped: u64,
-    /// Events not queued because the same device event had already come through the other channel
-    /// (webhook and push channel both on for a device with `Channel: auto`).
+    /// Events not queued because the same device event had already come another way (a webhook, a
+    /// `NotifyEvent` or a pushed state change, for a device with `Channel: auto`).
     pub duplicates: u64,
 }
 

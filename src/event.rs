@@ -100,7 +100,8 @@ pub enum EventChannel {
     /// A webhook request to our listener.
     #[default]
     Webhook,
-    /// A `NotifyEvent` on the device's WebSocket (`Channel: auto`).
+    /// The device's WebSocket (`Channel: auto`): a `NotifyEvent`, or an input or output state change it
+    /// pushed (`input.toggle_on`/`off`, `switch.on`/`off`).
     Push,
 }
 
