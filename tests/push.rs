@@ -528,7 +528,7 @@ fn with_webhooks_too_each_pushed_flip_is_one_event() {
         "{:?}",
         e.emu.webhooks(0)
     );
-    let flips: Vec<bool> = (0..10).map(|n| n % 2 == 0).collect();
+    let flips: Vec<bool> = (0..20).map(|n| n % 2 == 0).collect();
     for &on in &flips {
         e.emu.set_input(0, 0, on);
         let event = if on {
@@ -545,7 +545,7 @@ fn with_webhooks_too_each_pushed_flip_is_one_event() {
     assert_eq!(names(&got), want);
     assert_eq!(
         e.ctl.webhook_queue_stats().duplicates,
-        20,
+        40,
         "two twins a flip"
     );
     e.ctl.close();
