@@ -617,3 +617,33 @@ fn a_flip_during_a_reconnect_is_one_event() {
     );
     e.ctl.close();
 }
+
+/// The first connect: no event for the state `open` read (that is no change), one for a flip since, which the
+/// subscription's status shows.
+#[test]
+fn the_first_connect_gives_an_event_only_for_a_flip_since_open() {
+    let _serial = serial();
+    let emu = smartdev::emulator::Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    emu.set_input(0, 0, true);
+    // The socket cannot subscribe yet: open reads over HTTP.
+    emu.stall_ws(0, true);
+    let ctl = emu::open(&emu, &[BLOCK], AUTO).unwrap();
+    assert_eq!(
+        ctl.input(Identity::name("Hall In")).unwrap().state,
+        Some(true)
+    );
+    emu.set_input(0, 0, false);
+    emu.stall_ws(0, false);
+    let got = events_until(&ctl, "input.toggle_off", "Hall In");
+    assert_eq!(names(&got), toggles("Hall In", [false]));
+    emu.set_output(0, 0, true);
+    assert_eq!(
+        names(&events_until(&ctl, "switch.on", "Hall Light")),
+        [pair("switch.on", "Hall Light")]
+    );
+    ctl.close();
+}
