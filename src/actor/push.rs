@@ -799,7 +799,8 @@ fn state_events(t: &Target, ctx: &Context, components: &Map<String, Value>) -> V
     let Some(pushed) = ctx.shared.pushed(t.di) else {
         return out;
     };
-    let snap = worker::snapshot(&ctx.shared.slots[t.di]);
+    // Taken only when an input or output state came (a power change is the common notification).
+    let mut snap = None;
     for (key, fields) in components {
         let (kind, n, field, names) = match split_key(key) {
             Some(("input", n)) => (
@@ -826,6 +827,7 @@ fn state_events(t: &Target, ctx: &Context, components: &Map<String, Value>) -> V
         let Some(value) = fields.get(field) else {
             continue;
         };
+        let snap = snap.get_or_insert_with(|| worker::snapshot(&ctx.shared.slots[t.di]));
         // Only configured components: a device naming ever new ones must not grow what we keep.
         let (object_type, id, known) = match kind {
             ComponentKind::Input => match snap.inputs.get(n) {
