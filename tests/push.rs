@@ -647,3 +647,46 @@ fn the_first_connect_gives_an_event_only_for_a_flip_since_open() {
     );
     ctl.close();
 }
+
+/// A flip while the socket is down that a webhook reported is not reported again by the status read at the
+/// reconnect, even past the 2 s in which twins are paired.
+#[test]
+fn a_flip_a_webhook_reported_while_the_socket_was_down_is_not_repeated() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &[BLOCK],
+        AUTO_AND_HOOKS,
+    );
+    subscribed(&e);
+    assert!(eventually(LIMIT, || e.emu.webhooks(0).len() >= 4));
+    e.emu.set_input(0, 0, true);
+    assert_eq!(
+        names(&events_until(&e.ctl, "input.toggle_on", "Hall In")),
+        toggles("Hall In", [true])
+    );
+    // Down, and kept down for longer than the dedupe window: the first reconnect cannot subscribe.
+    e.emu.stall_ws(0, true);
+    e.emu.drop_ws(0);
+    let dropped = std::time::Instant::now();
+    e.emu.set_input(0, 0, false);
+    assert_eq!(e.emu.fire_event(0, "input.toggle_off", 0), 1, "the webhook");
+    let got = events_until(&e.ctl, "input.toggle_off", "Hall In");
+    assert_eq!(names(&got), toggles("Hall In", [false]));
+    assert_eq!(got[0].channel, EventChannel::Webhook);
+    assert!(eventually(LIMIT, || e.emu.ws_connections(0) >= 1
+        && dropped.elapsed() > Duration::from_millis(2500)));
+    e.emu.stall_ws(0, false);
+    // The reconnect's status has been compared once requests go over the new socket.
+    assert!(eventually(LIMIT, || {
+        let before = e.emu.ws_requests(0);
+        e.ctl.read_device("Hall").unwrap();
+        e.emu.ws_requests(0) > before
+    }));
+    e.emu.set_output(0, 0, true);
+    assert_eq!(
+        names(&events_until(&e.ctl, "switch.on", "Hall Light")),
+        [pair("switch.on", "Hall Light")]
+    );
+    e.ctl.close();
+}

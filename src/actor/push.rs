@@ -416,11 +416,8 @@ impl Poller {
         }));
         let t = &self.targets[ti];
         // What changed while nobody listened is measured against what the socket saw before the drop.
-        if let Some(p) = self.ctx.shared.pushed(t.di) {
-            p.set_live(true);
-        }
         if let Some(status) = status.as_object() {
-            queue_all(&self.ctx, state_events(t, &self.ctx, status), source);
+            queue_all(&self.ctx, state_events(t, &self.ctx, status, true), source);
         }
         t.tunnel
             .attach(writer, src, challenge, Some((status, status_at)));
@@ -572,9 +569,6 @@ impl Poller {
     /// Ends target `ti`'s connection (if any) and schedules the next attempt after the back-off.
     fn fail(&mut self, ti: usize, why: String) {
         self.targets[ti].tunnel.detach();
-        if let Some(p) = self.ctx.shared.pushed(self.targets[ti].di) {
-            p.set_live(false);
-        }
         let (was_live, failures) = match &mut self.slots[ti] {
             Slot::Live(l) => {
                 let _ = self.poll.registry().deregister(&mut l.stream);
@@ -709,13 +703,13 @@ fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
         Notification::Status { components, .. } => {
             t.tunnel.merge_status(&components, false);
             // Compared before the states are posted: the worker may apply them at once.
-            let events = state_events(t, ctx, &components);
+            let events = state_events(t, ctx, &components, false);
             on_status(t, ctx, &components);
             queue_all(ctx, events, source);
         }
         Notification::FullStatus { status, .. } => {
             t.tunnel.merge_status(&status, true);
-            let events = state_events(t, ctx, &status);
+            let events = state_events(t, ctx, &status, false);
             on_status(t, ctx, &status);
             queue_all(ctx, events, source);
         }
@@ -793,8 +787,14 @@ fn on_event(t: &Target, ctx: &Context, e: Event, source: IpAddr) {
 }
 
 /// Input and output states in a pushed status become the events their blocks ask for, when they changed
-/// (`Pushed::observe`: in the order the device sent them, and an unknown state is no change).
-fn state_events(t: &Target, ctx: &Context, components: &Map<String, Value>) -> Vec<Hook> {
+/// (`Pushed::observe`: in the order the device sent them, and an unknown state is no change); `resync`: the
+/// status read at a (re)connect.
+fn state_events(
+    t: &Target,
+    ctx: &Context,
+    components: &Map<String, Value>,
+    resync: bool,
+) -> Vec<Hook> {
     let mut out = Vec::new();
     let Some(pushed) = ctx.shared.pushed(t.di) else {
         return out;
@@ -839,7 +839,7 @@ fn state_events(t: &Target, ctx: &Context, components: &Map<String, Value>) -> V
                 None => continue,
             },
         };
-        let Some(event) = pushed.observe(kind, n, value.as_bool(), known, names) else {
+        let Some(event) = pushed.observe(kind, n, value.as_bool(), known, resync, names) else {
             continue;
         };
         let hook = Hook {

@@ -204,20 +204,23 @@ impl Origin {
 /// a state the socket has not seen yet is measured against the device's last known one (the read at open),
 /// so the first connect gives no event for the state open read, one for a flip since, and none when the
 /// state was never known; a state pushed as `null` is unknown until the next one. The status read at a
-/// reconnect is compared with what the socket saw before the drop: one event if it changed meanwhile.
+/// reconnect is compared with what the socket saw before the drop: one event if it changed meanwhile, none
+/// when a webhook already reported that change after the socket's last word on it (which may be long past
+/// the dedupe window).
 #[derive(Default)]
 pub(crate) struct Pushed {
     /// (kind, `component_index`, event name) the device's inputs and outputs ask for.
     wanted: Vec<(ComponentKind, usize, String)>,
-    seen: Mutex<Seen>,
+    /// Per (kind, `component_index`).
+    seen: Mutex<HashMap<(ComponentKind, usize), Seen>>,
 }
 
 #[derive(Default)]
 struct Seen {
-    /// The socket is up: its notifications are the order of the device's states.
-    live: bool,
-    /// Last state seen per (kind, `component_index`): absent = not seen yet, `None` = seen unknown.
-    states: HashMap<(ComponentKind, usize), Option<bool>>,
+    /// The last state the socket brought (`None`: unknown), and when; `None` before the first.
+    socket: Option<(Option<bool>, Instant)>,
+    /// The state the last webhook implied, and when it came.
+    webhook: Option<(bool, Instant)>,
 }
 
 impl Pushed {
@@ -234,26 +237,38 @@ impl Pushed {
         }
     }
 
-    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<(ComponentKind, usize), Seen>> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes a pushed state (`None`: reported unknown) of input or output `index`; returns its event when it
     /// changed from a known one and that event is wanted. `known` is the device's last known state, taken
-    /// when the socket has not seen this one yet. `on_off` names the events: (`input.toggle_on`,
-    /// `input.toggle_off`) or (`switch.on`, `switch.off`).
+    /// when the socket has not brought this one yet; `resync`: the status read at a (re)connect, not a
+    /// notification. `on_off` names the events: (`input.toggle_on`, `input.toggle_off`) or (`switch.on`,
+    /// `switch.off`).
     pub(crate) fn observe<'a>(
         &self,
         kind: ComponentKind,
         index: usize,
         state: Option<bool>,
         known: Option<bool>,
+        resync: bool,
         on_off: (&'a str, &'a str),
     ) -> Option<&'a str> {
-        let before = self.seen().states.insert((kind, index), state);
-        let (before, on) = (before.unwrap_or(known)?, state?);
+        let now = Instant::now();
+        let (before, reported) = {
+            let mut seen = self.seen();
+            let s = seen.entry((kind, index)).or_default();
+            let before = s.socket.replace((state, now));
+            // A webhook with this state since the socket's last word on it reported the change already.
+            let reported = s.webhook.is_some_and(|(on, at)| {
+                Some(on) == state && before.is_none_or(|(_, seen_at)| at > seen_at)
+            });
+            (before.map_or(known, |(b, _)| b), reported)
+        };
+        let (before, on) = (before?, state?);
         let event = if on { on_off.0 } else { on_off.1 };
-        (before != on && self.wants(kind, index, event)).then_some(event)
+        (before != on && !(resync && reported) && self.wants(kind, index, event)).then_some(event)
     }
 
     fn wants(&self, kind: ComponentKind, index: usize, event: &str) -> bool {
@@ -262,19 +277,10 @@ impl Pushed {
             .any(|(k, i, e)| *k == kind && *i == index && e == event)
     }
 
-    /// The socket came up (its first status is being compared) or went down.
-    pub(crate) fn set_live(&self, live: bool) {
-        self.seen().live = live;
-    }
-
-    /// A webhook's implied state, taken only while the socket is down: the status read at the reconnect then
-    /// finds no change for a flip the webhook reported already (which may be long past the dedupe window).
-    /// While the socket is up the notifications alone say the order: a late webhook must not reorder them.
+    /// A webhook's implied state, for the status read at the next reconnect (see [`Pushed::observe`]). It
+    /// never changes what notifications are compared with: a webhook late for a flip must not reorder them.
     fn note_webhook(&self, kind: ComponentKind, index: usize, on: bool) {
-        let mut seen = self.seen();
-        if !seen.live {
-            seen.states.insert((kind, index), Some(on));
-        }
+        self.seen().entry((kind, index)).or_default().webhook = Some((on, Instant::now()));
     }
 }
 
@@ -432,38 +438,43 @@ mod tests {
         let names = ("input.toggle_on", "input.toggle_off");
         let input = ComponentKind::Input;
         // Not seen and not known before: the first state is no change.
-        assert_eq!(p.observe(input, 0, Some(true), None, names), None);
-        assert_eq!(p.observe(input, 0, Some(true), None, names), None);
-        let flip = |on| p.observe(input, 0, Some(on), None, names);
-        assert_eq!(flip(false), Some("input.toggle_off"));
-        assert_eq!(flip(true), Some("input.toggle_on"));
+        assert_eq!(p.observe(input, 0, Some(true), None, true, names), None);
+        assert_eq!(p.observe(input, 0, Some(true), None, false, names), None);
+        let flip = |on, resync| p.observe(input, 0, Some(on), None, resync, names);
+        assert_eq!(flip(false, false), Some("input.toggle_off"));
+        assert_eq!(flip(true, false), Some("input.toggle_on"));
         // Pushed unknown (a button has no state): the next state is no change either, whatever was known.
-        assert_eq!(p.observe(input, 0, None, Some(false), names), None);
-        assert_eq!(p.observe(input, 0, Some(true), Some(false), names), None);
+        assert_eq!(p.observe(input, 0, None, Some(false), false, names), None);
+        assert_eq!(
+            p.observe(input, 0, Some(true), Some(false), false, names),
+            None
+        );
         // Not seen yet: measured against the known state (open's read).
-        assert_eq!(p.observe(input, 1, Some(true), Some(true), names), None);
+        assert_eq!(
+            p.observe(input, 1, Some(true), Some(true), true, names),
+            None
+        );
         let p2 = Pushed::new(vec![wanted("input.toggle_on")]);
         assert_eq!(
-            p2.observe(input, 0, Some(true), Some(false), names),
+            p2.observe(input, 0, Some(true), Some(false), true, names),
             Some("input.toggle_on")
         );
         // Not asked for: another input, an event not listed, outputs.
-        assert_eq!(p.observe(input, 1, Some(false), None, names), None);
-        assert_eq!(p2.observe(input, 0, Some(false), None, names), None);
+        assert_eq!(p.observe(input, 1, Some(false), None, false, names), None);
+        assert_eq!(p2.observe(input, 0, Some(false), None, false, names), None);
         let out = ("switch.on", "switch.off");
-        assert_eq!(
-            p.observe(ComponentKind::Output, 0, Some(true), None, out),
-            None
-        );
-        assert_eq!(
-            p.observe(ComponentKind::Output, 0, Some(false), None, out),
-            None
-        );
-        // While the socket is down a webhook's state counts; while it is up only the socket's do.
+        let output = ComponentKind::Output;
+        assert_eq!(p.observe(output, 0, Some(true), None, false, out), None);
+        assert_eq!(p.observe(output, 0, Some(false), None, false, out), None);
+        // A webhook reported a flip the socket did not see: the reconnect's status finds no new event.
         p.note_webhook(input, 0, false);
-        assert_eq!(flip(false), None);
-        p.set_live(true);
+        assert_eq!(flip(false, true), None);
+        // A webhook older than the socket's last word, or of another state, does not count.
         p.note_webhook(input, 0, true);
-        assert_eq!(flip(true), Some("input.toggle_on"));
+        assert_eq!(flip(true, false), Some("input.toggle_on"));
+        assert_eq!(flip(false, true), Some("input.toggle_off"));
+        // Nor for a notification: Dedupe pairs those within its window.
+        p.note_webhook(input, 0, true);
+        assert_eq!(flip(true, false), Some("input.toggle_on"));
     }
 }
