@@ -36,8 +36,8 @@ pub struct QueueStats {
     pub waiting: usize,
     /// Events dropped so far because the queue was full (the oldest go first).
     pub dropped: u64,
-    /// Events not queued because the same device event had already come through the other channel
-    /// (webhook and push channel both on for a device with `Channel: auto`).
+    /// Events not queued because the same device event had already come another way (a webhook, a
+    /// `NotifyEvent` or a pushed state change, for a device with `Channel: auto`).
     pub duplicates: u64,
 }
 
@@ -282,6 +282,20 @@ impl Controller {
             .map(|s| (*worker::snapshot(s)).clone())
             .collect();
         let directory = Directory::new(&found);
+        // The events a device's components ask for come from its push channel too, listener or not (from what
+        // the first contact found: a device following its profile has that profile's components).
+        let pushed: Vec<_> = found
+            .iter()
+            .zip(&tunnels)
+            .map(|(d, t)| {
+                t.as_ref().map(|_| {
+                    crate::webhook::routing::Pushed::new(install::wanted_events(
+                        d,
+                        &settings.webhooks,
+                    ))
+                })
+            })
+            .collect();
         drop(found);
         let shared = Arc::new(Shared {
             directory,
@@ -289,7 +303,7 @@ impl Controller {
             hook_inboxes: inboxes,
             read_budget: ReadBudget::default(),
             senders: RwLock::new(Some(senders)),
-            push: tunnels.iter().map(Option::is_some).collect(),
+            push: pushed,
             dedupe: Default::default(),
         });
         let _ = sink.0.set(shared.clone());

@@ -109,7 +109,8 @@ pub enum EventChannel {
     /// A webhook request to our listener.
     #[default]
     Webhook,
-    /// A `NotifyEvent` on the device's WebSocket (`Channel: auto`); for an event smartdev raises itself
+    /// The device's WebSocket (`Channel: auto`): a `NotifyEvent`, or an input or output state change it
+    /// pushed (`input.toggle_on`/`off`, `switch.on`/`off`); for an event smartdev raises itself
     /// (`device.profile_changed`), a status the device pushed.
     Push,
     /// Raised by smartdev itself when a read of the device (a refresh) showed it (`device.profile_changed`).

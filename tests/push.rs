@@ -1,5 +1,6 @@
 //! The push channel (`Channel: auto`) against the emulator's WebSocket RPC: notifications reach the snapshot
 //! and the event queue without any refresh, once even with webhooks on, and a dropped socket comes back.
+//! Pushed input and output flips are the events their blocks ask for, with or without the listener.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::time::Duration;
 use common::emu::{self, Emulated};
 use common::eventually;
 use smartdev::emulator::DeviceSpec;
-use smartdev::{Controller, EventChannel, Identity};
+use smartdev::{Controller, EventChannel, Identity, WakeFlag, WebhookEvent};
 
 const LIMIT: Duration = Duration::from_secs(10);
 const BLOCK: &str = "Name: Hall, Model: ShellyPlus1PM, Inputs: [{Name: Hall In, Webhooks: true}], Outputs: [{Name: Hall Light, Webhooks: true}]";
@@ -182,15 +183,16 @@ fn with_webhooks_too_each_event_is_queued_once() {
         "{:?}",
         e.emu.webhooks(0)
     );
+    // The flip comes three ways: the pushed state, the emulator's `NotifyEvent` and the webhook.
     e.emu.set_input(0, 0, true);
     assert_eq!(e.emu.fire_event(0, "input.toggle_on", 0), 1, "the webhook");
-    // Both copies arrived once one was dropped as the other's twin.
-    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().duplicates == 1));
+    // Every copy arrived once two were dropped as the first one's twins.
+    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().duplicates == 2));
     assert_eq!(e.ctl.webhook_queue_stats().waiting, 1);
     // A second real event is a second event, not a duplicate of the first.
     e.emu.set_input(0, 0, false);
     assert_eq!(e.emu.fire_event(0, "input.toggle_off", 0), 1);
-    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().duplicates == 2));
+    assert!(eventually(LIMIT, || e.ctl.webhook_queue_stats().duplicates == 4));
     assert_eq!(e.ctl.webhook_queue_stats().waiting, 2);
     let events: Vec<_> = std::iter::from_fn(|| e.ctl.pull_webhook_event())
         .map(|ev| ev.event)
@@ -431,4 +433,268 @@ fn a_socket_without_pongs_is_dropped_and_reconnected() {
     assert!(eventually(LIMIT, || light(&ctl) == Some(true)));
     assert!(ctl.device("Hall").unwrap().online);
     ctl.close();
+}
+
+/// Pulls events until `event` of `component` arrives: it is a marker made after everything the test looks
+/// at, so what came before it is all there is (no sleep, no upper bound on time).
+fn events_until(ctl: &Controller, event: &str, component: &str) -> Vec<WebhookEvent> {
+    let mut got = Vec::new();
+    let came = eventually(LIMIT, || {
+        got.extend(std::iter::from_fn(|| ctl.pull_webhook_event()));
+        got.iter()
+            .any(|e| e.event == event && e.component == component)
+    });
+    assert!(came, "no {event} of {component}; got {got:#?}");
+    got
+}
+
+/// (event, component) of each.
+fn names(events: &[WebhookEvent]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| (e.event.clone(), e.component.clone()))
+        .collect()
+}
+
+fn toggles(component: &str, flips: impl IntoIterator<Item = bool>) -> Vec<(String, String)> {
+    flips
+        .into_iter()
+        .map(|on| {
+            let event = if on {
+                "input.toggle_on"
+            } else {
+                "input.toggle_off"
+            };
+            (event.to_string(), component.to_string())
+        })
+        .collect()
+}
+
+fn pair(event: &str, component: &str) -> (String, String) {
+    (event.to_string(), component.to_string())
+}
+
+/// The listener is off (no `ShellyWebhooks`), so no hook can be installed: an input with `Webhooks: true`
+/// still gives its `input.toggle_on`/`off` from the pushed `NotifyStatus`, one per flip and in order, and an
+/// output its `switch.on`/`off`; the wake flag is set.
+#[test]
+fn pushed_flips_are_events_without_a_listener() {
+    let _serial = serial();
+    let emu = smartdev::emulator::Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let wake = WakeFlag::new();
+    let ctl = Controller::open(emu::settings(&emu, &[BLOCK], AUTO), Some(wake.clone())).unwrap();
+    assert!(ctl.webhook_address().is_none(), "no listener");
+    assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
+    // Twenty flips in a row, each its own notification.
+    let flips: Vec<bool> = (0..20).map(|n| n % 2 == 0).collect();
+    for &on in &flips {
+        emu.set_input(0, 0, on);
+    }
+    emu.set_output(0, 0, true);
+    emu.set_output(0, 0, false);
+    let got = events_until(&ctl, "switch.off", "Hall Light");
+    let mut want = toggles("Hall In", flips);
+    want.extend([
+        pair("switch.on", "Hall Light"),
+        pair("switch.off", "Hall Light"),
+    ]);
+    assert_eq!(names(&got), want);
+    for e in &got {
+        assert_eq!(e.channel, EventChannel::Push, "{e:?}");
+        assert_eq!((e.device.as_str(), e.device_id), ("Hall", Some(1)));
+    }
+    assert_eq!(got[0].object_type.as_deref(), Some("input"));
+    assert_eq!(got[0].component_id, Some(1));
+    assert_eq!(got[20].object_type.as_deref(), Some("output"));
+    assert_eq!(got[20].component_id, Some(1));
+    assert!(wake.is_set());
+    assert_eq!(ctl.webhook_queue_stats().duplicates, 0);
+    assert_eq!(
+        ctl.input(Identity::name("Hall In")).unwrap().state,
+        Some(false)
+    );
+    ctl.close();
+}
+
+/// With the hooks installed too, each flip comes three ways (pushed state, `NotifyEvent`, webhook) and is
+/// queued once, whichever is first.
+#[test]
+fn with_webhooks_too_each_pushed_flip_is_one_event() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &[BLOCK],
+        AUTO_AND_HOOKS,
+    );
+    subscribed(&e);
+    assert!(
+        eventually(LIMIT, || e.emu.webhooks(0).len() >= 4),
+        "{:?}",
+        e.emu.webhooks(0)
+    );
+    let flips: Vec<bool> = (0..20).map(|n| n % 2 == 0).collect();
+    for &on in &flips {
+        e.emu.set_input(0, 0, on);
+        let event = if on {
+            "input.toggle_on"
+        } else {
+            "input.toggle_off"
+        };
+        assert_eq!(e.emu.fire_event(0, event, 0), 1, "the webhook");
+    }
+    e.emu.set_output(0, 0, true);
+    let got = events_until(&e.ctl, "switch.on", "Hall Light");
+    let mut want = toggles("Hall In", flips);
+    want.push(pair("switch.on", "Hall Light"));
+    assert_eq!(names(&got), want);
+    assert_eq!(
+        e.ctl.webhook_queue_stats().duplicates,
+        40,
+        "two twins a flip"
+    );
+    e.ctl.close();
+}
+
+/// Only what the blocks ask for: an input without `Webhooks: true` gives no event (its state still arrives),
+/// and only the events `DefaultWebhooks` lists, although the listener is off.
+#[test]
+fn only_the_components_and_events_asked_for_are_derived() {
+    let _serial = serial();
+    let mut spec = DeviceSpec::new("Shelly2PMG3");
+    spec.profile = Some("switch".into());
+    let e = emu::start(
+        vec![spec],
+        &[
+            "Name: Two, Model: Shelly2PMG3, Inputs: [{Name: A In, Webhooks: true}, {Name: B In}], Outputs: [{Name: A Out, Webhooks: true}, {Name: B Out}]",
+        ],
+        "  ShellyWebhooks:
+    Enabled: false
+    DefaultWebhooks: {Inputs: [input.toggle_on], Outputs: [switch.off]}
+",
+    );
+    subscribed(&e);
+    let state = |name: &str| e.ctl.input(Identity::name(name)).unwrap().state;
+    for on in [true, false, true] {
+        e.emu.set_input(0, 1, on);
+        e.emu.set_input(0, 0, on);
+        e.emu.set_output(0, 1, on);
+    }
+    e.emu.set_output(0, 0, true);
+    e.emu.set_output(0, 0, false);
+    let got = events_until(&e.ctl, "switch.off", "A Out");
+    assert_eq!(
+        names(&got),
+        [
+            pair("input.toggle_on", "A In"),
+            pair("input.toggle_on", "A In"),
+            pair("switch.off", "A Out")
+        ]
+    );
+    assert!(eventually(LIMIT, || state("B In") == Some(true)));
+    e.ctl.close();
+}
+
+/// A flip while the socket is down is seen by the status read at the reconnect: one event, not zero (nobody
+/// was notified) and not two.
+#[test]
+fn a_flip_during_a_reconnect_is_one_event() {
+    let _serial = serial();
+    let e = emu::start(vec![DeviceSpec::new("ShellyPlus1PM")], &[BLOCK], AUTO);
+    subscribed(&e);
+    e.emu.set_input(0, 0, true);
+    assert_eq!(
+        names(&events_until(&e.ctl, "input.toggle_on", "Hall In")),
+        toggles("Hall In", [true])
+    );
+    e.emu.drop_ws(0);
+    // Nobody listens now.
+    e.emu.set_input(0, 0, false);
+    let got = events_until(&e.ctl, "input.toggle_off", "Hall In");
+    assert_eq!(names(&got), toggles("Hall In", [false]));
+    assert_eq!(got[0].channel, EventChannel::Push);
+    assert_eq!(e.emu.ws_subscribed(0), 1, "after the reconnect");
+    // Nothing more came of that flip: the next event is the next flip's.
+    e.emu.set_output(0, 0, true);
+    assert_eq!(
+        names(&events_until(&e.ctl, "switch.on", "Hall Light")),
+        [pair("switch.on", "Hall Light")]
+    );
+    e.ctl.close();
+}
+
+/// The first connect: no event for the state `open` read (that is no change), one for a flip since, which the
+/// subscription's status shows.
+#[test]
+fn the_first_connect_gives_an_event_only_for_a_flip_since_open() {
+    let _serial = serial();
+    let emu = smartdev::emulator::Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    emu.set_input(0, 0, true);
+    // The socket cannot subscribe yet: open reads over HTTP.
+    emu.stall_ws(0, true);
+    let ctl = emu::open(&emu, &[BLOCK], AUTO).unwrap();
+    assert_eq!(
+        ctl.input(Identity::name("Hall In")).unwrap().state,
+        Some(true)
+    );
+    emu.set_input(0, 0, false);
+    emu.stall_ws(0, false);
+    let got = events_until(&ctl, "input.toggle_off", "Hall In");
+    assert_eq!(names(&got), toggles("Hall In", [false]));
+    emu.set_output(0, 0, true);
+    assert_eq!(
+        names(&events_until(&ctl, "switch.on", "Hall Light")),
+        [pair("switch.on", "Hall Light")]
+    );
+    ctl.close();
+}
+
+/// A flip while the socket is down that a webhook reported is not reported again by the status read at the
+/// reconnect, even past the 2 s in which twins are paired.
+#[test]
+fn a_flip_a_webhook_reported_while_the_socket_was_down_is_not_repeated() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &[BLOCK],
+        AUTO_AND_HOOKS,
+    );
+    subscribed(&e);
+    assert!(eventually(LIMIT, || e.emu.webhooks(0).len() >= 4));
+    e.emu.set_input(0, 0, true);
+    assert_eq!(
+        names(&events_until(&e.ctl, "input.toggle_on", "Hall In")),
+        toggles("Hall In", [true])
+    );
+    // Down, and kept down for longer than the dedupe window: the first reconnect cannot subscribe.
+    e.emu.stall_ws(0, true);
+    e.emu.drop_ws(0);
+    let dropped = std::time::Instant::now();
+    e.emu.set_input(0, 0, false);
+    assert_eq!(e.emu.fire_event(0, "input.toggle_off", 0), 1, "the webhook");
+    let got = events_until(&e.ctl, "input.toggle_off", "Hall In");
+    assert_eq!(names(&got), toggles("Hall In", [false]));
+    assert_eq!(got[0].channel, EventChannel::Webhook);
+    assert!(eventually(LIMIT, || e.emu.ws_connections(0) >= 1
+        && dropped.elapsed() > Duration::from_millis(2500)));
+    e.emu.stall_ws(0, false);
+    // The reconnect's status has been compared once requests go over the new socket.
+    assert!(eventually(LIMIT, || {
+        let before = e.emu.ws_requests(0);
+        e.ctl.read_device("Hall").unwrap();
+        e.emu.ws_requests(0) > before
+    }));
+    e.emu.set_output(0, 0, true);
+    assert_eq!(
+        names(&events_until(&e.ctl, "switch.on", "Hall Light")),
+        [pair("switch.on", "Hall Light")]
+    );
+    e.ctl.close();
 }

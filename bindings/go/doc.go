@@ -29,6 +29,7 @@
 // Concurrency: a Controller may be used from any number of goroutines at once. Close waits for calls in
 // progress, is idempotent, and makes later calls return ErrClosed. A finalizer closes a forgotten controller.
 //
-// Events: with ShellyWebhooks enabled in the configuration, Events delivers the webhooks devices send on a
-// channel (waiting on the library's wake descriptor); PullEvent takes one without waiting.
+// Events: Events delivers the events devices send on a channel (waiting on the library's wake descriptor):
+// webhooks with ShellyWebhooks enabled, and the push channel's events (Channel: auto) with or without it;
+// PullEvent takes one without waiting.
 package smartdev

@@ -35,12 +35,11 @@ use crate::driver::ws::client::Timeouts;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 use crate::driver::ws::rpc::{Event, FrameChallenge, Notification, RpcSocket, parse_notification};
 use crate::driver::ws::tunnel::Tunnel;
-use crate::event::EventChannel;
 use crate::objects::ComponentKind;
 use crate::wake::WakeFlag;
 use crate::webhook::queue::EventQueue;
 use crate::webhook::request::Hook;
-use crate::webhook::routing::{self, Shared};
+use crate::webhook::routing::{self, Origin, Shared};
 
 /// Reconnect back-off: first wait and cap.
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
@@ -416,6 +415,10 @@ impl Poller {
             last_pong: None,
         }));
         let t = &self.targets[ti];
+        // What changed while nobody listened is measured against what the socket saw before the drop.
+        if let Some(status) = status.as_object() {
+            queue_all(&self.ctx, state_events(t, &self.ctx, status, true), source);
+        }
         t.tunnel
             .attach(writer, src, challenge, Some((status, status_at)));
         // The worker's read after a (re)connect takes the subscription's status (no second request).
@@ -699,11 +702,16 @@ fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
     match n {
         Notification::Status { components, .. } => {
             t.tunnel.merge_status(&components, false);
+            // Compared before the states are posted: the worker may apply them at once.
+            let events = state_events(t, ctx, &components, false);
             on_status(t, ctx, &components);
+            queue_all(ctx, events, source);
         }
         Notification::FullStatus { status, .. } => {
             t.tunnel.merge_status(&status, true);
+            let events = state_events(t, ctx, &status, false);
             on_status(t, ctx, &status);
+            queue_all(ctx, events, source);
         }
         Notification::Event { events, .. } => {
             for e in events {
@@ -775,14 +783,94 @@ fn on_event(t: &Target, ctx: &Context, e: Event, source: IpAddr) {
         component_id,
         params: e.fields,
     };
-    let Some(names) = ctx.shared.resolve(&hook, source, EventChannel::Push) else {
+    queue(ctx, hook, Origin::PushEvent, source);
+}
+
+/// Input and output states in a pushed status become the events their blocks ask for, when they changed
+/// (`Pushed::observe`: in the order the device sent them, and an unknown state is no change); `resync`: the
+/// status read at a (re)connect.
+fn state_events(
+    t: &Target,
+    ctx: &Context,
+    components: &Map<String, Value>,
+    resync: bool,
+) -> Vec<Hook> {
+    let mut out = Vec::new();
+    let Some(pushed) = ctx.shared.pushed(t.di) else {
+        return out;
+    };
+    // Taken only when an input or output state came (a power change is the common notification).
+    let mut snap = None;
+    for (key, fields) in components {
+        let (kind, n, field, names) = match split_key(key) {
+            Some(("input", n)) => (
+                ComponentKind::Input,
+                n,
+                "state",
+                ("input.toggle_on", "input.toggle_off"),
+            ),
+            Some((k, n)) if k == t.output_type && k == "light" => (
+                ComponentKind::Output,
+                n,
+                "output",
+                ("light.on", "light.off"),
+            ),
+            Some((k, n)) if k == t.output_type => (
+                ComponentKind::Output,
+                n,
+                "output",
+                ("switch.on", "switch.off"),
+            ),
+            _ => continue,
+        };
+        // A state left out did not change; a `null` or a value that is no bool is unknown.
+        let Some(value) = fields.get(field) else {
+            continue;
+        };
+        let snap = snap.get_or_insert_with(|| worker::snapshot(&ctx.shared.slots[t.di]));
+        // Only configured components: a device naming ever new ones must not grow what we keep.
+        let (object_type, id, known) = match kind {
+            ComponentKind::Input => match snap.inputs.get(n) {
+                Some(c) => ("input", c.id, c.state),
+                None => continue,
+            },
+            _ => match snap.outputs.get(n) {
+                Some(c) => ("output", c.id, c.state),
+                None => continue,
+            },
+        };
+        let Some(event) = pushed.observe(kind, n, value.as_bool(), known, resync, names) else {
+            continue;
+        };
+        let hook = Hook {
+            event: event.to_string(),
+            device_id: Some(t.id),
+            object_type: Some(object_type.to_string()),
+            component_id: Some(id),
+            params: Map::new(),
+        };
+        out.push(hook);
+    }
+    out
+}
+
+/// Queues events derived from pushed states, in order.
+fn queue_all(ctx: &Context, events: Vec<Hook>, source: IpAddr) {
+    for hook in events {
+        queue(ctx, hook, Origin::PushStatus, source);
+    }
+}
+
+/// Names and deduplicates a pushed event, then queues it and sets the wake flag.
+fn queue(ctx: &Context, hook: Hook, origin: Origin, source: IpAddr) {
+    let Some(names) = ctx.shared.resolve(&hook, source, origin) else {
         return;
     };
     ctx.queue.push(routing::event(
         hook,
         names,
         source.to_string(),
-        EventChannel::Push,
+        origin.channel(),
     ));
     if let Some(w) = &ctx.wake {
         w.set();

@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use serde_json::Value;
 
 use crate::config::WebhookSettings;
-use crate::objects::Device;
+use crate::objects::{ComponentKind, Device};
 use crate::url::encode_component;
 
 /// Every hook smartdev creates is named with this prefix, so it never touches anyone else's.
@@ -45,6 +45,44 @@ pub(crate) struct HookPlan {
     pub wanted: Vec<WantedHook>,
 }
 
+/// One event a component asks for (`Webhooks: true`, and listed in `DefaultWebhooks`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WantedEvent {
+    /// Input, output or cover.
+    pub kind: ComponentKind,
+    /// Its channel on the device (`component_index`: `cid` of a hook, `N` of `input:N`).
+    pub index: usize,
+    /// Its configured ID.
+    pub id: i64,
+    /// Event name (`input.toggle_on`).
+    pub event: String,
+}
+
+/// The events a device's components ask for: the `DefaultWebhooks` of every input, output and cover with
+/// `Webhooks: true`, whether or not the listener runs. One decision for both the hooks to install ([`plan`])
+/// and the events the push channel derives from pushed states (which need no listener).
+pub(crate) fn wanted_events(dev: &Device, w: &WebhookSettings) -> Vec<WantedEvent> {
+    let d = &w.default_webhooks;
+    let inputs = dev.inputs.iter().filter(|c| c.webhooks);
+    let inputs = inputs.map(|c| (ComponentKind::Input, c.component_index, c.id, &d.inputs));
+    let outputs = dev.outputs.iter().filter(|c| c.webhooks);
+    let outputs = outputs.map(|c| (ComponentKind::Output, c.component_index, c.id, &d.outputs));
+    let covers = dev.covers.iter().filter(|c| c.webhooks);
+    let covers = covers.map(|c| (ComponentKind::Cover, c.component_index, c.id, &d.covers));
+    inputs
+        .chain(outputs)
+        .chain(covers)
+        .flat_map(|(kind, index, id, events)| {
+            events.iter().map(move |e| WantedEvent {
+                kind,
+                index,
+                id,
+                event: e.clone(),
+            })
+        })
+        .collect()
+}
+
 /// The hooks a device should carry: the default events of its inputs and outputs that ask for webhooks.
 /// `port` is the listener's actual port. Support is checked later against what the device lists. `None` when
 /// webhooks are off or the device takes no part (simulated, Tasmota).
@@ -71,36 +109,28 @@ pub(crate) fn plan(dev: &Device, w: &WebhookSettings, port: u16) -> Option<HookP
         .as_deref()
         .map(|t| format!("&token={}", encode_component(t)))
         .unwrap_or_default();
-    let mut out = Vec::new();
-    let mut add = |object: &str, id: i64, channel: usize, events: &[String]| {
-        for e in events {
-            out.push(WantedHook {
-                event: e.clone(),
-                channel,
-                name: format!("{NAME_PREFIX}{object}:{id}:{e}"),
+    let wanted = wanted_events(dev, w)
+        .into_iter()
+        .map(|e| {
+            let object = match e.kind {
+                ComponentKind::Input => "input",
+                ComponentKind::Output => "output",
+                _ => "cover",
+            };
+            WantedHook {
+                name: format!("{NAME_PREFIX}{object}:{}:{}", e.id, e.event),
                 url: format!(
-                    "{base}?Event={}&DeviceID={}&ObjectType={object}&ComponentID={id}{token}",
-                    encode_component(e),
-                    dev.id
+                    "{base}?Event={}&DeviceID={}&ObjectType={object}&ComponentID={}{token}",
+                    encode_component(&e.event),
+                    dev.id,
+                    e.id
                 ),
-            });
-        }
-    };
-    for i in dev.inputs.iter().filter(|i| i.webhooks) {
-        add("input", i.id, i.component_index, &w.default_webhooks.inputs);
-    }
-    for o in dev.outputs.iter().filter(|o| o.webhooks) {
-        add(
-            "output",
-            o.id,
-            o.component_index,
-            &w.default_webhooks.outputs,
-        );
-    }
-    for c in dev.covers.iter().filter(|c| c.webhooks) {
-        add("cover", c.id, c.component_index, &w.default_webhooks.covers);
-    }
-    Some(HookPlan { base, wanted: out })
+                channel: e.index,
+                event: e.event,
+            }
+        })
+        .collect();
+    Some(HookPlan { base, wanted })
 }
 
 /// Event names from a `Webhook.ListSupported` result, in either shape: `{"types": {name: {...}}}` (current

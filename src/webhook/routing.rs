@@ -1,9 +1,10 @@
 //! Event routing: names the device and component of a valid webhook (or of a pushed `NotifyEvent`, which the
 //! push thread turns into the same [`Hook`]) and hands what it implies to the device's worker, within the
-//! sender's read budget. For a device with a push channel the same device event may come twice (webhook and
-//! socket): [`Dedupe`] lets the first one through and drops its twin.
+//! sender's read budget. For a device with a push channel the same device event may come up to three times
+//! (webhook, `NotifyEvent`, and derived from a pushed `NotifyStatus` by [`Pushed`]): [`Dedupe`] lets the first
+//! one through and drops its twins.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -27,8 +28,9 @@ pub(crate) struct Shared {
     pub(crate) hook_inboxes: Vec<Arc<HookInbox>>,
     /// Per sender: how many device reads its events may trigger.
     pub(crate) read_budget: ReadBudget,
-    /// Per device (configuration order): whether it has a push channel, so its events may come twice.
-    pub(crate) push: Vec<bool>,
+    /// Per device (configuration order): its push channel's view of its states, when it has one (then its
+    /// events may come more than once).
+    pub(crate) push: Vec<Option<Pushed>>,
     pub(crate) dedupe: Dedupe,
 }
 
@@ -40,7 +42,7 @@ pub(crate) struct LateSink(pub(crate) OnceLock<Arc<Shared>>);
 impl HookSink for LateSink {
     fn resolve(&self, hook: &Hook, source: IpAddr) -> Option<(String, String)> {
         match self.0.get() {
-            Some(shared) => shared.resolve(hook, source, EventChannel::Webhook),
+            Some(shared) => shared.resolve(hook, source, Origin::Webhook),
             None => Some((String::new(), String::new())),
         }
     }
@@ -50,12 +52,12 @@ impl Shared {
     /// Names the device and component of a webhook and posts the state it implies to the device's worker, which
     /// takes it at once and reads the device: at most one such read waits per device, and a sender's budget
     /// limits how many its events trigger (a flood of events must not become a flood of device requests).
-    /// `None` when the event is the twin of one that already came through the other channel (push/webhook).
+    /// `None` when the event is the twin of one that already came another way (push/webhook).
     pub(crate) fn resolve(
         &self,
         hook: &Hook,
         source: IpAddr,
-        channel: EventChannel,
+        origin: Origin,
     ) -> Option<(String, String)> {
         let Some(di) = hook
             .device_id
@@ -78,10 +80,16 @@ impl Shared {
             let (cdi, ci) = self.directory.by_id.get(&(k, id)).copied()?;
             (cdi == di).then_some((k, ci))
         });
-        if self.push.get(di).copied().unwrap_or(false) {
+        if let Some(Some(pushed)) = self.push.get(di) {
             let key = (di, place, hook.event.clone());
-            if !self.dedupe.first_arrival(key, channel, Instant::now()) {
+            if !self.dedupe.first_arrival(key, origin, Instant::now()) {
                 return None;
+            }
+            if origin == Origin::Webhook
+                && let Some((kind, ci)) = place
+                && let Some(on) = implied(kind, &hook.event)
+            {
+                pushed.note_webhook(kind, ci, on);
             }
         }
         let Some((kind, ci)) = place else {
@@ -95,19 +103,15 @@ impl Shared {
             ComponentKind::Cover => snap.covers[ci].name.clone(),
             ComponentKind::Sensor => snap.sensors[ci].name.clone(),
         };
-        let state =
-            match (kind, hook.event.as_str()) {
-                (ComponentKind::Input, "input.toggle_on")
-                | (ComponentKind::Output, "switch.on") => Some(true),
-                (ComponentKind::Input, "input.toggle_off")
-                | (ComponentKind::Output, "switch.off") => Some(false),
-                _ => None,
-            };
+        let state = implied(kind, &hook.event);
         // A cover event implies no state we could apply without reading (position): it only asks for a read.
-        if matches!(
-            kind,
-            ComponentKind::Input | ComponentKind::Output | ComponentKind::Cover
-        ) {
+        // An event derived from a pushed status was posted with that status already.
+        if origin != Origin::PushStatus
+            && matches!(
+                kind,
+                ComponentKind::Input | ComponentKind::Output | ComponentKind::Cover
+            )
+        {
             // The worker applies the state (it is the only writer of the device) and reads the device when
             // asked; a read already asked for needs no budget.
             let inbox = &self.hook_inboxes[di];
@@ -115,6 +119,11 @@ impl Shared {
             self.post(di, Some((kind, ci)), state, read);
         }
         Some((snap.name.clone(), component))
+    }
+
+    /// Device `di`'s push channel view, when it has a push channel.
+    pub(crate) fn pushed(&self, di: usize) -> Option<&Pushed> {
+        self.push.get(di).and_then(Option::as_ref)
     }
 
     /// Posts a component's implied state (and whether to read the device) to device `di`'s inbox and wakes
@@ -139,6 +148,139 @@ impl Shared {
                 inbox.unqueue();
             }
         }
+    }
+}
+
+/// The state an input or output event implies.
+fn implied(kind: ComponentKind, event: &str) -> Option<bool> {
+    match (kind, event) {
+        (ComponentKind::Input, "input.toggle_on") | (ComponentKind::Output, "switch.on") => {
+            Some(true)
+        }
+        (ComponentKind::Input, "input.toggle_off") | (ComponentKind::Output, "switch.off") => {
+            Some(false)
+        }
+        _ => None,
+    }
+}
+
+/// How an event reached us. The two push origins queue as `Channel: push`, but are told apart by [`Dedupe`]:
+/// a firmware may send a `NotifyEvent` as well as the `NotifyStatus` an input flip is derived from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A request to our listener.
+    Webhook,
+    /// A `NotifyEvent` on the device's socket.
+    PushEvent,
+    /// Derived by [`Pushed`] from a pushed state change (`NotifyStatus`, or the status read at a reconnect).
+    PushStatus,
+}
+
+impl Origin {
+    /// The channel the queued event names.
+    pub(crate) fn channel(self) -> EventChannel {
+        match self {
+            Origin::Webhook => EventChannel::Webhook,
+            Origin::PushEvent | Origin::PushStatus => EventChannel::Push,
+        }
+    }
+
+    fn bit(self) -> u8 {
+        match self {
+            Origin::Webhook => 1,
+            Origin::PushEvent => 2,
+            Origin::PushStatus => 4,
+        }
+    }
+}
+
+/// What a device's push channel makes of pushed input and output states: the events their blocks ask for
+/// (`input.toggle_on`/`off`, `switch.on`/`off`), one per change, so they come without a listener or hooks.
+///
+/// The comparison "state before vs state now" lives here, called by the poller, rather than in the worker: the
+/// poller sees every `NotifyStatus` in the order sent, while the worker's inbox keeps only the latest state
+/// per component (twenty flips taken at once would look like none). It is a short lock per state, so it never
+/// blocks the poller, and it writes no device state: the worker stays the one writer. Unknown is no change:
+/// a state the socket has not seen yet is measured against the device's last known one (the read at open),
+/// so the first connect gives no event for the state open read, one for a flip since, and none when the
+/// state was never known; a state pushed as `null` is unknown until the next one. The status read at a
+/// reconnect is compared with what the socket saw before the drop: one event if it changed meanwhile, none
+/// when a webhook already reported that change after the socket's last word on it (which may be long past
+/// the dedupe window).
+#[derive(Default)]
+pub(crate) struct Pushed {
+    /// (kind, `component_index`, event name) the device's inputs and outputs ask for.
+    wanted: Vec<(ComponentKind, usize, String)>,
+    /// Per (kind, `component_index`).
+    seen: Mutex<HashMap<(ComponentKind, usize), Seen>>,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// The last state the socket brought (`None`: unknown), and when; `None` before the first.
+    socket: Option<(Option<bool>, Instant)>,
+    /// The state the last webhook implied, and when it came.
+    webhook: Option<(bool, Instant)>,
+}
+
+impl Pushed {
+    /// For the events in `wanted` (see `install::wanted_events`); covers' are not derived from states.
+    pub(crate) fn new(wanted: Vec<crate::webhook::install::WantedEvent>) -> Pushed {
+        let wanted = wanted
+            .into_iter()
+            .filter(|e| matches!(e.kind, ComponentKind::Input | ComponentKind::Output))
+            .map(|e| (e.kind, e.index, e.event))
+            .collect();
+        Pushed {
+            wanted,
+            seen: Mutex::default(),
+        }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<(ComponentKind, usize), Seen>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a pushed state (`None`: reported unknown) of input or output `index`; returns its event when it
+    /// changed from a known one and that event is wanted. `known` is the device's last known state, taken
+    /// when the socket has not brought this one yet; `resync`: the status read at a (re)connect, not a
+    /// notification. `on_off` names the events: (`input.toggle_on`, `input.toggle_off`) or (`switch.on`,
+    /// `switch.off`).
+    pub(crate) fn observe<'a>(
+        &self,
+        kind: ComponentKind,
+        index: usize,
+        state: Option<bool>,
+        known: Option<bool>,
+        resync: bool,
+        on_off: (&'a str, &'a str),
+    ) -> Option<&'a str> {
+        let now = Instant::now();
+        let (before, reported) = {
+            let mut seen = self.seen();
+            let s = seen.entry((kind, index)).or_default();
+            let before = s.socket.replace((state, now));
+            // A webhook with this state since the socket's last word on it reported the change already.
+            let reported = s.webhook.is_some_and(|(on, at)| {
+                Some(on) == state && before.is_none_or(|(_, seen_at)| at > seen_at)
+            });
+            (before.map_or(known, |(b, _)| b), reported)
+        };
+        let (before, on) = (before?, state?);
+        let event = if on { on_off.0 } else { on_off.1 };
+        (before != on && !(resync && reported) && self.wants(kind, index, event)).then_some(event)
+    }
+
+    fn wants(&self, kind: ComponentKind, index: usize, event: &str) -> bool {
+        self.wanted
+            .iter()
+            .any(|(k, i, e)| *k == kind && *i == index && e == event)
+    }
+
+    /// A webhook's implied state, for the status read at the next reconnect (see [`Pushed::observe`]). It
+    /// never changes what notifications are compared with: a webhook late for a flip must not reorder them.
+    fn note_webhook(&self, kind: ComponentKind, index: usize, on: bool) {
+        self.seen().entry((kind, index)).or_default().webhook = Some((on, Instant::now()));
     }
 }
 
@@ -168,20 +310,25 @@ pub(crate) const DEDUPE_WINDOW: Duration = Duration::from_secs(2);
 /// Unmatched arrivals kept at most (the oldest go first).
 const DEDUPE_MAX: usize = 4096;
 
+/// Every [`Origin::bit`].
+const ALL_ORIGINS: u8 = 7;
+
 /// (device index, resolved component, event name).
 type EventKey = (usize, Option<(ComponentKind, usize)>, String);
 
-/// Exactly once across webhook and push: an arrival is dropped when an unmatched arrival of the same key from
-/// the other channel came within [`DEDUPE_WINDOW`] (that one is then matched); otherwise it passes and waits
-/// for its twin. Two real presses in a row are two pairs, so they still arrive twice.
+/// Exactly once across webhook, `NotifyEvent` and pushed status: an arrival is dropped when an earlier arrival
+/// of the same key that came within [`DEDUPE_WINDOW`] has not been matched with this origin yet (the oldest
+/// such is then matched); otherwise it passes and waits for its twins. Two real presses in a row are two
+/// groups, so they still arrive twice; twenty flips pushed in a row are twenty.
 #[derive(Default)]
 pub(crate) struct Dedupe {
-    seen: Mutex<VecDeque<(Instant, EventKey, EventChannel)>>,
+    /// Arrivals that passed, with the origins matched to them so far (bits of [`Origin::bit`]).
+    seen: Mutex<VecDeque<(Instant, EventKey, u8)>>,
     dropped: AtomicU64,
 }
 
 impl Dedupe {
-    pub(crate) fn first_arrival(&self, key: EventKey, channel: EventChannel, now: Instant) -> bool {
+    pub(crate) fn first_arrival(&self, key: EventKey, origin: Origin, now: Instant) -> bool {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         while seen
             .front()
@@ -189,15 +336,23 @@ impl Dedupe {
         {
             seen.pop_front();
         }
-        if let Some(i) = seen.iter().position(|(_, k, c)| *c != channel && *k == key) {
-            seen.remove(i);
+        let bit = origin.bit();
+        if let Some(i) = seen
+            .iter()
+            .position(|(_, k, origins)| origins & bit == 0 && *k == key)
+        {
+            seen[i].2 |= bit;
+            if seen[i].2 == ALL_ORIGINS {
+                // Every origin came: nothing more to match.
+                seen.remove(i);
+            }
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return false;
         }
         if seen.len() >= DEDUPE_MAX {
             seen.pop_front();
         }
-        seen.push_back((now, key, channel));
+        seen.push_back((now, key, bit));
         true
     }
 
@@ -222,17 +377,104 @@ mod tests {
                 "input.button_push".to_string(),
             )
         };
-        assert!(d.first_arrival(key(), EventChannel::Webhook, t));
-        assert!(!d.first_arrival(key(), EventChannel::Push, t));
+        assert!(d.first_arrival(key(), Origin::Webhook, t));
+        assert!(!d.first_arrival(key(), Origin::PushEvent, t));
         // A second press: a new pair, push first this time.
-        assert!(d.first_arrival(key(), EventChannel::Push, t));
-        assert!(!d.first_arrival(key(), EventChannel::Webhook, t));
-        // Same channel twice is two events.
-        assert!(d.first_arrival(key(), EventChannel::Push, t));
-        assert!(d.first_arrival(key(), EventChannel::Push, t));
+        assert!(d.first_arrival(key(), Origin::PushEvent, t));
+        assert!(!d.first_arrival(key(), Origin::Webhook, t));
+        // Same origin twice is two events.
+        assert!(d.first_arrival(key(), Origin::PushEvent, t));
+        assert!(d.first_arrival(key(), Origin::PushEvent, t));
         // Past the window a twin is a new event.
         let later = t + DEDUPE_WINDOW + Duration::from_millis(1);
-        assert!(d.first_arrival(key(), EventChannel::Webhook, later));
+        assert!(d.first_arrival(key(), Origin::Webhook, later));
         assert_eq!(d.dropped(), 2);
+    }
+
+    #[test]
+    fn a_flip_reported_three_ways_passes_once_and_flips_in_a_row_all_pass() {
+        let d = Dedupe::default();
+        let t = Instant::now();
+        let key = |on: bool| {
+            let name = if on {
+                "input.toggle_on"
+            } else {
+                "input.toggle_off"
+            };
+            (0, Some((ComponentKind::Input, 0)), name.to_string())
+        };
+        // Twenty flips pushed in a row, then their webhooks and `NotifyEvent`s late and in any order.
+        for n in 0..20 {
+            assert!(
+                d.first_arrival(key(n % 2 == 0), Origin::PushStatus, t),
+                "{n}"
+            );
+        }
+        for n in 0..20 {
+            assert!(!d.first_arrival(key(n % 2 == 0), Origin::Webhook, t), "{n}");
+        }
+        for n in (0..20).rev() {
+            assert!(
+                !d.first_arrival(key(n % 2 == 0), Origin::PushEvent, t),
+                "{n}"
+            );
+        }
+        assert_eq!(d.dropped(), 40);
+        // Matched groups are gone: the next flip is new whichever way it comes first.
+        assert!(d.first_arrival(key(true), Origin::Webhook, t));
+        assert!(!d.first_arrival(key(true), Origin::PushStatus, t));
+    }
+
+    #[test]
+    fn a_state_change_is_an_event_once_known_and_wanted() {
+        use crate::webhook::install::WantedEvent;
+        let wanted = |event: &str| WantedEvent {
+            kind: ComponentKind::Input,
+            index: 0,
+            id: 5,
+            event: event.into(),
+        };
+        let p = Pushed::new(vec![wanted("input.toggle_on"), wanted("input.toggle_off")]);
+        let names = ("input.toggle_on", "input.toggle_off");
+        let input = ComponentKind::Input;
+        // Not seen and not known before: the first state is no change.
+        assert_eq!(p.observe(input, 0, Some(true), None, true, names), None);
+        assert_eq!(p.observe(input, 0, Some(true), None, false, names), None);
+        let flip = |on, resync| p.observe(input, 0, Some(on), None, resync, names);
+        assert_eq!(flip(false, false), Some("input.toggle_off"));
+        assert_eq!(flip(true, false), Some("input.toggle_on"));
+        // Pushed unknown (a button has no state): the next state is no change either, whatever was known.
+        assert_eq!(p.observe(input, 0, None, Some(false), false, names), None);
+        assert_eq!(
+            p.observe(input, 0, Some(true), Some(false), false, names),
+            None
+        );
+        // Not seen yet: measured against the known state (open's read).
+        assert_eq!(
+            p.observe(input, 1, Some(true), Some(true), true, names),
+            None
+        );
+        let p2 = Pushed::new(vec![wanted("input.toggle_on")]);
+        assert_eq!(
+            p2.observe(input, 0, Some(true), Some(false), true, names),
+            Some("input.toggle_on")
+        );
+        // Not asked for: another input, an event not listed, outputs.
+        assert_eq!(p.observe(input, 1, Some(false), None, false, names), None);
+        assert_eq!(p2.observe(input, 0, Some(false), None, false, names), None);
+        let out = ("switch.on", "switch.off");
+        let output = ComponentKind::Output;
+        assert_eq!(p.observe(output, 0, Some(true), None, false, out), None);
+        assert_eq!(p.observe(output, 0, Some(false), None, false, out), None);
+        // A webhook reported a flip the socket did not see: the reconnect's status finds no new event.
+        p.note_webhook(input, 0, false);
+        assert_eq!(flip(false, true), None);
+        // A webhook older than the socket's last word, or of another state, does not count.
+        p.note_webhook(input, 0, true);
+        assert_eq!(flip(true, false), Some("input.toggle_on"));
+        assert_eq!(flip(false, true), Some("input.toggle_off"));
+        // Nor for a notification: Dedupe pairs those within its window.
+        p.note_webhook(input, 0, true);
+        assert_eq!(flip(true, false), Some("input.toggle_on"));
     }
 }

@@ -19,8 +19,9 @@ What it takes and gives:
 * ``logger`` (a :class:`logging.Logger`) receives the library's records at the matching levels, at the levels
   it had enabled when the object was built; a logger that raises is ignored. No record arrives once
   :meth:`SmartDevice.shutdown` returns.
-* ``wake_event`` (a :class:`threading.Event`) is set whenever a webhook event is queued; the application
-  clears it. Without it the webhook listener is not started (as sc-smart-device did).
+* ``wake_event`` (a :class:`threading.Event`) is set whenever an event is queued (a webhook, or an event of a
+  device's push channel, which comes with the listener off too); the application clears it. Without it the
+  webhook listener is not started (as sc-smart-device did).
 * Errors are :class:`RuntimeError` (every :class:`smartdev.SmartDevError` is one); a device that did not
   answer in time raises :class:`smartdev.DeviceTimeoutError`, also a :class:`TimeoutError`. A device that cannot
   be reached is not an error: its object says ``"Online": False`` and ``"LastError"``.
@@ -257,7 +258,7 @@ class SmartDevice:
     Args:
         logger: a :class:`logging.Logger` for the library's records (or ``None``).
         settings: the vendor settings block (a mapping), either layout.
-        wake_event: a :class:`threading.Event` set whenever a webhook event is queued (or ``None``).
+        wake_event: a :class:`threading.Event` set whenever an event is queued (or ``None``).
 
     Raises:
         ConfigError, InitError, ... (each a :class:`RuntimeError`): the settings are unusable.
@@ -304,7 +305,8 @@ class SmartDevice:
             log=log,
             log_level=LOG_OFF if logger is None else _log_level(logger),
         )
-        if wake_event is not None and hooks_in_settings:
+        # Relayed with the listener off too: a device's push channel queues its input and output events.
+        if wake_event is not None:
             self._relay = threading.Thread(
                 target=_relay_wake, args=(self._ctl, wake_event), name="smartdev-wake", daemon=True
             )
