@@ -315,7 +315,9 @@ fn token_and_allowed_sources() {
     let addr = local(ctl.webhook_address().unwrap());
     let url = emu.webhooks(0)[0]["urls"][0].as_str().unwrap().to_string();
     assert!(url.ends_with("&token=s3cret%26more"), "{url}");
-    // Devices call with the token they were given.
+    // Devices call with the token they were given. The input is on, as on a device that sends toggle_on: a
+    // status pushed meanwhile that said off would be a flip of its own (`input.toggle_off`).
+    emu.set_input(0, 0, true);
     assert_eq!(emu.fire_event(0, "input.toggle_on", 0), 1);
     assert!(common::eventually(Duration::from_secs(5), || ctl
         .webhook_queue_stats()

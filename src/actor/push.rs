@@ -35,7 +35,7 @@ use crate::driver::ws::client::Timeouts;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 use crate::driver::ws::rpc::{Event, FrameChallenge, Notification, RpcSocket, parse_notification};
 use crate::driver::ws::tunnel::Tunnel;
-use crate::objects::ComponentKind;
+use crate::objects::{ComponentKind, Device};
 use crate::wake::WakeFlag;
 use crate::webhook::queue::EventQueue;
 use crate::webhook::request::Hook;
@@ -206,6 +206,10 @@ struct Subscribed {
     /// The subscribing `Shelly.GetStatus` result: the read after the (re)connect, and when it was asked.
     status: Value,
     status_at: Instant,
+    /// The device as known just before the subscribing request: what its status is compared with where the
+    /// socket saw no state yet (the snapshot by the time the status is handed over may hold a webhook's
+    /// newer news, and a status older than that news is no flip back).
+    baseline: Arc<Device>,
 }
 
 /// What a connector hands back: the subscribed connection, or why it failed.
@@ -384,6 +388,7 @@ impl Poller {
             challenge,
             status,
             status_at,
+            baseline,
         } = sub;
         let writer = match stream
             .set_nonblocking(true)
@@ -417,7 +422,8 @@ impl Poller {
         let t = &self.targets[ti];
         // What changed while nobody listened is measured against what the socket saw before the drop.
         if let Some(status) = status.as_object() {
-            queue_all(&self.ctx, state_events(t, &self.ctx, status, true), source);
+            let events = state_events(t, &self.ctx, status, Some(baseline));
+            queue_all(&self.ctx, events, source);
         }
         t.tunnel
             .attach(writer, src, challenge, Some((status, status_at)));
@@ -637,6 +643,7 @@ fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscrib
     if !stop.register(t.di, handle) {
         return Err("closing".into());
     }
+    let baseline = worker::snapshot(&ctx.shared.slots[t.di]);
     let status_at = Instant::now();
     let r = sock.call("Shelly.GetStatus", None);
     stop.unregister(t.di);
@@ -656,6 +663,7 @@ fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscrib
         challenge,
         status,
         status_at,
+        baseline,
     })
 }
 
@@ -703,13 +711,13 @@ fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
         Notification::Status { components, .. } => {
             t.tunnel.merge_status(&components, false);
             // Compared before the states are posted: the worker may apply them at once.
-            let events = state_events(t, ctx, &components, false);
+            let events = state_events(t, ctx, &components, None);
             on_status(t, ctx, &components);
             queue_all(ctx, events, source);
         }
         Notification::FullStatus { status, .. } => {
             t.tunnel.merge_status(&status, true);
-            let events = state_events(t, ctx, &status, false);
+            let events = state_events(t, ctx, &status, None);
             on_status(t, ctx, &status);
             queue_all(ctx, events, source);
         }
@@ -788,13 +796,14 @@ fn on_event(t: &Target, ctx: &Context, e: Event, source: IpAddr) {
 
 /// Input and output states in a pushed status become the events their blocks ask for, when they changed
 /// (`Pushed::observe`: in the order the device sent them, and an unknown state is no change); `resync`: the
-/// status read at a (re)connect.
+/// status read at a (re)connect, with the device as known before it was asked.
 fn state_events(
     t: &Target,
     ctx: &Context,
     components: &Map<String, Value>,
-    resync: bool,
+    resync: Option<Arc<Device>>,
 ) -> Vec<Hook> {
+    let (resync, baseline) = (resync.is_some(), resync);
     let mut out = Vec::new();
     let Some(pushed) = ctx.shared.pushed(t.di) else {
         return out;
@@ -827,7 +836,11 @@ fn state_events(
         let Some(value) = fields.get(field) else {
             continue;
         };
-        let snap = snap.get_or_insert_with(|| worker::snapshot(&ctx.shared.slots[t.di]));
+        let snap = snap.get_or_insert_with(|| {
+            baseline
+                .clone()
+                .unwrap_or_else(|| worker::snapshot(&ctx.shared.slots[t.di]))
+        });
         // Only configured components: a device naming ever new ones must not grow what we keep.
         let (object_type, id, known) = match kind {
             ComponentKind::Input => match snap.inputs.get(n) {
