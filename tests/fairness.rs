@@ -1,0 +1,122 @@
+//! Fairness of the event queue, tested as the hostile device: one device floods events (`NotifyEvent`s over
+//! its push channel, or webhooks) beside two healthy ones, with `QueueCapacity: 10`. Whatever the flood, every
+//! event of the healthy devices is still queued, in the order it came.
+
+mod common;
+
+use std::time::Duration;
+
+use common::emu;
+use common::eventually;
+use common::raw_http::send;
+use smartdev::Controller;
+use smartdev::emulator::DeviceSpec;
+
+/// A hang guard, never a timing assertion.
+const LIMIT: Duration = Duration::from_secs(30);
+const FLOOD: usize = 300;
+/// The healthy devices' events are sent at these points of the flood (so on a drop-oldest queue every one
+/// of them would be followed by at least 100 of the flood's).
+const HEALTHY_AT: [usize; 3] = [0, 100, 200];
+
+const BLOCKS: [&str; 3] = [
+    "Name: Flood, Model: ShellyPlus1PM",
+    "Name: Calm A, Model: ShellyPlus1PM",
+    "Name: Calm B, Model: ShellyPlus1PM",
+];
+
+/// Pulls everything; returns (device, event name and its `n` parameter, if any) in the order pulled.
+fn pull_all(ctl: &Controller) -> Vec<(String, String)> {
+    std::iter::from_fn(|| ctl.pull_webhook_event())
+        .map(|e| {
+            let n = e.params.get("n").and_then(|n| n.as_str()).unwrap_or("");
+            (e.device, format!("{} {n}", e.event).trim_end().to_string())
+        })
+        .collect()
+}
+
+/// Every healthy device's events must be there, in the order it sent them (across devices, the order is
+/// the order they reached us: on separate sockets, not the order sent); the flood keeps the rest of the 10
+/// places.
+fn check(events: &[(String, String)], healthy: &[(String, String)]) {
+    for device in ["Calm A", "Calm B"] {
+        let of = |list: &[(String, String)]| -> Vec<String> {
+            list.iter()
+                .filter(|(d, _)| d == device)
+                .map(|(_, e)| e.clone())
+                .collect()
+        };
+        assert_eq!(of(events), of(healthy), "{device} lost events: {events:?}");
+    }
+    assert_eq!(events.len(), 10, "{events:?}");
+}
+
+#[test]
+fn a_device_flooding_notify_events_evicts_none_of_its_neighbours() {
+    let specs = (0..3).map(|_| DeviceSpec::new("ShellyPlus1PM")).collect();
+    let e = emu::start(
+        specs,
+        &BLOCKS,
+        "  Channel: auto\n  ShellyWebhooks: {Enabled: false, QueueCapacity: 10}\n",
+    );
+    assert!(
+        eventually(LIMIT, || (0..3).all(|d| e.emu.ws_subscribed(d) == 1)),
+        "the push channels subscribe"
+    );
+    let mut healthy = Vec::new();
+    for n in 0..FLOOD {
+        if HEALTHY_AT.contains(&n) {
+            for (d, name) in [(1, "Calm A"), (2, "Calm B")] {
+                e.emu.fire_event(d, "input.button_push", 0);
+                healthy.push((name.to_string(), "input.button_push".to_string()));
+            }
+        }
+        e.emu.fire_event(0, "input.button_push", 0);
+    }
+    let sent = (FLOOD + healthy.len()) as u64;
+    assert!(
+        eventually(LIMIT, || {
+            let s = e.ctl.webhook_queue_stats();
+            s.waiting as u64 + s.dropped >= sent
+        }),
+        "{:?}",
+        e.ctl.webhook_queue_stats()
+    );
+    check(&pull_all(&e.ctl), &healthy);
+    e.ctl.close();
+}
+
+#[test]
+fn a_device_flooding_webhooks_evicts_none_of_its_neighbours() {
+    let specs = (0..3).map(|_| DeviceSpec::new("ShellyPlus1PM")).collect();
+    let e = emu::start(
+        specs,
+        &BLOCKS,
+        "  Channel: http\n  ShellyWebhooks: {Enabled: true, Host: 127.0.0.1, Port: 0, QueueCapacity: 10}\n",
+    );
+    let addr = e.ctl.webhook_address().unwrap();
+    let hook = |device: i64, n: usize| {
+        let target = format!("/shelly/webhook?Event=input.button_push&DeviceID={device}&n={n}");
+        let r = send(addr, "GET", &target, &[], None, Duration::from_secs(10)).unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    let mut healthy = Vec::new();
+    for n in 0..FLOOD {
+        if HEALTHY_AT.contains(&n) {
+            for (id, name) in [(2, "Calm A"), (3, "Calm B")] {
+                hook(id, n);
+                healthy.push((name.to_string(), format!("input.button_push {n}")));
+            }
+        }
+        hook(1, n);
+    }
+    // Every request was answered, so every event was queued or dropped by now.
+    let s = e.ctl.webhook_queue_stats();
+    assert_eq!(s.waiting as u64 + s.dropped, (FLOOD + healthy.len()) as u64);
+    let events = pull_all(&e.ctl);
+    check(&events, &healthy);
+    // One sender, one request after another: here the order across devices is the order sent too.
+    let calm: Vec<_> = events.into_iter().filter(|(d, _)| d != "Flood").collect();
+    assert_eq!(calm, healthy);
+    e.ctl.close();
+}
