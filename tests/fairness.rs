@@ -120,3 +120,42 @@ fn a_device_flooding_webhooks_evicts_none_of_its_neighbours() {
     assert_eq!(calm, healthy);
     e.ctl.close();
 }
+
+#[test]
+fn a_device_over_its_event_rate_is_cut_at_the_door_and_its_neighbours_are_not() {
+    let specs = (0..3).map(|_| DeviceSpec::new("ShellyPlus1PM")).collect();
+    let e = emu::start(specs, &BLOCKS, "  Channel: auto\n");
+    assert!(
+        eventually(LIMIT, || (0..3).all(|d| e.emu.ws_subscribed(d) == 1)),
+        "the push channels subscribe"
+    );
+    let started = std::time::Instant::now();
+    for n in 0..FLOOD {
+        if HEALTHY_AT.contains(&n) {
+            e.emu.fire_event(1, "input.button_push", 0);
+            e.emu.fire_event(2, "input.button_push", 0);
+        }
+        e.emu.fire_event(0, "input.button_push", 0);
+    }
+    let sent = (FLOOD + 2 * HEALTHY_AT.len()) as u64;
+    assert!(eventually(LIMIT, || {
+        let s = e.ctl.webhook_queue_stats();
+        s.waiting as u64 + s.dropped >= sent
+    }));
+    let events = pull_all(&e.ctl);
+    let count = |device: &str| events.iter().filter(|(d, _)| d == device).count();
+    // A burst of 50, then 20 per second: the bound grows with the time taken, so a slow machine cannot fail it.
+    let bound = 50 + (20.0 * started.elapsed().as_secs_f64()).ceil() as usize + 1;
+    let flood = count("Flood");
+    assert!(
+        flood >= 50 && flood <= bound,
+        "{flood} queued (bound {bound})"
+    );
+    assert_eq!((count("Calm A"), count("Calm B")), (3, 3));
+    assert_eq!(
+        e.ctl.webhook_queue_stats().dropped,
+        (FLOOD - flood) as u64,
+        "the excess is counted"
+    );
+    e.ctl.close();
+}

@@ -1,6 +1,9 @@
 //! The event queue: bounded in events and bytes, fair per device. When full it drops the oldest event of the
 //! device holding the most waiting events, so a flooding device loses its own events before anyone else's;
-//! the application still pulls in arrival order. Drops are counted and logged per device, never silent.
+//! the application still pulls in arrival order. Before that, each device may queue at most a burst of
+//! [`DEVICE_BURST`] events, then [`DEVICE_RATE`] per second; the excess is dropped at the door. Every event
+//! queued (webhook, `NotifyEvent`, derived from a pushed state, raised by smartdev) comes through
+//! [`EventQueue::push`], so no channel escapes either rule. Drops are counted and logged per device, never silent.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -9,10 +12,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::event::{EventFilter, WebhookEvent};
+use crate::webhook::read_budget::TokenBucket;
 
 /// Most memory the waiting events may take, whatever `QueueCapacity` says: 4,000 events with 64 KiB bodies
 /// took 3.2 GiB when only the count was bounded.
 pub(crate) const MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// Events one device may queue at once: twenty flips of a switch in a row, a reconnect's status replay of
+/// every input and output, fit twice over.
+pub(crate) const DEVICE_BURST: f64 = 50.0;
+/// Events per second one device may queue after its burst: a person pressing buttons or a power meter
+/// reporting makes a few per second; more for long is a loop in the device's scripts or a hostile sender,
+/// which must not crowd the queue (nor the application's time) for everyone.
+pub(crate) const DEVICE_RATE: f64 = 20.0;
 
 /// How often the log hears about one device's dropped events: the first drop at once, then a summary at most
 /// this often, so a flood does not become a flood of log lines.
@@ -36,6 +48,8 @@ pub(crate) struct EventQueue {
     inner: Mutex<Inner>,
     capacity: usize,
     max_bytes: usize,
+    /// Per device: (events per second, burst); `None` only in tests of the eviction rule.
+    rate: Option<(f64, f64)>,
     dropped: AtomicU64,
 }
 
@@ -54,7 +68,10 @@ struct Inner {
     largest: BTreeSet<(usize, Reverse<u64>, Group)>,
     next: u64,
     bytes: usize,
+    /// Per group: events dropped because the queue was full.
     drops: HashMap<Group, DropLog>,
+    /// Per configured device (so at most one entry each): its rate limit, and what it dropped.
+    limits: HashMap<i64, (TokenBucket, DropLog)>,
 }
 
 /// One group's dropped events, for the log.
@@ -165,23 +182,49 @@ impl EventQueue {
             inner: Mutex::new(Inner::default()),
             capacity: capacity.max(1),
             max_bytes,
+            rate: Some((DEVICE_RATE, DEVICE_BURST)),
             dropped: AtomicU64::new(0),
         }
+    }
+
+    /// The same queue without the per-device rate limit, to test the eviction rule alone.
+    #[cfg(test)]
+    fn without_rate_limit(mut self) -> Self {
+        self.rate = None;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends an event. While the queue is over its count or its bytes, drops the oldest event of the group
-    /// with the most waiting events (of two as large, the one waiting longer).
-    pub(crate) fn push(&self, event: WebhookEvent) {
-        self.push_at(event, Instant::now());
+    /// Appends an event unless its device is over its rate (then it is dropped, counted, and `false` is
+    /// returned). While the queue is over its count or its bytes, drops the oldest event of the group with
+    /// the most waiting events (of two as large, the one waiting longer). Events of no configured device have
+    /// no rate limit (there is no device to charge), but they are one group, so their flood evicts only them.
+    pub(crate) fn push(&self, event: WebhookEvent) -> bool {
+        self.push_at(event, Instant::now())
     }
 
-    fn push_at(&self, event: WebhookEvent, now: Instant) {
+    fn push_at(&self, event: WebhookEvent, now: Instant) -> bool {
         let size = approx_bytes(&event);
         let mut q = self.lock();
+        if let (Some(id), Some((rate, burst))) = (group_of(&event), self.rate) {
+            let (bucket, log) = q
+                .limits
+                .entry(id)
+                .or_insert_with(|| (TokenBucket::full(burst, now), DropLog::default()));
+            if !bucket.take(now, rate, burst) {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                if let Some((recent, total)) = log.note(now) {
+                    log::warn!(
+                        "{} queued more than {burst} events at once or {rate} per second after that: {recent} events dropped before queueing since the last such message ({total} in all); its states still reach the snapshot. Look for a loop in the device's scripts or webhooks",
+                        who(Some(id), &event)
+                    );
+                }
+                return false;
+            }
+        }
         q.insert(event, size);
         while q.events.len() > 1 && (q.events.len() > self.capacity || q.bytes > self.max_bytes) {
             let Some(&(_, Reverse(seq), _)) = q.largest.last() else {
@@ -201,6 +244,7 @@ impl EventQueue {
                 );
             }
         }
+        true
     }
 
     /// Removes and returns the oldest event matching `filter`.
@@ -225,7 +269,7 @@ impl EventQueue {
         self.lock().bytes
     }
 
-    /// Events dropped because the queue was full.
+    /// Events dropped because the queue was full or their device over its rate.
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -264,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_flooding_device_loses_its_own_events_and_quiet_ones_lose_none() {
-        let q = EventQueue::new(10);
+        let q = EventQueue::new(10).without_rate_limit();
         let mut quiet = Vec::new();
         // Device 1 floods; devices 2, 3 and 4 send two events each in between.
         for n in 0..300 {
@@ -289,14 +333,14 @@ mod tests {
 
     #[test]
     fn of_groups_as_large_the_one_waiting_longest_loses_its_oldest() {
-        let q = EventQueue::new(4);
+        let q = EventQueue::new(4).without_rate_limit();
         for (id, n) in [(1, 0), (2, 1), (1, 2), (2, 3), (3, 4)] {
             q.push(of(id, n));
         }
         // 1 and 2 hold two each; 1's oldest is older.
         assert_eq!(drain(&q), ["2/1", "1/2", "2/3", "3/4"]);
         // Events of no device are one group, whatever device IDs they claim.
-        let q = EventQueue::new(4);
+        let q = EventQueue::new(4).without_rate_limit();
         q.push(of(2, 0));
         for n in 1..10 {
             let mut e = of(100 + n as i64, n);
@@ -308,7 +352,7 @@ mod tests {
 
     #[test]
     fn big_events_of_a_flooding_device_do_not_push_out_small_quiet_ones() {
-        let q = EventQueue::with_limits(1000, 1024 * 1024);
+        let q = EventQueue::with_limits(1000, 1024 * 1024).without_rate_limit();
         let mut big = of(1, 0);
         big.params.insert(
             "pad".into(),
@@ -329,7 +373,7 @@ mod tests {
 
     #[test]
     fn filtered_pulls_keep_the_fair_order() {
-        let q = EventQueue::new(6);
+        let q = EventQueue::new(6).without_rate_limit();
         for n in 0..4 {
             q.push(of(1, n));
         }
@@ -363,7 +407,7 @@ mod tests {
     /// event first). A pseudo-random mix of pushes, pulls and filtered pulls must agree with it.
     #[test]
     fn agrees_with_the_rule_written_naively() {
-        let (q, cap) = (EventQueue::new(7), 7);
+        let (q, cap) = (EventQueue::new(7).without_rate_limit(), 7);
         let mut model: Vec<WebhookEvent> = Vec::new();
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut rnd = |m: u64| {
@@ -451,5 +495,31 @@ mod tests {
         let q = EventQueue::with_limits(10, 1000);
         q.push(big);
         assert_eq!(q.len(), 1);
+    }
+
+    #[test]
+    fn a_device_over_its_rate_is_dropped_at_the_door_and_others_are_not() {
+        use std::time::Duration;
+        let q = EventQueue::new(10_000);
+        let t = Instant::now();
+        let burst = DEVICE_BURST as usize;
+        let queued = (0..200).filter(|&n| q.push_at(of(1, n), t)).count();
+        assert_eq!(queued, burst);
+        assert_eq!(q.dropped(), 200 - burst as u64);
+        // Another device, and events of no device, are not charged for it.
+        assert!(q.push_at(of(2, 0), t));
+        for n in 0..200 {
+            let mut e = of(7, n);
+            e.device.clear();
+            assert!(q.push_at(e, t));
+        }
+        // A second later: the rate's worth more.
+        let later = t + Duration::from_secs(1);
+        let queued = (0..200).filter(|&n| q.push_at(of(1, n), later)).count();
+        assert_eq!(queued, DEVICE_RATE as usize);
+        assert_eq!(q.len(), burst + 1 + 200 + DEVICE_RATE as usize);
+        // Everything is still pulled in arrival order.
+        let first: Vec<String> = drain(&q).into_iter().take(2).collect();
+        assert_eq!(first, ["1/0", "1/1"]);
     }
 }
