@@ -1,5 +1,6 @@
 //! How many device reads webhook events from one sender may cause: a token bucket per source address. Events
-//! are always queued; only the read of the device they would trigger is skipped when a sender floods.
+//! are queued regardless (within their device's own event rate, `queue.rs`); only the read of the device they
+//! would trigger is skipped when a sender floods.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -65,7 +66,7 @@ impl ReadBudget {
         }
         if !std::mem::replace(warned, true) {
             log::info!(
-                "webhook events from {source} arrive faster than {RATE} per second: the device reads they trigger are limited (the events are still queued)"
+                "webhook events from {source} arrive faster than {RATE} per second: the device reads they trigger are limited (the events are still queued, within each device's rate of events)"
             );
         }
         false
