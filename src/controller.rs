@@ -34,7 +34,9 @@ use crate::webhook::routing::{LateSink, Shared};
 pub struct QueueStats {
     /// Events waiting to be pulled.
     pub waiting: usize,
-    /// Events dropped so far because the queue was full (the oldest go first).
+    /// Events dropped so far: because the queue was full (the oldest of the device with the most events
+    /// waiting go first, so a flooding device loses its own), or because their device sent more than 20 per
+    /// second after a burst of 50. The log names the device.
     pub dropped: u64,
     /// Events not queued because the same device event had already come another way (a webhook, a
     /// `NotifyEvent` or a pushed state change, for a device with `Channel: auto`).

@@ -73,7 +73,8 @@ pub struct WebhookSettings {
     pub token: Option<String>,
     /// Accept requests only from configured devices' addresses (`AllowedSources: devices`).
     pub only_from_devices: bool,
-    /// Events kept in the queue before the oldest is dropped (default 65,536).
+    /// Events kept in the queue before one is dropped: the oldest of the device with the most waiting
+    /// (default 65,536).
     pub queue_capacity: usize,
 }
 

@@ -20,7 +20,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::HookSink;
 use super::http::{self, MAX_HEAD};
-use super::queue::EventQueue;
+use super::queue::{self, EventQueue};
 use super::request::{self, Incoming, MAX_BODY, Rules};
 use super::routing;
 use crate::config::WebhookSettings;
@@ -571,7 +571,16 @@ fn handle(ctx: &Context, method: &str, target: &str, body: &[u8], source: IpAddr
                 );
             };
             let event = routing::event(hook, names, source.to_string(), EventChannel::Webhook);
-            ctx.queue.push(event);
+            if !ctx.queue.push(event) {
+                // Still 200: the device did nothing wrong by this request alone, and its state was taken.
+                return (
+                    200,
+                    format!(
+                        "smartdev: event dropped: the device sent more than {} events per second\n",
+                        queue::DEVICE_RATE
+                    ),
+                );
+            }
             if let Some(w) = &ctx.wake {
                 w.set();
             }

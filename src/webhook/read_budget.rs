@@ -1,5 +1,6 @@
 //! How many device reads webhook events from one sender may cause: a token bucket per source address. Events
-//! are always queued; only the read of the device they would trigger is skipped when a sender floods.
+//! are queued regardless (within their device's own event rate, `queue.rs`); only the read of the device they
+//! would trigger is skipped when a sender floods.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -16,14 +17,38 @@ const MAX_SOURCES: usize = 4096;
 /// Per-source budgets.
 #[derive(Default)]
 pub(crate) struct ReadBudget {
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    /// Per source: its bucket, and whether the log was already told that it is being limited.
+    buckets: Mutex<HashMap<IpAddr, (TokenBucket, bool)>>,
 }
 
-struct Bucket {
+/// A token bucket: up to `burst` at once, refilled at `rate` per second. Also the event queue's per-device
+/// limit, so both budgets count the same way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TokenBucket {
     tokens: f64,
     at: Instant,
-    /// Already told the log that this source is being limited.
-    warned: bool,
+}
+
+impl TokenBucket {
+    /// A bucket holding a whole burst at `now`.
+    pub(crate) fn full(burst: f64, now: Instant) -> Self {
+        TokenBucket {
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    /// Refills for the time since the last call, then takes a token if there is one.
+    pub(crate) fn take(&mut self, now: Instant, rate: f64, burst: f64) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(burst);
+        self.at = self.at.max(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return true;
+        }
+        false
+    }
 }
 
 impl ReadBudget {
@@ -33,21 +58,15 @@ impl ReadBudget {
         if b.len() >= MAX_SOURCES && !b.contains_key(&source) {
             b.clear();
         }
-        let bucket = b.entry(source).or_insert(Bucket {
-            tokens: BURST,
-            at: now,
-            warned: false,
-        });
-        let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * RATE).min(BURST);
-        bucket.at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+        let (bucket, warned) = b
+            .entry(source)
+            .or_insert((TokenBucket::full(BURST, now), false));
+        if bucket.take(now, RATE, BURST) {
             return true;
         }
-        if !std::mem::replace(&mut bucket.warned, true) {
+        if !std::mem::replace(warned, true) {
             log::info!(
-                "webhook events from {source} arrive faster than {RATE} per second: the device reads they trigger are limited (the events are still queued)"
+                "webhook events from {source} arrive faster than {RATE} per second: the device reads they trigger are limited (the events are still queued, within each device's rate of events)"
             );
         }
         false
