@@ -118,6 +118,45 @@ const WAKE: Token = Token(usize::MAX);
 const MAX_CONNECTING: usize = 32;
 /// One read from a socket.
 const CHUNK: usize = 8 * 1024;
+/// What one device may cost the poller per turn: bytes read, bytes of messages handled (a big frame's parse
+/// counts) and messages handled. A device with more to give waits for the next turn, after every other ready
+/// device had its own share.
+const TURN_BYTES: usize = 64 * 1024;
+const TURN_MESSAGES: usize = 64;
+
+/// What is left of a device's share of one poller turn.
+struct Budget {
+    bytes: usize,
+    messages: usize,
+}
+
+impl Budget {
+    fn turn() -> Budget {
+        Budget {
+            bytes: TURN_BYTES,
+            messages: TURN_MESSAGES,
+        }
+    }
+
+    fn spent(&self) -> bool {
+        self.bytes == 0 || self.messages == 0
+    }
+
+    fn spend(&mut self, bytes: usize) {
+        self.bytes = self.bytes.saturating_sub(bytes);
+    }
+}
+
+/// How serving a device's buffered frames ended.
+#[derive(PartialEq)]
+enum Served {
+    /// No whole frame left in the buffer.
+    Drained,
+    /// The turn's share is used up; frames may be left.
+    Spent,
+    /// The connection ended.
+    Ended,
+}
 
 impl Push {
     /// Starts the poller thread `sd-push`; it connects every target at once.
@@ -129,6 +168,7 @@ impl Push {
         let stop = Arc::<Stop>::default();
         let now = Instant::now();
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let n = targets.len();
         let poller = Poller {
             poll,
             slots: targets
@@ -150,6 +190,8 @@ impl Push {
             src_prefix: format!("smartdev-{}-{instance}", std::process::id()),
             scratch: vec![0u8; CHUNK],
             due: now,
+            ready: Vec::new(),
+            in_turn: vec![false; n],
         };
         let builder = std::thread::Builder::new()
             .name("sd-push".into())
@@ -229,6 +271,11 @@ struct Poller {
     scratch: Vec<u8>,
     /// The next instant a connection attempt or a heartbeat is due (never later than the real one).
     due: Instant,
+    /// Devices that stopped at their turn's share with more to read: readiness is edge-triggered, so no new
+    /// event comes for them; served again next turn, after the others.
+    ready: Vec<usize>,
+    /// Whether a device is in `ready` or in the turn being served (listed once).
+    in_turn: Vec<bool>,
 }
 
 impl Poller {
@@ -248,10 +295,14 @@ impl Poller {
             if finished || Instant::now() >= self.due {
                 self.scan();
             }
-            let timeout = self
-                .due
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1));
+            // Devices with more to read: look at the others' sockets without waiting, then serve them again.
+            let timeout = if self.ready.is_empty() {
+                self.due
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            } else {
+                Duration::ZERO
+            };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     log::error!("push channel: polling failed: {e}");
@@ -259,10 +310,19 @@ impl Poller {
                 }
                 continue;
             }
+            // One turn: every device with news or with more to read, once each, each within its share.
+            let mut turn = Vec::with_capacity(events.iter().count() + self.ready.len());
             for ev in events.iter() {
-                if ev.token() != WAKE {
-                    self.readable(ev.token().0);
+                let ti = ev.token().0;
+                if ev.token() != WAKE && ti < self.in_turn.len() && !self.in_turn[ti] {
+                    self.in_turn[ti] = true;
+                    turn.push(ti);
                 }
+            }
+            turn.append(&mut self.ready);
+            for ti in turn {
+                self.in_turn[ti] = false;
+                self.serve(ti);
             }
         }
         for (slot, t) in self.slots.iter_mut().zip(&self.targets) {
@@ -425,23 +485,41 @@ impl Poller {
         self.ctx.shared.post(t.di, None, None, true);
         log::debug!("device {}: push channel connected", t.label);
         // Frames that came with the subscription's answer, and bytes that arrived before the registration.
-        if self.process(ti) {
-            self.readable(ti);
+        self.again(ti);
+    }
+
+    /// Serves device `ti` again next turn.
+    fn again(&mut self, ti: usize) {
+        if !std::mem::replace(&mut self.in_turn[ti], true) {
+            self.ready.push(ti);
         }
     }
 
-    /// Reads what the socket has (until it would block: readiness is edge-triggered), one chunk at a time,
-    /// decoding after each.
-    fn readable(&mut self, ti: usize) {
+    /// Serves device `ti` for one turn: its buffered frames, then reads, within [`Budget::turn`]. A device
+    /// with more to give is listed for the next turn (until then its socket raises no new event).
+    fn serve(&mut self, ti: usize) {
+        let mut budget = Budget::turn();
         let mut scratch = std::mem::take(&mut self.scratch);
-        self.read_all(ti, &mut scratch);
+        let more = self.serve_within(ti, &mut budget, &mut scratch);
         self.scratch = scratch;
+        if more {
+            self.again(ti);
+        }
     }
 
-    fn read_all(&mut self, ti: usize, scratch: &mut [u8]) {
+    /// True when the device stopped at its share with more to read or decode.
+    fn serve_within(&mut self, ti: usize, budget: &mut Budget, scratch: &mut [u8]) -> bool {
+        match self.process(ti, budget) {
+            Served::Drained => {}
+            Served::Spent => return true,
+            Served::Ended => return false,
+        }
         loop {
+            if budget.spent() {
+                return true;
+            }
             let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
-                return;
+                return false;
             };
             match l.stream.read(scratch) {
                 Ok(0) => {
@@ -452,29 +530,35 @@ impl Poller {
                         "the WebSocket connection ended"
                     };
                     self.fail(ti, why.into());
-                    return;
+                    return false;
                 }
                 Ok(n) => {
                     l.buf.extend_from_slice(&scratch[..n]);
-                    if !self.process(ti) {
-                        return;
+                    budget.spend(n);
+                    match self.process(ti, budget) {
+                        Served::Drained => {}
+                        Served::Spent => return true,
+                        Served::Ended => return false,
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.fail(ti, format!("WebSocket I/O failed: {e}"));
-                    return;
+                    return false;
                 }
             }
         }
     }
 
-    /// Decodes and handles every whole frame in the buffer; false when the connection ended.
-    fn process(&mut self, ti: usize) -> bool {
+    /// Decodes and handles the whole frames in the buffer, while the budget lasts.
+    fn process(&mut self, ti: usize, budget: &mut Budget) -> Served {
         loop {
+            if budget.messages == 0 {
+                return Served::Spent;
+            }
             let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
-                return false;
+                return Served::Ended;
             };
             let frame = match frame::decode(&l.buf, false, MAX_MESSAGE) {
                 Ok(Some((f, used))) => {
@@ -486,18 +570,27 @@ impl Poller {
                     if l.buf.is_empty() && l.buf.capacity() > 0 {
                         l.buf = Vec::new();
                     }
-                    return true;
+                    return Served::Drained;
                 }
-                Err(p) => return self.protocol_error(ti, p),
+                Err(p) => {
+                    self.protocol_error(ti, p);
+                    return Served::Ended;
+                }
             };
             let message = match l.asm.push(frame) {
                 Ok(Some(m)) => m,
                 Ok(None) => continue,
-                Err(p) => return self.protocol_error(ti, p),
+                Err(p) => {
+                    self.protocol_error(ti, p);
+                    return Served::Ended;
+                }
             };
+            budget.messages -= 1;
             let now = Instant::now();
             match message {
                 Message::Text(text) => {
+                    // Parsing and merging cost about the message's size: a big one uses up the turn.
+                    budget.spend(text.len());
                     l.last_traffic = now;
                     l.ping_sent = None;
                     let source = l.source;
@@ -514,10 +607,10 @@ impl Poller {
                         on_notification(t, &self.ctx, n, source);
                     }
                 }
-                Message::Binary(_) => {}
+                Message::Binary(b) => budget.spend(b.len()),
                 Message::Ping(p) => {
                     if !self.write(ti, Opcode::Pong, &p) {
-                        return false;
+                        return Served::Ended;
                     }
                 }
                 Message::Pong(_) => {
@@ -534,8 +627,11 @@ impl Poller {
                         None => "the device closed the WebSocket".into(),
                     };
                     self.fail_live(ti, why);
-                    return false;
+                    return Served::Ended;
                 }
+            }
+            if budget.bytes == 0 {
+                return Served::Spent;
             }
         }
     }
