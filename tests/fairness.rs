@@ -172,6 +172,37 @@ fn a_flood_of_one_mib_notifications_does_not_starve_the_others() {
     e.ctl.close();
 }
 
+/// Finding 3: a read a notification asks for is served from the mirror, even when the worker already took
+/// the mirror that a later notification changed (the race made it a real `Shelly.GetStatus`).
+#[test]
+fn a_flood_of_notifications_causes_no_status_read_of_the_flooding_device() {
+    let _serial = serial();
+    let (e, _wake) = start();
+    let before = status_reads(&e, 0);
+    e.emu.flood_ws(0, Some(100));
+    flooding(&e, 5000);
+    // Long enough for many worker reads to run beside the poller's merges.
+    let power = || e.ctl.device("Hostile").unwrap().meters[0].power;
+    let mut seen = 0;
+    let mut last = power();
+    assert!(eventually(LIMIT, || {
+        let p = power();
+        if p != last {
+            seen += 1;
+            last = p;
+        }
+        seen >= 100
+    }));
+    e.emu.flood_ws(0, None);
+    assert_eq!(
+        status_reads(&e, 0),
+        before,
+        "reads the notifications asked for"
+    );
+    assert!(e.ctl.device("Hostile").unwrap().online);
+    e.ctl.close();
+}
+
 /// A device whose connection stalls (reads and writes nothing, stays open) costs only its own requests.
 #[test]
 fn a_stalled_device_does_not_hold_the_others() {
