@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::emu::{self, Emulated};
 use common::eventually;
@@ -211,5 +211,32 @@ fn a_stalled_device_does_not_hold_the_others() {
     e.emu.stall_ws(0, true);
     healthy_devices_are_served(&e, SWITCHES);
     e.emu.stall_ws(0, false);
+    e.ctl.close();
+}
+
+/// Finding 2: a device that accepts the subscription and then closes was reconnected about once a second
+/// forever (the back-off reset whenever a connection was up, however briefly). Connections that die young
+/// keep the back-off doubling: 1 s, 2 s, 4 s, 8 s … so within 10 s there are at most 4 or 5 attempts, not 10.
+/// Fewer attempts on a slow machine only lower the count: the bound cannot flake that way.
+#[test]
+fn a_device_that_drops_every_connection_is_retried_ever_more_slowly() {
+    let _serial = serial();
+    let (e, _wake) = start();
+    e.emu.ws_hang_up(0, true);
+    let first = e.emu.ws_upgrades(0);
+    e.emu.drop_ws(0);
+    let t = Instant::now();
+    // The window runs while the healthy devices are used (a hang guard is not needed: it is a count).
+    healthy_devices_are_served(&e, SWITCHES);
+    let rest = Duration::from_secs(10).saturating_sub(t.elapsed());
+    std::thread::sleep(rest);
+    let attempts = e.emu.ws_upgrades(0) - first;
+    assert!(attempts >= 2, "it is retried: {attempts}");
+    assert!(
+        attempts <= 5,
+        "{attempts} connections in {:.1} s: the back-off was reset by connections that died young",
+        t.elapsed().as_secs_f64()
+    );
+    e.emu.ws_hang_up(0, false);
     e.ctl.close();
 }

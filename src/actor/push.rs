@@ -44,6 +44,10 @@ use crate::webhook::routing::{self, Origin, Shared};
 /// Reconnect back-off: first wait and cap.
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(300);
+/// How long a connection must have been up to reset the back-off (at least two `ResponseTimeout`s: long
+/// enough for the heartbeat to have proved it). One that dies younger (a device that accepts the
+/// subscription and closes) leaves the back-off growing.
+const UP_LONG_ENOUGH: Duration = Duration::from_secs(10);
 
 /// One device with a push channel.
 pub(crate) struct Target {
@@ -228,6 +232,9 @@ enum Slot {
 /// fragments being joined, and the heartbeat.
 struct Live {
     stream: mio::net::TcpStream,
+    /// When it came up, and the failed attempts before it (kept until it has been up long enough).
+    up_at: Instant,
+    failures: u32,
     buf: Vec<u8>,
     asm: Assembler,
     source: IpAddr,
@@ -361,10 +368,23 @@ impl Poller {
         }
         let mut next = now + idle;
         let pong_wait = self.ctx.response_timeout;
+        let young = young(idle);
         for ti in 0..self.slots.len() {
             let Slot::Live(l) = &mut self.slots[ti] else {
                 continue;
             };
+            if l.failures > 0 {
+                if now >= l.up_at + young {
+                    log::info!(
+                        "device {}: push channel back after {} failed attempts",
+                        self.targets[ti].label,
+                        l.failures
+                    );
+                    l.failures = 0;
+                } else {
+                    next = next.min(l.up_at + young);
+                }
+            }
             match heartbeat(
                 now,
                 l.last_traffic,
@@ -465,7 +485,13 @@ impl Poller {
             return;
         }
         let now = Instant::now();
+        let failures = match self.slots[ti] {
+            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => failures,
+            Slot::Live(_) => 0,
+        };
         self.slots[ti] = Slot::Live(Box::new(Live {
+            up_at: now,
+            failures,
             stream,
             buf,
             asm,
@@ -665,13 +691,14 @@ impl Poller {
     /// Ends target `ti`'s connection (if any) and schedules the next attempt after the back-off.
     fn fail(&mut self, ti: usize, why: String) {
         self.targets[ti].tunnel.detach();
-        let (was_live, failures) = match &mut self.slots[ti] {
+        let young = young(self.ctx.response_timeout);
+        let failures = match &mut self.slots[ti] {
             Slot::Live(l) => {
                 let _ = self.poll.registry().deregister(&mut l.stream);
                 let _ = l.stream.shutdown(Shutdown::Both);
-                (true, 0)
+                kept_failures(l.failures, l.up_at.elapsed(), young)
             }
-            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => (false, *failures),
+            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => *failures,
         };
         if self.stop.stopping() {
             return;
@@ -679,13 +706,18 @@ impl Poller {
         self.attempts += 1;
         let wait = backoff(failures, &self.jitter, self.attempts);
         let label = &self.targets[ti].label;
-        if was_live || failures == 0 {
+        // INFO only when the channel goes from working to failing; its recovery is logged by `scan`.
+        if failures == 0 {
             log::info!(
                 "device {label}: push channel down ({why}); reconnecting in {:.1} s, HTTP meanwhile",
                 wait.as_secs_f64()
             );
         } else {
-            log::debug!("device {label}: push channel: {why}");
+            log::debug!(
+                "device {label}: push channel: {why}; attempt {} in {:.1} s",
+                failures + 1,
+                wait.as_secs_f64()
+            );
         }
         let at = Instant::now() + wait;
         self.due = self.due.min(at);
@@ -694,6 +726,18 @@ impl Poller {
             failures: failures.saturating_add(1),
         };
     }
+}
+
+/// How long a connection must have been up to reset the back-off: [`UP_LONG_ENOUGH`], or two
+/// `ResponseTimeout`s when longer.
+fn young(response_timeout: Duration) -> Duration {
+    UP_LONG_ENOUGH.max(response_timeout.saturating_mul(2))
+}
+
+/// The failed attempts a connection that ended after `lived` leaves behind: none when it was up long enough
+/// (`young`), else those before it (it does not count as a success).
+fn kept_failures(failures: u32, lived: Duration, young: Duration) -> u32 {
+    if lived >= young { 0 } else { failures }
 }
 
 /// The wait before reconnect attempt `failures` + 1: 1 s doubling up to 5 min, plus up to a quarter more at
@@ -1002,6 +1046,39 @@ mod tests {
             heartbeat(idle + wait, t0, Some(idle), Some(pong), wait, IDLE),
             Beat::Alive
         );
+    }
+
+    /// A device that accepts the subscription and closes at once: each connection dies young, so the
+    /// back-off keeps doubling; one that stayed up long enough starts it over.
+    #[test]
+    fn connections_that_die_young_do_not_reset_the_backoff() {
+        let j = RandomState::new();
+        let young = young(Duration::from_millis(400));
+        assert_eq!(young, UP_LONG_ENOUGH);
+        assert_eq!(
+            super::young(Duration::from_secs(8)),
+            Duration::from_secs(16)
+        );
+        let mut failures = 0;
+        let mut waits = Vec::new();
+        for drop in 0..6u64 {
+            // Up for a second, then closed by the device.
+            failures = kept_failures(failures, Duration::from_secs(1), young);
+            waits.push(backoff(failures, &j, drop));
+            failures += 1;
+        }
+        for (w, base) in waits.iter().zip([1, 2, 4, 8, 16, 32]) {
+            assert!(*w >= Duration::from_secs(base), "{waits:?}");
+        }
+        assert!(
+            waits[5] >= Duration::from_secs(16),
+            "after six drops in a row: {:?}",
+            waits[5]
+        );
+        // A connection that was up long enough: the next wait is the first one again.
+        let failures = kept_failures(failures, young, young);
+        assert_eq!(failures, 0);
+        assert!(backoff(failures, &j, 9) < Duration::from_secs(2));
     }
 
     #[test]
