@@ -167,7 +167,19 @@ fn a_flood_of_one_mib_notifications_does_not_starve_the_others() {
     let (e, _wake) = start();
     e.emu.flood_ws(0, Some(1 << 20));
     flooding(&e, 20);
+    // Each frame grows the mirror past its limit (it is dropped), so the reads these notifications ask for
+    // are requests to the device: held to the device's read limit (a burst of 5, then 1 per second).
+    let (reads, t, sent) = (status_reads(&e, 0), Instant::now(), e.emu.ws_flooded(0));
     healthy_devices_are_served(&e, 2 * SWITCHES);
+    // Many frames, each asking for a read.
+    flooding(&e, sent + 200);
+    let asked = status_reads(&e, 0) - reads;
+    let allowed = 5 + 2 + t.elapsed().as_secs();
+    assert!(
+        asked <= allowed,
+        "{asked} status reads of the flooding device in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     e.emu.flood_ws(0, None);
     e.ctl.close();
 }

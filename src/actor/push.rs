@@ -128,6 +128,98 @@ const CHUNK: usize = 8 * 1024;
 const TURN_BYTES: usize = 64 * 1024;
 const TURN_MESSAGES: usize = 64;
 
+/// Wake-ups of one device's worker by its notifications, per second after a burst: a flooding device cannot
+/// keep its worker (and a core) busy; its states wait coalesced in the inbox meanwhile. A real device's
+/// notifications come a few per second.
+const WAKES_PER_SECOND: f64 = 100.0;
+const WAKE_BURST: f64 = 100.0;
+/// Reads per second (after a burst) a device's notifications may ask while its mirror cannot serve them:
+/// those reads are requests to the device.
+const READS_PER_SECOND: f64 = 1.0;
+const READ_BURST: f64 = 5.0;
+/// How often a device held to its limits is logged (with what was held back meanwhile).
+const LIMIT_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// A token bucket.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+    rate: f64,
+    burst: f64,
+}
+
+impl Bucket {
+    fn new(rate: f64, burst: f64, now: Instant) -> Bucket {
+        Bucket {
+            tokens: burst,
+            at: now,
+            rate,
+            burst,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        self.at = now;
+    }
+
+    /// Takes a token if there is one.
+    fn take(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When the next token is there.
+    fn next(&self) -> Instant {
+        let missing = (1.0 - self.tokens).max(0.0);
+        self.at + Duration::from_secs_f64(missing / self.rate)
+    }
+}
+
+/// What one device's notifications may make us do: worker wake-ups and reads, each a token bucket. What goes
+/// beyond is owed (the states wait in the inbox) and paid by `scan` when a token is back: delayed, never lost.
+struct Limits {
+    wakes: Bucket,
+    reads: Bucket,
+    owed_wake: bool,
+    owed_read: bool,
+    /// Held back since the last log line: turns cut at the share, wake-ups and reads delayed.
+    cut_turns: u64,
+    held: u64,
+    logged: Option<Instant>,
+}
+
+impl Limits {
+    fn new(now: Instant) -> Limits {
+        Limits {
+            wakes: Bucket::new(WAKES_PER_SECOND, WAKE_BURST, now),
+            reads: Bucket::new(READS_PER_SECOND, READ_BURST, now),
+            owed_wake: false,
+            owed_read: false,
+            cut_turns: 0,
+            held: 0,
+            logged: None,
+        }
+    }
+
+    fn owes(&self) -> bool {
+        self.owed_wake || self.owed_read
+    }
+
+    /// When an owed wake-up or read can be paid.
+    fn due(&self) -> Instant {
+        let read = self.owed_read.then(|| self.reads.next());
+        let wake = self.wakes.next();
+        read.map_or(wake, |r| r.max(wake))
+    }
+}
+
 /// What is left of a device's share of one poller turn.
 struct Budget {
     bytes: usize,
@@ -196,6 +288,7 @@ impl Push {
             due: now,
             ready: Vec::new(),
             in_turn: vec![false; n],
+            limits: (0..n).map(|_| Limits::new(now)).collect(),
         };
         let builder = std::thread::Builder::new()
             .name("sd-push".into())
@@ -283,6 +376,8 @@ struct Poller {
     ready: Vec<usize>,
     /// Whether a device is in `ready` or in the turn being served (listed once).
     in_turn: Vec<bool>,
+    /// Per device: what its notifications may make us do.
+    limits: Vec<Limits>,
 }
 
 impl Poller {
@@ -410,6 +505,11 @@ impl Poller {
                 ),
             }
         }
+        for ti in 0..self.limits.len() {
+            if let Some(at) = self.pay(ti, now) {
+                next = next.min(at);
+            }
+        }
         self.connectors.retain(|c| !c.is_finished());
         // Attempts scheduled just now (a failed connector, a dead heartbeat) count too; overdue ones waiting
         // for a connector's place are started when a connector reports (which wakes the poller).
@@ -422,6 +522,38 @@ impl Poller {
             }
         }
         self.due = next;
+    }
+
+    /// Pays what device `ti`'s limits owe when their tokens are back, and logs a device held to them (once
+    /// per [`LIMIT_LOG_EVERY`]); returns when to look again.
+    fn pay(&mut self, ti: usize, now: Instant) -> Option<Instant> {
+        let t = &self.targets[ti];
+        let lim = &mut self.limits[ti];
+        if (lim.cut_turns > 0 || lim.held > 0)
+            && lim.logged.is_none_or(|at| now >= at + LIMIT_LOG_EVERY)
+        {
+            log::info!(
+                "device {}: push notifications faster than served (flooding?): {} turns cut at its share, {} wake-ups or reads delayed; its states are coalesced, other devices are not affected",
+                t.label,
+                lim.cut_turns,
+                lim.held
+            );
+            (lim.cut_turns, lim.held) = (0, 0);
+            lim.logged = Some(now);
+        }
+        if !lim.owes() {
+            return None;
+        }
+        let read = lim.owed_read && lim.reads.take(now);
+        if lim.wakes.take(now) {
+            lim.owed_read &= !read;
+            lim.owed_wake = false;
+            self.ctx.shared.post(t.di, None, None, read);
+        } else if read {
+            // Keep the read token: it goes with the next wake-up.
+            lim.reads.tokens += 1.0;
+        }
+        lim.owes().then(|| lim.due())
     }
 
     /// Starts a connector thread for target `ti`.
@@ -529,7 +661,11 @@ impl Poller {
         let more = self.serve_within(ti, &mut budget, &mut scratch);
         self.scratch = scratch;
         if more {
+            self.limits[ti].cut_turns += 1;
             self.again(ti);
+        }
+        if self.limits[ti].owes() {
+            self.due = self.due.min(self.limits[ti].due());
         }
     }
 
@@ -630,7 +766,7 @@ impl Poller {
                     } else if frame.contains_key("method")
                         && let Some(n) = parse_notification(&frame)
                     {
-                        on_notification(t, &self.ctx, n, source);
+                        on_notification(t, &self.ctx, n, source, Some(&mut self.limits[ti]));
                     }
                 }
                 Message::Binary(b) => budget.spend(b.len()),
@@ -784,7 +920,7 @@ fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscrib
     let (conn, queued, challenge) = sock.into_parts();
     // These came before the status answer: it is newer than they are.
     for n in queued {
-        on_notification(t, ctx, n, addr.ip());
+        on_notification(t, ctx, n, addr.ip(), None);
     }
     let (stream, buf, asm) = conn.into_parts();
     Ok(Subscribed {
@@ -837,20 +973,28 @@ fn split_key(key: &str) -> Option<(&str, usize)> {
     Some((kind, n.parse().ok()?))
 }
 
-fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
+/// `limits`: the device's (the poller's); `None` on a connector, for the few notifications that came with
+/// the subscription.
+fn on_notification(
+    t: &Target,
+    ctx: &Context,
+    n: Notification,
+    source: IpAddr,
+    limits: Option<&mut Limits>,
+) {
     t.tunnel.notified();
     match n {
         Notification::Status { components, .. } => {
             t.tunnel.merge_status(&components, false);
             // Compared before the states are posted: the worker may apply them at once.
             let events = state_events(t, ctx, &components, false);
-            on_status(t, ctx, &components);
+            on_status(t, ctx, &components, limits);
             queue_all(ctx, events, source);
         }
         Notification::FullStatus { status, .. } => {
             t.tunnel.merge_status(&status, true);
             let events = state_events(t, ctx, &status, false);
-            on_status(t, ctx, &status);
+            on_status(t, ctx, &status, limits);
             queue_all(ctx, events, source);
         }
         Notification::Event { events, .. } => {
@@ -863,9 +1007,15 @@ fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
 
 /// Implied output/input states go to the worker; anything else (power, covers, sensors) asks for a read,
 /// which the driver serves from the tunnel's mirror (merged just before) without a request.
-fn on_status(t: &Target, ctx: &Context, components: &Map<String, Value>) {
+fn on_status(
+    t: &Target,
+    ctx: &Context,
+    components: &Map<String, Value>,
+    limits: Option<&mut Limits>,
+) {
     let snap = worker::snapshot(&ctx.shared.slots[t.di]);
     let mut read = false;
+    let mut states = Vec::new();
     for (key, fields) in components {
         let Some(fields) = fields.as_object() else {
             continue;
@@ -884,14 +1034,47 @@ fn on_status(t: &Target, ctx: &Context, components: &Map<String, Value>) {
         if let Some(on) = fields.get(field).and_then(Value::as_bool)
             && index < count
         {
-            ctx.shared.post(t.di, Some((kind, index)), Some(on), false);
+            states.push((kind, index, on));
         }
         read |= fields
             .keys()
             .any(|k| !matches!(k.as_str(), "id" | "source") && k != field);
     }
-    if read {
-        ctx.shared.post(t.di, None, None, true);
+    let Some(lim) = limits else {
+        for (kind, index, on) in states {
+            ctx.shared.post(t.di, Some((kind, index)), Some(on), false);
+        }
+        if read {
+            ctx.shared.post(t.di, None, None, true);
+        }
+        return;
+    };
+    if states.is_empty() && !read {
+        return;
+    }
+    let now = Instant::now();
+    // A read the mirror cannot serve is a request to the device.
+    if read && !t.tunnel.has_mirror() && !lim.reads.take(now) {
+        lim.owed_read = true;
+        lim.held += 1;
+        read = false;
+    }
+    let inbox = &ctx.shared.hook_inboxes[t.di];
+    if lim.wakes.take(now) {
+        // One wake-up for the whole notification.
+        for (kind, index, on) in states {
+            inbox.stash(kind, index, Some(on), false);
+        }
+        ctx.shared.post(t.di, None, None, read);
+    } else {
+        for (kind, index, on) in states {
+            inbox.stash(kind, index, Some(on), false);
+        }
+        if read {
+            inbox.stash(ComponentKind::Input, 0, None, true);
+        }
+        lim.owed_wake = true;
+        lim.held += 1;
     }
 }
 
@@ -1046,6 +1229,20 @@ mod tests {
             heartbeat(idle + wait, t0, Some(idle), Some(pong), wait, IDLE),
             Beat::Alive
         );
+    }
+
+    #[test]
+    fn a_bucket_gives_its_burst_then_its_rate() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(2.0, 3.0, t0);
+        assert!((0..3).all(|_| b.take(t0)));
+        assert!(!b.take(t0));
+        assert_eq!(b.next(), t0 + Duration::from_millis(500));
+        assert!(b.take(t0 + Duration::from_millis(500)));
+        assert!(!b.take(t0 + Duration::from_millis(600)));
+        let later = t0 + Duration::from_secs(60);
+        assert!((0..3).all(|_| b.take(later)), "refilled to its burst");
+        assert!(!b.take(later));
     }
 
     /// A device that accepts the subscription and closes at once: each connection dies young, so the

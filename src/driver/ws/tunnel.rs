@@ -239,6 +239,11 @@ impl Tunnel {
         }
     }
 
+    /// The poller: whether a read asked now can be served from the mirror (else it is a request).
+    pub(crate) fn has_mirror(&self) -> bool {
+        self.lock().mirror.is_some()
+    }
+
     /// The worker: it begins a status read of its own (over either channel).
     pub(crate) fn reading(&self) {
         self.lock().last_read = Some(Instant::now());
