@@ -137,6 +137,13 @@ const WAKE_BURST: f64 = 100.0;
 /// those reads are requests to the device.
 const READS_PER_SECOND: f64 = 1.0;
 const READ_BURST: f64 = 5.0;
+/// What one device's socket may cost the poller per second, after a burst of one second's worth: messages
+/// handled and bytes read or parsed. A real device sends a few messages a second; a flooding one is then
+/// read no faster, so neither it nor the poller spins (TCP slows the device down).
+const MESSAGES_PER_SECOND: f64 = 2000.0;
+const BYTES_PER_SECOND: f64 = 4.0 * 1024.0 * 1024.0;
+/// A device held to its rate is served again once this share of a turn is back (not for every byte).
+const RESUME: f64 = 0.25;
 /// How often a device held to its limits is logged (with what was held back meanwhile).
 const LIMIT_LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -177,7 +184,12 @@ impl Bucket {
 
     /// When the next token is there.
     fn next(&self) -> Instant {
-        let missing = (1.0 - self.tokens).max(0.0);
+        self.holding(1.0)
+    }
+
+    /// When it holds `n` tokens.
+    fn holding(&self, n: f64) -> Instant {
+        let missing = (n - self.tokens).max(0.0);
         self.at + Duration::from_secs_f64(missing / self.rate)
     }
 }
@@ -185,6 +197,10 @@ impl Bucket {
 /// What one device's notifications may make us do: worker wake-ups and reads, each a token bucket. What goes
 /// beyond is owed (the states wait in the inbox) and paid by `scan` when a token is back: delayed, never lost.
 struct Limits {
+    messages: Bucket,
+    bytes: Bucket,
+    /// Held to its rate with more to read: served again at this instant.
+    parked: Option<Instant>,
     wakes: Bucket,
     reads: Bucket,
     owed_wake: bool,
@@ -198,6 +214,9 @@ struct Limits {
 impl Limits {
     fn new(now: Instant) -> Limits {
         Limits {
+            messages: Bucket::new(MESSAGES_PER_SECOND, MESSAGES_PER_SECOND, now),
+            bytes: Bucket::new(BYTES_PER_SECOND, BYTES_PER_SECOND, now),
+            parked: None,
             wakes: Bucket::new(WAKES_PER_SECOND, WAKE_BURST, now),
             reads: Bucket::new(READS_PER_SECOND, READ_BURST, now),
             owed_wake: false,
@@ -224,13 +243,17 @@ impl Limits {
 struct Budget {
     bytes: usize,
     messages: usize,
+    /// Bytes spent in full (a big message costs all of its size, beyond the share).
+    used: usize,
 }
 
 impl Budget {
-    fn turn() -> Budget {
+    /// A turn's share, or less when the device's rate leaves less.
+    fn turn(lim: &Limits) -> Budget {
         Budget {
-            bytes: TURN_BYTES,
-            messages: TURN_MESSAGES,
+            bytes: TURN_BYTES.min(lim.bytes.tokens.max(0.0) as usize),
+            messages: TURN_MESSAGES.min(lim.messages.tokens.max(0.0) as usize),
+            used: 0,
         }
     }
 
@@ -240,6 +263,7 @@ impl Budget {
 
     fn spend(&mut self, bytes: usize) {
         self.bytes = self.bytes.saturating_sub(bytes);
+        self.used += bytes;
     }
 }
 
@@ -527,33 +551,47 @@ impl Poller {
     /// Pays what device `ti`'s limits owe when their tokens are back, and logs a device held to them (once
     /// per [`LIMIT_LOG_EVERY`]); returns when to look again.
     fn pay(&mut self, ti: usize, now: Instant) -> Option<Instant> {
-        let t = &self.targets[ti];
+        let label = &self.targets[ti].label;
         let lim = &mut self.limits[ti];
         if (lim.cut_turns > 0 || lim.held > 0)
             && lim.logged.is_none_or(|at| now >= at + LIMIT_LOG_EVERY)
         {
             log::info!(
                 "device {}: push notifications faster than served (flooding?): {} turns cut at its share, {} wake-ups or reads delayed; its states are coalesced, other devices are not affected",
-                t.label,
+                label,
                 lim.cut_turns,
                 lim.held
             );
             (lim.cut_turns, lim.held) = (0, 0);
             lim.logged = Some(now);
         }
+        let mut next = None;
+        if let Some(at) = lim.parked {
+            if now >= at {
+                lim.parked = None;
+                self.again(ti);
+            } else {
+                next = Some(at);
+            }
+        }
+        let lim = &mut self.limits[ti];
         if !lim.owes() {
-            return None;
+            return next;
         }
         let read = lim.owed_read && lim.reads.take(now);
         if lim.wakes.take(now) {
             lim.owed_read &= !read;
             lim.owed_wake = false;
-            self.ctx.shared.post(t.di, None, None, read);
+            self.ctx.shared.post(self.targets[ti].di, None, None, read);
         } else if read {
             // Keep the read token: it goes with the next wake-up.
             lim.reads.tokens += 1.0;
         }
-        lim.owes().then(|| lim.due())
+        let owed = lim.owes().then(|| lim.due());
+        match (next, owed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Starts a connector thread for target `ti`.
@@ -656,13 +694,39 @@ impl Poller {
     /// Serves device `ti` for one turn: its buffered frames, then reads, within [`Budget::turn`]. A device
     /// with more to give is listed for the next turn (until then its socket raises no new event).
     fn serve(&mut self, ti: usize) {
-        let mut budget = Budget::turn();
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let more = self.serve_within(ti, &mut budget, &mut scratch);
-        self.scratch = scratch;
+        let now = Instant::now();
+        let lim = &mut self.limits[ti];
+        if lim.parked.is_some() {
+            // Held to its rate: `scan` lists it again.
+            return;
+        }
+        lim.messages.refill(now);
+        lim.bytes.refill(now);
+        let mut budget = Budget::turn(lim);
+        let messages = budget.messages;
+        let more = if budget.spent() {
+            true
+        } else {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let more = self.serve_within(ti, &mut budget, &mut scratch);
+            self.scratch = scratch;
+            more
+        };
+        let lim = &mut self.limits[ti];
+        lim.messages.tokens -= (messages - budget.messages) as f64;
+        lim.bytes.tokens -= budget.used as f64;
         if more {
-            self.limits[ti].cut_turns += 1;
-            self.again(ti);
+            lim.cut_turns += 1;
+            if lim.messages.tokens < 1.0 || lim.bytes.tokens < 1.0 {
+                let at = lim
+                    .messages
+                    .holding(RESUME * TURN_MESSAGES as f64)
+                    .max(lim.bytes.holding(RESUME * TURN_BYTES as f64));
+                lim.parked = Some(at);
+                self.due = self.due.min(at);
+            } else {
+                self.again(ti);
+            }
         }
         if self.limits[ti].owes() {
             self.due = self.due.min(self.limits[ti].due());
