@@ -12,8 +12,14 @@
 //! `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after one
 //! `ResponseTimeout` without traffic, the connection dropped when no pong came within another, so a dead
 //! connection is noticed within two `ResponseTimeout`s of its last frame. A dead connection
-//! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter. The push
-//! channel never decides `Online`: that stays with the worker's reads (over the socket or HTTP).
+//! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter, which
+//! only a connection that stayed up [`UP_LONG_ENOUGH`] starts over. The push channel never decides `Online`:
+//! that stays with the worker's reads (over the socket or HTTP).
+//!
+//! Fairness (ARCHITECTURE.md): each device gets a bounded share of every poller turn ([`TURN_BYTES`],
+//! [`TURN_MESSAGES`]) and of every second ([`MESSAGES_PER_SECOND`], [`BYTES_PER_SECOND`]); what its
+//! notifications make the worker do (wake-ups, reads that become requests) is limited per device too, delayed
+//! beyond that, never dropped.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
