@@ -200,8 +200,10 @@ impl Bucket {
     }
 }
 
-/// What one device's notifications may make us do: worker wake-ups and reads, each a token bucket. What goes
-/// beyond is owed (the states wait in the inbox) and paid by `scan` when a token is back: delayed, never lost.
+/// One device's limits, each a token bucket: what its socket may cost the poller a second (beyond it, parked),
+/// and what its notifications may make us do (worker wake-ups, reads that become requests). Wake-ups and
+/// reads beyond theirs are owed (the states wait in the inbox) and paid by `scan` when a token is back:
+/// delayed, never lost.
 struct Limits {
     messages: Bucket,
     bytes: Bucket,
@@ -406,7 +408,7 @@ struct Poller {
     ready: Vec<usize>,
     /// Whether a device is in `ready` or in the turn being served (listed once).
     in_turn: Vec<bool>,
-    /// Per device: what its notifications may make us do.
+    /// Per device: what its socket and its notifications may cost.
     limits: Vec<Limits>,
 }
 
