@@ -2,6 +2,11 @@
 //! threads, RSS and CPU time are the library's process alone.
 //!
 //! `cargo run --release --example bench_push -- [N=1000] [LATENCY_MS=20] [SAMPLES=500] [ROUNDS=20] [CHANNEL=auto]`
+//! `cargo run --release --example bench_push -- --flood [N=21] [LATENCY_MS=0] [SAMPLES=500]`
+//!
+//! `--flood`: device D0 sends `NotifyStatus` frames as fast as it can (small, then about 1 MiB each), and the
+//! other devices' change→snapshot latency and `change_output` (over their sockets: failures, HTTP fallbacks)
+//! are measured meanwhile; nothing else is measured.
 //!
 //! The example re-runs itself as the emulator (`--emulator N LATENCY_MS`, driven by lines on its stdin; the latency
 //! applies to every answer, HTTP or WebSocket). Prints: threads by name, RSS and resident memory by mapping with
@@ -21,7 +26,11 @@ use support::{EmuChild, quantile};
 
 fn main() {
     support::maybe_child();
-    let args: Vec<String> = std::env::args().collect();
+    let flood = std::env::args().any(|a| a == "--flood");
+    let args: Vec<String> = std::env::args().filter(|a| a != "--flood").collect();
+    if flood {
+        return flood_bench(&args);
+    }
     let arg = |i: usize, d: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     let (n, latency, samples, rounds) = (
         arg(1, 1000) as usize,
@@ -265,5 +274,113 @@ fn main() {
         t.elapsed().as_secs_f64() * 1000.0,
         support::load_average()
     );
+    emu.stop();
+}
+
+/// `--flood`: D0 floods; change→snapshot and `change_output` of the others meanwhile.
+fn flood_bench(args: &[String]) {
+    let arg = |i: usize, d: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let (n, latency, samples) = (arg(1, 21) as usize, arg(2, 0), arg(3, 500) as usize);
+    assert!(n >= 2, "N counts the flooding device too");
+    let mut emu = EmuChild::start(n, latency);
+    println!(
+        "--flood: D0 floods beside {} healthy ShellyPlus1PM × {latency} ms; {} cores, load average {}",
+        n - 1,
+        support::cores(),
+        support::load_average()
+    );
+    let mut yaml = String::from(
+        "SmartDevices:\n  Channel: auto\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n",
+    );
+    for (i, port) in emu.ports.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}, Outputs: [{{Name: O{i}}}]}}\n"
+        ));
+    }
+    let ctl = Controller::open(Settings::from_yaml_str(&yaml).expect("valid"), None).expect("open");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while emu.subscribed() < n {
+        assert!(Instant::now() < deadline, "not every device subscribed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for (label, bytes) in [
+        ("none", 0usize),
+        ("small frames", 100),
+        ("~1 MiB frames", 1 << 20),
+    ] {
+        let flooded0: u64 = emu.ask("flooded 0").parse().unwrap();
+        let t0 = Instant::now();
+        if bytes > 0 {
+            emu.ask(&format!("flood 0 {bytes}"));
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let mut lat = Vec::with_capacity(samples);
+        let mut unseen = 0;
+        for _ in 0..samples {
+            let i = 1 + (next() % (n as u64 - 1)) as usize;
+            let out = Identity::name(format!("O{i}"));
+            let on = ctl.output(out.clone()).unwrap().state != Some(true);
+            let t = Instant::now();
+            emu.send(&format!("out {i} {}", u8::from(on)));
+            let limit = t + Duration::from_secs(5);
+            while ctl.output(out.clone()).unwrap().state != Some(on) && Instant::now() < limit {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            if Instant::now() >= limit {
+                unseen += 1;
+            } else {
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            emu.reply();
+            // Space the changes like real ones (a few per second per device at most).
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        println!(
+            "flood {label}: change→snapshot of the others {}; {unseen} not seen within 5 s",
+            support::latency_summary(&mut lat)
+        );
+        let mut cmd = Vec::with_capacity(samples / 5);
+        let mut failed = 0;
+        for k in 0..samples / 5 {
+            let i = 1 + (next() % (n as u64 - 1)) as usize;
+            let t = Instant::now();
+            match ctl.change_output(Identity::name(format!("O{i}")), k % 2 == 0) {
+                Ok(_) => cmd.push(t.elapsed().as_secs_f64() * 1000.0),
+                Err(e) => {
+                    failed += 1;
+                    println!("  change_output O{i} failed: {e}");
+                }
+            }
+        }
+        let offline = ctl.devices().iter().skip(1).filter(|d| !d.online).count();
+        println!(
+            "  change_output of the others: {}; {failed} failed; {offline} healthy devices offline",
+            support::latency_summary(&mut cmd)
+        );
+        // As fast as the controller takes them (TCP holds the device back beyond its rate).
+        let frames = emu.ask("flooded 0").parse::<u64>().unwrap() - flooded0;
+        println!(
+            "  D0 wrote {frames} frames in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+        emu.ask("flood 0 0");
+        // A new connection for the next kind: the frames still in the socket's buffers go with the old one.
+        emu.ask("drop 0");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        std::thread::sleep(Duration::from_millis(100));
+        while emu.subscribed() < n {
+            assert!(Instant::now() < deadline, "D0 did not come back");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    ctl.close();
     emu.stop();
 }

@@ -51,6 +51,16 @@ pub fn maybe_child() {
                 emu.fire_event(i, ev, 0);
                 "ok".to_string()
             }
+            ["flood", i, bytes] => {
+                let bytes: usize = bytes.parse().unwrap();
+                emu.flood_ws(i.parse().unwrap(), (bytes > 0).then_some(bytes));
+                "ok".to_string()
+            }
+            ["drop", i] => {
+                emu.drop_ws(i.parse().unwrap());
+                "ok".to_string()
+            }
+            ["flooded", i] => emu.ws_flooded(i.parse().unwrap()).to_string(),
             ["sub"] => (0..n)
                 .filter(|&i| emu.ws_subscribed(i) >= 1)
                 .count()

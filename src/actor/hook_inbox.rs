@@ -21,6 +21,23 @@ struct Waiting {
     queued: bool,
 }
 
+impl Waiting {
+    /// The latest state per component; a read asked stays asked until taken.
+    fn keep(&mut self, kind: ComponentKind, index: usize, state: Option<bool>, read: bool) {
+        if let Some(on) = state {
+            match self
+                .states
+                .iter_mut()
+                .find(|(k, i, _)| *k == kind && *i == index)
+            {
+                Some(s) => s.2 = on,
+                None => self.states.push((kind, index, on)),
+            }
+        }
+        self.read |= read;
+    }
+}
+
 /// What a post asks of the caller.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Post {
@@ -45,22 +62,21 @@ impl HookInbox {
         read: bool,
     ) -> Post {
         let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(on) = state {
-            match w
-                .states
-                .iter_mut()
-                .find(|(k, i, _)| *k == kind && *i == index)
-            {
-                Some(s) => s.2 = on,
-                None => w.states.push((kind, index, on)),
-            }
-        }
-        w.read |= read;
+        w.keep(kind, index, state, read);
         if std::mem::replace(&mut w.queued, true) {
             Post::Queued
         } else {
             Post::Wake
         }
+    }
+
+    /// Records a state (and whether it asks for a read) without claiming the wake-up: the caller wakes the
+    /// worker later (a device held to its limits), or another post does.
+    pub(crate) fn stash(&self, kind: ComponentKind, index: usize, state: Option<bool>, read: bool) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keep(kind, index, state, read);
     }
 
     /// The wake-up could not be sent (the worker's inbox is full): the next post tries again, and the worker
@@ -110,6 +126,12 @@ mod tests {
         );
         assert!(read);
         assert!(!inbox.read_asked());
+        // Stashed: kept, but the wake-up is left to the caller.
+        inbox.stash(ComponentKind::Output, 0, Some(false), true);
+        assert_eq!(
+            inbox.take(),
+            (vec![(ComponentKind::Output, 0, false)], true)
+        );
         // After the worker took them, the next event wakes it again.
         assert_eq!(inbox.post(ComponentKind::Input, 0, None, false), Post::Wake);
         inbox.unqueue();

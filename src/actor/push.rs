@@ -12,8 +12,14 @@
 //! `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after one
 //! `ResponseTimeout` without traffic, the connection dropped when no pong came within another, so a dead
 //! connection is noticed within two `ResponseTimeout`s of its last frame. A dead connection
-//! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter. The push
-//! channel never decides `Online`: that stays with the worker's reads (over the socket or HTTP).
+//! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter, which
+//! only a connection that stayed up [`UP_LONG_ENOUGH`] starts over. The push channel never decides `Online`:
+//! that stays with the worker's reads (over the socket or HTTP).
+//!
+//! Fairness (ARCHITECTURE.md): each device gets a bounded share of every poller turn ([`TURN_BYTES`],
+//! [`TURN_MESSAGES`]) and of every second ([`MESSAGES_PER_SECOND`], [`BYTES_PER_SECOND`]); what its
+//! notifications make the worker do (wake-ups, reads that become requests) is limited per device too, delayed
+//! beyond that, never dropped.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
@@ -44,6 +50,10 @@ use crate::webhook::routing::{self, Origin, Shared};
 /// Reconnect back-off: first wait and cap.
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(300);
+/// How long a connection must have been up to reset the back-off (at least two `ResponseTimeout`s: long
+/// enough for the heartbeat to have proved it). One that dies younger (a device that accepts the
+/// subscription and closes) leaves the back-off growing.
+const UP_LONG_ENOUGH: Duration = Duration::from_secs(10);
 
 /// One device with a push channel.
 pub(crate) struct Target {
@@ -118,6 +128,163 @@ const WAKE: Token = Token(usize::MAX);
 const MAX_CONNECTING: usize = 32;
 /// One read from a socket.
 const CHUNK: usize = 8 * 1024;
+/// What one device may cost the poller per turn: bytes read, bytes of messages handled (a big frame's parse
+/// counts) and messages handled. A device with more to give waits for the next turn, after every other ready
+/// device had its own share.
+const TURN_BYTES: usize = 64 * 1024;
+const TURN_MESSAGES: usize = 64;
+
+/// Wake-ups of one device's worker by its notifications, per second after a burst: a flooding device cannot
+/// keep its worker (and a core) busy; its states wait coalesced in the inbox meanwhile. A real device's
+/// notifications come a few per second.
+const WAKES_PER_SECOND: f64 = 100.0;
+const WAKE_BURST: f64 = 100.0;
+/// Reads per second (after a burst) a device's notifications may ask while its mirror cannot serve them:
+/// those reads are requests to the device.
+const READS_PER_SECOND: f64 = 1.0;
+const READ_BURST: f64 = 5.0;
+/// What one device's socket may cost the poller per second, after a burst of one second's worth: messages
+/// handled and bytes read or parsed. A real device sends a few messages a second; a flooding one is then
+/// read no faster, so neither it nor the poller spins (TCP slows the device down).
+const MESSAGES_PER_SECOND: f64 = 2000.0;
+const BYTES_PER_SECOND: f64 = 4.0 * 1024.0 * 1024.0;
+/// A device held to its rate is served again once this share of a turn is back (not for every byte).
+const RESUME: f64 = 0.25;
+/// How often a device held to its limits is logged (with what was held back meanwhile).
+const LIMIT_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// A token bucket.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+    rate: f64,
+    burst: f64,
+}
+
+impl Bucket {
+    fn new(rate: f64, burst: f64, now: Instant) -> Bucket {
+        Bucket {
+            tokens: burst,
+            at: now,
+            rate,
+            burst,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        self.at = now;
+    }
+
+    /// Takes a token if there is one.
+    fn take(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When the next token is there.
+    fn next(&self) -> Instant {
+        self.holding(1.0)
+    }
+
+    /// When it holds `n` tokens.
+    fn holding(&self, n: f64) -> Instant {
+        let missing = (n - self.tokens).max(0.0);
+        self.at + Duration::from_secs_f64(missing / self.rate)
+    }
+}
+
+/// One device's limits, each a token bucket: what its socket may cost the poller a second (beyond it, parked),
+/// and what its notifications may make us do (worker wake-ups, reads that become requests). Wake-ups and
+/// reads beyond theirs are owed (the states wait in the inbox) and paid by `scan` when a token is back:
+/// delayed, never lost.
+struct Limits {
+    messages: Bucket,
+    bytes: Bucket,
+    /// Held to its rate with more to read: served again at this instant.
+    parked: Option<Instant>,
+    wakes: Bucket,
+    reads: Bucket,
+    owed_wake: bool,
+    owed_read: bool,
+    /// Held back since the last log line: turns cut at the share, wake-ups and reads delayed.
+    cut_turns: u64,
+    held: u64,
+    logged: Option<Instant>,
+}
+
+impl Limits {
+    fn new(now: Instant) -> Limits {
+        Limits {
+            messages: Bucket::new(MESSAGES_PER_SECOND, MESSAGES_PER_SECOND, now),
+            bytes: Bucket::new(BYTES_PER_SECOND, BYTES_PER_SECOND, now),
+            parked: None,
+            wakes: Bucket::new(WAKES_PER_SECOND, WAKE_BURST, now),
+            reads: Bucket::new(READS_PER_SECOND, READ_BURST, now),
+            owed_wake: false,
+            owed_read: false,
+            cut_turns: 0,
+            held: 0,
+            logged: None,
+        }
+    }
+
+    fn owes(&self) -> bool {
+        self.owed_wake || self.owed_read
+    }
+
+    /// When an owed wake-up or read can be paid.
+    fn due(&self) -> Instant {
+        let read = self.owed_read.then(|| self.reads.next());
+        let wake = self.wakes.next();
+        read.map_or(wake, |r| r.max(wake))
+    }
+}
+
+/// What is left of a device's share of one poller turn.
+struct Budget {
+    bytes: usize,
+    messages: usize,
+    /// Bytes spent in full (a big message costs all of its size, beyond the share).
+    used: usize,
+}
+
+impl Budget {
+    /// A turn's share, or less when the device's rate leaves less.
+    fn turn(lim: &Limits) -> Budget {
+        Budget {
+            bytes: TURN_BYTES.min(lim.bytes.tokens.max(0.0) as usize),
+            messages: TURN_MESSAGES.min(lim.messages.tokens.max(0.0) as usize),
+            used: 0,
+        }
+    }
+
+    fn spent(&self) -> bool {
+        self.bytes == 0 || self.messages == 0
+    }
+
+    fn spend(&mut self, bytes: usize) {
+        self.bytes = self.bytes.saturating_sub(bytes);
+        self.used += bytes;
+    }
+}
+
+/// How serving a device's buffered frames ended.
+#[derive(PartialEq)]
+enum Served {
+    /// No whole frame left in the buffer.
+    Drained,
+    /// The turn's share is used up; frames may be left.
+    Spent,
+    /// The connection ended.
+    Ended,
+}
 
 impl Push {
     /// Starts the poller thread `sd-push`; it connects every target at once.
@@ -129,6 +296,7 @@ impl Push {
         let stop = Arc::<Stop>::default();
         let now = Instant::now();
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let n = targets.len();
         let poller = Poller {
             poll,
             slots: targets
@@ -150,6 +318,9 @@ impl Push {
             src_prefix: format!("smartdev-{}-{instance}", std::process::id()),
             scratch: vec![0u8; CHUNK],
             due: now,
+            ready: Vec::new(),
+            in_turn: vec![false; n],
+            limits: (0..n).map(|_| Limits::new(now)).collect(),
         };
         let builder = std::thread::Builder::new()
             .name("sd-push".into())
@@ -186,6 +357,9 @@ enum Slot {
 /// fragments being joined, and the heartbeat.
 struct Live {
     stream: mio::net::TcpStream,
+    /// When it came up, and the failed attempts before it (kept until it has been up long enough).
+    up_at: Instant,
+    failures: u32,
     buf: Vec<u8>,
     asm: Assembler,
     source: IpAddr,
@@ -233,6 +407,13 @@ struct Poller {
     scratch: Vec<u8>,
     /// The next instant a connection attempt or a heartbeat is due (never later than the real one).
     due: Instant,
+    /// Devices that stopped at their turn's share with more to read: readiness is edge-triggered, so no new
+    /// event comes for them; served again next turn, after the others.
+    ready: Vec<usize>,
+    /// Whether a device is in `ready` or in the turn being served (listed once).
+    in_turn: Vec<bool>,
+    /// Per device: what its socket and its notifications may cost.
+    limits: Vec<Limits>,
 }
 
 impl Poller {
@@ -252,10 +433,14 @@ impl Poller {
             if finished || Instant::now() >= self.due {
                 self.scan();
             }
-            let timeout = self
-                .due
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1));
+            // Devices with more to read: look at the others' sockets without waiting, then serve them again.
+            let timeout = if self.ready.is_empty() {
+                self.due
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            } else {
+                Duration::ZERO
+            };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     log::error!("push channel: polling failed: {e}");
@@ -263,10 +448,19 @@ impl Poller {
                 }
                 continue;
             }
+            // One turn: every device with news or with more to read, once each, each within its share.
+            let mut turn = Vec::with_capacity(events.iter().count() + self.ready.len());
             for ev in events.iter() {
-                if ev.token() != WAKE {
-                    self.readable(ev.token().0);
+                let ti = ev.token().0;
+                if ev.token() != WAKE && ti < self.in_turn.len() && !self.in_turn[ti] {
+                    self.in_turn[ti] = true;
+                    turn.push(ti);
                 }
+            }
+            turn.append(&mut self.ready);
+            for ti in turn {
+                self.in_turn[ti] = false;
+                self.serve(ti);
             }
         }
         for (slot, t) in self.slots.iter_mut().zip(&self.targets) {
@@ -305,10 +499,23 @@ impl Poller {
         }
         let mut next = now + idle;
         let pong_wait = self.ctx.response_timeout;
+        let young = young(idle);
         for ti in 0..self.slots.len() {
             let Slot::Live(l) = &mut self.slots[ti] else {
                 continue;
             };
+            if l.failures > 0 {
+                if now >= l.up_at + young {
+                    log::info!(
+                        "device {}: push channel back after {} failed attempts",
+                        self.targets[ti].label,
+                        l.failures
+                    );
+                    l.failures = 0;
+                } else {
+                    next = next.min(l.up_at + young);
+                }
+            }
             match heartbeat(
                 now,
                 l.last_traffic,
@@ -334,6 +541,11 @@ impl Poller {
                 ),
             }
         }
+        for ti in 0..self.limits.len() {
+            if let Some(at) = self.pay(ti, now) {
+                next = next.min(at);
+            }
+        }
         self.connectors.retain(|c| !c.is_finished());
         // Attempts scheduled just now (a failed connector, a dead heartbeat) count too; overdue ones waiting
         // for a connector's place are started when a connector reports (which wakes the poller).
@@ -346,6 +558,52 @@ impl Poller {
             }
         }
         self.due = next;
+    }
+
+    /// Pays what device `ti`'s limits owe when their tokens are back, and logs a device held to them (once
+    /// per [`LIMIT_LOG_EVERY`]); returns when to look again.
+    fn pay(&mut self, ti: usize, now: Instant) -> Option<Instant> {
+        let label = &self.targets[ti].label;
+        let lim = &mut self.limits[ti];
+        if (lim.cut_turns > 0 || lim.held > 0)
+            && lim.logged.is_none_or(|at| now >= at + LIMIT_LOG_EVERY)
+        {
+            log::info!(
+                "device {}: push notifications faster than served (flooding?): {} turns cut at its share, {} wake-ups or reads delayed; its states are coalesced, other devices are not affected",
+                label,
+                lim.cut_turns,
+                lim.held
+            );
+            (lim.cut_turns, lim.held) = (0, 0);
+            lim.logged = Some(now);
+        }
+        let mut next = None;
+        if let Some(at) = lim.parked {
+            if now >= at {
+                lim.parked = None;
+                self.again(ti);
+            } else {
+                next = Some(at);
+            }
+        }
+        let lim = &mut self.limits[ti];
+        if !lim.owes() {
+            return next;
+        }
+        let read = lim.owed_read && lim.reads.take(now);
+        if lim.wakes.take(now) {
+            lim.owed_read &= !read;
+            lim.owed_wake = false;
+            self.ctx.shared.post(self.targets[ti].di, None, None, read);
+        } else if read {
+            // Keep the read token: it goes with the next wake-up.
+            lim.reads.tokens += 1.0;
+        }
+        let owed = lim.owes().then(|| lim.due());
+        match (next, owed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Starts a connector thread for target `ti`.
@@ -410,7 +668,13 @@ impl Poller {
             return;
         }
         let now = Instant::now();
+        let failures = match self.slots[ti] {
+            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => failures,
+            Slot::Live(_) => 0,
+        };
         self.slots[ti] = Slot::Live(Box::new(Live {
+            up_at: now,
+            failures,
             stream,
             buf,
             asm,
@@ -431,23 +695,71 @@ impl Poller {
         self.ctx.shared.post(t.di, None, None, true);
         log::debug!("device {}: push channel connected", t.label);
         // Frames that came with the subscription's answer, and bytes that arrived before the registration.
-        if self.process(ti) {
-            self.readable(ti);
+        self.again(ti);
+    }
+
+    /// Serves device `ti` again next turn.
+    fn again(&mut self, ti: usize) {
+        if !std::mem::replace(&mut self.in_turn[ti], true) {
+            self.ready.push(ti);
         }
     }
 
-    /// Reads what the socket has (until it would block: readiness is edge-triggered), one chunk at a time,
-    /// decoding after each.
-    fn readable(&mut self, ti: usize) {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        self.read_all(ti, &mut scratch);
-        self.scratch = scratch;
+    /// Serves device `ti` for one turn: its buffered frames, then reads, within [`Budget::turn`]. A device
+    /// with more to give is listed for the next turn (until then its socket raises no new event).
+    fn serve(&mut self, ti: usize) {
+        let now = Instant::now();
+        let lim = &mut self.limits[ti];
+        if lim.parked.is_some() {
+            // Held to its rate: `scan` lists it again.
+            return;
+        }
+        lim.messages.refill(now);
+        lim.bytes.refill(now);
+        let mut budget = Budget::turn(lim);
+        let messages = budget.messages;
+        let more = if budget.spent() {
+            true
+        } else {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let more = self.serve_within(ti, &mut budget, &mut scratch);
+            self.scratch = scratch;
+            more
+        };
+        let lim = &mut self.limits[ti];
+        lim.messages.tokens -= (messages - budget.messages) as f64;
+        lim.bytes.tokens -= budget.used as f64;
+        if more {
+            lim.cut_turns += 1;
+            if lim.messages.tokens < 1.0 || lim.bytes.tokens < 1.0 {
+                let at = lim
+                    .messages
+                    .holding(RESUME * TURN_MESSAGES as f64)
+                    .max(lim.bytes.holding(RESUME * TURN_BYTES as f64));
+                lim.parked = Some(at);
+                self.due = self.due.min(at);
+            } else {
+                self.again(ti);
+            }
+        }
+        if self.limits[ti].owes() {
+            self.due = self.due.min(self.limits[ti].due());
+        }
     }
 
-    fn read_all(&mut self, ti: usize, scratch: &mut [u8]) {
+    /// True when the device stopped at its share with more to read or decode.
+    fn serve_within(&mut self, ti: usize, budget: &mut Budget, scratch: &mut [u8]) -> bool {
+        match self.process(ti, budget) {
+            Served::Drained => {}
+            Served::Spent => return true,
+            Served::Ended => return false,
+        }
         loop {
+            if budget.spent() {
+                return true;
+            }
             let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
-                return;
+                return false;
             };
             match l.stream.read(scratch) {
                 Ok(0) => {
@@ -458,29 +770,35 @@ impl Poller {
                         "the WebSocket connection ended"
                     };
                     self.fail(ti, why.into());
-                    return;
+                    return false;
                 }
                 Ok(n) => {
                     l.buf.extend_from_slice(&scratch[..n]);
-                    if !self.process(ti) {
-                        return;
+                    budget.spend(n);
+                    match self.process(ti, budget) {
+                        Served::Drained => {}
+                        Served::Spent => return true,
+                        Served::Ended => return false,
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.fail(ti, format!("WebSocket I/O failed: {e}"));
-                    return;
+                    return false;
                 }
             }
         }
     }
 
-    /// Decodes and handles every whole frame in the buffer; false when the connection ended.
-    fn process(&mut self, ti: usize) -> bool {
+    /// Decodes and handles the whole frames in the buffer, while the budget lasts.
+    fn process(&mut self, ti: usize, budget: &mut Budget) -> Served {
         loop {
+            if budget.messages == 0 {
+                return Served::Spent;
+            }
             let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
-                return false;
+                return Served::Ended;
             };
             let frame = match frame::decode(&l.buf, false, MAX_MESSAGE) {
                 Ok(Some((f, used))) => {
@@ -492,18 +810,27 @@ impl Poller {
                     if l.buf.is_empty() && l.buf.capacity() > 0 {
                         l.buf = Vec::new();
                     }
-                    return true;
+                    return Served::Drained;
                 }
-                Err(p) => return self.protocol_error(ti, p),
+                Err(p) => {
+                    self.protocol_error(ti, p);
+                    return Served::Ended;
+                }
             };
             let message = match l.asm.push(frame) {
                 Ok(Some(m)) => m,
                 Ok(None) => continue,
-                Err(p) => return self.protocol_error(ti, p),
+                Err(p) => {
+                    self.protocol_error(ti, p);
+                    return Served::Ended;
+                }
             };
+            budget.messages -= 1;
             let now = Instant::now();
             match message {
                 Message::Text(text) => {
+                    // Parsing and merging cost about the message's size: a big one uses up the turn.
+                    budget.spend(text.len());
                     l.last_traffic = now;
                     l.ping_sent = None;
                     let source = l.source;
@@ -517,13 +844,13 @@ impl Poller {
                     } else if frame.contains_key("method")
                         && let Some(n) = parse_notification(&frame)
                     {
-                        on_notification(t, &self.ctx, n, source);
+                        on_notification(t, &self.ctx, n, source, Some(&mut self.limits[ti]));
                     }
                 }
-                Message::Binary(_) => {}
+                Message::Binary(b) => budget.spend(b.len()),
                 Message::Ping(p) => {
                     if !self.write(ti, Opcode::Pong, &p) {
-                        return false;
+                        return Served::Ended;
                     }
                 }
                 Message::Pong(_) => {
@@ -540,8 +867,11 @@ impl Poller {
                         None => "the device closed the WebSocket".into(),
                     };
                     self.fail_live(ti, why);
-                    return false;
+                    return Served::Ended;
                 }
+            }
+            if budget.bytes == 0 {
+                return Served::Spent;
             }
         }
     }
@@ -575,13 +905,14 @@ impl Poller {
     /// Ends target `ti`'s connection (if any) and schedules the next attempt after the back-off.
     fn fail(&mut self, ti: usize, why: String) {
         self.targets[ti].tunnel.detach();
-        let (was_live, failures) = match &mut self.slots[ti] {
+        let young = young(self.ctx.response_timeout);
+        let failures = match &mut self.slots[ti] {
             Slot::Live(l) => {
                 let _ = self.poll.registry().deregister(&mut l.stream);
                 let _ = l.stream.shutdown(Shutdown::Both);
-                (true, 0)
+                kept_failures(l.failures, l.up_at.elapsed(), young)
             }
-            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => (false, *failures),
+            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => *failures,
         };
         if self.stop.stopping() {
             return;
@@ -589,13 +920,18 @@ impl Poller {
         self.attempts += 1;
         let wait = backoff(failures, &self.jitter, self.attempts);
         let label = &self.targets[ti].label;
-        if was_live || failures == 0 {
+        // INFO only when the channel goes from working to failing; its recovery is logged by `scan`.
+        if failures == 0 {
             log::info!(
                 "device {label}: push channel down ({why}); reconnecting in {:.1} s, HTTP meanwhile",
                 wait.as_secs_f64()
             );
         } else {
-            log::debug!("device {label}: push channel: {why}");
+            log::debug!(
+                "device {label}: push channel: {why}; attempt {} in {:.1} s",
+                failures + 1,
+                wait.as_secs_f64()
+            );
         }
         let at = Instant::now() + wait;
         self.due = self.due.min(at);
@@ -604,6 +940,18 @@ impl Poller {
             failures: failures.saturating_add(1),
         };
     }
+}
+
+/// How long a connection must have been up to reset the back-off: [`UP_LONG_ENOUGH`], or two
+/// `ResponseTimeout`s when longer.
+fn young(response_timeout: Duration) -> Duration {
+    UP_LONG_ENOUGH.max(response_timeout.saturating_mul(2))
+}
+
+/// The failed attempts a connection that ended after `lived` leaves behind: none when it was up long enough
+/// (`young`), else those before it (it does not count as a success).
+fn kept_failures(failures: u32, lived: Duration, young: Duration) -> u32 {
+    if lived >= young { 0 } else { failures }
 }
 
 /// The wait before reconnect attempt `failures` + 1: 1 s doubling up to 5 min, plus up to a quarter more at
@@ -651,7 +999,7 @@ fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscrib
     let (conn, queued, challenge) = sock.into_parts();
     // These came before the status answer: it is newer than they are.
     for n in queued {
-        on_notification(t, ctx, n, addr.ip());
+        on_notification(t, ctx, n, addr.ip(), None);
     }
     let (stream, buf, asm) = conn.into_parts();
     Ok(Subscribed {
@@ -705,20 +1053,28 @@ fn split_key(key: &str) -> Option<(&str, usize)> {
     Some((kind, n.parse().ok()?))
 }
 
-fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
+/// `limits`: the device's (the poller's); `None` on a connector, for the few notifications that came with
+/// the subscription.
+fn on_notification(
+    t: &Target,
+    ctx: &Context,
+    n: Notification,
+    source: IpAddr,
+    limits: Option<&mut Limits>,
+) {
     t.tunnel.notified();
     match n {
         Notification::Status { components, .. } => {
             t.tunnel.merge_status(&components, false);
             // Compared before the states are posted: the worker may apply them at once.
             let events = state_events(t, ctx, &components, None);
-            on_status(t, ctx, &components);
+            on_status(t, ctx, &components, limits);
             queue_all(ctx, events, source);
         }
         Notification::FullStatus { status, .. } => {
             t.tunnel.merge_status(&status, true);
             let events = state_events(t, ctx, &status, None);
-            on_status(t, ctx, &status);
+            on_status(t, ctx, &status, limits);
             queue_all(ctx, events, source);
         }
         Notification::Event { events, .. } => {
@@ -731,9 +1087,15 @@ fn on_notification(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
 
 /// Implied output/input states go to the worker; anything else (power, covers, sensors) asks for a read,
 /// which the driver serves from the tunnel's mirror (merged just before) without a request.
-fn on_status(t: &Target, ctx: &Context, components: &Map<String, Value>) {
+fn on_status(
+    t: &Target,
+    ctx: &Context,
+    components: &Map<String, Value>,
+    limits: Option<&mut Limits>,
+) {
     let snap = worker::snapshot(&ctx.shared.slots[t.di]);
     let mut read = false;
+    let mut states = Vec::new();
     for (key, fields) in components {
         let Some(fields) = fields.as_object() else {
             continue;
@@ -752,14 +1114,47 @@ fn on_status(t: &Target, ctx: &Context, components: &Map<String, Value>) {
         if let Some(on) = fields.get(field).and_then(Value::as_bool)
             && index < count
         {
-            ctx.shared.post(t.di, Some((kind, index)), Some(on), false);
+            states.push((kind, index, on));
         }
         read |= fields
             .keys()
             .any(|k| !matches!(k.as_str(), "id" | "source") && k != field);
     }
-    if read {
-        ctx.shared.post(t.di, None, None, true);
+    let Some(lim) = limits else {
+        for (kind, index, on) in states {
+            ctx.shared.post(t.di, Some((kind, index)), Some(on), false);
+        }
+        if read {
+            ctx.shared.post(t.di, None, None, true);
+        }
+        return;
+    };
+    if states.is_empty() && !read {
+        return;
+    }
+    let now = Instant::now();
+    // A read the mirror cannot serve is a request to the device.
+    if read && !t.tunnel.has_mirror() && !lim.reads.take(now) {
+        lim.owed_read = true;
+        lim.held += 1;
+        read = false;
+    }
+    let inbox = &ctx.shared.hook_inboxes[t.di];
+    if lim.wakes.take(now) {
+        // One wake-up for the whole notification.
+        for (kind, index, on) in states {
+            inbox.stash(kind, index, Some(on), false);
+        }
+        ctx.shared.post(t.di, None, None, read);
+    } else {
+        for (kind, index, on) in states {
+            inbox.stash(kind, index, Some(on), false);
+        }
+        if read {
+            inbox.stash(ComponentKind::Input, 0, None, true);
+        }
+        lim.owed_wake = true;
+        lim.held += 1;
     }
 }
 
@@ -919,6 +1314,53 @@ mod tests {
             heartbeat(idle + wait, t0, Some(idle), Some(pong), wait, IDLE),
             Beat::Alive
         );
+    }
+
+    #[test]
+    fn a_bucket_gives_its_burst_then_its_rate() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(2.0, 3.0, t0);
+        assert!((0..3).all(|_| b.take(t0)));
+        assert!(!b.take(t0));
+        assert_eq!(b.next(), t0 + Duration::from_millis(500));
+        assert!(b.take(t0 + Duration::from_millis(500)));
+        assert!(!b.take(t0 + Duration::from_millis(600)));
+        let later = t0 + Duration::from_secs(60);
+        assert!((0..3).all(|_| b.take(later)), "refilled to its burst");
+        assert!(!b.take(later));
+    }
+
+    /// A device that accepts the subscription and closes at once: each connection dies young, so the
+    /// back-off keeps doubling; one that stayed up long enough starts it over.
+    #[test]
+    fn connections_that_die_young_do_not_reset_the_backoff() {
+        let j = RandomState::new();
+        let young = young(Duration::from_millis(400));
+        assert_eq!(young, UP_LONG_ENOUGH);
+        assert_eq!(
+            super::young(Duration::from_secs(8)),
+            Duration::from_secs(16)
+        );
+        let mut failures = 0;
+        let mut waits = Vec::new();
+        for drop in 0..6u64 {
+            // Up for a second, then closed by the device.
+            failures = kept_failures(failures, Duration::from_secs(1), young);
+            waits.push(backoff(failures, &j, drop));
+            failures += 1;
+        }
+        for (w, base) in waits.iter().zip([1, 2, 4, 8, 16, 32]) {
+            assert!(*w >= Duration::from_secs(base), "{waits:?}");
+        }
+        assert!(
+            waits[5] >= Duration::from_secs(16),
+            "after six drops in a row: {:?}",
+            waits[5]
+        );
+        // A connection that was up long enough: the next wait is the first one again.
+        let failures = kept_failures(failures, young, young);
+        assert_eq!(failures, 0);
+        assert!(backoff(failures, &j, 9) < Duration::from_secs(2));
     }
 
     #[test]

@@ -517,6 +517,27 @@ impl Emulator {
         self.dev(device).ws.requests()
     }
 
+    /// WebSocket connections the device accepted (upgraded) so far.
+    pub fn ws_upgrades(&self, device: usize) -> u64 {
+        self.dev(device).ws.upgrades()
+    }
+
+    /// Makes the device's subscribed WebSocket connections send `NotifyStatus` frames of about `frame_bytes`
+    /// (its power changes in each) as fast as they can; `None` stops it. Answers still go out between them.
+    pub fn flood_ws(&self, device: usize, frame_bytes: Option<usize>) {
+        self.dev(device).ws.set_flood(frame_bytes);
+    }
+
+    /// Flood frames ([`Emulator::flood_ws`]) the device wrote so far.
+    pub fn ws_flooded(&self, device: usize) -> u64 {
+        self.dev(device).ws.flooded()
+    }
+
+    /// Makes the device's WebSocket connections close right after answering their subscribing request.
+    pub fn ws_hang_up(&self, device: usize, on: bool) {
+        self.dev(device).ws.set_hang_up(on);
+    }
+
     /// Cuts every WebSocket connection of a device without a close frame (a reboot, a lost network).
     pub fn drop_ws(&self, device: usize) {
         self.dev(device).ws.drop_all();

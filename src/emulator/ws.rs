@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use serde_json::{Map, Value, json};
 
 use super::Fault;
@@ -200,10 +200,11 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
     }
     let port = dev.port;
     let d = Arc::clone(&dev);
+    let flood_to = Arc::clone(&src);
     let writer = std::thread::Builder::new()
         .name(format!("sd-emu-ws-{port}"))
         .stack_size(STACK)
-        .spawn(move || write_loop(&d, stream, &rx));
+        .spawn(move || write_loop(&d, stream, &rx, &flood_to));
     let d = Arc::clone(&dev);
     let reader = std::thread::Builder::new()
         .name(format!("sd-emu-ws-{port}"))
@@ -226,15 +227,54 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
     }
 }
 
-fn write_loop(dev: &Device, mut stream: TcpStream, rx: &Receiver<Vec<u8>>) {
+fn write_loop(
+    dev: &Device,
+    mut stream: TcpStream,
+    rx: &Receiver<Vec<u8>>,
+    src: &Mutex<Option<String>>,
+) {
+    let mut n = 0u64;
     // Ends when every sender is gone (the reader ended and the client left the hub).
-    for wire in rx {
+    loop {
+        let flood = dev.ws.flood.load(Ordering::SeqCst);
+        let dst = if flood > 0 { lock(src).clone() } else { None };
+        let wire = match dst {
+            // Flooding: what is queued (answers, notifications) first, else one more flood frame.
+            Some(dst) => match rx.try_recv() {
+                Ok(w) => w,
+                Err(TryRecvError::Empty) => {
+                    n += 1;
+                    dev.ws.flooded.fetch_add(1, Ordering::Relaxed);
+                    flood_frame(dev, &dst, n, flood)
+                }
+                Err(TryRecvError::Disconnected) => break,
+            },
+            None => match rx.recv() {
+                Ok(w) => w,
+                Err(_) => break,
+            },
+        };
+        // An empty frame only wakes the writer (the flood began).
+        if wire.is_empty() {
+            continue;
+        }
         dev.ws.wait_unstalled();
         if stream.write_all(&wire).is_err() {
             break;
         }
     }
     let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// One flood frame: a `NotifyStatus` whose power changes every time, padded to about `bytes`.
+fn flood_frame(dev: &Device, dst: &str, n: u64, bytes: usize) -> Vec<u8> {
+    let mut fields = json!({"id": 0, "apower": n as f64 / 10.0});
+    if bytes > 200 {
+        fields["pad"] = json!("x".repeat(bytes - 200));
+    }
+    let frame = json!({"src": dev.ident.id, "dst": dst, "method": "NotifyStatus",
+        "params": {"ts": n as f64 / 100.0, "switch:0": fields}});
+    frame::encode(Opcode::Text, true, frame.to_string().as_bytes(), None)
 }
 
 fn read_loop(
@@ -268,6 +308,7 @@ fn read_loop(
                 Err(_) => return,
             }
         };
+        let first = lock(src).is_none();
         let out = |opcode, payload: &[u8]| {
             let _ = tx.send(frame::encode(opcode, true, payload, None));
         };
@@ -286,7 +327,14 @@ fn read_loop(
             Ok(Message::Ping(p)) => out(Opcode::Pong, &p),
             Ok(Message::Pong(_) | Message::Binary(_)) => {}
             Ok(Message::Text(t)) => match answer(dev, &t, src) {
-                Reply::Frame(answer) => out(Opcode::Text, &answer),
+                Reply::Frame(answer) => {
+                    out(Opcode::Text, &answer);
+                    // A flapping device: the subscription answered, then the connection ends.
+                    if first && lock(src).is_some() && dev.ws.hang_up.load(Ordering::SeqCst) {
+                        out(Opcode::Close, &frame::close_payload(1001, ""));
+                        return;
+                    }
+                }
                 Reply::Cut(answer) => {
                     // The frame's header promises more than comes: the connection ends mid-frame.
                     let wire = frame::encode(Opcode::Text, true, &answer, None);

@@ -3,7 +3,7 @@
 //! it, so the device does not depend on the protocol front ends.
 
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -37,6 +37,13 @@ pub(crate) struct WsHub {
     pub(super) next_id: AtomicU64,
     /// Request frames received (they are also in the port's counts, like HTTP calls).
     pub(super) requests: AtomicU64,
+    /// Fault: the size of the `NotifyStatus` frames every subscribed connection sends as fast as it can
+    /// (0: no flood).
+    pub(super) flood: AtomicUsize,
+    /// Flood frames written so far.
+    pub(super) flooded: AtomicU64,
+    /// Fault: a connection answers its subscribing request, then closes.
+    pub(super) hang_up: AtomicBool,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -68,6 +75,32 @@ impl WsHub {
             let _ = c.stream.shutdown(Shutdown::Both);
         }
         self.refresh_subscribed();
+    }
+
+    /// Connections accepted (upgraded) so far.
+    pub(crate) fn upgrades(&self) -> u64 {
+        self.next_id.load(Ordering::Relaxed)
+    }
+
+    /// Makes every subscribed connection send `NotifyStatus` frames of about `frame_bytes` as fast as it can
+    /// (`None`: stop). Answers to requests still go out between them.
+    pub(crate) fn set_flood(&self, frame_bytes: Option<usize>) {
+        self.flood
+            .store(frame_bytes.map_or(0, |b| b.max(1)), Ordering::SeqCst);
+        // An empty frame wakes a writer waiting for its queue.
+        for c in lock(&self.clients).iter() {
+            let _ = c.tx.try_send(Vec::new());
+        }
+    }
+
+    /// Flood frames written so far.
+    pub(crate) fn flooded(&self) -> u64 {
+        self.flooded.load(Ordering::Relaxed)
+    }
+
+    /// Makes connections close right after answering their subscribing request (a device that flaps).
+    pub(crate) fn set_hang_up(&self, on: bool) {
+        self.hang_up.store(on, Ordering::SeqCst);
     }
 
     /// Stalls (or releases) every connection: nothing is read or written meanwhile.

@@ -31,7 +31,7 @@ use super::digest::Challenge;
 use super::http::Http;
 use super::json::flag;
 use super::switching::{Relay, SetAnswer};
-use super::ws::tunnel::Tunnel;
+use super::ws::tunnel::{Mirror, Tunnel};
 use super::{Driver, OutputAction};
 use crate::clock;
 use crate::driver::profile;
@@ -234,15 +234,20 @@ impl Driver for Rpc {
     }
 
     fn read_for_event(&mut self, dev: &mut Device) -> Result<()> {
-        // What notifications said, merged into the connection's last full status, when they changed it.
-        let mirrored = self
-            .tunnel
-            .as_ref()
-            .filter(|_| self.introduced)
-            .and_then(|t| t.take_mirror());
+        // What notifications said, merged into the connection's last full status.
+        let mirrored = match &self.tunnel {
+            Some(t) if self.introduced => t.take_mirror(),
+            _ => Mirror::Absent,
+        };
         match mirrored {
-            Some(status) => self.take_pushed(dev, &status, true),
-            None => self.read(dev),
+            Mirror::Changed(status) => self.take_pushed(dev, &status, true),
+            // An earlier read took what this one was asked for (notifications in a row each ask): the device
+            // spoke, nothing to read.
+            Mirror::Held => {
+                self.http.record_reach(true);
+                Ok(())
+            }
+            Mirror::Absent => self.read(dev),
         }
     }
 

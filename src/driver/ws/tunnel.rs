@@ -9,7 +9,8 @@
 //! the answer to the subscribing `Shelly.GetStatus`, replaced by every status read over the socket, with each
 //! `NotifyStatus` merged in. The worker's read right after a (re)connect takes the subscription's answer
 //! instead of asking again (unless a notification came after it or the driver began a read of its own after
-//! it was asked for), and a read that a notification asks for is served from the mirror, with no request.
+//! it was asked for), and a read that a notification asks for is served from the mirror, with no request;
+//! when an earlier read already took every change (notifications in a row each ask for one), it needs nothing.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -53,6 +54,9 @@ struct Inner {
     /// last took it.
     mirror: Option<Map<String, Value>>,
     mirror_changed: bool,
+    /// The driver holds the mirror as it was last changed (it took it, or it is the driver's own status
+    /// read): a read asked for without a change since needs nothing.
+    mirror_held: bool,
     /// How much notifications added to the mirror since it was last replaced ([`weight`] units).
     mirror_grown: usize,
     /// The in-frame digest challenge in hand and the last `nc` used with it.
@@ -109,6 +113,17 @@ struct Link {
     sent: u64,
 }
 
+/// The mirror as a read an event asked for finds it.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Mirror {
+    /// Notifications changed it since the driver last took it: this is the device's status now.
+    Changed(Value),
+    /// Unchanged since the driver took it (or read the status itself over the socket): nothing to read.
+    Held,
+    /// No mirror (no connection, dropped for its growth) or one the driver never took: ask the device.
+    Absent,
+}
+
 /// What became of a request sent through the tunnel.
 pub(crate) enum Sent {
     /// No live connection: use HTTP.
@@ -152,6 +167,7 @@ impl Tunnel {
             _ => (None, None),
         };
         g.mirror_changed = false;
+        g.mirror_held = false;
         g.mirror_grown = 0;
     }
 
@@ -163,6 +179,7 @@ impl Tunnel {
         g.subscribed = None;
         g.mirror = None;
         g.mirror_changed = false;
+        g.mirror_held = false;
     }
 
     /// The poller: a notification came; the subscription's answer is older than what it says.
@@ -179,6 +196,7 @@ impl Tunnel {
         if newer_read || asked.elapsed() >= PREFETCH_FRESH {
             return None;
         }
+        g.mirror_held = g.mirror.is_some();
         g.mirror.clone().map(Value::Object)
     }
 
@@ -195,6 +213,7 @@ impl Tunnel {
             if g.mirror_grown > MIRROR_GROWTH {
                 g.mirror = None;
                 g.mirror_grown = 0;
+                g.mirror_held = false;
                 return;
             }
         } else {
@@ -203,14 +222,26 @@ impl Tunnel {
         g.mirror_changed = true;
     }
 
-    /// The worker: the mirrored status when notifications changed it since the last call (a read they asked
-    /// for needs no request), else `None`.
-    pub(crate) fn take_mirror(&self) -> Option<Value> {
+    /// The worker: what notifications told since the driver last took the mirror (a read they asked for needs
+    /// no request).
+    pub(crate) fn take_mirror(&self) -> Mirror {
         let mut g = self.lock();
-        if !std::mem::take(&mut g.mirror_changed) {
-            return None;
+        let changed = std::mem::take(&mut g.mirror_changed);
+        match &g.mirror {
+            Some(m) if changed => {
+                let m = m.clone();
+                g.mirror_held = true;
+                Mirror::Changed(Value::Object(m))
+            }
+            // Several notifications in a row each ask for a read; the first one took them all.
+            Some(_) if g.mirror_held => Mirror::Held,
+            _ => Mirror::Absent,
         }
-        g.mirror.clone().map(Value::Object)
+    }
+
+    /// The poller: whether a read asked now can be served from the mirror (else it is a request).
+    pub(crate) fn has_mirror(&self) -> bool {
+        self.lock().mirror.is_some()
     }
 
     /// The worker: it begins a status read of its own (over either channel).
@@ -231,6 +262,7 @@ impl Tunnel {
         if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
             g.mirror = Some(r.clone());
             g.mirror_changed = false;
+            g.mirror_held = true;
             g.mirror_grown = 0;
             g.subscribed = None;
         }
@@ -425,13 +457,16 @@ mod tests {
     fn notifications_merge_into_the_mirror_and_a_status_answer_replaces_it() {
         let status = json!({"switch:0": {"output": false, "apower": 0.0, "aenergy": {"total": 5.0, "minute_ts": 1}}, "sys": {"uptime": 3}});
         let (t, mut peer) = attached(Some(status));
-        assert!(
-            t.take_mirror().is_none(),
-            "nothing new since the subscription"
+        assert_eq!(
+            t.take_mirror(),
+            Mirror::Absent,
+            "nothing new since the subscription, which the driver has not taken"
         );
         let changed = json!({"switch:0": {"apower": 40.5, "aenergy": {"total": 5.5}}});
         t.merge_status(changed.as_object().unwrap(), false);
-        let m = t.take_mirror().unwrap();
+        let Mirror::Changed(m) = t.take_mirror() else {
+            panic!("changed")
+        };
         assert_eq!(m["switch:0"]["apower"], 40.5);
         assert_eq!(m["switch:0"]["output"], false, "kept");
         assert_eq!(
@@ -439,14 +474,15 @@ mod tests {
             json!({"total": 5.5, "minute_ts": 1})
         );
         assert_eq!(m["sys"]["uptime"], 3);
-        assert!(t.take_mirror().is_none(), "taken once");
+        // A second read asked by notifications the first one took already: the driver holds them.
+        assert_eq!(t.take_mirror(), Mirror::Held, "taken once");
         t.merge_status(
             json!({"switch:0": {"output": true}}).as_object().unwrap(),
             true,
         );
         assert_eq!(
-            t.take_mirror().unwrap(),
-            json!({"switch:0": {"output": true}})
+            t.take_mirror(),
+            Mirror::Changed(json!({"switch:0": {"output": true}}))
         );
         // A status read over the socket is newer than the notifications before it.
         t.merge_status(json!({"sys": {"uptime": 9}}).as_object().unwrap(), false);
@@ -465,15 +501,19 @@ mod tests {
         let answer = json!({"id": id, "result": {"switch:0": {"output": false}}});
         assert!(t.deliver(id, answer.as_object().unwrap().clone()));
         assert!(matches!(reader.join().unwrap(), Sent::Answer(_)));
-        assert!(t.take_mirror().is_none(), "the answer is the driver's read");
+        assert_eq!(
+            t.take_mirror(),
+            Mirror::Held,
+            "the answer is the driver's read"
+        );
         t.merge_status(json!({"sys": {"uptime": 10}}).as_object().unwrap(), false);
         assert_eq!(
-            t.take_mirror().unwrap(),
-            json!({"switch:0": {"output": false}, "sys": {"uptime": 10}})
+            t.take_mirror(),
+            Mirror::Changed(json!({"switch:0": {"output": false}, "sys": {"uptime": 10}}))
         );
         t.detach();
         t.merge_status(json!({"sys": {"uptime": 11}}).as_object().unwrap(), false);
-        assert!(t.take_mirror().is_none(), "no connection, no mirror");
+        assert_eq!(t.take_mirror(), Mirror::Absent, "no connection, no mirror");
     }
 
     /// A device that keeps announcing fields it never had cannot grow the mirror without bound: past
@@ -485,21 +525,24 @@ mod tests {
             let n = json!({"switch:0": {"apower": i as f64, "output": i % 2 == 0}});
             t.merge_status(n.as_object().unwrap(), false);
         }
-        let m = t.take_mirror().expect("changing known fields keeps it");
+        let Mirror::Changed(m) = t.take_mirror() else {
+            panic!("changing known fields keeps it")
+        };
         assert_eq!(m["switch:0"]["apower"], 99_999.0);
         let mut dropped = None;
         for i in 0..100_000 {
             let n = json!({format!("junk:{i}"): {"x": "y".repeat(100)}});
             t.merge_status(n.as_object().unwrap(), false);
-            if t.take_mirror().is_none() {
+            if t.take_mirror() == Mirror::Absent {
                 dropped = Some(i);
                 break;
             }
         }
         let at = dropped.expect("dropped");
         assert!(at > 100 && at < 1_000, "dropped after {at} new components");
-        assert!(
-            t.take_mirror().is_none(),
+        assert_eq!(
+            t.take_mirror(),
+            Mirror::Absent,
             "and not rebuilt from notifications"
         );
     }
