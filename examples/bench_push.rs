@@ -140,20 +140,10 @@ fn main() {
         let mut timeouts = 0;
         for _ in 0..samples {
             let i = (next() % n as u64) as usize;
-            let out = Identity::name(format!("O{i}"));
-            let on = ctl.output(out.clone()).unwrap().state != Some(true);
-            let t = Instant::now();
-            emu.send(&format!("out {i} {}", u8::from(on)));
-            let limit = t + Duration::from_secs(5);
-            while ctl.output(out.clone()).unwrap().state != Some(on) && Instant::now() < limit {
-                std::thread::sleep(Duration::from_micros(50));
+            match flip_and_wait(&ctl, &mut emu, i) {
+                Some(ms) => lat.push(ms),
+                None => timeouts += 1,
             }
-            if Instant::now() >= limit {
-                timeouts += 1;
-            } else {
-                lat.push(t.elapsed().as_secs_f64() * 1000.0);
-            }
-            emu.reply();
         }
         println!(
             "change→snapshot: {}; {timeouts} not seen within 5 s",
@@ -326,20 +316,10 @@ fn flood_bench(args: &[String]) {
         let mut unseen = 0;
         for _ in 0..samples {
             let i = 1 + (next() % (n as u64 - 1)) as usize;
-            let out = Identity::name(format!("O{i}"));
-            let on = ctl.output(out.clone()).unwrap().state != Some(true);
-            let t = Instant::now();
-            emu.send(&format!("out {i} {}", u8::from(on)));
-            let limit = t + Duration::from_secs(5);
-            while ctl.output(out.clone()).unwrap().state != Some(on) && Instant::now() < limit {
-                std::thread::sleep(Duration::from_micros(50));
+            match flip_and_wait(&ctl, &mut emu, i) {
+                Some(ms) => lat.push(ms),
+                None => unseen += 1,
             }
-            if Instant::now() >= limit {
-                unseen += 1;
-            } else {
-                lat.push(t.elapsed().as_secs_f64() * 1000.0);
-            }
-            emu.reply();
             // Space the changes like real ones (a few per second per device at most).
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -383,4 +363,21 @@ fn flood_bench(args: &[String]) {
     }
     ctl.close();
     emu.stop();
+}
+
+/// Flips output `O<i>` on the emulated device and waits for the controller's snapshot to show it: the
+/// change → snapshot latency in ms, or `None` when it was not seen within 5 s.
+fn flip_and_wait(ctl: &Controller, emu: &mut EmuChild, i: usize) -> Option<f64> {
+    let out = Identity::name(format!("O{i}"));
+    let on = ctl.output(out.clone()).unwrap().state != Some(true);
+    let t = Instant::now();
+    emu.send(&format!("out {i} {}", u8::from(on)));
+    let limit = t + Duration::from_secs(5);
+    while ctl.output(out.clone()).unwrap().state != Some(on) && Instant::now() < limit {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    let seen = Instant::now() < limit;
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    emu.reply();
+    seen.then_some(ms)
 }
