@@ -366,6 +366,48 @@ fn exercise(dev: &mut Device, driver: &mut dyn crate::driver::Driver) {
     let _ = read(dev, driver);
 }
 
+/// The event queue's cost at its largest (`examples/bench_queue.rs`): a full queue of `capacity` events from
+/// 1,001 devices, then `pushes` events of which 90 % come from one device, each evicting one. Returns the
+/// nanoseconds per push and per pull, and how many events were dropped.
+pub fn bench_full_queue(capacity: usize, pushes: usize) -> (f64, f64, u64) {
+    use crate::event::{EventFilter, WebhookEvent};
+    use crate::webhook::queue::EventQueue;
+    let of = |id: i64, n: usize| WebhookEvent {
+        event: format!("e{n}"),
+        device: format!("D{id}"),
+        device_id: Some(id),
+        ..WebhookEvent::default()
+    };
+    let q = EventQueue::with_limits(capacity, usize::MAX).without_rate_limit();
+    for n in 0..capacity {
+        q.push(of(2 + (n % 1000) as i64, n));
+    }
+    let events: Vec<WebhookEvent> = (0..pushes)
+        .map(|n| {
+            of(
+                if n % 10 == 0 {
+                    2 + (n / 10 % 1000) as i64
+                } else {
+                    1
+                },
+                n,
+            )
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    for e in events {
+        q.push(e);
+    }
+    let push = t.elapsed().as_secs_f64() * 1e9 / pushes.max(1) as f64;
+    let t = std::time::Instant::now();
+    let mut pulled = 0usize;
+    while q.pull(&EventFilter::default()).is_some() {
+        pulled += 1;
+    }
+    let pull = t.elapsed().as_secs_f64() * 1e9 / pulled.max(1) as f64;
+    (push, pull, q.dropped())
+}
+
 #[cfg(test)]
 mod tests {
     //! Deterministic property tests: every target gets a few thousand inputs — valid seeds, their random

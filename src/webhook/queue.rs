@@ -177,7 +177,7 @@ impl EventQueue {
         Self::with_limits(capacity, MAX_BYTES)
     }
 
-    fn with_limits(capacity: usize, max_bytes: usize) -> Self {
+    pub(crate) fn with_limits(capacity: usize, max_bytes: usize) -> Self {
         EventQueue {
             inner: Mutex::new(Inner::default()),
             capacity: capacity.max(1),
@@ -187,9 +187,9 @@ impl EventQueue {
         }
     }
 
-    /// The same queue without the per-device rate limit, to test the eviction rule alone.
-    #[cfg(test)]
-    fn without_rate_limit(mut self) -> Self {
+    /// The same queue without the per-device rate limit, to test or measure the eviction rule alone.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn without_rate_limit(mut self) -> Self {
         self.rate = None;
         self
     }
@@ -521,44 +521,5 @@ mod tests {
         // Everything is still pulled in arrival order.
         let first: Vec<String> = drain(&q).into_iter().take(2).collect();
         assert_eq!(first, ["1/0", "1/1"]);
-    }
-
-    /// The cost of the fair structure at its largest: `cargo test --release --lib bench_full_queue --
-    /// --ignored --nocapture` (figures in BENCHMARKS.md). A full queue of 100,000 events from 1,001 devices,
-    /// where every push evicts (by count: 100,000 such events are over 16 MiB): one device sends 90 % of them.
-    #[test]
-    #[ignore = "a benchmark: run in release with --ignored --nocapture"]
-    fn bench_full_queue() {
-        const CAP: usize = 100_000;
-        const PUSHES: usize = 1_000_000;
-        let q = EventQueue::with_limits(CAP, usize::MAX).without_rate_limit();
-        for n in 0..CAP {
-            q.push(of(2 + (n % 1000) as i64, n));
-        }
-        let events: Vec<WebhookEvent> = (0..PUSHES)
-            .map(|n| {
-                of(
-                    if n % 10 == 0 {
-                        2 + (n / 10 % 1000) as i64
-                    } else {
-                        1
-                    },
-                    n,
-                )
-            })
-            .collect();
-        let t = Instant::now();
-        for e in events {
-            q.push(e);
-        }
-        let push = t.elapsed().as_secs_f64() * 1e9 / PUSHES as f64;
-        assert_eq!(q.len(), CAP);
-        let t = Instant::now();
-        let pulled = drain(&q).len();
-        let pull = t.elapsed().as_secs_f64() * 1e9 / pulled as f64;
-        println!(
-            "full queue of {CAP} events, 1,001 devices: push (each evicting) {push:.0} ns, pull {pull:.0} ns; {} dropped",
-            q.dropped()
-        );
     }
 }
