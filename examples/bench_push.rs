@@ -3,10 +3,15 @@
 //!
 //! `cargo run --release --example bench_push -- [N=1000] [LATENCY_MS=20] [SAMPLES=500] [ROUNDS=20] [CHANNEL=auto]`
 //! `cargo run --release --example bench_push -- --flood [N=21] [LATENCY_MS=0] [SAMPLES=500]`
+//! `cargo run --release --example bench_push -- --stalled [STALLED=100] [HEALTHY=20] [RESPONSE_TIMEOUT_S=5]`
 //!
 //! `--flood`: device D0 sends `NotifyStatus` frames as fast as it can (small, then about 1 MiB each), and the
 //! other devices' change→snapshot latency and `change_output` (over their sockets: failures, HTTP fallbacks)
 //! are measured meanwhile; nothing else is measured.
+//!
+//! `--stalled`: the first STALLED devices of the configuration never answer the WebSocket upgrade (HTTP works);
+//! measured: how long after `open` returned every healthy device was subscribed, their change→snapshot while
+//! the stalled handshakes are pending, and `close` with those handshakes in progress.
 //!
 //! The example re-runs itself as the emulator (`--emulator N LATENCY_MS`, driven by lines on its stdin; the latency
 //! applies to every answer, HTTP or WebSocket). Prints: threads by name, RSS and resident memory by mapping with
@@ -27,9 +32,15 @@ use support::{EmuChild, quantile};
 fn main() {
     support::maybe_child();
     let flood = std::env::args().any(|a| a == "--flood");
-    let args: Vec<String> = std::env::args().filter(|a| a != "--flood").collect();
+    let stalled = std::env::args().any(|a| a == "--stalled");
+    let args: Vec<String> = std::env::args()
+        .filter(|a| a != "--flood" && a != "--stalled")
+        .collect();
     if flood {
         return flood_bench(&args);
+    }
+    if stalled {
+        return stalled_bench(&args);
     }
     let arg = |i: usize, d: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     let (n, latency, samples, rounds) = (
@@ -362,6 +373,66 @@ fn flood_bench(args: &[String]) {
         }
     }
     ctl.close();
+    emu.stop();
+}
+
+/// `--stalled`: the first devices hold their upgrades; how soon the healthy ones get their channel.
+fn stalled_bench(args: &[String]) {
+    let arg = |i: usize, d: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let (stalled, healthy, rt) = (arg(1, 100) as usize, arg(2, 20) as usize, arg(3, 5));
+    let n = stalled + healthy;
+    let mut emu = EmuChild::start(n, 0);
+    for i in 0..stalled {
+        emu.ask(&format!("hold {i} 1"));
+    }
+    println!(
+        "--stalled: {stalled} devices that never answer the upgrade, listed before {healthy} healthy ones; ResponseTimeout {rt} s; {} cores, load average {}",
+        support::cores(),
+        support::load_average()
+    );
+    let mut yaml = format!(
+        "SmartDevices:\n  Channel: auto\n  ResponseTimeout: {rt}\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n"
+    );
+    for (i, port) in emu.ports.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}, Outputs: [{{Name: O{i}}}]}}\n"
+        ));
+    }
+    let t = Instant::now();
+    let ctl = Controller::open(Settings::from_yaml_str(&yaml).expect("valid"), None).expect("open");
+    let opened = Instant::now();
+    let deadline = opened + Duration::from_secs(300);
+    while emu.subscribed() < healthy {
+        assert!(
+            Instant::now() < deadline,
+            "not every healthy device subscribed"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    println!(
+        "open {:.0} ms; every healthy device subscribed {:.0} ms after open returned (goal: ≤ 2 × ResponseTimeout = {} ms)",
+        (opened - t).as_secs_f64() * 1000.0,
+        opened.elapsed().as_secs_f64() * 1000.0,
+        2 * rt * 1000
+    );
+    let mut lat = Vec::new();
+    let mut unseen = 0;
+    for k in 0..200 {
+        match flip_and_wait(&ctl, &mut emu, stalled + k % healthy) {
+            Some(ms) => lat.push(ms),
+            None => unseen += 1,
+        }
+    }
+    println!(
+        "change→snapshot of the healthy devices meanwhile: {}; {unseen} not seen within 5 s",
+        support::latency_summary(&mut lat)
+    );
+    let t = Instant::now();
+    ctl.close();
+    println!(
+        "close with {stalled} handshakes in progress: {:.1} ms",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
     emu.stop();
 }
 

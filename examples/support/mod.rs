@@ -17,7 +17,8 @@ pub const CHILD_FLAG: &str = "--emulator";
 /// Runs the child when the first argument is [`CHILD_FLAG`]; returns otherwise. Protocol (one line each way):
 /// start → `ports P0 P1 ...` then `admin PORT`; `out I 0|1` → `ok` (sets output 0 of device I);
 /// `fire I EVENT` → `ok` (sets input 0 on, fires EVENT on component 0); `sub` → number of devices with a
-/// subscribed WebSocket; `storm` → drops every device's WebSocket, waits until each is subscribed again (at
+/// subscribed WebSocket; `hold I 1|0` → `ok` (device I holds its upgrade requests unanswered, or ends the
+/// held ones); `storm` → drops every device's WebSocket, waits until each is subscribed again (at
 /// most 120 s) and answers `storm MS...` (per device, ms from the drop to its new subscription, -1 = not
 /// back). Ends when stdin closes.
 pub fn maybe_child() {
@@ -58,6 +59,10 @@ pub fn maybe_child() {
             }
             ["drop", i] => {
                 emu.drop_ws(i.parse().unwrap());
+                "ok".to_string()
+            }
+            ["hold", i, s] => {
+                emu.hold_ws_upgrades(i.parse().unwrap(), *s == "1");
                 "ok".to_string()
             }
             ["flooded", i] => emu.ws_flooded(i.parse().unwrap()).to_string(),

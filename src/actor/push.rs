@@ -1,10 +1,11 @@
 //! The push channel (`Channel: auto`): one poller thread `sd-push` over the WebSockets of every Gen2+ device
 //! with `Channel: auto` (mio, like `sd-webhook`), decoding with the incremental `frame::decode`.
 //!
-//! Connecting (TCP, upgrade, one authenticated `Shelly.GetStatus` with our `src`, which subscribes) is
-//! blocking, so it runs on a short-lived connector thread `sd-push-<ID>` (at most [`MAX_CONNECTING`] at once)
-//! with the device's credentials, which hands the socket and the subscription's status to the poller over a
-//! channel + `mio::Waker`. The poller lends the socket to the device's driver (`Tunnel`), asks the worker for
+//! Connecting (TCP, upgrade, one authenticated `Shelly.GetStatus` with our `src`, which subscribes) runs on
+//! the poller too, without blocking (`driver::ws::dial`): every step has its own deadline of one
+//! `ResponseTimeout`, and a device that stalls a step holds nothing but its own socket, so no number of
+//! stalled devices delays another's channel. Only a host *name* needs a thread: it is resolved on a
+//! short-lived `sd-resolve-<ID>` (at most [`MAX_RESOLVING`] at once; addresses need none). The poller lends the socket to the device's driver (`Tunnel`), asks the worker for
 //! the read after the (re)connect (served by that status: whatever changed while nobody listened), and turns
 //! notifications into what webhooks produce: `NotifyStatus`/`NotifyFullStatus` are merged into the tunnel's
 //! mirror and become implied output/input states plus a "read now" in the device's
@@ -21,12 +22,12 @@
 //! notifications make the worker do (wake-ups, reads that become requests) is limited per device too, delayed
 //! beyond that, never dropped.
 
-use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::net::{IpAddr, Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsFd as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -37,9 +38,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::{Map, Value};
 
 use crate::actor::worker;
-use crate::driver::ws::client::Timeouts;
+use crate::driver::ws::dial::{Dial, Dialed, Progress, Share};
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
-use crate::driver::ws::rpc::{Event, FrameChallenge, Notification, RpcSocket, parse_notification};
+use crate::driver::ws::rpc::{Event, Notification, parse_notification};
 use crate::driver::ws::tunnel::Tunnel;
 use crate::objects::{ComponentKind, Device};
 use crate::wake::WakeFlag;
@@ -85,47 +86,12 @@ pub(crate) struct Push {
     waker: Arc<Waker>,
 }
 
-/// Sockets of connectors in their blocking connect, shut down from `close` so they return at once.
-#[derive(Default)]
-struct Stop(Mutex<(bool, HashMap<usize, TcpStream>)>);
-
-impl Stop {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (bool, HashMap<usize, TcpStream>)> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Keeps the handle; false when stopping (the caller then leaves).
-    fn register(&self, di: usize, socket: TcpStream) -> bool {
-        let mut s = self.lock();
-        if s.0 {
-            let _ = socket.shutdown(Shutdown::Both);
-            return false;
-        }
-        s.1.insert(di, socket);
-        true
-    }
-
-    fn unregister(&self, di: usize) {
-        self.lock().1.remove(&di);
-    }
-
-    fn stopping(&self) -> bool {
-        self.lock().0
-    }
-
-    fn stop(&self) {
-        let mut s = self.lock();
-        s.0 = true;
-        for (_, socket) in s.1.drain() {
-            let _ = socket.shutdown(Shutdown::Both);
-        }
-    }
-}
+/// Set by `close`: the poller leaves at its next wake-up, dropping every connection made or being made.
+type Stop = AtomicBool;
 
 const WAKE: Token = Token(usize::MAX);
-/// Connector threads at once: bounds the threads beyond one per device (1,000 devices opened together would
-/// otherwise start 1,000 connectors) while keeping reconnects quick.
-const MAX_CONNECTING: usize = 32;
+/// Resolver threads at once (host names only): 1,000 named devices opened together start no 1,000 threads.
+const MAX_RESOLVING: usize = 16;
 /// One read from a socket.
 const CHUNK: usize = 8 * 1024;
 /// What one device may cost the poller per turn: bytes read, bytes of messages handled (a big frame's parse
@@ -293,7 +259,7 @@ impl Push {
         let instance = INSTANCE.fetch_add(1, Ordering::Relaxed);
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
-        let stop = Arc::<Stop>::default();
+        let stop = Arc::new(Stop::new(false));
         let now = Instant::now();
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let n = targets.len();
@@ -312,7 +278,7 @@ impl Push {
             waker: waker.clone(),
             done_tx,
             done_rx,
-            connectors: Vec::new(),
+            resolving: 0,
             jitter: RandomState::new(),
             attempts: 0,
             src_prefix: format!("smartdev-{}-{instance}", std::process::id()),
@@ -333,9 +299,10 @@ impl Push {
         })
     }
 
-    /// Ends the poller and its connectors (connections shut down) and joins them.
+    /// Ends the poller (every connection, made or being made, shut down) and joins it. A resolver still
+    /// asking about a host name is not waited for: it ends on its own, and its answer goes nowhere.
     pub(crate) fn stop(&mut self) {
-        self.stop.stop();
+        self.stop.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
         if let Some(t) = self.poller.take() {
             let _ = t.join();
@@ -347,8 +314,10 @@ impl Push {
 enum Slot {
     /// Connect at `at` (after `failures` failed attempts in a row).
     Waiting { at: Instant, failures: u32 },
-    /// A connector thread is connecting.
-    Connecting { failures: u32 },
+    /// Its host name is being resolved.
+    Resolving { failures: u32 },
+    /// Connecting, upgrading or subscribing.
+    Dialing(Box<Dialing>),
     /// Connected and subscribed.
     Live(Box<Live>),
 }
@@ -368,26 +337,19 @@ struct Live {
     last_pong: Option<Instant>,
 }
 
-/// A subscribed connection as the connector hands it over.
-struct Subscribed {
-    stream: TcpStream,
-    /// Bytes read past the subscription's answer, and a message being joined.
-    buf: Vec<u8>,
-    asm: Assembler,
-    source: IpAddr,
+/// A connection being made.
+struct Dialing {
+    dial: Dial,
+    failures: u32,
     src: String,
-    challenge: Option<(FrameChallenge, u32)>,
-    /// The subscribing `Shelly.GetStatus` result: the read after the (re)connect, and when it was asked.
-    status: Value,
-    status_at: Instant,
-    /// The device as known just before the subscribing request: what its status is compared with where the
-    /// socket saw no state yet (the snapshot by the time the status is handed over may hold a webhook's
-    /// newer news, and a status older than that news is no flip back).
-    baseline: Arc<Device>,
+    /// The device as known just before the subscribing request, and when it was sent: what its status is
+    /// compared with where the socket saw no state yet (the snapshot by the time the status comes may hold a
+    /// webhook's newer news, and a status older than that news is no flip back).
+    baseline: Option<(Arc<Device>, Instant)>,
 }
 
-/// What a connector hands back: the subscribed connection, or why it failed.
-type Connected = (usize, Result<Subscribed, String>);
+/// What a resolver hands back.
+type Resolved = (usize, Result<SocketAddr, String>);
 
 struct Poller {
     poll: Poll,
@@ -396,9 +358,10 @@ struct Poller {
     ctx: Arc<Context>,
     stop: Arc<Stop>,
     waker: Arc<Waker>,
-    done_tx: Sender<Connected>,
-    done_rx: Receiver<Connected>,
-    connectors: Vec<JoinHandle<()>>,
+    done_tx: Sender<Resolved>,
+    done_rx: Receiver<Resolved>,
+    /// Resolver threads running.
+    resolving: usize,
     /// Keyed randomness for the back-off jitter, and the attempts scheduled so far (its salt).
     jitter: RandomState,
     attempts: u64,
@@ -419,16 +382,20 @@ struct Poller {
 impl Poller {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
-        while !self.stop.stopping() {
+        while !self.stop.load(Ordering::SeqCst) {
             let mut finished = false;
             while let Ok((ti, r)) = self.done_rx.try_recv() {
                 finished = true;
+                self.resolving -= 1;
+                let Slot::Resolving { failures } = self.slots[ti] else {
+                    continue;
+                };
                 match r {
-                    Ok(parts) => self.go_live(ti, parts),
+                    Ok(addr) => self.dial(ti, addr, failures),
                     Err(e) => self.fail(ti, e),
                 }
             }
-            // The slots are scanned only when something is due or a connector's place came free, not on every
+            // The slots are scanned only when something is due or a resolver's place came free, not on every
             // frame: with 1,000 sockets a scan per frame was a large part of the poller's CPU.
             if finished || Instant::now() >= self.due {
                 self.scan();
@@ -465,39 +432,38 @@ impl Poller {
         }
         for (slot, t) in self.slots.iter_mut().zip(&self.targets) {
             t.tunnel.detach();
-            if let Slot::Live(l) = slot {
-                let _ = l.stream.shutdown(Shutdown::Both);
+            match slot {
+                Slot::Live(l) => {
+                    let _ = l.stream.shutdown(Shutdown::Both);
+                }
+                Slot::Dialing(d) => {
+                    let _ = d.dial.stream_mut().shutdown(Shutdown::Both);
+                }
+                Slot::Waiting { .. } | Slot::Resolving { .. } => {}
             }
-        }
-        self.stop.stop();
-        for c in self.connectors.drain(..) {
-            let _ = c.join();
         }
     }
 
-    /// Starts the connections that are due (at most [`MAX_CONNECTING`] at once), runs every heartbeat, and
-    /// sets `due` to the earliest instant anything is due again.
+    /// Starts the connections that are due, ends the dials past their step's deadline, runs every heartbeat,
+    /// and sets `due` to the earliest instant anything is due again.
     fn scan(&mut self) {
         let now = Instant::now();
         let idle = self.ctx.response_timeout;
-        let mut connecting = self
-            .slots
-            .iter()
-            .filter(|s| matches!(s, Slot::Connecting { .. }))
-            .count();
+        let mut next = now + idle;
         for ti in 0..self.slots.len() {
-            if connecting >= MAX_CONNECTING {
-                break;
-            }
-            if let Slot::Waiting { at, failures } = &self.slots[ti]
-                && *at <= now
-            {
-                let failures = *failures;
-                self.connect(ti, failures);
-                connecting += 1;
+            match &self.slots[ti] {
+                Slot::Waiting { at, failures } if *at <= now => {
+                    let failures = *failures;
+                    self.connect(ti, failures);
+                }
+                Slot::Dialing(d) if now >= d.dial.deadline() => {
+                    let why = d.dial.timed_out();
+                    self.fail(ti, why);
+                }
+                Slot::Dialing(d) => next = next.min(d.dial.deadline()),
+                _ => {}
             }
         }
-        let mut next = now + idle;
         let pong_wait = self.ctx.response_timeout;
         let young = young(idle);
         for ti in 0..self.slots.len() {
@@ -546,10 +512,9 @@ impl Poller {
                 next = next.min(at);
             }
         }
-        self.connectors.retain(|c| !c.is_finished());
-        // Attempts scheduled just now (a failed connector, a dead heartbeat) count too; overdue ones waiting
-        // for a connector's place are started when a connector reports (which wakes the poller).
-        let full = connecting >= MAX_CONNECTING;
+        // Attempts scheduled just now (a failed dial, a dead heartbeat) count too; overdue ones waiting for a
+        // resolver's place are started when a resolver reports (which wakes the poller).
+        let full = self.resolving >= MAX_RESOLVING;
         for slot in &self.slots {
             if let Slot::Waiting { at, .. } = slot
                 && !(full && *at <= now)
@@ -606,72 +571,161 @@ impl Poller {
         }
     }
 
-    /// Starts a connector thread for target `ti`.
+    /// Starts connecting target `ti`: at once to an address, after a resolver thread for a host name (or
+    /// later, when every resolver's place is taken: the slot stays due).
     fn connect(&mut self, ti: usize, failures: u32) {
-        let (t, ctx, stop) = (
-            self.targets[ti].clone(),
-            self.ctx.clone(),
-            self.stop.clone(),
-        );
+        let t = &self.targets[ti];
+        let bare = t.host.trim_matches(['[', ']']);
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            let addr = SocketAddr::new(ip, t.port);
+            self.dial(ti, addr, failures);
+            return;
+        }
+        if self.resolving >= MAX_RESOLVING {
+            return;
+        }
+        let (host, port) = (t.host.clone(), t.port);
         let (done, waker) = (self.done_tx.clone(), self.waker.clone());
-        let src = format!("{}-{}", self.src_prefix, t.id);
         let builder = std::thread::Builder::new()
-            .name(format!("sd-push-{}", t.id))
+            .name(format!("sd-resolve-{}", t.id))
             .stack_size(256 * 1024);
         let spawned = crate::log_scope::spawn(builder, move || {
-            let r = connect(&t, &src, &ctx, &stop);
+            let r = resolve(&host, port);
             if done.send((ti, r)).is_ok() {
                 let _ = waker.wake();
             }
         });
+        self.slots[ti] = Slot::Resolving { failures };
         match spawned {
-            Ok(h) => {
-                self.connectors.push(h);
-                self.slots[ti] = Slot::Connecting { failures };
+            // Not joined: `getaddrinfo` cannot be interrupted, and `close` must not wait for it.
+            Ok(_detached) => self.resolving += 1,
+            Err(e) => self.fail(ti, format!("cannot start a resolver thread: {e}")),
+        }
+    }
+
+    /// Starts the non-blocking connect of target `ti` to `addr`.
+    fn dial(&mut self, ti: usize, addr: SocketAddr, failures: u32) {
+        let t = &self.targets[ti];
+        let host_header = format!("{}:{}", crate::hostname::url_host(&t.host), t.port);
+        let src = format!("{}-{}", self.src_prefix, t.id);
+        let now = Instant::now();
+        let rt = self.ctx.response_timeout;
+        let started = Dial::start(
+            addr,
+            &host_header,
+            &src,
+            "Shelly.GetStatus",
+            t.password.as_deref(),
+            rt,
+            now,
+        )
+        .and_then(|mut dial| {
+            self.poll.registry().register(
+                dial.stream_mut(),
+                Token(ti),
+                Interest::READABLE | Interest::WRITABLE,
+            )?;
+            Ok(dial)
+        });
+        self.slots[ti] = Slot::Resolving { failures };
+        match started {
+            Ok(dial) => {
+                self.due = self.due.min(dial.deadline());
+                self.slots[ti] = Slot::Dialing(Box::new(Dialing {
+                    dial,
+                    failures,
+                    src,
+                    baseline: None,
+                }));
             }
-            Err(e) => {
-                self.slots[ti] = Slot::Connecting { failures };
-                self.fail(ti, format!("cannot start a connector thread: {e}"));
+            Err(e) => self.fail(ti, format!("cannot connect to {addr}: {e}")),
+        }
+    }
+
+    /// Advances device `ti`'s dial within its turn's share; true when it stopped there with more to do.
+    fn serve_dial(&mut self, ti: usize, budget: &mut Budget, scratch: &mut [u8]) -> bool {
+        loop {
+            let Some(Slot::Dialing(d)) = self.slots.get_mut(ti) else {
+                return false;
+            };
+            let mut share = Share {
+                bytes: budget.bytes,
+                messages: budget.messages,
+            };
+            let progress = d.dial.advance(Instant::now(), scratch, &mut share);
+            budget.spend(budget.bytes - share.bytes);
+            budget.messages = share.messages;
+            match progress {
+                Progress::Waiting => return false,
+                Progress::More => return true,
+                Progress::Calling => {
+                    let at = Instant::now();
+                    d.baseline = Some((
+                        worker::snapshot(&self.ctx.shared.slots[self.targets[ti].di]),
+                        at,
+                    ));
+                }
+                Progress::Done(status) => {
+                    self.go_live(ti, status);
+                    return false;
+                }
+                Progress::Failed(why) => {
+                    self.fail(ti, why);
+                    return false;
+                }
             }
         }
     }
 
-    fn go_live(&mut self, ti: usize, sub: Subscribed) {
-        let Subscribed {
-            stream,
+    /// Hands device `ti`'s answered dial to the device (`status`: the subscription's answer) and serves it.
+    fn go_live(&mut self, ti: usize, status: Value) {
+        let Slot::Dialing(d) =
+            std::mem::replace(&mut self.slots[ti], Slot::Resolving { failures: 0 })
+        else {
+            return;
+        };
+        let Dialing {
+            dial,
+            failures,
+            src,
+            baseline,
+        } = *d;
+        let source = dial.addr().ip();
+        if dial.dropped() > 0 {
+            log::debug!(
+                "device {}: {} notifications dropped while subscribing",
+                self.targets[ti].label,
+                dial.dropped()
+            );
+        }
+        let Dialed {
+            mut stream,
             buf,
             asm,
-            source,
-            src,
             challenge,
-            status,
-            status_at,
-            baseline,
-        } = sub;
-        let writer = match stream
-            .set_nonblocking(true)
-            .and_then(|()| stream.try_clone())
-        {
+            queued,
+        } = dial.into_dialed();
+        self.slots[ti] = Slot::Resolving { failures };
+        // The worker writes through a second handle on the same (non-blocking) socket.
+        let writer = stream
+            .as_fd()
+            .try_clone_to_owned()
+            .map(TcpStream::from)
+            .and_then(|w| {
+                self.poll
+                    .registry()
+                    .reregister(&mut stream, Token(ti), Interest::READABLE)?;
+                Ok(w)
+            });
+        let writer = match writer {
             Ok(w) => w,
             Err(e) => {
+                let _ = self.poll.registry().deregister(&mut stream);
                 self.fail(ti, e.to_string());
                 return;
             }
         };
-        let mut stream = mio::net::TcpStream::from_std(stream);
-        if let Err(e) = self
-            .poll
-            .registry()
-            .register(&mut stream, Token(ti), Interest::READABLE)
-        {
-            self.fail(ti, e.to_string());
-            return;
-        }
         let now = Instant::now();
-        let failures = match self.slots[ti] {
-            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => failures,
-            Slot::Live(_) => 0,
-        };
         self.slots[ti] = Slot::Live(Box::new(Live {
             up_at: now,
             failures,
@@ -683,10 +737,18 @@ impl Poller {
             ping_sent: None,
             last_pong: None,
         }));
-        let t = &self.targets[ti];
+        let t = self.targets[ti].clone();
+        // These came before the status answer: it is newer than they are.
+        for n in queued {
+            on_notification(&t, &self.ctx, n, source, Some(&mut self.limits[ti]));
+        }
+        let (baseline, status_at) = match baseline {
+            Some((b, at)) => (Some(b), at),
+            None => (None, now),
+        };
         // What changed while nobody listened is measured against what the socket saw before the drop.
         if let Some(status) = status.as_object() {
-            let events = state_events(t, &self.ctx, status, Some(baseline));
+            let events = state_events(&t, &self.ctx, status, baseline);
             queue_all(&self.ctx, events, source);
         }
         t.tunnel
@@ -694,7 +756,7 @@ impl Poller {
         // The worker's read after a (re)connect takes the subscription's status (no second request).
         self.ctx.shared.post(t.di, None, None, true);
         log::debug!("device {}: push channel connected", t.label);
-        // Frames that came with the subscription's answer, and bytes that arrived before the registration.
+        // Frames that came with the subscription's answer, and bytes that arrived meanwhile.
         self.again(ti);
     }
 
@@ -749,6 +811,9 @@ impl Poller {
 
     /// True when the device stopped at its share with more to read or decode.
     fn serve_within(&mut self, ti: usize, budget: &mut Budget, scratch: &mut [u8]) -> bool {
+        if matches!(self.slots.get(ti), Some(Slot::Dialing(_))) {
+            return self.serve_dial(ti, budget, scratch);
+        }
         match self.process(ti, budget) {
             Served::Drained => {}
             Served::Spent => return true,
@@ -912,9 +977,14 @@ impl Poller {
                 let _ = l.stream.shutdown(Shutdown::Both);
                 kept_failures(l.failures, l.up_at.elapsed(), young)
             }
-            Slot::Connecting { failures } | Slot::Waiting { failures, .. } => *failures,
+            Slot::Dialing(d) => {
+                let _ = self.poll.registry().deregister(d.dial.stream_mut());
+                let _ = d.dial.stream_mut().shutdown(Shutdown::Both);
+                d.failures
+            }
+            Slot::Resolving { failures } | Slot::Waiting { failures, .. } => *failures,
         };
-        if self.stop.stopping() {
+        if self.stop.load(Ordering::SeqCst) {
             return;
         }
         self.attempts += 1;
@@ -967,52 +1037,13 @@ fn backoff(failures: u32, jitter: &RandomState, salt: u64) -> Duration {
     base + Duration::from_millis(h.finish() % quarter.max(1))
 }
 
-/// A connector: TCP, upgrade, the subscribing request (authenticated when the device has a password); the
-/// connection, its challenge and the status it read are handed to the poller. Runs on its own short-lived
-/// thread so a silent device never holds the poller.
-fn connect(t: &Target, src: &str, ctx: &Context, stop: &Stop) -> Result<Subscribed, String> {
-    let addr = (t.host.trim_matches(['[', ']']), t.port)
+/// Resolves a host name (on a resolver thread: it blocks).
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host.trim_matches(['[', ']']), port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", t.host))?
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
         .next()
-        .ok_or_else(|| format!("{} has no address", t.host))?;
-    let host_header = format!("{}:{}", crate::hostname::url_host(&t.host), t.port);
-    let rt = ctx.response_timeout;
-    let timeouts = Timeouts {
-        connect: rt,
-        io: rt,
-    };
-    let mut sock = RpcSocket::connect(addr, &host_header, src, t.password.as_deref(), timeouts, rt)
-        .map_err(|e| e.to_string())?;
-    let handle = sock
-        .connection()
-        .shutdown_handle()
-        .map_err(|e| e.to_string())?;
-    if !stop.register(t.di, handle) {
-        return Err("closing".into());
-    }
-    let baseline = worker::snapshot(&ctx.shared.slots[t.di]);
-    let status_at = Instant::now();
-    let r = sock.call("Shelly.GetStatus", None);
-    stop.unregister(t.di);
-    let status = r.map_err(|e| format!("subscribing failed: {e}"))?;
-    let (conn, queued, challenge) = sock.into_parts();
-    // These came before the status answer: it is newer than they are.
-    for n in queued {
-        on_notification(t, ctx, n, addr.ip(), None);
-    }
-    let (stream, buf, asm) = conn.into_parts();
-    Ok(Subscribed {
-        stream,
-        buf,
-        asm,
-        source: addr.ip(),
-        src: src.to_string(),
-        challenge,
-        status,
-        status_at,
-        baseline,
-    })
+        .ok_or_else(|| format!("{host} has no address"))
 }
 
 /// What the heartbeat does next.

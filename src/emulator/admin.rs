@@ -8,7 +8,8 @@
 //! `POST sensor?quantity=temperature|humidity|voltage&id=N[&value=V]` (no value: not answering),
 //! `POST battery?percent=P`, `POST input_type?id=N&type=switch|button`,
 //! `POST press?id=N[&kind=single|double|triple|long]`, `GET|POST light?id=N[&state=B&brightness=P]`,
-//! `POST frequency?id=N&hz=F`, `GET ws` (open WebSocket connections), `POST ws?action=drop|stall|release`.
+//! `POST frequency?id=N&hz=F`, `GET ws` (open WebSocket connections), `POST ws?action=drop|stall|release|hold|answer`
+//! (`hold`: upgrade requests from now on are left unanswered; `answer`: the held ones end).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -202,9 +203,11 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
                 "drop" => dev.ws.drop_all(),
                 "stall" => dev.ws.set_stalled(true),
                 "release" => dev.ws.set_stalled(false),
+                "hold" => dev.ws.set_hold_upgrades(true),
+                "answer" => dev.ws.set_hold_upgrades(false),
                 other => {
                     return Err(bad(format!(
-                        "unknown ws action '{other}' (drop, stall, release)"
+                        "unknown ws action '{other}' (drop, stall, release, hold, answer)"
                     )));
                 }
             }

@@ -543,6 +543,17 @@ impl Emulator {
         self.dev(device).ws.drop_all();
     }
 
+    /// Holds the device's WebSocket upgrade requests unanswered from now on, the connections open (`true`: a
+    /// device that stalls the handshake), or ends the held ones (`false`).
+    pub fn hold_ws_upgrades(&self, device: usize, on: bool) {
+        self.dev(device).ws.set_hold_upgrades(on);
+    }
+
+    /// Upgrade requests held now whose client still waits, and those its client gave up so far.
+    pub fn ws_held_upgrades(&self, device: usize) -> (usize, usize) {
+        self.dev(device).ws.held_upgrades()
+    }
+
     /// Stalls (`true`) or releases a device's WebSocket connections: while stalled they read no requests and
     /// send no answers or notifications (the TCP connection stays open).
     pub fn stall_ws(&self, device: usize, stalled: bool) {

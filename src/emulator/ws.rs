@@ -7,7 +7,8 @@
 //! Each connection has a reader thread (requests, pings, close) and a writer thread (answers and
 //! notifications from a bounded queue: a client that does not read loses notifications, never blocks the
 //! device). Faults: [`WsHub::drop_all`] cuts every connection without a close frame; [`WsHub::set_stalled`]
-//! makes connections stop reading and writing until released.
+//! makes connections stop reading and writing until released; [`WsHub::set_hold_upgrades`] leaves upgrade
+//! requests unanswered.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -166,6 +167,13 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
             stream,
             "HTTP/1.1 {status}\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         );
+        return;
+    }
+    if dev.ws.hold_upgrades.load(Ordering::SeqCst) {
+        // Kept open and never answered, until released or the client gives up.
+        if stream.set_nonblocking(true).is_ok() {
+            lock(&dev.ws.held).push(stream);
+        }
         return;
     }
     let answer = format!(

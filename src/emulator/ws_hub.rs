@@ -2,6 +2,7 @@
 //! broadcast). Held by the device (`device.rs`); what is sent and how a connection is served is `ws.rs`, above
 //! it, so the device does not depend on the protocol front ends.
 
+use std::io::Read as _;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -44,6 +45,10 @@ pub(crate) struct WsHub {
     pub(super) flooded: AtomicU64,
     /// Fault: a connection answers its subscribing request, then closes.
     pub(super) hang_up: AtomicBool,
+    /// Fault: upgrade requests are held unanswered (the connections stay open), and those held so far.
+    pub(super) hold_upgrades: AtomicBool,
+    pub(super) held: Mutex<Vec<TcpStream>>,
+    pub(super) abandoned: Mutex<usize>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -103,6 +108,42 @@ impl WsHub {
         self.hang_up.store(on, Ordering::SeqCst);
     }
 
+    /// Holds every upgrade request from now on unanswered (`true`), or ends the held ones (`false`).
+    pub(crate) fn set_hold_upgrades(&self, on: bool) {
+        self.hold_upgrades.store(on, Ordering::SeqCst);
+        if !on {
+            for s in lock(&self.held).drain(..) {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// Held upgrades whose client still waits, and those it gave up (closed its side).
+    pub(crate) fn held_upgrades(&self) -> (usize, usize) {
+        let mut held = lock(&self.held);
+        let mut chunk = [0u8; 1024];
+        let mut gone = 0;
+        held.retain(|s| {
+            let open = loop {
+                match s.peek(&mut chunk) {
+                    Ok(0) => break false,
+                    // Bytes after the request: read them away and look again.
+                    Ok(n) => {
+                        if (&*s).read(&mut chunk[..n]).is_err() {
+                            break false;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+                    Err(_) => break false,
+                }
+            };
+            gone += usize::from(!open);
+            open
+        });
+        *lock(&self.abandoned) += gone;
+        (held.len(), *lock(&self.abandoned))
+    }
+
     /// Stalls (or releases) every connection: nothing is read or written meanwhile.
     pub(crate) fn set_stalled(&self, on: bool) {
         *lock(&self.stalled) = on;
@@ -120,6 +161,7 @@ impl WsHub {
     pub(crate) fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.set_stalled(false);
+        self.set_hold_upgrades(false);
         self.drop_all();
         let threads = std::mem::take(&mut *lock(&self.threads));
         for t in threads {

@@ -20,7 +20,7 @@ use super::accept_key;
 use super::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode, ProtocolError};
 
 /// Largest handshake answer head.
-const MAX_HANDSHAKE: usize = 8 * 1024;
+pub(super) const MAX_HANDSHAKE: usize = 8 * 1024;
 /// One read.
 const CHUNK: usize = 8 * 1024;
 
@@ -89,20 +89,20 @@ impl fmt::Display for WsError {
 impl std::error::Error for WsError {}
 
 /// Unpredictable bytes for keys and masks: std's randomly keyed SipHash over a counter.
-struct Noise {
+pub(super) struct Noise {
     state: RandomState,
     counter: u64,
 }
 
 impl Noise {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Noise {
             state: RandomState::new(),
             counter: 0,
         }
     }
 
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.counter += 1;
         let mut h = self.state.build_hasher();
         h.write_u64(self.counter);
@@ -153,20 +153,13 @@ impl Connection {
     }
 
     fn handshake(&mut self, host: &str, path: &str) -> Result<(), WsError> {
-        let mut raw = [0u8; 16];
-        raw[..8].copy_from_slice(&self.noise.next().to_le_bytes());
-        raw[8..].copy_from_slice(&self.noise.next().to_le_bytes());
-        let key = BASE64.encode(raw);
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-             Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        );
+        let (request, accept) = upgrade_request(&mut self.noise, host, path);
         self.stream
             .write_all(request.as_bytes())
             .map_err(WsError::Io)?;
         let deadline = Instant::now() + self.io_timeout;
         let end = loop {
-            if let Some(p) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            if let Some(p) = head_end(&self.buf) {
                 break p;
             }
             if self.buf.len() > MAX_HANDSHAKE {
@@ -185,7 +178,7 @@ impl Connection {
         };
         let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
         self.buf.drain(..end + 4);
-        check_answer(&head, &accept_key(&key)).map_err(WsError::Handshake)
+        check_answer(&head, &accept).map_err(WsError::Handshake)
     }
 
     /// Reads once into the buffer, waiting until `deadline`. `Ok(false)`: the deadline passed.
@@ -222,13 +215,7 @@ impl Connection {
     }
 
     fn write_frame(&mut self, opcode: Opcode, payload: &[u8]) -> Result<(), WsError> {
-        let mask = self.noise.next().to_le_bytes();
-        let wire = frame::encode(
-            opcode,
-            true,
-            payload,
-            Some([mask[0], mask[1], mask[2], mask[3]]),
-        );
+        let wire = frame::encode(opcode, true, payload, Some(mask(&mut self.noise)));
         // A partial write leaves the stream in the middle of a frame: nothing can follow it.
         self.stream.write_all(&wire).map_err(|e| {
             self.broken = true;
@@ -363,12 +350,6 @@ impl Connection {
         self.stream.try_clone()
     }
 
-    /// Gives up the connection to a poller: the socket, the bytes received and not yet decoded, and the
-    /// fragments assembled so far.
-    pub(crate) fn into_parts(self) -> (TcpStream, Vec<u8>, Assembler) {
-        (self.stream, self.buf, self.asm)
-    }
-
     /// Whether an error ended this connection.
     pub fn is_broken(&self) -> bool {
         self.broken
@@ -380,8 +361,32 @@ impl Connection {
     }
 }
 
+/// The upgrade request for `path` on `host` with a fresh key, and the `Sec-WebSocket-Accept` it must get.
+pub(super) fn upgrade_request(noise: &mut Noise, host: &str, path: &str) -> (String, String) {
+    let mut raw = [0u8; 16];
+    raw[..8].copy_from_slice(&noise.next().to_le_bytes());
+    raw[8..].copy_from_slice(&noise.next().to_le_bytes());
+    let key = BASE64.encode(raw);
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    (request, accept_key(&key))
+}
+
+/// Where an answer head ends (the index of its blank line), if it has arrived.
+pub(super) fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// Masks for frames a client sends.
+pub(super) fn mask(noise: &mut Noise) -> [u8; 4] {
+    let m = noise.next().to_le_bytes();
+    [m[0], m[1], m[2], m[3]]
+}
+
 /// Checks a handshake answer head against the expected accept key.
-fn check_answer(head: &str, accept: &str) -> Result<(), String> {
+pub(super) fn check_answer(head: &str, accept: &str) -> Result<(), String> {
     let mut lines = head.split("\r\n");
     let status = lines.next().unwrap_or("");
     let mut parts = status.splitn(3, ' ');

@@ -1,9 +1,11 @@
 //! The push channel's transport, used by `actor/push.rs` (see ARCHITECTURE.md, "Push channel"):
-//! a strict, synchronous RFC 6455 client ([`client`]), its framing ([`frame`], shared with the emulator's
+//! a strict, synchronous RFC 6455 client ([`client`]), the same handshake and one call without blocking for
+//! a poller (`dial`), its framing ([`frame`], shared with the emulator's
 //! server side), and Shelly JSON-RPC over it ([`rpc`]: calls with in-frame digest auth, typed notifications);
 //! `tunnel` (crate-private) lends a live push connection to the device's driver for its requests.
 
 pub mod client;
+pub(crate) mod dial;
 pub mod frame;
 pub mod rpc;
 pub(crate) mod tunnel;

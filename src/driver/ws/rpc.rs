@@ -208,36 +208,29 @@ impl RpcSocket {
     /// challenge to a call is answered once, a second one to the same call means a wrong password.
     pub fn call(&mut self, method: &str, params: Option<Value>) -> Result<Value, CallError> {
         let mut fresh = false;
-        for _ in 0..3 {
+        loop {
             let id = self.next_id;
             self.next_id += 1;
-            let mut frame = json!({"id": id, "src": self.src, "method": method});
-            if let Some(p) = &params {
-                frame["params"] = p.clone();
-            }
-            if let (Some(pw), Some((ch, nc))) = (&self.password, &mut self.challenge) {
-                *nc += 1;
-                frame["auth"] = auth_object(ch, pw, *nc, &digest::cnonce());
-            }
+            let frame = request_frame(
+                id,
+                &self.src,
+                method,
+                params.as_ref(),
+                self.password.as_deref(),
+                &mut self.challenge,
+            );
             self.conn.send_text(&frame.to_string())?;
             let answer = self.wait_for(id)?;
             match take_result(answer) {
-                Err(CallError::Rpc { code: 401, message }) => {
-                    if self.password.is_none() {
-                        return Err(CallError::AuthMissing);
-                    }
-                    let ch = parse_challenge(&message).ok_or(CallError::NoChallenge)?;
-                    if fresh {
-                        self.challenge = None;
-                        return Err(CallError::AuthRefused);
-                    }
-                    fresh = true;
-                    self.challenge = Some((ch, 0));
-                }
+                Err(CallError::Rpc { code: 401, message }) => on_challenge(
+                    &message,
+                    self.password.is_some(),
+                    &mut fresh,
+                    &mut self.challenge,
+                )?,
                 other => return other,
             }
         }
-        Err(CallError::AuthRefused)
     }
 
     /// Reads until the response to `id`; notifications go to the queue.
@@ -262,17 +255,7 @@ impl RpcSocket {
     }
 
     fn on_notification(&mut self, frame: &Map<String, Value>) {
-        // A request from the device (it has an id) is not a notification; we serve no methods.
-        if frame.contains_key("id") {
-            return;
-        }
-        if let Some(n) = parse_notification(frame) {
-            if self.queue.len() >= MAX_QUEUED {
-                self.queue.pop_front();
-                self.dropped += 1;
-            }
-            self.queue.push_back(n);
-        }
+        queue_notification(&mut self.queue, &mut self.dropped, frame);
     }
 
     /// The next notification: a queued one, else one read until `deadline` (`Ok(None)` when none came).
@@ -310,25 +293,74 @@ impl RpcSocket {
         &self.conn
     }
 
-    /// Gives up the connection to a poller, with the notifications queued so far and the challenge in hand.
-    pub(crate) fn into_parts(
-        self,
-    ) -> (
-        Connection,
-        VecDeque<Notification>,
-        Option<(FrameChallenge, u32)>,
-    ) {
-        (self.conn, self.queue, self.challenge)
-    }
-
     /// The close handshake.
     pub fn close(self) {
         self.conn.close();
     }
 }
 
+/// The request frame of call `id`, answering the challenge in hand (its `nc` raised) when there is a password.
+pub(super) fn request_frame(
+    id: u64,
+    src: &str,
+    method: &str,
+    params: Option<&Value>,
+    password: Option<&str>,
+    challenge: &mut Option<(FrameChallenge, u32)>,
+) -> Value {
+    let mut frame = json!({"id": id, "src": src, "method": method});
+    if let Some(p) = params {
+        frame["params"] = p.clone();
+    }
+    if let (Some(pw), Some((ch, nc))) = (password, challenge) {
+        *nc += 1;
+        frame["auth"] = auth_object(ch, pw, *nc, &digest::cnonce());
+    }
+    frame
+}
+
+/// A 401 answer to a call: `Ok` to send the call again with the new challenge (now in hand); an error when
+/// there is no password, no usable challenge, or the call already answered a fresh one (`fresh`).
+pub(super) fn on_challenge(
+    message: &str,
+    has_password: bool,
+    fresh: &mut bool,
+    challenge: &mut Option<(FrameChallenge, u32)>,
+) -> Result<(), CallError> {
+    if !has_password {
+        return Err(CallError::AuthMissing);
+    }
+    let ch = parse_challenge(message).ok_or(CallError::NoChallenge)?;
+    if *fresh {
+        *challenge = None;
+        return Err(CallError::AuthRefused);
+    }
+    *fresh = true;
+    *challenge = Some((ch, 0));
+    Ok(())
+}
+
+/// Queues a notification frame (at most [`MAX_QUEUED`]; the oldest go first and are counted in `dropped`).
+/// A request from the device (it has an id) is not a notification; we serve no methods.
+pub(super) fn queue_notification(
+    queue: &mut VecDeque<Notification>,
+    dropped: &mut u64,
+    frame: &Map<String, Value>,
+) {
+    if frame.contains_key("id") {
+        return;
+    }
+    if let Some(n) = parse_notification(frame) {
+        if queue.len() >= MAX_QUEUED {
+            queue.pop_front();
+            *dropped += 1;
+        }
+        queue.push_back(n);
+    }
+}
+
 /// `result`, or the error object as [`CallError::Rpc`].
-fn take_result(mut frame: Map<String, Value>) -> Result<Value, CallError> {
+pub(super) fn take_result(mut frame: Map<String, Value>) -> Result<Value, CallError> {
     if let Some(err) = frame.get("error").filter(|e| !e.is_null()) {
         let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
         let message = err

@@ -1,0 +1,613 @@
+//! A WebSocket RPC connection made without blocking, for a poller: the TCP connect, the upgrade and one call
+//! (the push channel's subscribing `Shelly.GetStatus`, answering a digest challenge), each step driven by
+//! readiness events. Nothing here waits: [`Dial::advance`] takes what the socket has, within the share it is
+//! given, and returns. A device that stalls a step holds only its own `Dial`, until that step's deadline
+//! (one timeout per step, as the blocking client has).
+
+use std::collections::VecDeque;
+use std::io::{self, Read as _, Write as _};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::client::{self, MAX_HANDSHAKE, Noise};
+use super::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
+use super::rpc::{self, CallError, FrameChallenge, Notification};
+
+/// Where a dial is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    /// TCP connect in progress.
+    Tcp,
+    /// Upgrade request sent (or being sent); waiting for the answer head.
+    Upgrade,
+    /// Upgraded; the call is sent next (after the caller saw [`Progress::Calling`]).
+    Ready,
+    /// The call is sent; waiting for its answer.
+    Call,
+}
+
+/// What one [`Dial::advance`] came to.
+#[derive(Debug)]
+pub(crate) enum Progress {
+    /// Waiting for the socket (a readiness event brings the next step).
+    Waiting,
+    /// Stopped at its share with more to do: advance again next turn (no event will come for it).
+    More,
+    /// The upgrade is done and the call goes out at the next advance: the moment "just before the request".
+    Calling,
+    /// The call answered.
+    Done(Value),
+    /// The dial failed (the text says why, for a log line).
+    Failed(String),
+}
+
+/// What one advance may cost: bytes read and messages handled.
+#[derive(Debug)]
+pub(crate) struct Share {
+    /// Bytes it may still read.
+    pub(crate) bytes: usize,
+    /// Messages it may still handle.
+    pub(crate) messages: usize,
+}
+
+/// The connection once the call answered.
+pub(crate) struct Dialed {
+    /// The socket (non-blocking, still registered with the poller that drove it).
+    pub(crate) stream: mio::net::TcpStream,
+    /// Bytes read past the answer, and a message being joined.
+    pub(crate) buf: Vec<u8>,
+    pub(crate) asm: Assembler,
+    /// The challenge in hand and its last `nc`.
+    pub(crate) challenge: Option<(FrameChallenge, u32)>,
+    /// Notifications that came before the answer (at most `rpc::MAX_QUEUED`; older ones dropped).
+    pub(crate) queued: VecDeque<Notification>,
+}
+
+/// One connection being made.
+pub(crate) struct Dial {
+    stream: mio::net::TcpStream,
+    addr: SocketAddr,
+    phase: Phase,
+    /// The current step's deadline, and the timeout each step gets.
+    deadline: Instant,
+    step: Duration,
+    /// Bytes still to write (the upgrade request, the call, pongs); never more than a few KiB.
+    out: Vec<u8>,
+    buf: Vec<u8>,
+    asm: Assembler,
+    host: String,
+    accept: String,
+    noise: Noise,
+    src: String,
+    method: &'static str,
+    password: Option<String>,
+    challenge: Option<(FrameChallenge, u32)>,
+    /// The id of the call in flight, the next one, and whether it already answered a fresh challenge.
+    id: u64,
+    next_id: u64,
+    fresh: bool,
+    queued: VecDeque<Notification>,
+    dropped: u64,
+}
+
+impl Dial {
+    /// Starts the TCP connect to `addr` (`host` is the `Host` header value); the call is `method` with our
+    /// `src`, answering challenges with `password`. Every step must finish within `step` of its start.
+    pub(crate) fn start(
+        addr: SocketAddr,
+        host: &str,
+        src: &str,
+        method: &'static str,
+        password: Option<&str>,
+        step: Duration,
+        now: Instant,
+    ) -> io::Result<Dial> {
+        let stream = mio::net::TcpStream::connect(addr)?;
+        Ok(Dial {
+            stream,
+            addr,
+            phase: Phase::Tcp,
+            deadline: now + step,
+            step,
+            out: Vec::new(),
+            buf: Vec::new(),
+            asm: Assembler::default(),
+            host: host.to_string(),
+            accept: String::new(),
+            noise: Noise::new(),
+            src: src.to_string(),
+            method,
+            password: password.map(str::to_string),
+            challenge: None,
+            id: 0,
+            next_id: 1,
+            fresh: false,
+            queued: VecDeque::new(),
+            dropped: 0,
+        })
+    }
+
+    /// The socket, to register with the poller (readable and writable).
+    pub(crate) fn stream_mut(&mut self) -> &mut mio::net::TcpStream {
+        &mut self.stream
+    }
+
+    /// The address it connects to.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// When the current step times out.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Why the dial failed when its step's deadline passed.
+    pub(crate) fn timed_out(&self) -> String {
+        let secs = self.step.as_secs_f64();
+        match self.phase {
+            Phase::Tcp => format!("no TCP connection within {secs:.1} s"),
+            Phase::Upgrade | Phase::Ready => {
+                format!("WebSocket handshake failed: no answer within {secs:.1} s")
+            }
+            Phase::Call => format!("subscribing failed: no answer within {secs:.1} s"),
+        }
+    }
+
+    /// Notifications dropped before the answer because too many came.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Takes the next steps the socket allows, within `share`; `scratch` is the read buffer.
+    pub(crate) fn advance(
+        &mut self,
+        now: Instant,
+        scratch: &mut [u8],
+        share: &mut Share,
+    ) -> Progress {
+        match self.advance_inner(now, scratch, share) {
+            Ok(p) => p,
+            Err(why) => Progress::Failed(why),
+        }
+    }
+
+    fn advance_inner(
+        &mut self,
+        now: Instant,
+        scratch: &mut [u8],
+        share: &mut Share,
+    ) -> Result<Progress, String> {
+        if now >= self.deadline {
+            return Err(self.timed_out());
+        }
+        if self.phase == Phase::Tcp {
+            if !self.connected()? {
+                return Ok(Progress::Waiting);
+            }
+            let _ = self.stream.set_nodelay(true);
+            let (request, accept) = client::upgrade_request(&mut self.noise, &self.host, "/rpc");
+            self.out = request.into_bytes();
+            self.accept = accept;
+            self.phase = Phase::Upgrade;
+            self.deadline = now + self.step;
+        }
+        if self.phase == Phase::Ready {
+            self.send_call(now)?;
+        }
+        loop {
+            if !self.flush()? {
+                return Ok(Progress::Waiting);
+            }
+            // What is buffered first: a whole answer may have come with the bytes before it.
+            if let Some(p) = self.handle_buffered(share)? {
+                return Ok(p);
+            }
+            // What that queued (the call again, pongs) goes out before waiting for more.
+            if !self.out.is_empty() {
+                continue;
+            }
+            if share.bytes == 0 || share.messages == 0 {
+                return Ok(Progress::More);
+            }
+            let want = scratch.len().min(share.bytes);
+            match self.stream.read(&mut scratch[..want]) {
+                Ok(0) => return Err(self.ended()),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&scratch[..n]);
+                    share.bytes -= n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Progress::Waiting),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("WebSocket I/O failed: {e}")),
+            }
+        }
+    }
+
+    /// Whether the TCP connect finished (an error when it failed).
+    fn connected(&mut self) -> Result<bool, String> {
+        let refused = |e: io::Error| format!("cannot connect to {}: {e}", self.addr);
+        if let Some(e) = self.stream.take_error().map_err(&refused)? {
+            return Err(refused(e));
+        }
+        match self.stream.peer_addr() {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+            Err(e) => Err(refused(e)),
+        }
+    }
+
+    /// Writes what is pending; false when the socket cannot take it all now.
+    fn flush(&mut self) -> Result<bool, String> {
+        while !self.out.is_empty() {
+            match self.stream.write(&self.out) {
+                Ok(0) => return Err("the socket took no bytes".into()),
+                Ok(n) => {
+                    self.out.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("WebSocket I/O failed: {e}")),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Handles what the buffer holds for the current phase; `Some` when the dial got somewhere.
+    fn handle_buffered(&mut self, share: &mut Share) -> Result<Option<Progress>, String> {
+        match self.phase {
+            Phase::Tcp | Phase::Ready => Ok(None),
+            Phase::Upgrade => {
+                let Some(end) = client::head_end(&self.buf) else {
+                    if self.buf.len() > MAX_HANDSHAKE {
+                        return Err(
+                            "WebSocket handshake failed: the answer head is too long".into()
+                        );
+                    }
+                    return Ok(None);
+                };
+                let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+                self.buf.drain(..end + 4);
+                client::check_answer(&head, &self.accept)
+                    .map_err(|m| format!("WebSocket handshake failed: {m}"))?;
+                self.phase = Phase::Ready;
+                Ok(Some(Progress::Calling))
+            }
+            Phase::Call => self.handle_frames(share),
+        }
+    }
+
+    /// Decodes the whole frames in the buffer while the share lasts; `Some(Done)` at the call's answer.
+    fn handle_frames(&mut self, share: &mut Share) -> Result<Option<Progress>, String> {
+        loop {
+            if share.messages == 0 {
+                return Ok(Some(Progress::More));
+            }
+            let f = match frame::decode(&self.buf, false, MAX_MESSAGE) {
+                Ok(Some((f, used))) => {
+                    self.buf.drain(..used);
+                    f
+                }
+                Ok(None) => return Ok(None),
+                Err(p) => return Err(self.protocol(p)),
+            };
+            let message = match self.asm.push(f) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(p) => return Err(self.protocol(p)),
+            };
+            share.messages -= 1;
+            match message {
+                Message::Text(text) => {
+                    share.bytes = share.bytes.saturating_sub(text.len());
+                    if let Some(result) = self.on_text(&text)? {
+                        // A pong half written would leave the stream mid-frame for its next owner.
+                        if !self.flush()? {
+                            return Err("the socket did not take a control frame".into());
+                        }
+                        return Ok(Some(Progress::Done(result)));
+                    }
+                }
+                Message::Binary(_) | Message::Pong(_) => {}
+                Message::Ping(p) => self.queue_frame(Opcode::Pong, &p),
+                Message::Close(code, _) => {
+                    return Err(match code {
+                        Some(c) => format!("the device closed the WebSocket ({c})"),
+                        None => "the device closed the WebSocket".into(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// One text message while the call is in flight: its answer (the result), a challenge (the call goes
+    /// again), a notification (queued), or something skipped.
+    fn on_text(&mut self, text: &str) -> Result<Option<Value>, String> {
+        let Ok(Value::Object(frame)) = crate::untrusted_json::parse(text.as_bytes()) else {
+            return Err(format!(
+                "subscribing failed: {}",
+                CallError::Malformed("not a JSON object".into())
+            ));
+        };
+        if frame.contains_key("method") {
+            rpc::queue_notification(&mut self.queued, &mut self.dropped, &frame);
+            return Ok(None);
+        }
+        if frame.get("id").and_then(Value::as_u64) != Some(self.id) {
+            // An answer to nothing we wait for: skipped.
+            return Ok(None);
+        }
+        match rpc::take_result(frame) {
+            Ok(v) => Ok(Some(v)),
+            Err(CallError::Rpc { code: 401, message }) => {
+                rpc::on_challenge(
+                    &message,
+                    self.password.is_some(),
+                    &mut self.fresh,
+                    &mut self.challenge,
+                )
+                .map_err(|e| format!("subscribing failed: {e}"))?;
+                self.send_call(Instant::now())?;
+                Ok(None)
+            }
+            Err(e) => Err(format!("subscribing failed: {e}")),
+        }
+    }
+
+    /// Queues the call (answering the challenge in hand) and starts its step.
+    fn send_call(&mut self, now: Instant) -> Result<(), String> {
+        self.id = self.next_id;
+        self.next_id += 1;
+        let frame = rpc::request_frame(
+            self.id,
+            &self.src,
+            self.method,
+            None,
+            self.password.as_deref(),
+            &mut self.challenge,
+        );
+        self.queue_frame(Opcode::Text, frame.to_string().as_bytes());
+        self.phase = Phase::Call;
+        self.deadline = now + self.step;
+        Ok(())
+    }
+
+    fn queue_frame(&mut self, opcode: Opcode, payload: &[u8]) {
+        let mask = client::mask(&mut self.noise);
+        self.out
+            .extend(frame::encode(opcode, true, payload, Some(mask)));
+    }
+
+    /// A protocol error: the close with its code is sent if the socket takes it at once.
+    fn protocol(&mut self, p: frame::ProtocolError) -> String {
+        self.out.clear();
+        self.queue_frame(Opcode::Close, &frame::close_payload(p.close_code(), ""));
+        let _ = self.flush();
+        format!("the device sent {p}")
+    }
+
+    fn ended(&self) -> String {
+        match self.phase {
+            Phase::Upgrade => {
+                "WebSocket handshake failed: the connection ended before the answer".into()
+            }
+            _ if !self.buf.is_empty() => {
+                "the WebSocket connection ended in the middle of a frame".into()
+            }
+            _ => "the WebSocket connection ended".into(),
+        }
+    }
+
+    /// The connection, once [`Progress::Done`] came.
+    pub(crate) fn into_dialed(self) -> Dialed {
+        Dialed {
+            stream: self.stream,
+            buf: self.buf,
+            asm: self.asm,
+            challenge: self.challenge,
+            queued: self.queued,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    const STEP: Duration = Duration::from_secs(5);
+
+    /// A device that upgrades with the right key (or `head` when given), reads the call, then writes `frames`
+    /// (each answer's `"id"` is the call's) and keeps the connection open until the test ends.
+    fn device(
+        head: Option<String>,
+        frames: Vec<serde_json::Value>,
+    ) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let end = loop {
+                if let Some(e) = client::head_end(&buf) {
+                    break e;
+                }
+                let n = s.read(&mut chunk).unwrap();
+                buf.extend_from_slice(&chunk[..n]);
+            };
+            let request = String::from_utf8_lossy(&buf[..end]).into_owned();
+            buf.drain(..end + 4);
+            let key = request
+                .lines()
+                .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+                .unwrap();
+            let head = head.unwrap_or_else(|| {
+                format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+                    super::super::accept_key(key)
+                )
+            });
+            if s.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            let call = loop {
+                if let Ok(Some((f, _))) = frame::decode(&buf, true, MAX_MESSAGE) {
+                    break f;
+                }
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            };
+            let call: serde_json::Value = serde_json::from_slice(&call.payload).unwrap();
+            let mut wire = Vec::new();
+            for mut f in frames {
+                if f.get("id").is_some() {
+                    f["id"] = call["id"].clone();
+                }
+                wire.extend(frame::encode(
+                    Opcode::Text,
+                    true,
+                    f.to_string().as_bytes(),
+                    None,
+                ));
+            }
+            // In small pieces: a dial must join them.
+            for piece in wire.chunks(7) {
+                if s.write_all(piece).is_err() {
+                    return;
+                }
+            }
+            let _ = s.read(&mut chunk);
+        });
+        (addr, h)
+    }
+
+    /// Advances `dial` on readiness events until it is done or failed (a hang guard of 10 s).
+    fn drive(dial: &mut Dial) -> Progress {
+        let mut poll = mio::Poll::new().unwrap();
+        poll.registry()
+            .register(
+                dial.stream_mut(),
+                mio::Token(0),
+                mio::Interest::READABLE | mio::Interest::WRITABLE,
+            )
+            .unwrap();
+        let mut events = mio::Events::with_capacity(8);
+        let mut scratch = vec![0u8; 1024];
+        for _ in 0..10_000 {
+            let mut share = Share {
+                bytes: 2048,
+                messages: 4,
+            };
+            match dial.advance(Instant::now(), &mut scratch, &mut share) {
+                Progress::Waiting => {
+                    poll.poll(&mut events, Some(Duration::from_secs(10)))
+                        .unwrap();
+                    assert!(!events.is_empty(), "no readiness within 10 s");
+                }
+                Progress::More | Progress::Calling => {}
+                done => return done,
+            }
+        }
+        panic!("the dial never finished");
+    }
+
+    fn start(addr: SocketAddr, password: Option<&str>) -> Dial {
+        Dial::start(
+            addr,
+            "dev",
+            "me",
+            "Shelly.GetStatus",
+            password,
+            STEP,
+            Instant::now(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_answer_in_pieces_after_notifications_and_what_follows_it_stay() {
+        let (addr, _h) = device(
+            None,
+            vec![
+                serde_json::json!({"method": "NotifyStatus", "params": {"switch:0": {"output": true}}}),
+                serde_json::json!({"id": 0, "result": {"switch:0": {"output": false}}}),
+                serde_json::json!({"method": "NotifyEvent", "params": {"events": []}}),
+            ],
+        );
+        let mut dial = start(addr, None);
+        let Progress::Done(status) = drive(&mut dial) else {
+            panic!("not done");
+        };
+        assert_eq!(status["switch:0"]["output"], serde_json::json!(false));
+        let d = dial.into_dialed();
+        assert_eq!(d.queued.len(), 1, "the notification before the answer");
+        assert!(
+            !d.buf.is_empty(),
+            "the frame after the answer is the poller's"
+        );
+    }
+
+    #[test]
+    fn a_wrong_upgrade_or_a_missing_password_fails_with_the_reason() {
+        let (addr, _h) = device(Some("HTTP/1.1 404 Not Found\r\n\r\n".into()), vec![]);
+        let Progress::Failed(why) = drive(&mut start(addr, None)) else {
+            panic!("a 404 upgraded");
+        };
+        assert!(why.contains("404"), "{why}");
+        let long = format!("HTTP/1.1 101 OK\r\nX: {}\r\n\r\n", "a".repeat(10_000));
+        let (addr, _h) = device(Some(long), vec![]);
+        let Progress::Failed(why) = drive(&mut start(addr, None)) else {
+            panic!("a 10 kB head upgraded");
+        };
+        assert!(why.contains("too long"), "{why}");
+        let challenge = serde_json::json!({"id": 0, "error": {"code": 401,
+            "message": "{\"auth_type\": \"digest\", \"nonce\": 1, \"realm\": \"r\", \"algorithm\": \"SHA-256\"}"}});
+        let (addr, _h) = device(None, vec![challenge]);
+        let Progress::Failed(why) = drive(&mut start(addr, None)) else {
+            panic!("subscribed without a password");
+        };
+        assert!(why.contains("requires a password"), "{why}");
+    }
+
+    #[test]
+    fn each_step_has_its_own_deadline() {
+        // A listener that takes the connection and never answers.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut dial = start(l.local_addr().unwrap(), None);
+        let _ = drive_until_upgrade_sent(&mut dial);
+        let mut scratch = [0u8; 64];
+        let mut share = Share {
+            bytes: 64,
+            messages: 1,
+        };
+        // The clock is the caller's: a step's deadline passes without waiting for it.
+        let late = dial.deadline() + Duration::from_millis(1);
+        let Progress::Failed(why) = dial.advance(late, &mut scratch, &mut share) else {
+            panic!("no timeout");
+        };
+        assert_eq!(why, "WebSocket handshake failed: no answer within 5.0 s");
+        let _keep: Option<TcpStream> = l.accept().ok().map(|(s, _)| s);
+    }
+
+    /// Advances until the TCP connect is done and the upgrade request is out.
+    fn drive_until_upgrade_sent(dial: &mut Dial) -> Progress {
+        let mut scratch = [0u8; 64];
+        for _ in 0..10_000 {
+            let mut share = Share {
+                bytes: 64,
+                messages: 1,
+            };
+            let p = dial.advance(Instant::now(), &mut scratch, &mut share);
+            if dial.phase == Phase::Upgrade && dial.out.is_empty() {
+                return p;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("never connected");
+    }
+}
