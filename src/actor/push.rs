@@ -838,6 +838,9 @@ impl Poller {
                     return false;
                 }
                 Ok(n) => {
+                    // Our ACK at once: a device whose stack holds a small write until the previous one is
+                    // acknowledged (Nagle) would otherwise wait for our delayed ACK (40 ms) to send an answer.
+                    let _ = socket2::SockRef::from(&l.stream).set_tcp_quickack(true);
                     l.buf.extend_from_slice(&scratch[..n]);
                     budget.spend(n);
                     match self.process(ti, budget) {
