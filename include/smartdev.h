@@ -175,6 +175,12 @@ typedef enum sd_result {
    */
   SD_UNKNOWN = 307,
   /*
+   Another device answers at the device's address (its MAC is not the configured one, or not the one the
+   device had earlier): nothing was switched or read from it; the device is offline until the right MAC
+   answers again. The message names both MACs and the address.
+   */
+  SD_WRONG_DEVICE = 308,
+  /*
    A local I/O failure (a file, a socket, a thread).
    */
   SD_IO = 400,

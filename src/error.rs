@@ -136,6 +136,20 @@ pub enum Error {
         /// The panic message.
         message: String,
     },
+    /// The device at the configured address is another device: it reports another MAC address than the
+    /// configured `MAC:` (or, with none configured, than the one the device had earlier in this process). It is
+    /// never switched, moved or read as the configured device; the device stays offline until the right MAC
+    /// answers at the address again.
+    WrongDevice {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// The address that answered (host name or IP, with the port when one is configured).
+        address: String,
+        /// The MAC the device should have (`AA:BB:CC:DD:EE:FF`).
+        expected: String,
+        /// The MAC that answered (`AA:BB:CC:DD:EE:FF`).
+        found: String,
+    },
     /// The controller has been closed.
     Closed,
     /// A local I/O failure outside device communication (reading a config file, spawning a thread).
@@ -175,7 +189,8 @@ impl Error {
             | Error::Unsupported { device, .. }
             | Error::Unknown { device, .. }
             | Error::Simulation { device, .. }
-            | Error::WorkerFailed { device, .. } => Some(device),
+            | Error::WorkerFailed { device, .. }
+            | Error::WrongDevice { device, .. } => Some(device),
             _ => None,
         }
     }
@@ -278,6 +293,15 @@ impl fmt::Display for Error {
             Error::WorkerFailed { device, message } => {
                 write!(f, "device {device}: worker failed: {message}")
             }
+            Error::WrongDevice {
+                device,
+                address,
+                expected,
+                found,
+            } => write!(
+                f,
+                "device {device}: {address} answers as {found}, not the configured {expected} (another device took its address?); nothing was switched; check the MAC or the address in the configuration"
+            ),
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }

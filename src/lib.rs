@@ -65,6 +65,7 @@ pub mod ffi;
 pub mod fuzzing;
 mod hostname;
 mod log_scope;
+mod mac;
 pub mod logging;
 pub mod models;
 mod objects;
@@ -92,6 +93,7 @@ pub use error::{Error, Problem, Result};
 pub use event::{
     EventChannel, EventFilter, KNOWN_EVENTS, PROFILE_CHANGED, SMARTDEV_EVENTS, WebhookEvent,
 };
+pub use mac::{ACCEPTED_SPELLINGS as MAC_SPELLINGS, Mac};
 pub use models::{ModelLibrary, PrintMode, SensorQuantity};
 pub use objects::{
     Attributes, Component, ComponentKind, Cover, CoverAction, CoverState, Device, Identity, Input,

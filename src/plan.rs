@@ -254,6 +254,12 @@ fn plan_all(
             object_type: "device",
             model: cfg.model.clone(),
             hostname: cfg.hostname.clone(),
+            // The configured MAC; a simulated device without one gets a stable one derived from its ID.
+            mac_address: match (cfg.mac, cfg.simulate) {
+                (Some(mac), _) => Some(mac.to_string()),
+                (None, true) => Some(crate::mac::Mac::derived(&format!("simulated device {id}")).to_string()),
+                (None, false) => None,
+            },
             port: cfg.port.unwrap_or(80),
             simulate: cfg.simulate,
             expect_offline: cfg.expect_offline,
@@ -353,9 +359,11 @@ fn plan_all(
             }
         }
         match (&cfg.hostname, cfg.simulate) {
+            // With a MAC, discovery may find the address later; the device opens offline until then.
+            (None, false) if cfg.mac.is_some() => {}
             (None, false) => problems.push(Problem::new(
                 &at,
-                "Hostname is required for a real device (or set Simulate: true)",
+                "Hostname is required for a real device (or give its MAC, or set Simulate: true)",
             )),
             (Some(h), _) => {
                 if let Err(why) = crate::hostname::check(h) {

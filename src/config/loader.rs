@@ -227,7 +227,7 @@ impl Normaliser {
                 ),
             );
         }
-        let devices = get(root, rule, "Devices")
+        let devices: Vec<DeviceConfig> = get(root, rule, "Devices")
             .and_then(Value::as_array)
             .map(|list| {
                 list.iter()
@@ -238,6 +238,7 @@ impl Normaliser {
                     .collect()
             })
             .unwrap_or_default();
+        self.unique_macs(&devices, &rk);
         let extra: Attributes = doc
             .iter()
             .filter(|(k, _)| root_rule.field(k).is_none())
@@ -460,6 +461,31 @@ impl Normaliser {
         out
     }
 
+    /// Two devices with one MAC: one of them is not what the configuration says.
+    fn unique_macs(&mut self, devices: &[DeviceConfig], rk: &str) {
+        let mut seen: std::collections::HashMap<crate::mac::Mac, &DeviceConfig> =
+            std::collections::HashMap::new();
+        let label = |d: &DeviceConfig| match &d.name {
+            Some(n) => format!("{} (Devices[{}])", crate::text::quote(n, 60), d.index),
+            None => format!("Devices[{}]", d.index),
+        };
+        for d in devices {
+            let Some(mac) = d.mac else { continue };
+            match seen.get(&mac) {
+                Some(first) => {
+                    let message = format!(
+                        "MAC {mac} is also the MAC of device {}; a MAC identifies one device: correct one of them",
+                        label(first)
+                    );
+                    self.problem(format!("{rk}.Devices[{}].MAC", d.index), message);
+                }
+                None => {
+                    seen.insert(mac, d);
+                }
+            }
+        }
+    }
+
     fn device(&mut self, m: &Map<String, Value>, index: usize, at: &str) -> Option<DeviceConfig> {
         let str_of = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
         let bool_of = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
@@ -505,6 +531,20 @@ impl Normaliser {
         let covers = components(self, ComponentKind::Cover);
         let sensors = components(self, ComponentKind::Sensor);
         let custom = self.custom(m, builtin_device(), None, at);
+        let mac = match m.get("MAC").and_then(Value::as_str) {
+            Some(text) => match crate::mac::Mac::parse(text) {
+                Ok(mac) => Some(mac),
+                Err(why) => {
+                    let who = str_of("Name").map_or_else(
+                        || format!("device {}", index + 1),
+                        |n| format!("device {}", crate::text::quote(&n, 60)),
+                    );
+                    self.problem(format!("{at}.MAC"), format!("{who}: {why}"));
+                    None
+                }
+            },
+            None => None,
+        };
         Some(DeviceConfig {
             index,
             channel: channel_of(m),
@@ -512,6 +552,7 @@ impl Normaliser {
             id: m.get("ID").and_then(Value::as_i64),
             model: str_of("Model").unwrap_or_default(),
             hostname: str_of("Hostname"),
+            mac,
             port: m.get("Port").and_then(Value::as_u64).map(|p| p as u16),
             simulate: bool_of("Simulate"),
             expect_offline: bool_of("ExpectOffline"),

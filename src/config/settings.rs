@@ -182,6 +182,9 @@ pub struct DeviceConfig {
     pub model: String,
     /// `Hostname`.
     pub hostname: Option<String>,
+    /// `MAC`: the device's identity, read from any common spelling. A device answering at `hostname` with
+    /// another MAC is refused (`Error::WrongDevice`). With a MAC, `hostname` may be left out.
+    pub mac: Option<crate::mac::Mac>,
     /// `Port` (default 80).
     pub port: Option<u16>,
     /// `Simulate`.

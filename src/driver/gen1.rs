@@ -182,7 +182,7 @@ impl Gen1 {
     fn introduce(&mut self, dev: &mut Device) -> Result<()> {
         let info = self.get(dev, "/shelly")?;
         dev.firmware = text(&info, &["fw"]);
-        if let Some(mac) = text(&info, &["mac"]) {
+        if let Some(mac) = crate::driver::json::mac(&info, &["mac"]) {
             dev.mac_address = Some(mac);
         }
         let reported = text(&info, &["type"]).or_else(|| text(&info, &["model"]));
@@ -395,7 +395,7 @@ pub(crate) fn apply_status(
     s: &Value,
     now: &str,
 ) {
-    dev.mac_address = text(s, &["mac"]).or(dev.mac_address.take());
+    dev.mac_address = crate::driver::json::mac(s, &["mac"]).or(dev.mac_address.take());
     dev.uptime = num(s, &["uptime"]).map(|u| u.max(0.0) as u64);
     // Gen1's update.has_update means "firmware update available", not "restart required".
     dev.update_available = flag(s, &["update", "has_update"]);

@@ -23,6 +23,11 @@ pub(crate) fn flag(v: &Value, path: &[&str]) -> Option<bool> {
     }
 }
 
+/// A MAC address at `path`, in the one spelling (`AA:BB:CC:DD:EE:FF`); `None` when missing or not a MAC.
+pub(crate) fn mac(v: &Value, path: &[&str]) -> Option<String> {
+    text(v, path).and_then(|m| crate::mac::normalise(&m))
+}
+
 /// A string at `path`.
 pub(crate) fn text(v: &Value, path: &[&str]) -> Option<String> {
     at(v, path)?.as_str().map(str::to_string)

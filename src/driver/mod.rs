@@ -135,6 +135,49 @@ pub(crate) trait Driver: Send {
     }
 }
 
+/// The driver of a device configured by its MAC alone: there is no address to talk to yet, so every operation
+/// fails with the reason, and the device stays offline.
+struct Unaddressed;
+
+impl Unaddressed {
+    fn error(dev: &Device) -> Error {
+        let mac = dev.mac_address.as_deref().unwrap_or("(none)");
+        Error::Device {
+            device: dev.label(),
+            message: format!(
+                "no address is known yet: the configuration gives only its MAC {mac}, no Hostname; it stays offline until discovery finds it on the network (or add Hostname to its block)"
+            ),
+        }
+    }
+}
+
+impl Driver for Unaddressed {
+    fn read(&mut self, dev: &mut Device) -> Result<()> {
+        dev.online = false;
+        Err(Self::error(dev))
+    }
+
+    fn switch(&mut self, dev: &mut Device, _: usize, _: OutputAction) -> Result<OutputChange> {
+        Err(Self::error(dev))
+    }
+
+    fn cover(&mut self, dev: &mut Device, _: usize, _: CoverAction) -> Result<()> {
+        Err(Self::error(dev))
+    }
+
+    fn hook(&mut self, dev: &mut Device, _: &[(ComponentKind, usize, bool)], _: bool) -> Result<()> {
+        Err(Self::error(dev))
+    }
+
+    fn reach(&mut self) -> Option<bool> {
+        Some(false)
+    }
+
+    fn probe(&mut self, _dev: &Device) -> bool {
+        false
+    }
+}
+
 /// Sets the state a webhook implies on an input or output (no-op for other kinds or unknown channels).
 pub(crate) fn apply_hook_state(dev: &mut Device, kind: ComponentKind, index: usize, on: bool) {
     match kind {
@@ -279,7 +322,9 @@ pub(crate) fn for_device(
             .unwrap_or_else(|| crate::plan::simulation_file(settings, &dev.name));
         return Ok(Box::new(simulated::Simulated::new(file)));
     }
-    let host = dev.hostname.as_deref().unwrap_or_default();
+    let Some(host) = dev.hostname.as_deref() else {
+        return Ok(Box::new(Unaddressed));
+    };
     let base = format!("http://{}:{}", crate::hostname::url_host(host), dev.port);
     let http = http.clone();
     Ok(match settings.models.resolve(&dev.model) {

@@ -336,7 +336,10 @@ pub(crate) fn merge(
     }
     for key in ["MacAddress", "MACAddress"] {
         match doc.get(key) {
-            Some(Value::String(s)) => dev.mac_address = Some(s.clone()),
+            Some(Value::String(s)) => {
+                let mac = crate::mac::Mac::parse(s).map_err(|e| format!("{key}: {e}"))?;
+                dev.mac_address = Some(mac.to_string());
+            }
             Some(Value::Null) | None => {}
             Some(other) => return Err(bad(key, "a string or null", other)),
         }
@@ -491,7 +494,7 @@ mod tests {
     #[test]
     fn anchor_files_load_by_component_index() {
         let doc: Map<String, Value> = serde_json::from_str(
-            r#"{"Name":"Old","MACAddress":"AA","Outputs":[{"ComponentIndex":1,"State":true},{"ComponentIndex":0,"State":false}],
+            r#"{"Name":"Old","MACAddress":"aa-bb-cc-dd-ee-ff","Outputs":[{"ComponentIndex":1,"State":true},{"ComponentIndex":0,"State":false}],
                 "Meters":[{"Power":12.5,"Energy":null}],"Inputs":[]}"#,
         )
         .unwrap();
@@ -499,7 +502,7 @@ mod tests {
         merge(&doc, &mut d, "t").unwrap();
         assert!(d.outputs[0].state == Some(false) && d.outputs[1].state == Some(true));
         assert_eq!(d.meters[0].power, Some(12.5));
-        assert_eq!(d.mac_address.as_deref(), Some("AA"));
+        assert_eq!(d.mac_address.as_deref(), Some("AA:BB:CC:DD:EE:FF"));
         assert!(d.online);
         assert_eq!(d.total_power, Some(12.5));
     }

@@ -383,7 +383,7 @@ fn channel(energy: &Value, key: &str, i: usize) -> Option<f64> {
 /// configured covers whose shutter the answer lacks (`None` when the answer has no `StatusSNS` to tell), and
 /// sets or clears `Device::config_mismatch` accordingly.
 pub(crate) fn apply_status(dev: &mut Device, s: &Value, now: &str) -> Option<Vec<usize>> {
-    dev.mac_address = text(s, &["StatusNET", "Mac"]).or(dev.mac_address.take());
+    dev.mac_address = crate::driver::json::mac(s, &["StatusNET", "Mac"]).or(dev.mac_address.take());
     dev.firmware = text(s, &["StatusFWR", "Version"]);
     dev.uptime = num(s, &["StatusSTS", "UptimeSec"])
         .map(|u| u.max(0.0) as u64)

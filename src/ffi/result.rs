@@ -54,13 +54,17 @@ pub enum sd_result {
     /// The value is unknown: the device has not reported it (not read yet, or the device does not have that
     /// component in its current profile). Never reported as `false`.
     SD_UNKNOWN = 307,
+    /// Another device answers at the device's address (its MAC is not the configured one, or not the one the
+    /// device had earlier): nothing was switched or read from it; the device is offline until the right MAC
+    /// answers again. The message names both MACs and the address.
+    SD_WRONG_DEVICE = 308,
     /// A local I/O failure (a file, a socket, a thread).
     SD_IO = 400,
 }
 
 impl sd_result {
     /// Every code, for `sd_result_name` (a new variant must be added here and to `name`).
-    pub(crate) const ALL: [sd_result; 21] = [
+    pub(crate) const ALL: [sd_result; 22] = [
         sd_result::SD_OK,
         sd_result::SD_NULL_PARAMETER,
         sd_result::SD_INVALID_PARAMETER,
@@ -81,6 +85,7 @@ impl sd_result {
         sd_result::SD_WORKER_FAILED,
         sd_result::SD_AUTH,
         sd_result::SD_UNKNOWN,
+        sd_result::SD_WRONG_DEVICE,
         sd_result::SD_IO,
     ];
 
@@ -101,6 +106,7 @@ impl sd_result {
             Error::Unknown { .. } => sd_result::SD_UNKNOWN,
             Error::Simulation { .. } => sd_result::SD_SIMULATION,
             Error::WorkerFailed { .. } => sd_result::SD_WORKER_FAILED,
+            Error::WrongDevice { .. } => sd_result::SD_WRONG_DEVICE,
             Error::Closed => sd_result::SD_CLOSED,
             Error::Io { .. } => sd_result::SD_IO,
         }
@@ -129,6 +135,7 @@ impl sd_result {
             sd_result::SD_WORKER_FAILED => c"SD_WORKER_FAILED",
             sd_result::SD_AUTH => c"SD_AUTH",
             sd_result::SD_UNKNOWN => c"SD_UNKNOWN",
+            sd_result::SD_WRONG_DEVICE => c"SD_WRONG_DEVICE",
             sd_result::SD_IO => c"SD_IO",
         }
     }

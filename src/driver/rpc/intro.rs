@@ -17,7 +17,7 @@ impl Rpc {
         let url = format!("{}/shelly", self.base);
         let info = self.http.request(dev, &url, None, "GET /shelly")?;
         dev.firmware = text(&info, &["ver"]).or_else(|| text(&info, &["fw_id"]));
-        if let Some(mac) = text(&info, &["mac"]) {
+        if let Some(mac) = crate::driver::json::mac(&info, &["mac"]) {
             dev.mac_address = Some(mac);
         }
         // A Gen1 device at this address answers with `type` instead of `model`.

@@ -17,7 +17,7 @@ pub(crate) fn apply_status(
     s: &Value,
     now: &str,
 ) {
-    dev.mac_address = text(s, &["sys", "mac"]).or(dev.mac_address.take());
+    dev.mac_address = crate::driver::json::mac(s, &["sys", "mac"]).or(dev.mac_address.take());
     dev.uptime = num(s, &["sys", "uptime"]).map(|u| u.max(0.0) as u64);
     dev.restart_required = flag(s, &["sys", "restart_required"]);
     dev.update_available = at(s, &["sys", "available_updates"])
