@@ -247,6 +247,7 @@ impl Controller {
                         wake: wake.clone(),
                         push: tunnels[di].is_some(),
                     }),
+                    mac: settings.devices.get(di).and_then(|c| c.mac),
                 },
                 started_tx.clone(),
             ) {

@@ -118,7 +118,10 @@ mod tests {
         ] {
             assert_eq!(Mac::parse(s).unwrap().to_string(), want, "{s:?}");
         }
-        assert_eq!(normalise("3494547bf36c").as_deref(), Some("34:94:54:7B:F3:6C"));
+        assert_eq!(
+            normalise("3494547bf36c").as_deref(),
+            Some("34:94:54:7B:F3:6C")
+        );
     }
 
     #[test]

@@ -257,7 +257,9 @@ fn plan_all(
             // The configured MAC; a simulated device without one gets a stable one derived from its ID.
             mac_address: match (cfg.mac, cfg.simulate) {
                 (Some(mac), _) => Some(mac.to_string()),
-                (None, true) => Some(crate::mac::Mac::derived(&format!("simulated device {id}")).to_string()),
+                (None, true) => {
+                    Some(crate::mac::Mac::derived(&format!("simulated device {id}")).to_string())
+                }
                 (None, false) => None,
             },
             port: cfg.port.unwrap_or(80),

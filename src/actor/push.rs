@@ -71,6 +71,16 @@ pub(crate) struct Target {
     pub(crate) tunnel: Arc<Tunnel>,
 }
 
+/// Why the subscription's status is not from device `di`: its `sys.mac` is not the MAC the device is known
+/// by (configured, or confirmed by its worker), `None` when it is or either is unknown.
+fn foreign_mac(shared: &Shared, di: usize, status: &Value) -> Option<String> {
+    let seen = crate::mac::Mac::parse(status.pointer("/sys/mac")?.as_str()?).ok()?;
+    let slot = shared.slots.get(di)?;
+    let known = slot.read().unwrap_or_else(|e| e.into_inner()).mac_address.clone()?;
+    let known = crate::mac::Mac::parse(&known).ok()?;
+    (seen != known).then(|| format!("the device answering is {seen}, not {known}: not subscribed"))
+}
+
 /// What every push thread shares.
 pub(crate) struct Context {
     pub(crate) shared: Arc<Shared>,
@@ -706,6 +716,15 @@ impl Poller {
             queued,
         } = dial.into_dialed();
         self.slots[ti] = Slot::Resolving { failures };
+        // The MAC rule: a subscription answered by another device is not this device's channel. Nothing it
+        // said is merged; the worker's read (over HTTP) finds the foreign MAC and takes the device offline.
+        if let Some(why) = foreign_mac(&self.ctx.shared, self.targets[ti].di, &status) {
+            let _ = self.poll.registry().deregister(&mut stream);
+            let _ = stream.shutdown(Shutdown::Both);
+            self.fail(ti, why);
+            self.ctx.shared.post(self.targets[ti].di, None, None, true);
+            return;
+        }
         // The worker writes through a second handle on the same (non-blocking) socket.
         let writer = stream
             .as_fd()

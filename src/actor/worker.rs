@@ -136,6 +136,21 @@ pub(crate) struct Links {
     pub follow: Option<Arc<crate::plan::Follow>>,
     /// Where the worker queues the events it notices itself (`device.profile_changed`).
     pub events: Option<Events>,
+    /// The configured `MAC:` (else the device's first reported MAC becomes its identity).
+    pub mac: Option<crate::mac::Mac>,
+}
+
+/// Who the device is, and whether the device at its address has shown to be it since the last failure.
+/// The safety rule: a device answering with another MAC is not this device. Nothing it reports is taken,
+/// and no switch or move is sent to the address until a read has confirmed the MAC again.
+#[derive(Default)]
+struct Identity {
+    /// The configured MAC, or the first one the device reported in this process.
+    expected: Option<crate::mac::Mac>,
+    /// A read since the last failure saw the expected MAC (or there is none to expect yet).
+    confirmed: bool,
+    /// The last read found another device at the address.
+    foreign: bool,
 }
 
 /// The event queue as a worker uses it.
@@ -169,6 +184,7 @@ pub(crate) fn spawn(
         refreshes,
         follow,
         events,
+        mac,
     } = links;
     // Callers block on their replies, so a small inbox is enough (each slot costs memory in every one of
     // possibly thousands of workers); when it is full, senders wait (back-pressure) and background checks are
@@ -194,6 +210,10 @@ pub(crate) fn spawn(
         events,
         noticed_by: crate::event::EventChannel::Read,
         contacted: false,
+        identity: Identity {
+            expected: mac,
+            ..Identity::default()
+        },
     };
     let builder = std::thread::Builder::new()
         .name(format!("sd-dev-{}", state.device.id))
@@ -235,6 +255,8 @@ struct State {
     noticed_by: crate::event::EventChannel,
     /// The first contact at open is over (what it found about the profile was planned, not a change).
     contacted: bool,
+    /// The MAC rule's state.
+    identity: Identity,
 }
 
 impl State {
@@ -312,15 +334,17 @@ impl State {
                     action,
                     reply,
                 } => {
-                    let r = self.op(false, |dev, drv| {
-                        if index >= dev.outputs.len() {
-                            return Err(Error::NotFound {
-                                kind: "output",
-                                identity: format!("channel {index} of device {}", dev.label()),
-                                hint: String::new(),
-                            });
-                        }
-                        drv.switch(dev, index, action)
+                    let r = self.confirm_identity().and_then(|()| {
+                        self.op(false, |dev, drv| {
+                            if index >= dev.outputs.len() {
+                                return Err(Error::NotFound {
+                                    kind: "output",
+                                    identity: format!("channel {index} of device {}", dev.label()),
+                                    hint: String::new(),
+                                });
+                            }
+                            drv.switch(dev, index, action)
+                        })
                     });
                     // The caller may have given up; that is not an error here.
                     let _ = reply.send(r);
@@ -330,16 +354,18 @@ impl State {
                     action,
                     reply,
                 } => {
-                    let r = self.op(false, |dev, drv| {
-                        if index >= dev.covers.len() {
-                            return Err(Error::NotFound {
-                                kind: "cover",
-                                identity: format!("channel {index} of device {}", dev.label()),
-                                hint: String::new(),
-                            });
-                        }
-                        drv.cover(dev, index, action)?;
-                        Ok(dev.covers[index].clone())
+                    let r = self.confirm_identity().and_then(|()| {
+                        self.op(false, |dev, drv| {
+                            if index >= dev.covers.len() {
+                                return Err(Error::NotFound {
+                                    kind: "cover",
+                                    identity: format!("channel {index} of device {}", dev.label()),
+                                    hint: String::new(),
+                                });
+                            }
+                            drv.cover(dev, index, action)?;
+                            Ok(dev.covers[index].clone())
+                        })
                     });
                     let _ = reply.send(r);
                 }
@@ -347,9 +373,23 @@ impl State {
         }
     }
 
+    /// Before a switch or a move: after any failure (and at the start), a read first shows that the device at
+    /// the address is this device (its MAC); a foreign or silent device gets no command.
+    fn confirm_identity(&mut self) -> Result<()> {
+        if self.identity.confirmed {
+            return Ok(());
+        }
+        self.op(true, |dev, drv| drv.read(dev))
+    }
+
     /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
     fn take_hooks(&mut self) {
-        let (states, read) = self.inbox.take();
+        let (mut states, mut read) = self.inbox.take();
+        if self.identity.foreign && !states.is_empty() {
+            // States a foreign device sent are not this device's: only a read, which checks the MAC again.
+            states.clear();
+            read = true;
+        }
         if !states.is_empty() || read {
             self.noticed_by = match &self.events {
                 Some(e) if e.push => crate::event::EventChannel::Push,
@@ -445,18 +485,26 @@ impl State {
         reads: bool,
         f: impl FnOnce(&mut Device, &mut dyn Driver) -> Result<T>,
     ) -> Result<T> {
+        // What the device was before this operation: a foreign device's answer is undone to this.
+        let before = Arc::clone(&self.device);
         let dev = Arc::make_mut(&mut self.device);
         let driver = &mut *self.driver;
         let synced = &mut self.hooks_synced;
+        let identity = &mut self.identity;
         if !dev.online {
             driver.forget();
             *synced = false;
+            identity.confirmed = false;
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let r = f(dev, driver);
             if let Some(reached) = driver.reach() {
                 dev.online = reached;
+                if !reached {
+                    identity.confirmed = false;
+                }
             }
+            let r = check_identity(identity, &before, dev, driver, reads, r);
             if reads && r.is_ok() && dev.online && !*synced {
                 // Installation problems never fail the refresh; they are logged and retried next time.
                 match driver.sync_hooks(dev) {
@@ -486,7 +534,10 @@ impl State {
                 }
                 r
             }
-            Err(payload) => Err(self.failed(panic_message(&*payload))),
+            Err(payload) => {
+                self.identity.confirmed = false;
+                Err(self.failed(panic_message(&*payload)))
+            }
         }
     }
 
@@ -529,6 +580,68 @@ impl State {
             (false, true) => log::debug!("device {} is offline (expected): {why}", d.label()),
         }
     }
+}
+
+/// The MAC rule after a driver operation. The drivers store the MAC a device reports (every status read
+/// carries it); when it is not the expected one, the device at the address is another device: `dev` goes back
+/// to what it was before the operation (nothing of the foreign device is kept), offline, and the operation
+/// fails with [`Error::WrongDevice`]. A successful read with the expected MAC (or the first MAC of a device
+/// with none configured, which becomes its identity) confirms the device, and switches may be sent again.
+fn check_identity<T>(
+    identity: &mut Identity,
+    before: &Device,
+    dev: &mut Device,
+    driver: &mut dyn Driver,
+    reads: bool,
+    r: Result<T>,
+) -> Result<T> {
+    let seen = dev
+        .mac_address
+        .as_deref()
+        .and_then(|m| crate::mac::Mac::parse(m).ok());
+    match (seen, identity.expected) {
+        (Some(seen), Some(expected)) if seen != expected => {
+            let address = match (&before.hostname, before.port) {
+                (Some(h), 80) => h.clone(),
+                (Some(h), port) => format!("{h}:{port}"),
+                (None, _) => "its address".into(),
+            };
+            if !identity.foreign {
+                log::warn!(
+                    "device {}: {address} answers as {seen}, not {expected}: refused (nothing is switched or read from it until {expected} answers there again)",
+                    before.label()
+                );
+            }
+            *dev = before.clone();
+            dev.online = false;
+            identity.confirmed = false;
+            identity.foreign = true;
+            // Whatever the driver learned there (firmware, profile, hooks) was the other device's.
+            driver.forget();
+            return Err(Error::WrongDevice {
+                device: before.label(),
+                address,
+                expected: expected.to_string(),
+                found: seen.to_string(),
+            });
+        }
+        _ => {}
+    }
+    if reads && r.is_ok() && dev.online {
+        if let Some(seen) = seen {
+            identity.expected.get_or_insert(seen);
+            if std::mem::take(&mut identity.foreign) {
+                log::info!(
+                    "device {}: {seen} answers at its address again",
+                    dev.label()
+                );
+            }
+        }
+        identity.confirmed = true;
+    } else if r.is_err() {
+        identity.confirmed = false;
+    }
+    r
 }
 
 /// The text of a panic payload.
@@ -658,6 +771,7 @@ mod tests {
                 refreshes: false,
                 follow: None,
                 events: None,
+                mac: None,
             },
             started_tx,
         )
@@ -716,6 +830,7 @@ mod tests {
                 refreshes: false,
                 follow: None,
                 events: None,
+                mac: None,
             },
             started_tx,
         )

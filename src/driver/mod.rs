@@ -165,7 +165,12 @@ impl Driver for Unaddressed {
         Err(Self::error(dev))
     }
 
-    fn hook(&mut self, dev: &mut Device, _: &[(ComponentKind, usize, bool)], _: bool) -> Result<()> {
+    fn hook(
+        &mut self,
+        dev: &mut Device,
+        _: &[(ComponentKind, usize, bool)],
+        _: bool,
+    ) -> Result<()> {
         Err(Self::error(dev))
     }
 

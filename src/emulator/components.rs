@@ -19,7 +19,7 @@ pub(crate) fn device_info(dev: &Device, s: &DeviceState) -> Value {
     let mut m = Map::new();
     m.insert("name".into(), json!(id.name));
     m.insert("id".into(), json!(id.id));
-    m.insert("mac".into(), json!(id.mac));
+    m.insert("mac".into(), json!(dev.mac()));
     m.insert("slot".into(), json!(0));
     m.insert("model".into(), json!(id.reported));
     m.insert("gen".into(), json!(id.info.generation));
@@ -53,7 +53,7 @@ fn hhmm(unix: f64) -> String {
 pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
     let now = s.now();
     json!({
-        "mac": dev.ident.mac,
+        "mac": dev.mac(),
         "restart_required": false,
         "time": hhmm(now),
         "unixtime": now as i64,
@@ -316,7 +316,7 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     }
     let mut device = Map::new();
     device.insert("name".into(), json!(id.name));
-    device.insert("mac".into(), json!(id.mac));
+    device.insert("mac".into(), json!(dev.mac()));
     device.insert("fw_id".into(), json!(FW_ID));
     device.insert("discoverable".into(), json!(true));
     device.insert("eco_mode".into(), json!(false));

@@ -179,6 +179,15 @@ impl Identity {
             .to_ascii_lowercase();
         let (id, mac) = match &spec.id {
             Some(id) => (id.clone(), mac_from_id(id)),
+            None if spec.mac.is_some() => {
+                let mac = spec_mac(index, spec)?.expect("checked");
+                let id = match family {
+                    Family::Gen1 => format!("{slug}-{mac}"),
+                    Family::Rpc => format!("{slug}-{}", mac.to_ascii_lowercase()),
+                    Family::Tasmota => format!("tasmota-{}", &mac[6..]),
+                };
+                (id, mac)
+            }
             None => {
                 let mac = fake_mac(&format!("{}#{index}", info.model));
                 let id = match family {
@@ -189,6 +198,8 @@ impl Identity {
                 (id, mac)
             }
         };
+        // A MAC chosen by the test wins over the one derived from the id.
+        let mac = spec_mac(index, spec)?.unwrap_or(mac);
         let reported = spec
             .reported_model
             .clone()
@@ -213,16 +224,6 @@ impl Identity {
         ))
     }
 
-    /// `AA:BB:CC:DD:EE:FF`.
-    pub(crate) fn mac_colon(&self) -> String {
-        self.mac
-            .as_bytes()
-            .chunks(2)
-            .map(|c| String::from_utf8_lossy(c).into_owned())
-            .collect::<Vec<_>>()
-            .join(":")
-    }
-
     /// Gen2+ `app` (the model id without the vendor prefix).
     pub(crate) fn app(&self) -> &str {
         self.info
@@ -236,6 +237,20 @@ fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// The spec's MAC as the device reports it (12 upper-case hex digits), if it chose one.
+fn spec_mac(index: usize, spec: &DeviceSpec) -> Result<Option<String>, String> {
+    let Some(text) = &spec.mac else {
+        return Ok(None);
+    };
+    let mac = crate::mac::Mac::parse(text).map_err(|e| format!("device {index}: mac: {e}"))?;
+    Ok(Some(bare(mac)))
+}
+
+/// `A8032AB12345`: how Shelly devices spell a MAC.
+pub(crate) fn bare(mac: crate::mac::Mac) -> String {
+    mac.bytes().iter().map(|b| format!("{b:02X}")).collect()
 }
 
 /// A stable, locally administered MAC (first byte `x2`) from any text.
@@ -283,6 +298,9 @@ pub(crate) struct Device {
     state: Mutex<DeviceState>,
     /// Real, or moved by hand in tests.
     pub clock: EmuClock,
+    /// The MAC it reports now (12 upper-case hex digits): `ident.mac` until a test swaps the device's
+    /// identity with `Emulator::set_mac` (another device took the address).
+    mac: Mutex<String>,
 }
 
 impl Device {
@@ -303,7 +321,6 @@ impl Device {
         };
         Device {
             index,
-            ident,
             port,
             net: Arc::new(NetControl::new()),
             auth,
@@ -311,7 +328,26 @@ impl Device {
             notify,
             state: Mutex::new(DeviceState::new(layout, &extras, clock.unix())),
             clock,
+            mac: Mutex::new(ident.mac.clone()),
+            ident,
         }
+    }
+
+    /// The MAC it reports now, as Shelly devices spell it: `A8032AB12345`.
+    pub(crate) fn mac(&self) -> String {
+        self.mac.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The MAC it reports now, as Tasmota spells it: `A8:03:2A:B1:23:45`.
+    pub(crate) fn mac_colon(&self) -> String {
+        crate::mac::Mac::parse(&self.mac())
+            .map(|m| m.to_string())
+            .unwrap_or_default()
+    }
+
+    /// Reports another MAC from now on (12 hex digits).
+    pub(crate) fn set_mac(&self, mac: String) {
+        *self.mac.lock().unwrap_or_else(|e| e.into_inner()) = mac;
     }
 
     /// The state, with energy accounted up to now. When the guard goes, WebSocket clients are told what

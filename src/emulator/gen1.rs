@@ -73,7 +73,7 @@ fn counts(dev: &Device, s: &DeviceState, m: &mut Map<String, Value>) {
 fn shelly(dev: &Device) -> Value {
     let mut m = Map::new();
     m.insert("type".into(), json!(dev.ident.reported));
-    m.insert("mac".into(), json!(dev.ident.mac));
+    m.insert("mac".into(), json!(dev.mac()));
     m.insert("auth".into(), json!(dev.auth.enabled()));
     m.insert("fw".into(), json!(FW));
     m.insert("discoverable".into(), json!(false));
@@ -103,7 +103,7 @@ fn status(dev: &Device, s: &DeviceState) -> Value {
     m.insert("unixtime".into(), json!(now as i64));
     m.insert("serial".into(), json!(1));
     m.insert("has_update".into(), json!(false));
-    m.insert("mac".into(), json!(dev.ident.mac));
+    m.insert("mac".into(), json!(dev.mac()));
     m.insert("cfg_changed_cnt".into(), json!(0));
     m.insert("actions_stats".into(), json!({"skipped": 0}));
     if s.layout.lights {
@@ -238,7 +238,7 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
     let hostname = dev.ident.id.clone();
     let mut device = Map::new();
     device.insert("type".into(), json!(dev.ident.reported));
-    device.insert("mac".into(), json!(dev.ident.mac));
+    device.insert("mac".into(), json!(dev.mac()));
     device.insert("hostname".into(), json!(hostname));
     counts(dev, s, &mut device);
     let mut names = Vec::new();

@@ -98,8 +98,12 @@ pub struct DeviceSpec {
     /// Port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
     /// Device id as reported; default `<model>-<12 hex of a fake MAC>` (Tasmota `tasmota-XXXXXX`). The MAC is
-    /// derived from the id.
+    /// derived from the id unless `mac` is given.
     pub id: Option<String>,
+    /// The device's MAC in any common spelling (`A8:03:2A:B1:23:45`, `a8032ab12345`, ...); default: derived
+    /// from the id, or a stable fake one. Reported as real devices do: Shelly `/shelly` and status `mac`
+    /// `A8032AB12345`, Tasmota `StatusNET.Mac` `A8:03:2A:B1:23:45`.
+    pub mac: Option<String>,
     /// Tasmota only (Shelly counts come from the model library); default 1.
     pub outputs: Option<usize>,
     /// Tasmota only; default = outputs. Meter i measures output i while i < outputs, otherwise it is separate.
@@ -148,6 +152,7 @@ impl Default for DeviceSpec {
             model: String::new(),
             port: 0,
             id: None,
+            mac: None,
             outputs: None,
             meters: None,
             probes: Vec::new(),
@@ -488,6 +493,22 @@ impl Emulator {
     /// Gen2+ nonces and a running 429 throttle window are forgotten.
     pub fn set_password(&self, device: usize, password: Option<&str>) {
         self.dev(device).auth.set_password(password);
+    }
+
+    /// Makes device `device` report another MAC from now on (any common spelling), as if another device had
+    /// taken its address. Everything else stays.
+    ///
+    /// # Panics
+    ///
+    /// When `mac` is not a MAC address (a test's mistake).
+    pub fn set_mac(&self, device: usize, mac: &str) {
+        let mac = crate::mac::Mac::parse(mac).unwrap_or_else(|e| panic!("set_mac: {e}"));
+        self.dev(device).set_mac(device::bare(mac));
+    }
+
+    /// The MAC device `device` reports now, as `AA:BB:CC:DD:EE:FF`.
+    pub fn mac(&self, device: usize) -> String {
+        self.dev(device).mac_colon()
     }
 
     /// A device's authentication counters since start.

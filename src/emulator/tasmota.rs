@@ -243,7 +243,7 @@ fn sections(dev: &Device, s: &DeviceState) -> Vec<(&'static str, Map<String, Val
             "StatusNET",
             obj(json!({
                 "Hostname": id.id, "IPAddress": "127.0.0.1", "Gateway": "127.0.0.1", "Subnetmask": "255.0.0.0",
-                "DNSServer1": "127.0.0.1", "DNSServer2": "0.0.0.0", "Mac": id.mac_colon(), "Webserver": 2,
+                "DNSServer1": "127.0.0.1", "DNSServer2": "0.0.0.0", "Mac": dev.mac_colon(), "Webserver": 2,
                 "HTTP_API": 1, "WifiConfig": 4, "WifiPower": 17.0,
             })),
         ),
