@@ -76,7 +76,11 @@ pub(crate) struct Target {
 fn foreign_mac(shared: &Shared, di: usize, status: &Value) -> Option<String> {
     let seen = crate::mac::Mac::parse(status.pointer("/sys/mac")?.as_str()?).ok()?;
     let slot = shared.slots.get(di)?;
-    let known = slot.read().unwrap_or_else(|e| e.into_inner()).mac_address.clone()?;
+    let known = slot
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .mac_address
+        .clone()?;
     let known = crate::mac::Mac::parse(&known).ok()?;
     (seen != known).then(|| format!("the device answering is {seen}, not {known}: not subscribed"))
 }

@@ -496,7 +496,7 @@ impl Emulator {
     }
 
     /// Makes device `device` report another MAC from now on (any common spelling), as if another device had
-    /// taken its address. Everything else stays.
+    /// taken its address: its WebSocket connections end (they were the other device's); everything else stays.
     ///
     /// # Panics
     ///
@@ -504,6 +504,7 @@ impl Emulator {
     pub fn set_mac(&self, device: usize, mac: &str) {
         let mac = crate::mac::Mac::parse(mac).unwrap_or_else(|e| panic!("set_mac: {e}"));
         self.dev(device).set_mac(device::bare(mac));
+        self.dev(device).ws.drop_all();
     }
 
     /// The MAC device `device` reports now, as `AA:BB:CC:DD:EE:FF`.
