@@ -181,6 +181,22 @@ fn emulated_devices() {
 }
 
 #[test]
+fn a_foreign_device_at_the_address_gives_sd_wrong_device_and_is_not_switched() {
+    let emus = std::sync::Mutex::new(Vec::new());
+    each_build("sd_int_wrong_device", |_| {
+        let mut foreign = DeviceSpec::new("ShellyPlus1PM");
+        foreign.mac = Some("11:22:33:44:55:66".into());
+        let emu = Emulator::start(vec![foreign], &ModelLibrary::embedded()).unwrap();
+        let env = vec![("SD_EMU_PORT_0", emu.port(0).to_string())];
+        emus.lock().unwrap().push(emu);
+        env
+    });
+    for emu in emus.into_inner().unwrap() {
+        assert!(!emu.output(0, 0), "the foreign device was switched");
+    }
+}
+
+#[test]
 fn get_device_reads_and_reports_the_error_with_the_object() {
     each_build("sd_int_get_device", |d| {
         let emu = Emulator::start(

@@ -103,7 +103,7 @@ fn edits_made_between_operations_survive_a_write() {
     assert_eq!(d.meters[0].power, Some(-42.5));
     assert_eq!(d.meters[0].energy, Some(1234.5));
     assert_eq!(d.total_power, Some(-42.5));
-    assert_eq!(d.mac_address.as_deref(), Some("AABBCCDDEEFF"));
+    assert_eq!(d.mac_address.as_deref(), Some("AA:BB:CC:DD:EE:FF"));
 }
 
 #[test]
@@ -332,7 +332,7 @@ fn anchor_simulation_files_are_read() {
     );
     assert_eq!(d.meters[1].voltage, Some(231.0));
     assert_eq!(d.meters[0].power, None);
-    assert_eq!(d.mac_address.as_deref(), Some("112233445566"));
+    assert_eq!(d.mac_address.as_deref(), Some("11:22:33:44:55:66"));
 }
 
 #[test]

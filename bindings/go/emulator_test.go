@@ -142,3 +142,31 @@ func TestEmulatedDevice(t *testing.T) {
 		t.Errorf("RefreshAll with a blackholed device: %v", err)
 	}
 }
+
+// TestWrongDeviceAtTheAddress: the configured MAC is not the emulated device's, so the device at the address
+// is another one: switching it fails with ErrWrongDevice, whose message names both MACs.
+func TestWrongDeviceAtTheAddress(t *testing.T) {
+	device, _ := startEmulator(t)
+	yaml := fmt.Sprintf(`SmartDevices:
+  ResponseTimeout: 0.3
+  RetryCount: 0
+  PingAllowed: false
+  RefreshInterval: 0
+  Channel: http
+  Devices:
+    - {Name: Plug, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s, MAC: a8-03-2a-b1-23-45}
+`, port(t, device))
+	ctl, err := smartdev.OpenYAML(yaml)
+	must(t, err)
+	defer ctl.Close()
+	_, _, err = ctl.ChangeOutput(smartdev.ByID(1), true)
+	if !errors.Is(err, smartdev.ErrWrongDevice) {
+		t.Fatalf("ChangeOutput on another device at the address: %v, want ErrWrongDevice", err)
+	}
+	if !strings.Contains(err.Error(), "A8:03:2A:B1:23:45") {
+		t.Errorf("the message does not name the configured MAC: %v", err)
+	}
+	if _, err := ctl.ReadDevice(smartdev.ByName("Plug")); !errors.Is(err, smartdev.ErrWrongDevice) {
+		t.Errorf("ReadDevice: %v, want ErrWrongDevice", err)
+	}
+}

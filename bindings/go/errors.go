@@ -91,6 +91,10 @@ var (
 	// device, or a component the device does not have in its current profile). OutputState, InputState and
 	// SensorValue return it rather than false or 0; in the structs the value is nil.
 	ErrUnknown = sentinel(C.SD_UNKNOWN, "the device has not reported this value")
+	// ErrWrongDevice: another device answers at the device's address (its MAC is not the configured one, or
+	// not the one the device had earlier): nothing was switched or read from it; the device is offline until
+	// the right MAC answers there again. The message names both MACs and the address.
+	ErrWrongDevice = sentinel(C.SD_WRONG_DEVICE, "another device answers at the device's address")
 	// ErrIO: a local I/O failure (a file, a socket, a thread).
 	ErrIO = sentinel(C.SD_IO, "local I/O failure")
 )

@@ -70,6 +70,7 @@ from .errors import (
     UnknownValueError,
     UnsupportedError,
     WorkerFailedError,
+    WrongDeviceError,
     error_for_code,
 )
 

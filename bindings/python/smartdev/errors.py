@@ -35,6 +35,7 @@ __all__ = [
     "WorkerFailedError",
     "AuthError",
     "UnknownValueError",
+    "WrongDeviceError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
@@ -68,6 +69,7 @@ CODE_NAMES: Dict[int, str] = {
     305: "SD_WORKER_FAILED",
     306: "SD_AUTH",
     307: "SD_UNKNOWN",
+    308: "SD_WRONG_DEVICE",
     400: "SD_IO",
 }
 
@@ -199,6 +201,15 @@ class UnknownValueError(SmartDevError, LookupError):
     default_code = 307
 
 
+class WrongDeviceError(SmartDevError):
+    """Another device answers at the device's address (``SD_WRONG_DEVICE``): its MAC is not the configured
+    ``MAC`` (or, with none configured, not the one the device had earlier). Nothing was switched or read from
+    it; the device is offline until the right MAC answers there again. The message names both MACs and the
+    address, and what to check in the configuration."""
+
+    default_code = 308
+
+
 class ClosedError(SmartDevError):
     """The controller was closed (``SD_CLOSED``); raised by every method called after ``close()``."""
 
@@ -253,6 +264,7 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
     305: WorkerFailedError,
     306: AuthError,
     307: UnknownValueError,
+    308: WrongDeviceError,
     400: SmartDevIOError,
 }
 

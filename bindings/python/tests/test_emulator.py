@@ -13,7 +13,7 @@ import urllib.request
 from typing import List, Tuple
 
 import smartdev
-from smartdev import Controller
+from smartdev import Controller, WrongDeviceError
 
 SDCTL_BIN = os.environ.get("SDCTL_BIN")
 
@@ -72,6 +72,19 @@ class EmulatorTest(unittest.TestCase):
             "  Devices:\n"
             f"    - {{Name: Pump, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {self.port}}}\n"
         )
+
+    def test_another_device_at_the_address_is_refused(self) -> None:
+        # The configured MAC is not the emulated device's: it is another device, never switched.
+        yaml = self.yaml().replace(
+            f"Port: {self.port}}}", f"Port: {self.port}, MAC: a8-03-2a-b1-23-45, Outputs: [{{Name: Valve}}]}}"
+        ).replace("  Devices:", "  Channel: http\n  Devices:")
+        with Controller(yaml=yaml) as ctl:
+            with self.assertRaises(WrongDeviceError) as caught:
+                ctl.change_output("Valve", True)
+            self.assertIn("A8:03:2A:B1:23:45", str(caught.exception))
+            self.assertEqual(caught.exception.code, 308)
+            with self.assertRaises(WrongDeviceError):
+                ctl.read_device("Pump")
 
     def test_switch_meter_and_timeout(self) -> None:
         with Controller(yaml=self.yaml()) as ctl:

@@ -42,6 +42,7 @@ class ErrorTableTest(unittest.TestCase):
             305: smartdev.WorkerFailedError,
             306: smartdev.AuthError,
             307: smartdev.UnknownValueError,
+            308: smartdev.WrongDeviceError,
             400: smartdev.SmartDevIOError,
         }
         self.assertEqual(CODE_TO_CLASS, expected)

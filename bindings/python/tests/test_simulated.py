@@ -25,7 +25,8 @@ class SimulatedDevicesTest(SimulatedCase):
         self.assertEqual(dev["Generation"], 3)
         self.assertIs(dev["Simulate"], True)
         self.assertIs(dev["Online"], True)
-        self.assertIsNone(dev["MacAddress"])  # not reported: None, never 0 or ""
+        # A simulated device without MAC has a stable one derived from its ID, in the one spelling.
+        self.assertRegex(dev["MacAddress"], r"^[0-9A-F]2(:[0-9A-F]{2}){5}$")
         self.assertEqual(dev["SimulationFile"], str(self.dir / "Garage.json"))
         self.assertEqual([o["Name"] for o in dev["Outputs"]], ["Light", "Fan"])
         self.assertEqual(dev["Outputs"][0]["Group"], "Lights")
