@@ -12,7 +12,7 @@ pub const USAGE: &str = "\
 usage: sdctl emulate [--admin-port P] [--models FILE] DEVICE...
 
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
-          [,sensors=NAME:QUANTITY;...][,id=X][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
+          [,sensors=NAME:QUANTITY;...][,id=X][,mac=M][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
           [,nonce_life=SECONDS][,md5][,oldauth]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
@@ -26,6 +26,7 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
   sensors     more add-on sensors, NAME:QUANTITY separated by ';': temperature (a DS18B20), humidity (a DHT22:
               temperature and humidity; on Tasmota name it AM2301, SI7021 or BME280), voltage (Gen2+ voltmeter)
   id          the device id to report
+  mac         the MAC to report, e.g. a8-03-2a-b1-23-45 or A8032AB12345 (default: derived from the id)
   reports     the model /shelly reports instead of the library's (Shelly only)
   latency     milliseconds added before every answer
   password    enable authentication like the real device: Gen1 HTTP Basic, Gen2+ HTTP Digest (user admin,
@@ -139,6 +140,10 @@ fn parse_device(text: &str) -> Result<Device, String> {
                     .collect()
             }
             "id" if !v.is_empty() => spec.id = Some(v.to_string()),
+            "mac" => {
+                smartdev::Mac::parse(v)?;
+                spec.mac = Some(v.to_string());
+            }
             "reports" if !v.is_empty() => spec.reported_model = Some(v.to_string()),
             "latency" => latency = Some(Duration::from_millis(number("latency", v)?)),
             "password" => spec.password = Some(v.to_string()).filter(|p| !p.is_empty()),
@@ -160,7 +165,7 @@ fn parse_device(text: &str) -> Result<Device, String> {
             _ => {
                 return Err(format!(
                     "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
-                     sensors, id, reports, latency, password, user, fw, nonce_life, md5 or oldauth"
+                     sensors, id, mac, reports, latency, password, user, fw, nonce_life, md5 or oldauth"
                 ));
             }
         }
