@@ -754,6 +754,161 @@ mod tests {
         rx.recv().unwrap()
     }
 
+    /// A device at an address that another device may take: the MAC it reports and its relay, shared with the
+    /// test; `switches` counts the switches that reached it.
+    #[derive(Clone, Default)]
+    struct Swappable {
+        mac: Arc<std::sync::Mutex<String>>,
+        relay: Arc<std::sync::atomic::AtomicBool>,
+        switches: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Driver for Swappable {
+        fn read(&mut self, dev: &mut Device) -> Result<()> {
+            dev.mac_address = crate::mac::normalise(&self.mac.lock().unwrap());
+            dev.outputs[0].state = Some(self.relay.load(std::sync::atomic::Ordering::SeqCst));
+            dev.firmware = Some(format!("fw of {}", self.mac.lock().unwrap()));
+            Ok(())
+        }
+        fn switch(
+            &mut self,
+            dev: &mut Device,
+            _index: usize,
+            action: OutputAction,
+        ) -> Result<OutputChange> {
+            self.switches
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let before = self.relay.load(std::sync::atomic::Ordering::SeqCst);
+            let after = action.apply(before);
+            self.relay.store(after, std::sync::atomic::Ordering::SeqCst);
+            dev.outputs[0].state = Some(after);
+            Ok(OutputChange {
+                state: after,
+                did_change: before != after,
+            })
+        }
+        fn reach(&mut self) -> Option<bool> {
+            Some(true)
+        }
+    }
+
+    fn start_swappable(mac: Option<&str>, drv: &Swappable) -> Worker {
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            Device {
+                hostname: Some("10.0.0.5".into()),
+                port: 80,
+                ..device()
+            },
+            Box::new(drv.clone()),
+            Box::new(|| unreachable!("no panic here")),
+            crate::actor::restart::tests::manual().0,
+            Links {
+                liveness: liveness(),
+                inbox: Arc::default(),
+                peers: Arc::default(),
+                refreshes: false,
+                follow: None,
+                events: None,
+                mac: mac.map(|m| crate::mac::Mac::parse(m).unwrap()),
+            },
+            started_tx,
+        )
+        .unwrap();
+        let _ = started_rx.recv().unwrap();
+        w
+    }
+
+    #[test]
+    fn a_foreign_mac_undoes_its_read_refuses_switches_and_the_right_one_brings_the_device_back() {
+        let drv = Swappable::default();
+        *drv.mac.lock().unwrap() = "112233445566".into();
+        drv.relay.store(true, std::sync::atomic::Ordering::SeqCst);
+        let w = start_swappable(Some("A8:03:2A:B1:23:45"), &drv);
+        let snap = snapshot(&w.slot);
+        assert!(!snap.online);
+        assert_eq!(snap.outputs[0].state, None, "nothing of the foreign device");
+        assert_eq!(snap.firmware, None);
+        assert_eq!(snap.mac_address, None);
+        let why = snap.last_error.clone().unwrap();
+        assert!(
+            why.contains(
+                "10.0.0.5 answers as 11:22:33:44:55:66, not the configured A8:03:2A:B1:23:45"
+            ),
+            "{why}"
+        );
+        let err = send_switch(&w).unwrap_err();
+        assert!(matches!(err, Error::WrongDevice { .. }), "{err}");
+        assert_eq!(drv.switches.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        // The right device answers again: the next read brings it back, and switches go through.
+        *drv.mac.lock().unwrap() = "a8-03-2a-b1-23-45".into();
+        send_refresh(&w).unwrap();
+        let snap = snapshot(&w.slot);
+        assert!(snap.online);
+        assert_eq!(snap.last_error, None);
+        assert_eq!(snap.mac_address.as_deref(), Some("A8:03:2A:B1:23:45"));
+        send_switch(&w).unwrap();
+        assert_eq!(drv.switches.load(std::sync::atomic::Ordering::SeqCst), 1);
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
+    #[test]
+    fn without_a_configured_mac_the_first_one_is_the_identity_and_hook_states_of_a_foreign_device_are_dropped()
+     {
+        let drv = Swappable::default();
+        *drv.mac.lock().unwrap() = "A8032AB12345".into();
+        let inbox = Arc::new(HookInbox::default());
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            Device {
+                hostname: Some("10.0.0.5".into()),
+                port: 8080,
+                ..device()
+            },
+            Box::new(drv.clone()),
+            Box::new(|| unreachable!("no panic here")),
+            crate::actor::restart::tests::manual().0,
+            Links {
+                liveness: liveness(),
+                inbox: inbox.clone(),
+                peers: Arc::default(),
+                refreshes: false,
+                follow: None,
+                events: None,
+                mac: None,
+            },
+            started_tx,
+        )
+        .unwrap();
+        started_rx.recv().unwrap().1.unwrap();
+        assert_eq!(snapshot(&w.slot).outputs[0].state, Some(false));
+
+        *drv.mac.lock().unwrap() = "11:22:33:44:55:66".into();
+        let err = send_refresh(&w).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("10.0.0.5:8080 answers as 11:22:33:44:55:66"),
+            "{err}"
+        );
+        // A webhook from the foreign device says the relay is on: not taken.
+        inbox.post(crate::objects::ComponentKind::Output, 0, Some(true), false);
+        w.tx.send(Command::Hook).unwrap();
+        let _ = send_refresh(&w);
+        let snap = snapshot(&w.slot);
+        assert!(!snap.online);
+        assert_eq!(
+            snap.outputs[0].state,
+            Some(false),
+            "the last known state stays"
+        );
+        assert!(send_switch(&w).is_err());
+        assert_eq!(drv.switches.load(std::sync::atomic::Ordering::SeqCst), 0);
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
     #[test]
     fn a_panic_takes_the_device_offline_until_a_fresh_driver_takes_over_after_the_back_off() {
         let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));

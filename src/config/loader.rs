@@ -238,7 +238,7 @@ impl Normaliser {
                     .collect()
             })
             .unwrap_or_default();
-        self.unique_macs(&devices, &rk);
+        self.unique_macs(&devices, rk);
         let extra: Attributes = doc
             .iter()
             .filter(|(k, _)| root_rule.field(k).is_none())
