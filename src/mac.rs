@@ -46,7 +46,11 @@ impl Mac {
             _ => return Err(bad("wrong number of groups")),
         };
         if groups.iter().any(|g| g.len() != expected_width) {
-            return Err(bad("every group must have the same number of hex digits"));
+            return Err(if groups.len() == 1 {
+                bad("without separators a MAC has 12 hex digits")
+            } else {
+                bad(&format!("each group must have {expected_width} hex digits"))
+            });
         }
         let digits: String = groups.concat();
         if !digits.chars().all(|c| c.is_ascii_hexdigit()) {
