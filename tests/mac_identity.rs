@@ -354,3 +354,49 @@ fn a_device_replaced_mid_run_goes_offline_and_recovers_over_http() {
 fn a_device_replaced_mid_run_goes_offline_and_recovers_with_the_push_channel() {
     swapped_mid_run("  Channel: auto\n");
 }
+
+/// The push channel (no background reads): another device takes the address and the socket drops; a read
+/// over HTTP finds the other MAC. The reconnect's subscription, answered by the other MAC, is refused: the
+/// channel does not stay connected to it, and nothing it reports is taken (its relay is off, the snapshot keeps
+/// on). Without the poller's check the socket to the other device stays open (checked by disabling it).
+#[test]
+fn a_subscription_answered_by_another_mac_is_refused() {
+    let emu = Emulator::start(
+        vec![spec("ShellyPlus1PM", "A8032AB12345")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let s = settings(&emu, &["Model: ShellyPlus1PM"], "  Channel: auto\n");
+    let ctl = Controller::open(s, None).unwrap();
+    ctl.change_output(id(1), true).unwrap();
+    assert!(common::eventually(LIMIT, || emu.ws_subscribed(0) == 1));
+
+    let upgrades = emu.ws_upgrades(0);
+    emu.set_mac(0, "11:22:33:44:55:66");
+    emu.set_output(0, 0, false);
+    assert!(
+        common::eventually(LIMIT, || !ctl.device(id(1)).unwrap().online),
+        "a read finds the other MAC"
+    );
+    assert!(
+        common::eventually(LIMIT, || emu.ws_upgrades(0) > upgrades),
+        "the push channel connects again"
+    );
+    let d = ctl.device(id(1)).unwrap();
+    assert_eq!(
+        d.outputs[0].state,
+        Some(true),
+        "nothing pushed by the other device is taken"
+    );
+    assert!(d.last_error.unwrap().contains("11:22:33:44:55:66"));
+    // The push channel does not stay connected to the other device (it tries again later, with its back-off).
+    assert!(
+        common::eventually(LIMIT, || emu.ws_connections(0) == 0),
+        "a socket to the other device stays open"
+    );
+
+    emu.set_mac(0, "A8032AB12345");
+    ctl.read_device(id(1)).unwrap();
+    assert!(ctl.device(id(1)).unwrap().online);
+    assert_eq!(ctl.device(id(1)).unwrap().outputs[0].state, Some(false));
+}
