@@ -198,6 +198,24 @@ fn emulated_devices_report_macs_as_real_ones_and_smartdev_shows_one_spelling() {
         get(emu.port(2), "/cm?cmnd=Status%205")["StatusNET"]["Mac"],
         "A4:CF:12:F4:56:79"
     );
+    // The admin endpoint swaps a device's MAC (another device at the address), as Emulator::set_mac does.
+    let admin = |method: &str, target: &str| {
+        common::raw_http::request(emu.admin_port(), method, target, None)
+    };
+    assert_eq!(
+        admin("GET", "/devices/0/mac").json()["mac"],
+        "A8:03:2A:B1:23:45"
+    );
+    let swapped = admin("POST", "/devices/0/mac?value=11-22-33-44-55-66").json();
+    assert_eq!(swapped["mac"], "11:22:33:44:55:66");
+    assert_eq!(get(emu.port(0), "/shelly")["mac"], "112233445566");
+    assert_eq!(emu.mac(0), "11:22:33:44:55:66");
+    assert!(
+        admin("POST", "/devices/0/mac?value=nonsense")
+            .text()
+            .contains("AA:BB:CC:DD:EE:FF")
+    );
+    emu.set_mac(0, "A8032AB12345");
     let ctl = open(
         &emu,
         &[

@@ -4,6 +4,7 @@
 //! `GET counts`, `DELETE counts`, `POST input|output?id=&state=`, `POST load?id=&watts=`,
 //! `POST probe?id=[&celsius=]`, `POST temperature?celsius=`, `POST fire?event=&id=`, `GET webhooks`,
 //! `POST password[?value=P]` (no or an empty value: auth off), `GET auth` (the auth counters),
+//! `GET|POST mac[?value=M]` (another device at the address: it reports MAC `M` from now on),
 //! `GET|POST profile[?name=P]`, `GET cover?id=N`, `POST cover?id=N[&calibrated=B][&position=P]`,
 //! `POST sensor?quantity=temperature|humidity|voltage&id=N[&value=V]` (no value: not answering),
 //! `POST battery?percent=P`, `POST input_type?id=N&type=switch|button`,
@@ -197,6 +198,12 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
                 "nonces_in_use": s.nonces_in_use,
             }))
         }
+        ("mac", "GET") => Ok(json!({"mac": dev.mac_colon()})),
+        ("mac", "POST") => {
+            let mac = crate::mac::Mac::parse(&param(req, "value")?).map_err(bad)?;
+            dev.set_mac(mac);
+            Ok(json!({"mac": dev.mac_colon()}))
+        }
         ("ws", "GET") => Ok(json!({"connections": dev.ws.connections()})),
         ("ws", "POST") => {
             match param(req, "action")?.as_str() {
@@ -224,7 +231,7 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
         ) => component_action(dev, action, req),
         (
             "counts" | "webhooks" | "fault" | "latency" | "input" | "output" | "load" | "probe"
-            | "temperature" | "fire" | "password" | "auth" | "ws",
+            | "temperature" | "fire" | "password" | "auth" | "mac" | "ws",
             m,
         ) => Err((405, format!("{m} is not allowed on {}", req.path))),
         _ => Err((404, format!("no endpoint {}", req.path))),

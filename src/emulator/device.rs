@@ -345,9 +345,11 @@ impl Device {
             .unwrap_or_default()
     }
 
-    /// Reports another MAC from now on (12 hex digits).
-    pub(crate) fn set_mac(&self, mac: String) {
-        *self.mac.lock().unwrap_or_else(|e| e.into_inner()) = mac;
+    /// Reports `mac` from now on, as if another device had taken the address: the WebSocket connections end
+    /// (they were the other device's).
+    pub(crate) fn set_mac(&self, mac: crate::mac::Mac) {
+        *self.mac.lock().unwrap_or_else(|e| e.into_inner()) = bare(mac);
+        self.ws.drop_all();
     }
 
     /// The state, with energy accounted up to now. When the guard goes, WebSocket clients are told what

@@ -503,8 +503,7 @@ impl Emulator {
     /// When `mac` is not a MAC address (a test's mistake).
     pub fn set_mac(&self, device: usize, mac: &str) {
         let mac = crate::mac::Mac::parse(mac).unwrap_or_else(|e| panic!("set_mac: {e}"));
-        self.dev(device).set_mac(device::bare(mac));
-        self.dev(device).ws.drop_all();
+        self.dev(device).set_mac(mac);
     }
 
     /// The MAC device `device` reports now, as `AA:BB:CC:DD:EE:FF`.

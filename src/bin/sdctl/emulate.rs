@@ -46,6 +46,7 @@ covers, sensors and lights:
   POST /devices/<i>/input?id=N&state=..   POST /devices/<i>/load?id=N&watts=W
   POST /devices/<i>/probe?id=N[&celsius=T]   POST /devices/<i>/fire?event=E&id=CID   GET /devices/<i>/webhooks
   POST /devices/<i>/password[?value=P] (no value: auth off)   GET /devices/<i>/auth (auth counters)
+  GET|POST /devices/<i>/mac[?value=M] (another device at the address: it reports MAC M from now on)
   GET|POST /devices/<i>/profile[?name=P] (switching reboots the device)
   GET /devices/<i>/cover?id=N   POST /devices/<i>/cover?id=N[&calibrated=true|false][&position=P]
   POST /devices/<i>/sensor?quantity=temperature|humidity|voltage&id=N[&value=V]   POST /devices/<i>/battery?percent=P
@@ -368,10 +369,17 @@ mod tests {
             ("Tasmota,outputs", "KEY=VALUE"),
             ("--fast Tasmota", "unknown option"),
             (":80", "no model"),
+            ("ShellyPlus1PM,mac=A8032AB1234", "AA:BB:CC:DD:EE:FF"),
         ] {
             let e = parse(&args(a)).unwrap_err();
             assert!(e.contains(want), "{a}: {e}");
         }
         assert!(parse(&args("--help")).unwrap().help);
+    }
+
+    #[test]
+    fn a_mac_option_chooses_the_device_mac() {
+        let o = parse(&args("ShellyPlus1PM,mac=a8-03-2a-b1-23-45")).unwrap();
+        assert_eq!(o.devices[0].spec.mac.as_deref(), Some("a8-03-2a-b1-23-45"));
     }
 }
