@@ -418,3 +418,38 @@ fn a_subscription_answered_by_another_mac_is_refused() {
     assert!(ctl.device(id(1)).unwrap().online);
     assert_eq!(ctl.device(id(1)).unwrap().outputs[0].state, Some(false));
 }
+
+/// A cover device: moving the cover of another device at the address is refused, the emulated cover stays
+/// where it was, and `get_device` gives the typed error with the object (offline, both MACs in LastError).
+#[test]
+fn a_foreign_cover_device_is_not_moved_and_get_device_says_why() {
+    let emu = Emulator::start(
+        vec![DeviceSpec {
+            profile: Some("cover".into()),
+            ..spec("Shelly2PMG3", "11:22:33:44:55:66")
+        }],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let s = settings(
+        &emu,
+        &["Model: Shelly2PMG3, Profile: cover, Covers: [{Name: Blind}], MAC: A8032AB12345"],
+        "  Channel: http\n",
+    );
+    let ctl = Controller::open(s, None).unwrap();
+    let before = emu.cover(0, 0);
+    let r = ctl.move_cover(Identity::Name("Blind".into()), smartdev::CoverAction::Open);
+    assert!(matches!(r, Err(Error::WrongDevice { .. })), "{r:?}");
+    let after = emu.cover(0, 0);
+    assert_eq!(
+        (after.state, after.position),
+        (before.state, before.position)
+    );
+    assert_eq!(after.target, None, "no movement started");
+    let e = ctl.get_device(id(1)).unwrap_err();
+    assert!(matches!(e.error, Error::WrongDevice { .. }), "{}", e.error);
+    let d = e.device.unwrap();
+    assert!(!d.online);
+    assert!(d.last_error.unwrap().contains("11:22:33:44:55:66"));
+    assert_eq!(d.covers[0].state, None, "nothing of the other device");
+}
