@@ -155,6 +155,32 @@ mod tests {
         }
     }
 
+    /// Every short string over separators, hex and non-hex, multi-byte and blank characters: never a panic,
+    /// and whatever parses writes back in the one spelling.
+    #[test]
+    fn no_text_makes_it_panic() {
+        let alphabet = [":", "-", ".", "a", "F", "0", "g", "\u{e9}", " ", "AB"];
+        let mut texts = vec![String::new()];
+        for _ in 0..4 {
+            let longer: Vec<String> = texts
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            texts.extend(longer);
+            texts.dedup();
+        }
+        for t in texts.iter().chain([
+            &"AB:".repeat(6),
+            &"\u{e9}".repeat(6),
+            &"0".repeat(17),
+            &"ABCD.".repeat(3),
+        ]) {
+            if let Ok(m) = Mac::parse(t) {
+                assert_eq!(Mac::parse(&m.to_string()), Ok(m), "{t:?}");
+            }
+        }
+    }
+
     #[test]
     fn derived_macs_are_stable_local_and_distinct() {
         let a = Mac::derived("sim-1");

@@ -265,7 +265,10 @@ pub struct Device {
     pub expect_offline: bool,
     /// Whether the last contact succeeded.
     pub online: bool,
-    /// MAC address as reported.
+    /// MAC address, the device's identity, always spelt `AA:BB:CC:DD:EE:FF`: the configured `MAC`, or the one
+    /// the device reported (a device answering with another MAC than this is refused, see
+    /// [`Error::WrongDevice`](crate::Error::WrongDevice)). A simulated device without one has a stable MAC
+    /// derived from its ID. `None` until known.
     pub mac_address: Option<String>,
     /// Device temperature in °C.
     pub temperature: Option<f64>,
