@@ -147,6 +147,8 @@ pub enum Error {
         address: String,
         /// The MAC the device should have (`AA:BB:CC:DD:EE:FF`).
         expected: String,
+        /// Whether `expected` is the configured `MAC` (else the MAC the device had earlier in this process).
+        configured: bool,
         /// The MAC that answered (`AA:BB:CC:DD:EE:FF`).
         found: String,
     },
@@ -298,9 +300,20 @@ impl fmt::Display for Error {
                 address,
                 expected,
                 found,
+                configured: true,
             } => write!(
                 f,
                 "device {device}: {address} answers as {found}, not the configured {expected} (another device took its address?); nothing was switched; check the MAC or the address in the configuration"
+            ),
+            Error::WrongDevice {
+                device,
+                address,
+                expected,
+                found,
+                configured: false,
+            } => write!(
+                f,
+                "device {device}: {address} answers as {found}, not {expected} as it did before (another device took its address?); nothing was switched; check the address in the configuration, or, if the device was replaced on purpose, give its MAC in the configuration and open again"
             ),
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),

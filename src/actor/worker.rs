@@ -147,6 +147,8 @@ pub(crate) struct Links {
 struct Identity {
     /// The configured MAC, or the first one the device reported in this process.
     expected: Option<crate::mac::Mac>,
+    /// `expected` is the configured MAC.
+    configured: bool,
     /// A read since the last failure saw the expected MAC (or there is none to expect yet).
     confirmed: bool,
     /// The last read found another device at the address.
@@ -212,6 +214,7 @@ pub(crate) fn spawn(
         contacted: false,
         identity: Identity {
             expected: mac,
+            configured: mac.is_some(),
             ..Identity::default()
         },
     };
@@ -628,6 +631,7 @@ fn check_identity<T>(
                 address,
                 expected: expected.to_string(),
                 found: seen.to_string(),
+                configured: identity.configured,
             });
         }
         _ => {}
@@ -888,8 +892,9 @@ mod tests {
         *drv.mac.lock().unwrap() = "11:22:33:44:55:66".into();
         let err = send_refresh(&w).unwrap_err();
         assert!(
-            err.to_string()
-                .contains("10.0.0.5:8080 answers as 11:22:33:44:55:66"),
+            err.to_string().contains(
+                "10.0.0.5:8080 answers as 11:22:33:44:55:66, not A8:03:2A:B1:23:45 as it did before"
+            ),
             "{err}"
         );
         // A webhook from the foreign device says the relay is on: not taken.
