@@ -508,6 +508,16 @@ mod tests {
     }
 
     #[test]
+    fn a_mac_address_that_is_not_a_mac_names_the_key_and_the_spellings() {
+        let doc: Map<String, Value> = serde_json::from_str(r#"{"MacAddress":"AA:BB"}"#).unwrap();
+        let e = merge(&doc, &mut device(), "t").unwrap_err();
+        assert!(
+            e.contains("MacAddress") && e.contains("AA:BB:CC:DD:EE:FF"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn wrong_types_name_the_key() {
         let doc: Map<String, Value> =
             serde_json::from_str(r#"{"Outputs":[{"ComponentIndex":0,"State":"yes"}]}"#).unwrap();
