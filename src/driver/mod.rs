@@ -178,8 +178,9 @@ impl Driver for Unaddressed {
         Some(false)
     }
 
+    /// The read is free (no I/O) and says why: a background check must not replace that with "offline".
     fn probe(&mut self, _dev: &Device) -> bool {
-        false
+        true
     }
 }
 
@@ -352,4 +353,36 @@ pub(crate) fn for_device(
             });
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device known by its MAC alone: a background check reads it (no I/O) rather than declaring it
+    /// "offline", so its LastError keeps saying why.
+    #[test]
+    fn a_device_without_an_address_keeps_saying_why_after_a_background_check() {
+        let mut dev = Device {
+            name: "Kitchen".into(),
+            mac_address: Some("A8:03:2A:B1:23:45".into()),
+            ..Device::default()
+        };
+        let liveness = Liveness {
+            ping_allowed: true,
+            timeout: Duration::from_secs(1),
+            closing: Arc::default(),
+        };
+        let mut driver = Unaddressed;
+        assert!(liveness.worth_refresh(&dev, &mut driver));
+        let e = driver.read(&mut dev).unwrap_err();
+        assert!(
+            e.reason().contains("no address is known yet")
+                && e.reason().contains("A8:03:2A:B1:23:45")
+                && e.reason().contains("discovery"),
+            "{e}"
+        );
+        assert_eq!(driver.reach(), Some(false));
+        assert!(!dev.online);
+    }
 }
