@@ -54,6 +54,7 @@ mod clock;
 pub mod config;
 mod controller;
 mod directory;
+pub mod discovery;
 mod driver;
 #[cfg(feature = "emulator")]
 pub mod emulator;
@@ -81,6 +82,7 @@ mod webhook;
 mod yaml;
 
 pub use builder::ControllerBuilder;
+pub use discovery::{DiscoverOptions, Discovered, discover, discover_with};
 pub use config::{Channel, ConfigLoader, Rule, Settings, ValidationDictionary, ValueType};
 pub use controller::{Controller, GetDeviceError, QueueStats, RefreshFailure, RefreshReport};
 pub use driver::OutputAction;
