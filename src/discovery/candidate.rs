@@ -206,13 +206,20 @@ mod tests {
 
     #[test]
     fn hostile_announcements_are_bounded_or_refused() {
-        let mut a = announcement(SHELLY_SERVICE, "ShellyPlus1-AABBCCDDEEFF", &[("gen", "999")]);
+        let mut a = announcement(
+            SHELLY_SERVICE,
+            "ShellyPlus1-AABBCCDDEEFF",
+            &[("gen", "999")],
+        );
         assert_eq!(candidate(&a).unwrap().txt_generation, None);
         a.txt = vec![("gen".into(), Some(vec![0xff, 0xfe]))];
         assert_eq!(candidate(&a).unwrap().txt_generation, None);
         a.txt = vec![("app".into(), Some(vec![b'x'; 10_000]))];
         assert_eq!(candidate(&a).unwrap().txt_app, None);
-        a.txt = vec![("app".into(), Some(b"a\x1b[2Jb".to_vec())), ("ver".into(), None)];
+        a.txt = vec![
+            ("app".into(), Some(b"a\x1b[2Jb".to_vec())),
+            ("ver".into(), None),
+        ];
         let c = candidate(&a).unwrap();
         assert_eq!((c.txt_app, c.txt_version), (None, None));
         // Past the first entries, nothing is read.
@@ -225,7 +232,10 @@ mod tests {
         a.addresses.clear();
         assert_eq!(candidate(&a), None);
         a.addresses = vec!["0.0.0.0".parse().unwrap(), "fe80::1".parse().unwrap()];
-        assert_eq!(candidate(&a).unwrap().address, "fe80::1".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            candidate(&a).unwrap().address,
+            "fe80::1".parse::<IpAddr>().unwrap()
+        );
         a.instance = "x".repeat(300);
         assert_eq!(candidate(&a), None);
         let escaped = announcement(SHELLY_SERVICE, "Shelly\nFake", &[]);

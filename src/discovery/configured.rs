@@ -14,7 +14,12 @@ impl Controller {
     /// by host (address, or mDNS host name with or without `.local`) and port. Uses the controller's model
     /// library. Listens for `timeout`, plus at most [`CONFIRM_TIMEOUT`](super::CONFIRM_TIMEOUT).
     pub fn discover(&self, timeout: Duration) -> Result<Vec<Discovered>> {
-        let mut found = discover_in(&DiscoverOptions::new(timeout), &self.settings().models)?;
+        self.discover_with(&DiscoverOptions::new(timeout))
+    }
+
+    /// [`Controller::discover`] with options (which interfaces).
+    pub fn discover_with(&self, options: &DiscoverOptions) -> Result<Vec<Discovered>> {
+        let mut found = discover_in(options, &self.settings().models)?;
         mark_configured(&mut found, &self.devices());
         Ok(found)
     }
@@ -25,7 +30,11 @@ pub(crate) fn mark_configured(found: &mut [Discovered], devices: &[Device]) {
     for d in found {
         let by_mac = d.mac_address.as_deref().and_then(|mac| {
             devices.iter().find(|dev| {
-                dev.mac_address.as_deref().and_then(normalise_mac).as_deref() == Some(mac)
+                dev.mac_address
+                    .as_deref()
+                    .and_then(normalise_mac)
+                    .as_deref()
+                    == Some(mac)
             })
         });
         let by_host = || {
@@ -34,7 +43,8 @@ pub(crate) fn mark_configured(found: &mut [Discovered], devices: &[Device]) {
                     && dev.hostname.as_deref().is_some_and(|h| {
                         let h = h.trim_end_matches('.');
                         h == d.address.to_string()
-                            || h.trim_end_matches(".local").eq_ignore_ascii_case(&d.hostname)
+                            || h.trim_end_matches(".local")
+                                .eq_ignore_ascii_case(&d.hostname)
                     })
             })
         };

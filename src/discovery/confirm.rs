@@ -142,7 +142,11 @@ fn library_model(
         .models()
         .iter()
         .filter(family_ok)
-        .find(|m| m.reported_models.iter().any(|r| r.eq_ignore_ascii_case(reported)))
+        .find(|m| {
+            m.reported_models
+                .iter()
+                .any(|r| r.eq_ignore_ascii_case(reported))
+        })
         .or_else(|| {
             app.and_then(|a| models.get(&format!("Shelly{a}")))
                 .filter(family_ok)
@@ -156,7 +160,10 @@ fn tasmota(c: &Candidate, v: &Value) -> Option<Discovered> {
         .and_then(Value::as_str)
         .is_some_and(|w| w.starts_with("Need user"));
     let net = v.get("StatusNET");
-    let mac = net.and_then(|n| n.get("Mac")).and_then(Value::as_str).and_then(normalise_mac);
+    let mac = net
+        .and_then(|n| n.get("Mac"))
+        .and_then(Value::as_str)
+        .and_then(normalise_mac);
     if !refused && mac.is_none() {
         return None;
     }

@@ -79,9 +79,18 @@ mod tests {
 
     #[test]
     fn macs_are_normalised() {
-        assert_eq!(normalise_mac("a8032ab12345").as_deref(), Some("A8:03:2A:B1:23:45"));
-        assert_eq!(normalise_mac("A8:03:2A:B1:23:45").as_deref(), Some("A8:03:2A:B1:23:45"));
-        assert_eq!(normalise_mac("a8-03-2a-b1-23-45").as_deref(), Some("A8:03:2A:B1:23:45"));
+        assert_eq!(
+            normalise_mac("a8032ab12345").as_deref(),
+            Some("A8:03:2A:B1:23:45")
+        );
+        assert_eq!(
+            normalise_mac("A8:03:2A:B1:23:45").as_deref(),
+            Some("A8:03:2A:B1:23:45")
+        );
+        assert_eq!(
+            normalise_mac("a8-03-2a-b1-23-45").as_deref(),
+            Some("A8:03:2A:B1:23:45")
+        );
         assert_eq!(normalise_mac("F4128C"), None);
         assert_eq!(normalise_mac("zz032ab12345"), None);
         assert_eq!(normalise_mac(&"a".repeat(1000)), None);

@@ -40,7 +40,12 @@ pub(crate) fn apply(daemon: &mdns_sd::ServiceDaemon, which: &Interfaces) -> mdns
         }
         Interfaces::Named(names) => {
             daemon.disable_interface(IfKind::All)?;
-            daemon.enable_interface(names.iter().map(|n| IfKind::Name(n.clone())).collect::<Vec<_>>())
+            daemon.enable_interface(
+                names
+                    .iter()
+                    .map(|n| IfKind::Name(n.clone()))
+                    .collect::<Vec<_>>(),
+            )
         }
     }
 }
@@ -51,10 +56,25 @@ mod tests {
 
     #[test]
     fn private_and_link_local_ranges() {
-        for ip in ["10.1.2.3", "172.16.0.1", "172.31.255.1", "192.168.1.20", "169.254.3.4", "fe80::1", "fd00::1"] {
+        for ip in [
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.1",
+            "192.168.1.20",
+            "169.254.3.4",
+            "fe80::1",
+            "fd00::1",
+        ] {
             assert!(is_private_or_link_local(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["8.8.8.8", "172.32.0.1", "127.0.0.1", "2001:db8::1", "::1", "100.64.0.1"] {
+        for ip in [
+            "8.8.8.8",
+            "172.32.0.1",
+            "127.0.0.1",
+            "2001:db8::1",
+            "::1",
+            "100.64.0.1",
+        ] {
             assert!(!is_private_or_link_local(ip.parse().unwrap()), "{ip}");
         }
     }

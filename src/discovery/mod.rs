@@ -120,10 +120,12 @@ pub fn confirm_all(
                 .collect()
         });
         for d in answers.into_iter().flatten() {
-            let twin = found.iter().any(|k| match (&k.mac_address, &d.mac_address) {
-                (Some(a), Some(b)) => a == b,
-                _ => k.address == d.address && k.port == d.port,
-            });
+            let twin = found
+                .iter()
+                .any(|k| match (&k.mac_address, &d.mac_address) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => k.address == d.address && k.port == d.port,
+                });
             if !twin {
                 found.push(d);
             }

@@ -18,9 +18,7 @@ pub fn table(found: &[Discovered]) -> String {
     }
     let mut t = Table::new();
     let configured = found.iter().any(|d| d.configured.is_some());
-    let mut head = vec![
-        "NAME", "MODEL", "GEN", "ADDRESS", "MAC", "FIRMWARE", "AUTH",
-    ];
+    let mut head = vec!["NAME", "MODEL", "GEN", "ADDRESS", "MAC", "FIRMWARE", "AUTH"];
     if configured {
         head.push("CONFIGURED");
     }
@@ -84,7 +82,9 @@ fn scalar(s: &str) -> String {
 /// device not yet configured; configured ones appear as comments. Devices whose model the library does not
 /// know get a comment instead of a block, with the fix.
 pub fn yaml(found: &[Discovered]) -> String {
-    let mut s = String::from("# Found by sdctl discover. Paste into your configuration; rename as you like.\n");
+    let mut s = String::from(
+        "# Found by sdctl discover. Paste into your configuration; rename as you like.\n",
+    );
     s.push_str("SmartDevices:\n  Devices:\n");
     let mut blocks = 0;
     for d in found {
@@ -109,7 +109,10 @@ pub fn yaml(found: &[Discovered]) -> String {
         blocks += 1;
         s.push_str(&format!("    - Name: {}\n", scalar(&d.name)));
         s.push_str(&format!("      Model: {}\n", scalar(model)));
-        s.push_str(&format!("      Hostname: {}\n", scalar(&d.address.to_string())));
+        s.push_str(&format!(
+            "      Hostname: {}\n",
+            scalar(&d.address.to_string())
+        ));
         if d.port != 80 {
             s.push_str(&format!("      Port: {}\n", d.port));
         }
