@@ -97,7 +97,12 @@ mod tests {
             device("Porch", Some("020000000002"), "192.168.1.50", 80),
         ];
         let mut results = [
-            found(Some("A8:03:2A:B1:23:45"), "192.168.1.20", 80, "ShellyPlus1PM-A8032AB12345"),
+            found(
+                Some("A8:03:2A:B1:23:45"),
+                "192.168.1.20",
+                80,
+                "ShellyPlus1PM-A8032AB12345",
+            ),
             found(Some("00:00:00:00:00:01"), "192.168.1.30", 80, "a"),
             found(None, "192.168.1.31", 80, "shelly1pm-f4128c"),
             found(None, "192.168.1.40", 80, "b"),
@@ -105,7 +110,10 @@ mod tests {
             found(Some("02:00:00:00:00:03"), "192.168.1.50", 80, "c"),
         ];
         mark_configured(&mut results, &devices);
-        let marks: Vec<_> = results.iter().map(|d| d.configured.clone().unwrap()).collect();
+        let marks: Vec<_> = results
+            .iter()
+            .map(|d| d.configured.clone().unwrap())
+            .collect();
         assert_eq!(
             marks,
             [
