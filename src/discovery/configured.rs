@@ -78,12 +78,13 @@ mod tests {
     }
 
     fn device(name: &str, mac: Option<&str>, host: &str, port: u16) -> Device {
-        let mut d = Device::default();
-        d.name = name.into();
-        d.mac_address = mac.map(str::to_string);
-        d.hostname = Some(host.into());
-        d.port = port;
-        d
+        Device {
+            name: name.into(),
+            mac_address: mac.map(str::to_string),
+            hostname: Some(host.into()),
+            port,
+            ..Default::default()
+        }
     }
 
     #[test]
