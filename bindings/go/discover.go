@@ -85,8 +85,8 @@ func discover(p *C.sd_controller, timeout time.Duration) ([]Discovered, error) {
 }
 
 // Discover finds Shelly and Tasmota devices on the local network: it listens for mDNS announcements for timeout
-// on the interfaces with a private or link-local address, then confirms each with one HTTP request (at most
-// 2 s more). Needs no configuration. Sends multicast.
+// on the interfaces with a private or link-local address, then confirms each with one HTTP request (2 s more
+// for each 32 candidates). Needs no configuration. Sends multicast.
 func Discover(timeout time.Duration) ([]Discovered, error) {
 	return discover(nil, timeout)
 }

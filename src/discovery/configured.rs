@@ -12,7 +12,7 @@ impl Controller {
     /// [`discover`](crate::discover) with each result's `Configured` set: `false`, or the name of the configured
     /// device it is. A device is matched by MAC when its snapshot has one (learned at the first contact), else
     /// by host (address, or mDNS host name with or without `.local`) and port. Uses the controller's model
-    /// library. Listens for `timeout`, plus at most [`CONFIRM_TIMEOUT`](super::CONFIRM_TIMEOUT).
+    /// library. Listens for `timeout`, then confirms (see [`DiscoverOptions::timeout`]).
     pub fn discover(&self, timeout: Duration) -> Result<Vec<Discovered>> {
         self.discover_with(&DiscoverOptions::new(timeout))
     }

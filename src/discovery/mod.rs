@@ -5,7 +5,7 @@
 //! 2. `candidate.rs`: each resolved service becomes a [`Candidate`] or nothing. Gen2+ announce `_shelly._tcp`
 //!    with TXT `gen` (and `app`, `ver`); Gen1 only `_http._tcp` with host names like `shelly1pm-<id>`; Tasmota
 //!    `_http._tcp` with TXT `devicetype=tasmota` when its mDNS is on (`SetOption55 1`, builds with mDNS only).
-//! 3. `confirm.rs`: every candidate is asked once over HTTP (`/shelly`, Tasmota `Status 0`), in parallel, each
+//! 3. `confirm.rs`: every candidate is asked once over HTTP (`/shelly`, Tasmota `Status 0`), 32 at a time, each
 //!    within [`CONFIRM_TIMEOUT`]. Only what answers like the device it claims to be is reported; the rest is
 //!    logged at DEBUG. Announcements are hints: the device's answer decides model, generation and MAC.
 //!
@@ -35,12 +35,13 @@ use std::time::Duration;
 /// How long one candidate's confirming request may take, after the browse time.
 pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(2);
 /// Confirming requests in flight at once.
-const PARALLEL_CONFIRMS: usize = 16;
+const PARALLEL_CONFIRMS: usize = 32;
 
 /// What [`discover_with`] does.
 #[derive(Clone, Debug)]
 pub struct DiscoverOptions {
-    /// How long to listen for announcements. The call takes this plus at most [`CONFIRM_TIMEOUT`].
+    /// How long to listen for announcements. Confirming takes at most [`CONFIRM_TIMEOUT`] more for each 32
+    /// candidates (one round on a usual home network).
     pub timeout: Duration,
     /// Interfaces to send queries on.
     pub interfaces: Interfaces,

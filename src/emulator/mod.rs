@@ -432,8 +432,9 @@ impl Emulator {
     }
 
     /// What a device announces, one record per service (Gen2+: `_shelly._tcp` and `_http._tcp`), as a browser
-    /// resolves it: instance, host, address, port, TXT. Works without announcing, so tests can feed the
-    /// records to [`crate::discovery::confirm_all`] without multicast.
+    /// resolves it: instance, host, address, port, TXT. The address is the one the devices listen on
+    /// (127.0.0.1 when listening on 0.0.0.0); on the wire each interface announces its own. Works without
+    /// announcing, so tests can feed the records to [`crate::discovery::confirm_all`] without multicast.
     pub fn announcement(&self, device: usize) -> Vec<crate::discovery::Announcement> {
         self.dev(device);
         self.announcer.records(device)

@@ -1448,8 +1448,8 @@ const MAX_DISCOVER_MS: u32 = 600_000;
 /// Finds devices on the local network and writes them as a JSON array of objects (`MacAddress`
 /// `"AA:BB:CC:DD:EE:FF"` or null, `Model`, `ReportedModel`, `Generation`, `Address`, `Port`, `Name`, `Hostname`,
 /// `Firmware`, `AuthRequired`). Listens for mDNS announcements for `timeout_ms` (1 to 600000) on the
-/// interfaces with a private or link-local address, then confirms each candidate with one HTTP request (at
-/// most 2 s more). Blocks the calling thread meanwhile. `ctl` may be NULL (no configuration needed); with a
+/// interfaces with a private or link-local address, then confirms each candidate with one HTTP request (2 s more
+/// for each 32 candidates). Blocks the calling thread meanwhile. `ctl` may be NULL (no configuration needed); with a
 /// controller, each object also has `"Configured"`: `false` or the configured device's name.
 ///
 /// When `buf` is too small: `SD_INSUFFICIENT_SIZE` with `*needed`; the result is kept for this thread, so call

@@ -241,7 +241,7 @@ _DISCOVER_BUFFER = 64 * 1024
 
 def discover(timeout: float = 3.0) -> List[Dict[str, Any]]:
     """Devices on the local network: listens ``timeout`` seconds for mDNS announcements on the interfaces with
-    a private or link-local address, then confirms each with one HTTP request (at most 2 s more). Needs no
+    a private or link-local address, then confirms each with one HTTP request (2 s more for each 32 candidates). Needs no
     configuration; sends multicast. Each device is a dict with ``MacAddress`` (``"AA:BB:CC:DD:EE:FF"`` or
     ``None``), ``Model``, ``ReportedModel``, ``Generation``, ``Address``, ``Port``, ``Name``, ``Hostname``,
     ``Firmware`` and ``AuthRequired``.
