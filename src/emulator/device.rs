@@ -2,6 +2,7 @@
 //! operations the API and the admin endpoint perform on it.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -274,6 +275,8 @@ pub(crate) struct Device {
     pub index: usize,
     pub ident: Identity,
     pub port: u16,
+    /// The address it listens on (the emulator's bind address and `port`).
+    pub addr: SocketAddr,
     pub net: Arc<NetControl>,
     pub auth: Auth,
     /// WebSocket RPC connections (Gen2+).
@@ -291,7 +294,7 @@ impl Device {
         ident: Identity,
         layout: Layout,
         spec: &DeviceSpec,
-        port: u16,
+        addr: SocketAddr,
         clock: EmuClock,
         notify: Notify,
     ) -> Self {
@@ -304,7 +307,8 @@ impl Device {
         Device {
             index,
             ident,
-            port,
+            port: addr.port(),
+            addr,
             net: Arc::new(NetControl::new()),
             auth,
             ws: WsHub::default(),
@@ -338,7 +342,7 @@ impl Device {
 
     pub(crate) fn set_fault(&self, fault: Fault) {
         if self.net.set_fault(fault) {
-            server::wake(self.port);
+            server::wake(self.addr);
         }
         match fault {
             Fault::Refuse => {
