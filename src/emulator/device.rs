@@ -2,7 +2,6 @@
 //! operations the API and the admin endpoint perform on it.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -275,8 +274,6 @@ pub(crate) struct Device {
     pub index: usize,
     pub ident: Identity,
     pub port: u16,
-    /// The address it listens on (the emulator's bind address and `port`).
-    pub addr: SocketAddr,
     pub net: Arc<NetControl>,
     pub auth: Auth,
     /// WebSocket RPC connections (Gen2+).
@@ -294,7 +291,7 @@ impl Device {
         ident: Identity,
         layout: Layout,
         spec: &DeviceSpec,
-        addr: SocketAddr,
+        port: u16,
         clock: EmuClock,
         notify: Notify,
     ) -> Self {
@@ -307,8 +304,7 @@ impl Device {
         Device {
             index,
             ident,
-            port: addr.port(),
-            addr,
+            port,
             net: Arc::new(NetControl::new()),
             auth,
             ws: WsHub::default(),
@@ -342,7 +338,7 @@ impl Device {
 
     pub(crate) fn set_fault(&self, fault: Fault) {
         if self.net.set_fault(fault) {
-            server::wake(self.addr);
+            server::wake(self.port);
         }
         match fault {
             Fault::Refuse => {

@@ -283,30 +283,7 @@ impl Emulator {
         Self::start_full(specs, models, admin_port, EmuClock::real())
     }
 
-    /// Like [`Emulator::start_with_admin_port`], listening on `ip` instead of 127.0.0.1 (every device and the
-    /// admin endpoint): an address of one interface, e.g. of a network namespace in the tests, or `0.0.0.0`
-    /// for all of them. The emulator has no access control beyond the devices' passwords: serve on a network
-    /// only what anybody there may switch.
-    pub fn start_on(
-        ip: Ipv4Addr,
-        specs: Vec<DeviceSpec>,
-        models: &ModelLibrary,
-        admin_port: u16,
-    ) -> crate::Result<Emulator> {
-        Self::start_full_on(ip, specs, models, admin_port, EmuClock::real())
-    }
-
     fn start_full(
-        specs: Vec<DeviceSpec>,
-        models: &ModelLibrary,
-        admin_port: u16,
-        clock: EmuClock,
-    ) -> crate::Result<Emulator> {
-        Self::start_full_on(Ipv4Addr::LOCALHOST, specs, models, admin_port, clock)
-    }
-
-    fn start_full_on(
-        ip: Ipv4Addr,
         specs: Vec<DeviceSpec>,
         models: &ModelLibrary,
         admin_port: u16,
@@ -320,9 +297,11 @@ impl Emulator {
             .map_err(|m| crate::Error::InvalidArgument(format!("emulator {m}")))?;
         let io = |context: String| move |source| crate::Error::Io { context, source };
         let bind = |port: u16, what: &str| {
-            TcpListener::bind((ip, port))
-                .and_then(|l| Ok((l.local_addr()?, l)))
-                .map_err(io(format!("emulator {what}: listening on {ip}:{port}")))
+            TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+                .and_then(|l| Ok((l.local_addr()?.port(), l)))
+                .map_err(io(format!(
+                    "emulator {what}: listening on 127.0.0.1:{port}"
+                )))
         };
         let mut listeners = Vec::with_capacity(specs.len());
         for (i, s) in specs.iter().enumerate() {
@@ -335,13 +314,13 @@ impl Emulator {
             .zip(&listeners)
             .zip(&specs)
             .enumerate()
-            .map(|(i, (((ident, layout), (addr, _)), spec))| {
+            .map(|(i, (((ident, layout), (port, _)), spec))| {
                 Arc::new(Device::new(
                     i,
                     ident,
                     layout,
                     spec,
-                    *addr,
+                    *port,
                     clock.clone(),
                     ws::NOTIFY,
                 ))
@@ -354,8 +333,7 @@ impl Emulator {
             admin: None,
         };
         // On an error below, dropping `emu` stops what already runs.
-        for (dev, (addr, listener)) in devices.iter().zip(listeners) {
-            let port = addr.port();
+        for (dev, (port, listener)) in devices.iter().zip(listeners) {
             let service: Arc<dyn Service> = Arc::clone(dev) as Arc<dyn Service>;
             let server = Server::spawn(
                 format!("sd-emu-{port}"),

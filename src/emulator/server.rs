@@ -134,7 +134,7 @@ pub(crate) trait Service: Send + Sync {
 
 /// A running port.
 pub(crate) struct Server {
-    addr: SocketAddr,
+    port: u16,
     net: Arc<NetControl>,
     thread: Option<JoinHandle<()>>,
 }
@@ -147,27 +147,27 @@ impl Server {
         service: Arc<dyn Service>,
         net: Arc<NetControl>,
     ) -> io::Result<Server> {
-        let addr = listener.local_addr()?;
+        let port = listener.local_addr()?.port();
         let n = Arc::clone(&net);
         let thread = std::thread::Builder::new()
             .name(name)
             .stack_size(STACK)
-            .spawn(move || accept_loop(listener, addr, &service, &n))?;
+            .spawn(move || accept_loop(listener, port, &service, &n))?;
         Ok(Server {
-            addr,
+            port,
             net,
             thread: Some(thread),
         })
     }
 
     pub(crate) fn port(&self) -> u16 {
-        self.addr.port()
+        self.port
     }
 
     /// Signals the thread to end; `join` waits for it.
     pub(crate) fn begin_stop(&self) {
         self.net.stop();
-        wake(self.addr);
+        wake(self.port);
     }
 
     pub(crate) fn join(&mut self) {
@@ -177,18 +177,13 @@ impl Server {
     }
 }
 
-/// Connects to our own listening address (loopback for a wildcard one) so that a thread blocked in `accept`
-/// returns and sees the new state.
-pub(crate) fn wake(listening: SocketAddr) {
-    let mut addr = listening;
-    if addr.ip().is_unspecified() {
-        addr.set_ip(Ipv4Addr::LOCALHOST.into());
-    }
+/// Connects to our own port so that a thread blocked in `accept` returns and sees the new state.
+pub(crate) fn wake(port: u16) {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(500));
 }
 
-fn accept_loop(first: TcpListener, addr: SocketAddr, service: &Arc<dyn Service>, net: &NetControl) {
-    let port = addr.port();
+fn accept_loop(first: TcpListener, port: u16, service: &Arc<dyn Service>, net: &NetControl) {
     let mut listener = Some(first);
     loop {
         // The generation read with the phase: a fault set while we close the listener must not be missed.
@@ -207,7 +202,7 @@ fn accept_loop(first: TcpListener, addr: SocketAddr, service: &Arc<dyn Service>,
         let l = match listener {
             Some(ref l) => l,
             // std sets SO_REUSEADDR on Unix, so the same port can be bound again at once.
-            None => match TcpListener::bind(addr) {
+            None => match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
                 Ok(l) => {
                     net.set_listening(true);
                     listener.insert(l)

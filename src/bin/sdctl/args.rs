@@ -23,8 +23,7 @@ commands:
   check                                    validate the configuration and print every problem
   events [--count N] [--timeout SECS]      run the webhook listener (even when the configuration leaves
                                            it off) and print one JSON line per event
-  emulate DEVICE...                        serve emulated devices on 127.0.0.1 or --bind ADDRESS (sdctl
-                                           emulate --help)
+  emulate DEVICE...                        serve emulated devices on 127.0.0.1 (sdctl emulate --help)
 
 options:
   --config FILE   configuration (YAML, either layout); without it an embedded demo of simulated devices is

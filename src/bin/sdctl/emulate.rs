@@ -1,7 +1,6 @@
 //! `sdctl emulate`: runs emulated devices (and the admin endpoint) until killed.
 
 use std::io::Write;
-use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -10,13 +9,13 @@ use smartdev::emulator::{AddonSensor, AuthMode, DeviceSpec, Emulator};
 use smartdev::models::{SensorQuantity, is_tasmota};
 
 pub const USAGE: &str = "\
-usage: sdctl emulate [--bind ADDRESS] [--admin-port P] [--models FILE] DEVICE...
+usage: sdctl emulate [--admin-port P] [--models FILE] DEVICE...
 
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
           [,sensors=NAME:QUANTITY;...][,id=X][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
           [,nonce_life=SECONDS][,md5][,oldauth]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
-  PORT        port on 127.0.0.1, or on the --bind address (default: a free one)
+  PORT        port on 127.0.0.1 (default: a free one)
   profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
               monophase (Pro 3EM); `sdctl models --detailed` lists them (default: the model's default)
   outputs, meters
@@ -38,10 +37,7 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
   md5         Gen2+: digest with algorithm=MD5 instead of SHA-256
   oldauth     Tasmota: answer missing credentials with 200 like firmware before 8.2.3 (default 401)
 
---bind ADDRESS serves on that IPv4 address instead of 127.0.0.1 (e.g. a test network's; 0.0.0.0: every
-interface). Anybody who reaches it can switch the devices and use the admin endpoint.
-
-Prints `MODEL <id> http://<address>:<port>` per device and `admin http://<address>:<port>`, then serves until
+Prints `MODEL <id> http://127.0.0.1:<port>` per device and `admin http://127.0.0.1:<port>`, then serves until
 killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes, webhooks, profiles,
 covers, sensors and lights:
   GET /devices   POST /devices/<i>/fault?kind=none|blackhole|refuse|http500|malformed|truncated|flapping&ms=P
@@ -67,7 +63,6 @@ struct Device {
 
 #[derive(Debug, Default, PartialEq)]
 struct Options {
-    bind: Option<Ipv4Addr>,
     admin_port: u16,
     models: Option<String>,
     devices: Vec<Device>,
@@ -189,13 +184,6 @@ fn parse(args: &[String]) -> Result<Options, String> {
         };
         match flag {
             "-h" | "--help" => o.help = true,
-            "--bind" => {
-                let v = value("--bind")?;
-                o.bind = Some(
-                    v.parse()
-                        .map_err(|_| format!("--bind needs an IPv4 address, not '{v}'"))?,
-                );
-            }
             "--admin-port" => o.admin_port = number("--admin-port", &value("--admin-port")?)?,
             "--models" => o.models = Some(value("--models")?),
             f if f.starts_with('-') => return Err(format!("unknown option '{f}'")),
@@ -250,8 +238,7 @@ pub fn run(args: &[String]) -> ExitCode {
         return ExitCode::from(USAGE_ERROR);
     }
     let specs = o.devices.iter().map(|d| d.spec.clone()).collect();
-    let ip = o.bind.unwrap_or(Ipv4Addr::LOCALHOST);
-    let emu = match Emulator::start_on(ip, specs, &models, o.admin_port) {
+    let emu = match Emulator::start_with_admin_port(specs, &models, o.admin_port) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("sdctl emulate: {e}");
@@ -265,13 +252,13 @@ pub fn run(args: &[String]) -> ExitCode {
         }
         let _ = writeln!(
             out,
-            "{} {} http://{ip}:{}",
+            "{} {} http://127.0.0.1:{}",
             d.spec.model,
             emu.device_id(i),
             emu.port(i)
         );
     }
-    let _ = writeln!(out, "admin http://{ip}:{}", emu.admin_port());
+    let _ = writeln!(out, "admin http://127.0.0.1:{}", emu.admin_port());
     let _ = out.flush();
     drop(out);
     // Serve until killed; the default signal handling ends the process.
@@ -291,12 +278,11 @@ mod tests {
     #[test]
     fn devices_and_options_parse() {
         let o = parse(&args(
-            "--bind 10.1.2.3 --admin-port=9000 --models lib.json Shelly2PMG3:18001,probes=Roof;Pool,latency=50 \
+            "--admin-port=9000 --models lib.json Shelly2PMG3:18001,probes=Roof;Pool,latency=50 \
              Tasmota,outputs=3,meters=2,id=tasmota-A1B2C3 ShellyPlus1PM,reports=X",
         ))
         .unwrap();
         assert_eq!(o.admin_port, 9000);
-        assert_eq!(o.bind, Some(Ipv4Addr::new(10, 1, 2, 3)));
         assert_eq!(o.models.as_deref(), Some("lib.json"));
         let d = &o.devices;
         assert_eq!(
@@ -371,7 +357,6 @@ mod tests {
         for (a, want) in [
             ("", "at least one DEVICE"),
             ("--admin-port", "needs a value"),
-            ("--bind ::1 Tasmota", "IPv4 address"),
             ("--admin-port x Tasmota", "must be a number"),
             ("Tasmota:99999", "port must be a number"),
             ("Tasmota,colour=red", "unknown device option"),
