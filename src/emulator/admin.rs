@@ -9,13 +9,15 @@
 //! `POST battery?percent=P`, `POST input_type?id=N&type=switch|button`,
 //! `POST press?id=N[&kind=single|double|triple|long]`, `GET|POST light?id=N[&state=B&brightness=P]`,
 //! `POST frequency?id=N&hz=F`, `GET ws` (open WebSocket connections), `POST ws?action=drop|stall|release|hold|answer`
-//! (`hold`: upgrade requests from now on are left unanswered; `answer`: the held ones end).
+//! (`hold`: upgrade requests from now on are left unanswered; `answer`: the held ones end),
+//! `GET|POST announce[?on=true|false]` (the device's mDNS records; withdraw or restore its announcement).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::announce::Announcer;
 use super::device::Device;
 use super::server::{Request, Response, Service};
 use super::{Fault, InputType, Press};
@@ -29,11 +31,52 @@ fn bad(msg: impl Into<String>) -> Failure {
 
 pub(crate) struct Admin {
     devices: Arc<Vec<Arc<Device>>>,
+    announcer: Arc<Announcer>,
 }
 
 impl Admin {
-    pub(crate) fn new(devices: Arc<Vec<Arc<Device>>>) -> Self {
-        Admin { devices }
+    pub(crate) fn new(devices: Arc<Vec<Arc<Device>>>, announcer: Arc<Announcer>) -> Self {
+        Admin { devices, announcer }
+    }
+
+    /// `GET|POST /devices/<i>/announce[?on=true|false]`: the device's mDNS records and whether it is announced.
+    fn announce(&self, index: &str, req: &Request) -> Result<Value, Failure> {
+        self.device(index)?;
+        let i: usize = index.parse().map_err(|_| bad("device index"))?;
+        if req.method == "POST" {
+            let on = match req.param("on").as_deref() {
+                Some("true" | "1" | "on") => true,
+                Some("false" | "0" | "off") => false,
+                other => {
+                    return Err(bad(format!(
+                        "announce needs on=true or on=false, not {:?}",
+                        other.unwrap_or("nothing")
+                    )));
+                }
+            };
+            self.announcer.set(i, on).map_err(|e| (500, e))?;
+        } else {
+            method(req, "GET")?;
+        }
+        let records: Vec<Value> = self
+            .announcer
+            .records(i)
+            .iter()
+            .map(|r| {
+                let txt: serde_json::Map<String, Value> = r
+                    .txt
+                    .iter()
+                    .map(|(k, v)| (k.clone(), json!(v.as_deref().map(String::from_utf8_lossy))))
+                    .collect();
+                json!({"service": r.service, "instance": r.instance, "host": r.host,
+                       "addresses": r.addresses, "port": r.port, "txt": txt})
+            })
+            .collect();
+        Ok(json!({
+            "announced": self.announcer.announced(i),
+            "announcing": self.announcer.running(),
+            "records": records,
+        }))
     }
 
     fn device(&self, index: &str) -> Result<&Device, Failure> {
@@ -58,6 +101,7 @@ impl Admin {
                 method(req, "GET")?;
                 Ok(summary(self.device(i)?))
             }
+            ["devices", i, "announce"] => self.announce(i, req),
             ["devices", i, action] => {
                 let dev = self.device(i)?;
                 device_action(dev, action, req)

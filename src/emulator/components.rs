@@ -10,8 +10,8 @@ use super::state::{DeviceState, InputType, MeterView, round};
 use super::{rpc_cover, rpc_light, rpc_sensors};
 use crate::models::{MeterSource, SensorQuantity};
 
-const FW_ID: &str = "20260311-095847/1.7.5-emulator";
-const VER: &str = "1.7.5";
+pub(crate) const FW_ID: &str = "20260311-095847/1.7.5-emulator";
+pub(crate) const VER: &str = "1.7.5";
 pub(crate) const CFG_REV: u64 = 10;
 
 pub(crate) fn device_info(dev: &Device, s: &DeviceState) -> Value {

@@ -12,7 +12,7 @@ use super::webhooks::{Channel, GEN1_ACTIONS};
 use crate::models::{MeterSource, OutputKind, SensorQuantity};
 
 /// Firmware string reported by emulated Gen1 devices.
-const FW: &str = "20230913-112003/v1.14.0-emulator";
+pub(crate) const FW: &str = "20230913-112003/v1.14.0-emulator";
 
 pub(crate) fn key(req: &Request) -> String {
     format!("{} {}", req.method, req.path)

@@ -46,6 +46,7 @@
 mod clock;
 pub use clock::EmuClock;
 mod admin;
+mod announce;
 mod api;
 mod auth;
 mod components;
@@ -256,6 +257,7 @@ pub struct Emulator {
     devices: Arc<Vec<Arc<Device>>>,
     servers: Vec<Server>,
     admin: Option<Server>,
+    announcer: Arc<announce::Announcer>,
 }
 
 impl Emulator {
@@ -283,11 +285,38 @@ impl Emulator {
         Self::start_full(specs, models, admin_port, EmuClock::real())
     }
 
+    /// Like [`Emulator::start_with_admin_port`], with the devices and the admin endpoint listening on
+    /// `address`: `127.0.0.1` (what the other constructors use) or `0.0.0.0` (every address of the host, for
+    /// discovery inside a network namespace; on a real network, other hosts can then reach the devices).
+    pub fn start_listening_on(
+        specs: Vec<DeviceSpec>,
+        models: &ModelLibrary,
+        admin_port: u16,
+        address: Ipv4Addr,
+    ) -> crate::Result<Emulator> {
+        if !(address.is_loopback() || address.is_unspecified()) {
+            return Err(crate::Error::InvalidArgument(format!(
+                "emulator: cannot listen on {address}; use 127.0.0.1 or 0.0.0.0"
+            )));
+        }
+        Self::start_on(specs, models, admin_port, EmuClock::real(), address)
+    }
+
     fn start_full(
         specs: Vec<DeviceSpec>,
         models: &ModelLibrary,
         admin_port: u16,
         clock: EmuClock,
+    ) -> crate::Result<Emulator> {
+        Self::start_on(specs, models, admin_port, clock, Ipv4Addr::LOCALHOST)
+    }
+
+    fn start_on(
+        specs: Vec<DeviceSpec>,
+        models: &ModelLibrary,
+        admin_port: u16,
+        clock: EmuClock,
+        address: Ipv4Addr,
     ) -> crate::Result<Emulator> {
         let resolved = specs
             .iter()
@@ -297,10 +326,10 @@ impl Emulator {
             .map_err(|m| crate::Error::InvalidArgument(format!("emulator {m}")))?;
         let io = |context: String| move |source| crate::Error::Io { context, source };
         let bind = |port: u16, what: &str| {
-            TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+            TcpListener::bind((address, port))
                 .and_then(|l| Ok((l.local_addr()?.port(), l)))
                 .map_err(io(format!(
-                    "emulator {what}: listening on 127.0.0.1:{port}"
+                    "emulator {what}: listening on {address}:{port}"
                 )))
         };
         let mut listeners = Vec::with_capacity(specs.len());
@@ -327,10 +356,20 @@ impl Emulator {
             })
             .collect();
         let devices = Arc::new(devices);
+        let announced = if address.is_unspecified() {
+            Ipv4Addr::LOCALHOST
+        } else {
+            address
+        };
+        let announcer = Arc::new(announce::Announcer::new(
+            Arc::clone(&devices),
+            announced.into(),
+        ));
         let mut emu = Emulator {
             devices: Arc::clone(&devices),
             servers: Vec::with_capacity(listeners.len()),
             admin: None,
+            announcer: Arc::clone(&announcer),
         };
         // On an error below, dropping `emu` stops what already runs.
         for (dev, (port, listener)) in devices.iter().zip(listeners) {
@@ -344,7 +383,7 @@ impl Emulator {
             .map_err(io(format!("emulator: starting the thread for port {port}")))?;
             emu.servers.push(server);
         }
-        let admin: Arc<dyn Service> = Arc::new(admin::Admin::new(Arc::clone(&devices)));
+        let admin: Arc<dyn Service> = Arc::new(admin::Admin::new(Arc::clone(&devices), announcer));
         let (_, listener) = admin_listener;
         emu.admin = Some(
             Server::spawn(
@@ -356,6 +395,48 @@ impl Emulator {
             .map_err(io("emulator: starting the admin thread".into()))?,
         );
         Ok(emu)
+    }
+
+    /// Starts announcing every device over mDNS on `interfaces`, as real devices do (see the records with
+    /// [`Emulator::announcement`]). Off by default: it sends multicast. A device withdrawn with
+    /// [`Emulator::set_announced`] stays withdrawn. An error says why mDNS could not start.
+    pub fn start_announcing(&self, interfaces: &crate::discovery::Interfaces) -> crate::Result<()> {
+        self.announcer
+            .start(interfaces)
+            .map_err(|e| crate::Error::Io {
+                context: format!(
+                    "emulator: {e}; mDNS needs UDP port 5353 and an interface with multicast"
+                ),
+                source: std::io::Error::other(e),
+            })
+    }
+
+    /// Whether [`Emulator::start_announcing`] runs.
+    pub fn announcing(&self) -> bool {
+        self.announcer.running()
+    }
+
+    /// Withdraws (`false`: mDNS goodbyes, like a device leaving) or restores (`true`) one device's
+    /// announcement. Before announcing starts, it decides whether the device will be announced.
+    pub fn set_announced(&self, device: usize, on: bool) -> crate::Result<()> {
+        self.dev(device);
+        self.announcer
+            .set(device, on)
+            .map_err(|e| crate::Error::InvalidArgument(format!("emulator device {device}: {e}")))
+    }
+
+    /// Whether a device is (or will be) announced.
+    pub fn announced(&self, device: usize) -> bool {
+        self.dev(device);
+        self.announcer.announced(device)
+    }
+
+    /// What a device announces, one record per service (Gen2+: `_shelly._tcp` and `_http._tcp`), as a browser
+    /// resolves it: instance, host, address, port, TXT. Works without announcing, so tests can feed the
+    /// records to [`crate::discovery::confirm_all`] without multicast.
+    pub fn announcement(&self, device: usize) -> Vec<crate::discovery::Announcement> {
+        self.dev(device);
+        self.announcer.records(device)
     }
 
     pub(crate) fn dev(&self, device: usize) -> &Device {
@@ -561,6 +642,7 @@ impl Emulator {
     }
 
     fn shutdown(&mut self) {
+        self.announcer.stop();
         for s in self.servers.iter().chain(&self.admin) {
             s.begin_stop();
         }

@@ -147,12 +147,13 @@ impl Server {
         service: Arc<dyn Service>,
         net: Arc<NetControl>,
     ) -> io::Result<Server> {
-        let port = listener.local_addr()?.port();
+        let local = listener.local_addr()?;
+        let port = local.port();
         let n = Arc::clone(&net);
         let thread = std::thread::Builder::new()
             .name(name)
             .stack_size(STACK)
-            .spawn(move || accept_loop(listener, port, &service, &n))?;
+            .spawn(move || accept_loop(listener, local, &service, &n))?;
         Ok(Server {
             port,
             net,
@@ -183,7 +184,15 @@ pub(crate) fn wake(port: u16) {
     let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(500));
 }
 
-fn accept_loop(first: TcpListener, port: u16, service: &Arc<dyn Service>, net: &NetControl) {
+/// Serves `first`; after a fault that closed it, listens on `local` again (127.0.0.1 or 0.0.0.0, so that
+/// `wake` on 127.0.0.1 reaches it either way).
+fn accept_loop(
+    first: TcpListener,
+    local: SocketAddr,
+    service: &Arc<dyn Service>,
+    net: &NetControl,
+) {
+    let port = local.port();
     let mut listener = Some(first);
     loop {
         // The generation read with the phase: a fault set while we close the listener must not be missed.
@@ -202,7 +211,7 @@ fn accept_loop(first: TcpListener, port: u16, service: &Arc<dyn Service>, net: &
         let l = match listener {
             Some(ref l) => l,
             // std sets SO_REUSEADDR on Unix, so the same port can be bound again at once.
-            None => match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            None => match TcpListener::bind(local) {
                 Ok(l) => {
                     net.set_listening(true);
                     listener.insert(l)

@@ -23,6 +23,10 @@ commands:
   check                                    validate the configuration and print every problem
   events [--count N] [--timeout SECS]      run the webhook listener (even when the configuration leaves
                                            it off) and print one JSON line per event
+  discover [--timeout SECS] [--yaml]       find Shelly and Tasmota devices on the local network (mDNS, then
+                                           one HTTP request each): a table, JSON with --json, or with --yaml
+                                           device blocks to paste into a configuration. Listens 3 s by
+                                           default; with --config, marks the devices already configured
   emulate DEVICE...                        serve emulated devices on 127.0.0.1 (sdctl emulate --help)
 
 options:
@@ -37,6 +41,9 @@ options:
                   devices with its port, as an application would. Without it only events listens: the
                   other commands leave the hooks on the devices as they are and never take the port, so
                   they work next to a running application (or sdctl events) using the same file
+  --yaml          discover only: print configuration blocks instead of a table
+  --interface IF  discover only: query on this network interface (repeatable; 'all' for every one).
+                  Default: the interfaces with a private or link-local address
   --verbose       log detailed messages to stderr
 
 An argument that is an integer is an ID, otherwise a name.
@@ -66,6 +73,9 @@ pub enum Command {
         count: Option<u64>,
         timeout: Option<f64>,
     },
+    Discover {
+        timeout: Option<f64>,
+    },
     Help,
     Version,
 }
@@ -81,6 +91,10 @@ pub struct Args {
     /// Run the webhook listener (and install hooks) for commands other than `events` too.
     pub listen: bool,
     pub verbose: bool,
+    /// `discover --yaml`.
+    pub yaml: bool,
+    /// `discover --interface`, in order.
+    pub interfaces: Vec<String>,
     pub command: Option<Command>,
 }
 
@@ -120,6 +134,8 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--name" => args.force_name = true,
             "--listen" => args.listen = true,
             "--verbose" | "-v" => args.verbose = true,
+            "--yaml" => args.yaml = true,
+            "--interface" => args.interfaces.push(value("--interface")?),
             "--detailed" => detailed = true,
             "--count" => {
                 let v = value("--count")?;
@@ -218,13 +234,24 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
         }
         ["check"] => Command::Check,
         ["events"] => Command::Events { count, timeout },
+        ["discover"] => Command::Discover { timeout },
         [cmd, ..] => return Err(format!("unknown command or wrong arguments: '{cmd}'")),
     };
     if detailed && !matches!(command, Command::Models { .. }) {
         return Err("--detailed only applies to models".into());
     }
-    if (count.is_some() || timeout.is_some()) && !matches!(command, Command::Events { .. }) {
-        return Err("--count and --timeout only apply to events".into());
+    if count.is_some() && !matches!(command, Command::Events { .. }) {
+        return Err("--count only applies to events".into());
+    }
+    if timeout.is_some() && !matches!(command, Command::Events { .. } | Command::Discover { .. }) {
+        return Err("--timeout only applies to events and discover".into());
+    }
+    let discovering = matches!(command, Command::Discover { .. });
+    if (args.yaml || !args.interfaces.is_empty()) && !discovering {
+        return Err("--yaml and --interface only apply to discover".into());
+    }
+    if args.yaml && args.json {
+        return Err("discover prints either --json or --yaml, not both".into());
     }
     args.command = Some(command);
     Ok(args)
@@ -321,7 +348,7 @@ mod tests {
         assert!(
             p(&["status", "--count", "2"])
                 .unwrap_err()
-                .contains("only apply to events")
+                .contains("only applies to events")
         );
         assert!(
             p(&["cover", "Blind", "position", "150"])
@@ -353,6 +380,28 @@ mod tests {
                 .unwrap_err()
                 .contains("e.g. cover Blind")
         );
+        assert!(
+            p(&["status", "--yaml"])
+                .unwrap_err()
+                .contains("only apply to discover")
+        );
+        assert!(
+            p(&["discover", "--yaml", "--json"])
+                .unwrap_err()
+                .contains("not both")
+        );
+        let a = p(&[
+            "discover",
+            "--timeout",
+            "2",
+            "--yaml",
+            "--interface",
+            "eth0",
+        ])
+        .unwrap();
+        assert_eq!(a.command, Some(Command::Discover { timeout: Some(2.0) }));
+        assert!(a.yaml);
+        assert_eq!(a.interfaces, ["eth0"]);
         let a = p(&["events", "--count", "3", "--timeout", "1.5"]).unwrap();
         assert_eq!(
             a.command,

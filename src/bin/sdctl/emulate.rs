@@ -5,11 +5,19 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use smartdev::ModelLibrary;
+use smartdev::discovery::Interfaces;
 use smartdev::emulator::{AddonSensor, AuthMode, DeviceSpec, Emulator};
 use smartdev::models::{SensorQuantity, is_tasmota};
 
 pub const USAGE: &str = "\
-usage: sdctl emulate [--admin-port P] [--models FILE] DEVICE...
+usage: sdctl emulate [--admin-port P] [--models FILE] [--listen-on ADDR] [--announce [--interface IF]...] DEVICE...
+
+  --listen-on ADDR  127.0.0.1 (default) or 0.0.0.0: every address of this host (reachable from the network!)
+  --announce        announce every device over mDNS like the real one (Gen2+: _shelly._tcp and _http._tcp
+                    with TXT gen, app, ver; Gen1: _http._tcp as shelly1pm-<MAC>; Tasmota: _http._tcp with
+                    devicetype=tasmota), so `sdctl discover` finds them. Sends multicast: off by default
+  --interface IF    with --announce: announce on this interface (repeatable; 'all' for every one, loopback
+                    included). Default: the interfaces with a private or link-local address
 
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
           [,sensors=NAME:QUANTITY;...][,id=X][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
@@ -49,7 +57,8 @@ covers, sensors and lights:
   GET /devices/<i>/cover?id=N   POST /devices/<i>/cover?id=N[&calibrated=true|false][&position=P]
   POST /devices/<i>/sensor?quantity=temperature|humidity|voltage&id=N[&value=V]   POST /devices/<i>/battery?percent=P
   POST /devices/<i>/input_type?id=N&type=switch|button   POST /devices/<i>/press?id=N[&kind=single|double|triple|long]
-  GET|POST /devices/<i>/light?id=N[&state=true&brightness=P]   POST /devices/<i>/frequency?id=N&hz=F";
+  GET|POST /devices/<i>/light?id=N[&state=true&brightness=P]   POST /devices/<i>/frequency?id=N&hz=F
+  GET|POST /devices/<i>/announce[?on=true|false] (mDNS records; withdraw or restore the announcement)";
 
 const USAGE_ERROR: u8 = 2;
 const FAILED: u8 = 1;
@@ -67,6 +76,9 @@ struct Options {
     models: Option<String>,
     devices: Vec<Device>,
     help: bool,
+    listen_on: Option<std::net::Ipv4Addr>,
+    announce: bool,
+    interfaces: Vec<String>,
 }
 
 fn number<T: std::str::FromStr>(what: &str, v: &str) -> Result<T, String> {
@@ -186,12 +198,24 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "-h" | "--help" => o.help = true,
             "--admin-port" => o.admin_port = number("--admin-port", &value("--admin-port")?)?,
             "--models" => o.models = Some(value("--models")?),
+            "--listen-on" => {
+                let v = value("--listen-on")?;
+                match v.parse::<std::net::Ipv4Addr>() {
+                    Ok(ip) if ip.is_loopback() || ip.is_unspecified() => o.listen_on = Some(ip),
+                    _ => return Err(format!("--listen-on needs 127.0.0.1 or 0.0.0.0, not '{v}'")),
+                }
+            }
+            "--announce" => o.announce = true,
+            "--interface" => o.interfaces.push(value("--interface")?),
             f if f.starts_with('-') => return Err(format!("unknown option '{f}'")),
             _ => o.devices.push(parse_device(a)?),
         }
     }
     if o.devices.is_empty() && !o.help {
         return Err("name at least one DEVICE to emulate".into());
+    }
+    if !o.interfaces.is_empty() && !o.announce {
+        return Err("--interface only applies with --announce".into());
     }
     Ok(o)
 }
@@ -238,13 +262,27 @@ pub fn run(args: &[String]) -> ExitCode {
         return ExitCode::from(USAGE_ERROR);
     }
     let specs = o.devices.iter().map(|d| d.spec.clone()).collect();
-    let emu = match Emulator::start_with_admin_port(specs, &models, o.admin_port) {
+    let address = o.listen_on.unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let emu = match Emulator::start_listening_on(specs, &models, o.admin_port, address) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("sdctl emulate: {e}");
             return ExitCode::from(FAILED);
         }
     };
+    if o.announce {
+        let interfaces = if o.interfaces.iter().any(|i| i == "all") {
+            Interfaces::All
+        } else if o.interfaces.is_empty() {
+            Interfaces::Private
+        } else {
+            Interfaces::Named(o.interfaces.clone())
+        };
+        if let Err(e) = emu.start_announcing(&interfaces) {
+            eprintln!("sdctl emulate: {e}");
+            return ExitCode::from(FAILED);
+        }
+    }
     let mut out = std::io::stdout().lock();
     for (i, d) in o.devices.iter().enumerate() {
         if let Some(l) = d.latency {
@@ -368,5 +406,22 @@ mod tests {
             assert!(e.contains(want), "{a}: {e}");
         }
         assert!(parse(&args("--help")).unwrap().help);
+        let o = parse(&args(
+            "--announce --interface veth0 --listen-on 0.0.0.0 ShellyPlus1PM",
+        ))
+        .unwrap();
+        assert!(o.announce);
+        assert_eq!(o.interfaces, ["veth0"]);
+        assert_eq!(o.listen_on, Some(std::net::Ipv4Addr::UNSPECIFIED));
+        assert!(
+            parse(&args("--interface veth0 Tasmota"))
+                .unwrap_err()
+                .contains("--announce")
+        );
+        assert!(
+            parse(&args("--listen-on 10.0.0.1 Tasmota"))
+                .unwrap_err()
+                .contains("0.0.0.0")
+        );
     }
 }

@@ -185,6 +185,7 @@ fn run(args: &Args) -> Result<Done, Error> {
             return Ok(Done::Yes);
         }
         Command::Check => return check(args),
+        Command::Discover { timeout } => return discover(args, *timeout),
         _ => {}
     }
     let mut settings = load(args)?;
@@ -310,6 +311,59 @@ fn run(args: &Args) -> Result<Done, Error> {
         _ => unreachable!("handled above"),
     }
     ctl.close();
+    Ok(Done::Yes)
+}
+
+/// Default listening time of `discover`, in seconds.
+const DISCOVER_SECONDS: f64 = 3.0;
+
+/// `sdctl discover`: without `--config` the free function (no configuration needed); with it, a controller
+/// opened without background work marks the devices the configuration has.
+fn discover(args: &Args, timeout: Option<f64>) -> Result<Done, Error> {
+    let secs = timeout.unwrap_or(DISCOVER_SECONDS).min(600.0);
+    let mut options = smartdev::DiscoverOptions::new(std::time::Duration::from_secs_f64(secs));
+    if args.interfaces.iter().any(|i| i == "all") {
+        options.interfaces = smartdev::discovery::Interfaces::All;
+    } else if !args.interfaces.is_empty() {
+        options.interfaces = smartdev::discovery::Interfaces::Named(args.interfaces.clone());
+    }
+    let found = if args.config.is_some() {
+        let mut settings = load(args)?;
+        init_logging(args, &settings)?;
+        settings.webhooks.enabled = false;
+        settings.refresh_interval = None;
+        settings.channel = smartdev::Channel::Http;
+        for d in &mut settings.devices {
+            d.channel = None;
+        }
+        if !args.verbose {
+            // An offline configured device is no news while looking for devices.
+            log::set_max_level(log::LevelFilter::Error);
+        }
+        let ctl = builder(args)?.open(settings)?;
+        let found = ctl.discover_with(&options);
+        ctl.close();
+        found?
+    } else {
+        if args.verbose {
+            let log = LogSettings {
+                logfile: None,
+                logfile_verbosity: Verbosity::None,
+                console_verbosity: Verbosity::Detailed,
+                thread_ids: false,
+            };
+            logging::init(&log)?;
+        }
+        eprintln!("sdctl: listening for devices for {secs} s (mDNS, then one HTTP request each)");
+        smartdev::discover_with(&options)?
+    };
+    if args.json {
+        print_json(&found)?;
+    } else if args.yaml {
+        print_text(smartdev::discovery::yaml(&found).trim_end());
+    } else {
+        print_text(smartdev::discovery::table(&found).trim_end());
+    }
     Ok(Done::Yes)
 }
 
