@@ -335,9 +335,9 @@ impl Lan {
         run_with_limit(self.command(host, argv), RUN_LIMIT)
     }
 
-    /// Starts `sdctl emulate --bind 0.0.0.0 DEVICE...` in host `i` (0.0.0.0: it follows [`Lan::readdress`]).
+    /// Starts `sdctl emulate --listen-on 0.0.0.0 DEVICE...` in host `i` (0.0.0.0: it follows [`Lan::readdress`]).
     pub fn emulate(&self, host: usize, devices: &[&str]) -> Emulate {
-        let mut argv = vec![env!("CARGO_BIN_EXE_sdctl"), "emulate", "--bind", "0.0.0.0"];
+        let mut argv = vec![env!("CARGO_BIN_EXE_sdctl"), "emulate", "--listen-on", "0.0.0.0"];
         argv.extend_from_slice(devices);
         let proc = self.spawn(host, &argv);
         let mut ports = Vec::new();
