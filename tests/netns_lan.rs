@@ -309,3 +309,88 @@ fn an_unplugged_device_goes_offline_and_comes_back() {
     // Carrier and the bridge port's forwarding state come back asynchronously: poll (hang guard).
     assert!(eventually(LIMIT, || status(&lan, 1, &cfg).1["Online"] == true));
 }
+
+/// `sdctl discover --json` in `host` until it has found `want` devices (a hang guard of one minute: each run
+/// listens its 3 s); the last run's devices and how long that run took.
+fn discover(lan: &Lan, host: usize, want: usize) -> (Vec<serde_json::Value>, Duration) {
+    let mut last = (Vec::new(), Duration::ZERO);
+    let found = eventually(Duration::from_secs(60), || {
+        let start = std::time::Instant::now();
+        let o = lan.run(host, &[env!("CARGO_BIN_EXE_sdctl"), "discover", "--json"]);
+        let took = start.elapsed();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+        let n = v.len();
+        last = (v, took);
+        n >= want
+    });
+    assert!(found, "found only {:?}", last.0);
+    last
+}
+
+/// Every device of `hosts` (host i emulates `models[i]`, announced) was found once, at its host's address
+/// and port, with its model and its MAC (Shelly: the 12 hex digits of its id; Tasmota: the last 6).
+fn check_found(lan: &Lan, found: &[serde_json::Value], emus: &[(usize, &str, netns::Emulate)]) {
+    assert_eq!(found.len(), emus.len(), "{found:#?}");
+    for (host, model, emu) in emus {
+        let addr = lan.addr(*host).to_string();
+        let d = found
+            .iter()
+            .find(|d| d["Address"] == addr.as_str())
+            .unwrap_or_else(|| panic!("nothing found at {addr} ({model}): {found:#?}"));
+        assert_eq!(d["Model"], *model, "{d}");
+        assert_eq!(d["Port"], emu.ports[0], "{d}");
+        let mac = d["MacAddress"].as_str().unwrap().replace(':', "");
+        let id_hex = emu.ids[0].rsplit('-').next().unwrap().to_uppercase();
+        assert!(
+            mac.ends_with(&id_hex) && mac.len() == 12,
+            "{d}: id {}",
+            emu.ids[0]
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    smartdev_no_netns,
+    ignore = "needs root and ip(8) for network namespaces"
+)]
+fn discover_finds_every_announced_device_across_the_namespaces() {
+    let models = [
+        "ShellyPlus2PM",
+        "Shelly1PM",
+        "Tasmota",
+        "Shelly1G3",
+        "ShellyPro3EM",
+    ];
+    let lan = Lan::new(models.len() + 1);
+    let emus: Vec<_> = models
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i, *m, lan.emulate(i, &["--announce", m])))
+        .collect();
+    let (found, _) = discover(&lan, models.len(), models.len());
+    check_found(&lan, &found, &emus);
+}
+
+#[test]
+#[cfg_attr(
+    smartdev_no_netns,
+    ignore = "needs root and ip(8) for network namespaces"
+)]
+fn discover_finds_50_devices_in_50_hosts() {
+    const N: usize = 50;
+    let lan = Lan::new(N + 1);
+    // Each emulator process would give its device 0 the same default id (and MAC): name them apart.
+    let specs: Vec<String> = (0..N)
+        .map(|i| format!("ShellyPlus1PM,id=shellyplus1pm-02ab000000{i:02x}"))
+        .collect();
+    let emus: Vec<_> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i, "ShellyPlus1PM", lan.emulate(i, &["--announce", s])))
+        .collect();
+    let (found, took) = discover(&lan, N, N);
+    check_found(&lan, &found, &emus);
+    eprintln!("sdctl discover --json found {N} devices in {N} hosts in {took:?}");
+}

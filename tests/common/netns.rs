@@ -335,10 +335,17 @@ impl Lan {
         run_with_limit(self.command(host, argv), RUN_LIMIT)
     }
 
-    /// Starts `sdctl emulate --listen-on 0.0.0.0 DEVICE...` in host `i` (0.0.0.0: it follows [`Lan::readdress`]).
-    pub fn emulate(&self, host: usize, devices: &[&str]) -> Emulate {
-        let mut argv = vec![env!("CARGO_BIN_EXE_sdctl"), "emulate", "--listen-on", "0.0.0.0"];
-        argv.extend_from_slice(devices);
+    /// Starts `sdctl emulate --listen-on 0.0.0.0 ARGS...` in host `i` (0.0.0.0: it follows
+    /// [`Lan::readdress`]); `args` are devices, after options such as `--announce`.
+    pub fn emulate(&self, host: usize, args: &[&str]) -> Emulate {
+        let devices = args;
+        let mut argv = vec![
+            env!("CARGO_BIN_EXE_sdctl"),
+            "emulate",
+            "--listen-on",
+            "0.0.0.0",
+        ];
+        argv.extend_from_slice(args);
         let proc = self.spawn(host, &argv);
         let mut ports = Vec::new();
         let mut ids = Vec::new();
