@@ -74,6 +74,7 @@ fn child(role: &str) {
             let p = lan.spawn(0, &["sleep", "600"]);
             out(format!("TAG {}", lan.tag()));
             out(format!("PID {}", p.pid()));
+            out(format!("ADDR {}", lan.addr(0)));
             let _ = std::io::stdin().read_line(&mut String::new());
             std::process::abort();
         }
@@ -124,11 +125,16 @@ fn hosts_reach_each_other_by_tcp_and_multicast() {
         &[("NETNS_ARG", &lan.addr(1).to_string())],
     );
     assert_eq!(recv.marked(MARK, LIMIT).as_deref(), Some("READY"));
-    let _send = lan.spawn_self(0, ME, "mcast-send", &[]);
+    let send = lan.spawn_self(0, ME, "mcast-send", &[]);
     assert_eq!(
         recv.marked(MARK, LIMIT),
         Some(format!("GOT {} hello", lan.addr(0)))
     );
+    // Dropping the Lan ends what still runs in it (the sender never ends by itself) and its namespaces.
+    let (tag, sender) = (lan.tag().to_string(), send.pid());
+    drop(lan);
+    assert_eq!(netns::namespaces(&tag), Vec::<String>::new());
+    assert!(dead(sender) || send.wait(LIMIT).code().is_none(), "killed");
 }
 
 #[test]
@@ -188,10 +194,14 @@ fn a_killed_test_run_leaves_nothing_after_the_next_sweep() {
         }
     };
     let (tag, pid) = (field("TAG "), field("PID ").parse::<u32>().unwrap());
+    let addr: Ipv4Addr = field("ADDR ").parse().unwrap();
     // While the run lives, its namespaces and process are there, and no sweep takes them.
     netns::sweep();
     assert_eq!(netns::namespaces(&tag).len(), 2, "a bridge and a host");
     assert!(!dead(pid));
+    // A Lan made now would not take that run's subnet.
+    let o = addr.octets();
+    assert!(netns::subnets_in_use().contains(&[o[0], o[1], o[2]]));
     run.stdin.take().unwrap().write_all(b"die\n").unwrap();
     assert!(!run.wait().unwrap().success(), "it aborted");
     // Its namespaces may already be gone: the sweep of any test that started a Lan since takes them.

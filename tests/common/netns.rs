@@ -143,8 +143,8 @@ pub fn run_prefix() -> String {
     format!("{PREFIX}{pid}-{}-", start_time(pid).unwrap_or(0))
 }
 
-/// IPv4 /24 networks (as `10.a.b`) used by other live runs' hosts.
-fn subnets_in_use() -> Vec<[u8; 3]> {
+/// IPv4 /24 networks (as `10.a.b`) used by other test runs' hosts (live, or dead and not yet swept).
+pub fn subnets_in_use() -> Vec<[u8; 3]> {
     let mine = run_prefix();
     let mut out = Vec::new();
     for ns in namespaces(PREFIX) {
