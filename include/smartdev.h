@@ -248,6 +248,8 @@ typedef enum sd_cover_state {
  - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
  - sd_open_cover / sd_close_cover / sd_stop_cover / sd_set_cover_position: move a cover.
  - sd_pull_event: take the oldest webhook event as JSON.
+ - sd_discover: find devices on the local network (mDNS, each confirmed over HTTP) as a JSON array; with a
+   controller, each marked `"Configured"`. sd_discovered: the last result again, without discovering.
  - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
  - sd_webhook_address: where the webhook listener listens.
  - sd_print_device_status / sd_print_model_library: the text listings.
@@ -874,6 +876,37 @@ enum sd_result sd_get_device_online(const struct sd_controller *ctl,
                                     const char *name,
                                     int64_t id,
                                     bool *online);
+
+/*
+ Finds devices on the local network and writes them as a JSON array of objects (`MacAddress`
+ `"AA:BB:CC:DD:EE:FF"` or null, `Model`, `ReportedModel`, `Generation`, `Address`, `Port`, `Name`, `Hostname`,
+ `Firmware`, `AuthRequired`). Listens for mDNS announcements for `timeout_ms` (1 to 600000) on the
+ interfaces with a private or link-local address, then confirms each candidate with one HTTP request (at
+ most 2 s more). Blocks the calling thread meanwhile. `ctl` may be NULL (no configuration needed); with a
+ controller, each object also has `"Configured"`: `false` or the configured device's name.
+
+ When `buf` is too small: `SD_INSUFFICIENT_SIZE` with `*needed`; the result is kept for this thread, so call
+ `sd_discovered` with a buffer of `*needed` bytes instead of discovering again.
+
+ # Safety
+ `ctl` NULL or valid; `buf` NULL (with `len` 0) or writable for `len` bytes; `needed` valid.
+ */
+enum sd_result sd_discover(const struct sd_controller *ctl,
+                           uint32_t timeout_ms,
+                           char *buf,
+                           size_t len,
+                           size_t *needed);
+
+/*
+ Writes this thread's last `sd_discover` result again (no network). `SD_NOT_FOUND` when this thread has not
+ discovered yet.
+
+ # Safety
+ `buf` NULL (with `len` 0) or writable for `len` bytes; `needed` valid.
+ */
+enum sd_result sd_discovered(char *buf,
+                             size_t len,
+                             size_t *needed);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -164,3 +164,12 @@ int sdgo_wait_readable(int fd, int timeout_ms) {
   if (p.revents & (POLLERR | POLLNVAL)) return -1;
   return (p.revents & POLLIN) ? 1 : 0;
 }
+
+sd_result sdgo_discover(const sd_controller *c, uint32_t timeout_ms, char *buf, size_t len, size_t *needed,
+                        char **err) {
+  return done(sd_discover(c, timeout_ms, buf, len, needed), err);
+}
+
+sd_result sdgo_discovered(char *buf, size_t len, size_t *needed, char **err) {
+  return done(sd_discovered(buf, len, needed), err);
+}

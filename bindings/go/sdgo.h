@@ -30,6 +30,9 @@ sd_result sdgo_get_device_component(const sd_controller *c, int kind, const char
                                     size_t len, size_t *needed, char **err);
 sd_result sdgo_read_device(const sd_controller *c, const char *name, int64_t id, char **err);
 sd_result sdgo_devices(const sd_controller *c, char *buf, size_t len, size_t *needed, char **err);
+sd_result sdgo_discover(const sd_controller *c, uint32_t timeout_ms, char *buf, size_t len, size_t *needed,
+                        char **err);
+sd_result sdgo_discovered(char *buf, size_t len, size_t *needed, char **err);
 sd_result sdgo_component(const sd_controller *c, int kind, const char *name, int64_t id, char *buf,
                                     size_t len, size_t *needed, char **err);
 sd_result sdgo_change_output(const sd_controller *c, const char *name, int64_t id, bool desired, bool *state,

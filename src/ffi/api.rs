@@ -53,6 +53,8 @@ use crate::{
 /// - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
 /// - sd_open_cover / sd_close_cover / sd_stop_cover / sd_set_cover_position: move a cover.
 /// - sd_pull_event: take the oldest webhook event as JSON.
+/// - sd_discover: find devices on the local network (mDNS, each confirmed over HTTP) as a JSON array; with a
+///   controller, each marked `"Configured"`. sd_discovered: the last result again, without discovering.
 /// - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
 /// - sd_webhook_address: where the webhook listener listens.
 /// - sd_print_device_status / sd_print_model_library: the text listings.
@@ -1433,4 +1435,79 @@ pub unsafe extern "C" fn sd_get_device_online(
 ) -> sd_result {
     // SAFETY: forwarded contract.
     guard(|| unsafe { sd_is_device_online(ctl, name, id, online) })
+}
+
+thread_local! {
+    /// The JSON of this thread's last `sd_discover`, for `sd_discovered`.
+    static LAST_DISCOVERY: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Longest `sd_discover` listening time: 10 minutes.
+const MAX_DISCOVER_MS: u32 = 600_000;
+
+/// Finds devices on the local network and writes them as a JSON array of objects (`MacAddress`
+/// `"AA:BB:CC:DD:EE:FF"` or null, `Model`, `ReportedModel`, `Generation`, `Address`, `Port`, `Name`, `Hostname`,
+/// `Firmware`, `AuthRequired`). Listens for mDNS announcements for `timeout_ms` (1 to 600000) on the
+/// interfaces with a private or link-local address, then confirms each candidate with one HTTP request (at
+/// most 2 s more). Blocks the calling thread meanwhile. `ctl` may be NULL (no configuration needed); with a
+/// controller, each object also has `"Configured"`: `false` or the configured device's name.
+///
+/// When `buf` is too small: `SD_INSUFFICIENT_SIZE` with `*needed`; the result is kept for this thread, so call
+/// `sd_discovered` with a buffer of `*needed` bytes instead of discovering again.
+///
+/// # Safety
+/// `ctl` NULL or valid; `buf` NULL (with `len` 0) or writable for `len` bytes; `needed` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_discover(
+    ctl: *const sd_controller,
+    timeout_ms: u32,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        if timeout_ms == 0 || timeout_ms > MAX_DISCOVER_MS {
+            return fail(
+                sd_result::SD_INVALID_PARAMETER,
+                format!(
+                    "timeout_ms {timeout_ms} is out of range; use 1 to {MAX_DISCOVER_MS} milliseconds (3000 is usual)"
+                ),
+            );
+        }
+        let timeout = Duration::from_millis(u64::from(timeout_ms));
+        let found = if ctl.is_null() {
+            lib!(crate::discover(timeout))
+        } else {
+            // SAFETY: `ctl` is non-NULL in this branch and open by the caller's contract.
+            let h = unsafe { handle(ctl) };
+            lib!(h.ctl.discover(timeout))
+        };
+        let text = tri!(json(&found));
+        LAST_DISCOVERY.with(|l| *l.borrow_mut() = Some(text.clone()));
+        // SAFETY: forwarded contract.
+        unsafe { write_text(&text, buf, len, needed) }
+    })
+}
+
+/// Writes this thread's last `sd_discover` result again (no network). `SD_NOT_FOUND` when this thread has not
+/// discovered yet.
+///
+/// # Safety
+/// `buf` NULL (with `len` 0) or writable for `len` bytes; `needed` valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sd_discovered(
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> sd_result {
+    guard(|| {
+        let Some(text) = LAST_DISCOVERY.with(|l| l.borrow().clone()) else {
+            return fail(
+                sd_result::SD_NOT_FOUND,
+                "no discovery yet on this thread: call sd_discover first (on the same thread)",
+            );
+        };
+        // SAFETY: forwarded contract.
+        unsafe { write_text(&text, buf, len, needed) }
+    })
 }

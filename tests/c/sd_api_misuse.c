@@ -67,6 +67,10 @@ int main(void) {
   CHECK_RC(sd_component(ctl, 42, NULL, 1, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
   CHECK_RC(sd_component(ctl, -1, NULL, 1, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
   CHECK_RC(sd_print_model_library(ctl, "verbose", NULL, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
+  /* Discovery: out-of-range timeouts are refused before any network use; nothing to repeat yet. */
+  CHECK_RC(sd_discover(NULL, 0, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
+  CHECK_RC(sd_discover(ctl, 600001, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
+  CHECK_RC(sd_discovered(buf, sizeof buf, &needed), SD_NOT_FOUND);
 
   /* Unknown identities. */
   CHECK_RC(sd_device(ctl, "Nope", 0, buf, sizeof buf, &needed), SD_NOT_FOUND);

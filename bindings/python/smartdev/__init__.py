@@ -44,6 +44,7 @@ from .controller import (
     Controller,
     Identity,
     LogCallback,
+    discover,
     print_model_library,
     version,
 )

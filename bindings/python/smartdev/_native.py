@@ -34,6 +34,7 @@ from ctypes import (
     c_int64,
     c_size_t,
     c_uint8,
+    c_uint32,
     c_void_p,
 )
 from pathlib import Path
@@ -100,6 +101,8 @@ _PROTOTYPES = {
     "sd_get_device": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_get_device_component": (c_int, [_ctl, c_int, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_devices": (c_int, [_ctl, _buf, c_size_t, _size_p]),
+    "sd_discover": (c_int, [_ctl, c_uint32, _buf, c_size_t, _size_p]),
+    "sd_discovered": (c_int, [_buf, c_size_t, _size_p]),
     "sd_component": (c_int, [_ctl, c_int, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_change_output": (c_int, [_ctl, c_char_p, c_int64, c_bool, _bool_p, _bool_p]),
     "sd_toggle_output": (c_int, [_ctl, c_char_p, c_int64, _bool_p, _bool_p]),

@@ -44,6 +44,7 @@ __all__ = [
     "LOG_TRACE",
     "version",
     "print_model_library",
+    "discover",
 ]
 
 # --- constants (include/smartdev.h) -------------------------------------------------------------------------
@@ -233,6 +234,41 @@ def print_model_library(mode: str = "brief", model: Optional[str] = None) -> str
         model: a model id (e.g. ``"Shelly2PMG3"``) to list only that model, or ``None`` for all.
     """
     return _print_model_library(None, mode, model)
+
+
+_DISCOVER_BUFFER = 64 * 1024
+
+
+def discover(timeout: float = 3.0) -> List[Dict[str, Any]]:
+    """Devices on the local network: listens ``timeout`` seconds for mDNS announcements on the interfaces with
+    a private or link-local address, then confirms each with one HTTP request (at most 2 s more). Needs no
+    configuration; sends multicast. Each device is a dict with ``MacAddress`` (``"AA:BB:CC:DD:EE:FF"`` or
+    ``None``), ``Model``, ``ReportedModel``, ``Generation``, ``Address``, ``Port``, ``Name``, ``Hostname``,
+    ``Firmware`` and ``AuthRequired``.
+
+    Raises:
+        InvalidArgumentError: ``timeout`` is not between 0.001 and 600 seconds.
+    """
+    return _discover(None, timeout)
+
+
+def _discover(ptr: Optional[c_void_p], timeout: float) -> List[Dict[str, Any]]:
+    if not 0.001 <= timeout <= 600:
+        raise InvalidArgumentError(f"timeout {timeout} s is out of range; use 0.001 to 600 seconds (3 is usual)")
+    lib = _native.lib()
+    buf = ctypes.create_string_buffer(_DISCOVER_BUFFER)
+    needed = c_size_t(0)
+    rc = lib.sd_discover(ptr, int(round(timeout * 1000)), buf, _DISCOVER_BUFFER, byref(needed))
+    if rc == _SD_OK:
+        text: Optional[str] = buf.raw[: needed.value - 1].decode("utf-8")
+    elif rc == _SD_INSUFFICIENT_SIZE:
+        # The result is kept for this thread: fetch it without searching the network again.
+        text = _read_text(lambda b, n, need: lib.sd_discovered(b, n, need))
+    else:
+        _check(rc)
+        text = None  # pragma: no cover - _check raised
+    assert text is not None
+    return json.loads(text)  # type: ignore[no-any-return]
 
 
 def _print_model_library(ptr: Optional[c_void_p], mode: str, model: Optional[str]) -> str:
@@ -430,6 +466,15 @@ class Controller:
         return bool(out.value)
 
     # -- listings ------------------------------------------------------------------------------------------
+
+    def discover(self, timeout: float = 3.0) -> List[Dict[str, Any]]:
+        """:func:`discover`, with each device's ``Configured`` set: ``False`` or the name of the configured
+        device it is (by MAC when known, else by address and port)."""
+        ptr = self._enter()
+        try:
+            return _discover(ptr, timeout)
+        finally:
+            self._leave()
 
     def print_model_library(self, mode: str = "brief", model: Optional[str] = None) -> str:
         """The model library listing (this controller's library, which ``models_path`` may replace).

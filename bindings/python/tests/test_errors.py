@@ -176,3 +176,18 @@ class LibraryErrorsTest(SimulatedCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DiscoverArgumentTest(unittest.TestCase):
+    """Discovery itself sends multicast (tested only in network namespaces); its refusals use no network."""
+
+    def test_timeouts_out_of_range_are_refused(self) -> None:
+        for timeout in (0, -1, 601, float("nan")):
+            with self.subTest(timeout=timeout):
+                with self.assertRaises(smartdev.InvalidArgumentError):
+                    smartdev.discover(timeout)
+
+    def test_the_library_refuses_them_too(self) -> None:
+        lib = _native.lib()
+        needed = ctypes.c_size_t(0)
+        self.assertEqual(lib.sd_discover(None, 0, None, 0, ctypes.byref(needed)), 101)
