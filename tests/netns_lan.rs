@@ -321,10 +321,12 @@ fn an_unplugged_device_goes_offline_and_comes_back() {
 }
 
 /// `sdctl discover --json` in `host` until it has found `want` devices (a hang guard of one minute: each run
-/// listens its 3 s); the last run's devices and how long that run took.
-fn discover(lan: &Lan, host: usize, want: usize) -> (Vec<serde_json::Value>, Duration) {
+/// listens its 3 s); the last run's devices, how long that run took, and how many runs it took.
+fn discover(lan: &Lan, host: usize, want: usize) -> (Vec<serde_json::Value>, Duration, usize) {
     let mut last = (Vec::new(), Duration::ZERO);
+    let mut runs = 0;
     let found = eventually(Duration::from_secs(60), || {
+        runs += 1;
         let start = std::time::Instant::now();
         let o = lan.run(host, &[env!("CARGO_BIN_EXE_sdctl"), "discover", "--json"]);
         let took = start.elapsed();
@@ -335,7 +337,7 @@ fn discover(lan: &Lan, host: usize, want: usize) -> (Vec<serde_json::Value>, Dur
         n >= want
     });
     assert!(found, "found only {:?}", last.0);
-    last
+    (last.0, last.1, runs)
 }
 
 /// Every device of `hosts` (host i emulates `models[i]`, announced) was found once, at its host's address
@@ -379,7 +381,7 @@ fn discover_finds_every_announced_device_across_the_namespaces() {
         .enumerate()
         .map(|(i, m)| (i, *m, lan.emulate(i, &["--announce", m])))
         .collect();
-    let (found, _) = discover(&lan, models.len(), models.len());
+    let (found, _, _) = discover(&lan, models.len(), models.len());
     check_found(&lan, &found, &emus);
 }
 
@@ -400,7 +402,7 @@ fn discover_finds_50_devices_in_50_hosts() {
         .enumerate()
         .map(|(i, s)| (i, "ShellyPlus1PM", lan.emulate(i, &["--announce", s])))
         .collect();
-    let (found, took) = discover(&lan, N, N);
+    let (found, took, runs) = discover(&lan, N, N);
     check_found(&lan, &found, &emus);
-    eprintln!("sdctl discover --json found {N} devices in {N} hosts in {took:?}");
+    eprintln!("sdctl discover --json found {N} devices in {N} hosts in {took:?} (run {runs})");
 }
