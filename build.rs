@@ -3,9 +3,22 @@
 //! incompatible release. Semver for 0.x: every minor release may break the ABI, so the soname is
 //! `libsmartdev.so.0.MINOR`; from 1.0 on it is `libsmartdev.so.MAJOR`. `bindings/c/install.sh` installs
 //! `libsmartdev.so.X.Y.Z` with the `libsmartdev.so.<ABI>` and `libsmartdev.so` symlinks. Linux (ELF) only.
+//!
+//! Also sets `cfg(smartdev_no_netns)` when the tests cannot create network namespaces (not root, no `ip`,
+//! not Linux): the tests on a virtual network (`tests/common/netns.rs`) are then `#[ignore]`d with that
+//! reason, so `cargo test` reports them as ignored instead of passing them without running them (the stable
+//! test harness has no skip at run time). Checked when this script runs (a build from scratch, or after
+//! `touch build.rs`); a binary built as root and run as another user fails those tests, saying so.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rustc-check-cfg=cfg(smartdev_no_netns)");
+    if let Err(why) = netns_usable() {
+        println!("cargo:rustc-cfg=smartdev_no_netns");
+        println!(
+            "cargo:warning=tests on network namespaces will be ignored: {why} (they need root and ip(8))"
+        );
+    }
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if os != "linux" {
         return;
@@ -20,4 +33,23 @@ fn main() {
         major
     };
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libsmartdev.so.{abi}");
+}
+
+/// Whether tests can create network namespaces: Linux, root, and `ip` (iproute2).
+fn netns_usable() -> Result<(), String> {
+    if std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default() != "linux" {
+        return Err("not Linux".into());
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1));
+    if euid != Some("0") {
+        return Err("not root".into());
+    }
+    match std::process::Command::new("ip").arg("-V").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("no ip(8); install iproute2".into()),
+    }
 }
