@@ -406,3 +406,62 @@ fn discover_finds_50_devices_in_50_hosts() {
     check_found(&lan, &found, &emus);
     eprintln!("sdctl discover --json found {N} devices in {N} hosts in {took:?} (run {runs})");
 }
+
+/// A new user who read only the README's "Finding devices": its first block, run as pasted (each line by
+/// `sh`, `sdctl` on the PATH, in an empty folder) in one host, while two announced devices run in others.
+/// Discovery writes their blocks, and the second command uses them: both devices online.
+#[test]
+#[cfg_attr(
+    smartdev_no_netns,
+    ignore = "needs root and ip(8) for network namespaces"
+)]
+fn the_readme_finding_devices_block_runs_as_pasted() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = &readme[readme
+        .find("## Finding devices")
+        .expect("the README has the section")..];
+    let start = section.find("```sh\n").expect("a sh block") + 6;
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    assert!(
+        block
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with("sdctl discover --yaml"),
+        "the section starts with sdctl discover --yaml:\n{block}"
+    );
+    let lan = Lan::new(3);
+    let _a = lan.emulate(
+        0,
+        &["--announce", "ShellyPlus1PM,id=shellyplus1pm-02ab00000a01"],
+    );
+    let _b = lan.emulate(1, &["--announce", "Shelly1PM,id=shelly1pm-02AB0B"]);
+    let dir = TempDir::new("readme-discover");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_sdctl"))
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    // Announcements may take a moment to be heard: the whole block again until both devices are online.
+    let mut last = String::new();
+    let ok = eventually(Duration::from_secs(60), || {
+        let o = lan
+            .command(2, &["sh", "-e", "-c", block])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        last = format!(
+            "exit {:?}\n{}\n{}\nfile:\n{}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            std::fs::read_to_string(dir.path().join("devices.yaml")).unwrap_or_default()
+        );
+        o.status.success() && last.matches("— online").count() == 2
+    });
+    assert!(ok, "the README's block did not work as pasted:\n{last}");
+}
