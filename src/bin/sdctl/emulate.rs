@@ -15,7 +15,9 @@ usage: sdctl emulate [--admin-port P] [--models FILE] [--listen-on ADDR] [--anno
   --listen-on ADDR  127.0.0.1 (default) or 0.0.0.0: every address of this host (reachable from the network!)
   --announce        announce every device over mDNS like the real one (Gen2+: _shelly._tcp and _http._tcp
                     with TXT gen, app, ver; Gen1: _http._tcp as shelly1pm-<MAC>; Tasmota: _http._tcp with
-                    devicetype=tasmota), so `sdctl discover` finds them. Sends multicast: off by default
+                    devicetype=tasmota), so `sdctl discover` finds them. Sends multicast: off by default.
+                    Ids and MACs follow from the DEVICE list, the same in every run (a configuration keeps
+                    working): give id= or mac= when several emulate processes announce on one network
   --interface IF    with --announce: announce on this interface (repeatable; 'all' for every one, loopback
                     included). Default: the interfaces with a private or link-local address
 
