@@ -174,14 +174,13 @@ impl Controller {
         };
         let queue = Arc::new(EventQueue::new(settings.webhooks.queue_capacity));
         let sink = Arc::new(LateSink::default());
+        let allowed: Option<crate::webhook::AllowedSources> = (settings.webhooks.enabled
+            && settings.webhooks.only_from_devices)
+            .then(|| Arc::new(RwLock::new(device_addresses(&devices))));
         let listener = if settings.webhooks.enabled {
-            let allowed = settings
-                .webhooks
-                .only_from_devices
-                .then(|| device_addresses(&devices));
             Some(Listener::start(
                 &settings.webhooks,
-                allowed,
+                allowed.clone(),
                 queue.clone(),
                 wake.clone(),
                 sink.clone(),
@@ -321,6 +320,7 @@ impl Controller {
             senders: RwLock::new(Some(senders)),
             push: pushed,
             dedupe: Default::default(),
+            allowed,
         });
         let _ = sink.0.set(shared.clone());
         let controller = Controller {

@@ -142,6 +142,7 @@ impl Find {
                 }
                 let devices: Vec<Arc<Device>> = shared.slots.iter().map(snapshot).collect();
                 let lost = missing(&devices, &macs);
+                allow_moved(&shared, &devices, &macs);
                 drop(devices);
                 if !lost.is_empty() && schedule.begin() {
                     lookup(&shared, &lost, &mut *finder, &flag);
@@ -180,6 +181,30 @@ impl Find {
 impl Drop for Find {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// With `AllowedSources: devices`: the address of a device that moved is allowed to send webhooks once the
+/// device is online there (its MAC confirmed).
+fn allow_moved(shared: &Shared, devices: &[Arc<Device>], macs: &[Option<Mac>]) {
+    let Some(allowed) = &shared.allowed else {
+        return;
+    };
+    for (d, _) in devices.iter().zip(macs).filter(|(d, m)| m.is_some() && d.online) {
+        let Some(ip) = d
+            .address
+            .as_deref()
+            .and_then(|h| h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().ok())
+        else {
+            continue;
+        };
+        if !allowed
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&ip)
+        {
+            allowed.write().unwrap_or_else(|e| e.into_inner()).push(ip);
+        }
     }
 }
 
