@@ -378,7 +378,7 @@ impl Controller {
             .iter()
             .map(|c| c.mac.filter(|_| !c.simulate))
             .collect();
-        if macs.iter().any(Option::is_some) {
+        if controller.settings.follow_moves && macs.iter().any(Option::is_some) {
             let finder = finder.unwrap_or_else(|| {
                 Box::new(crate::discovery::MdnsFinder::new(
                     (*controller.settings.models).clone(),

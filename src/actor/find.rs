@@ -1,7 +1,8 @@
 //! `sd-find`: follows devices configured with a `MAC` that do not answer at their address. Once a second it
 //! looks at the published snapshots (no I/O): a device with a configured MAC that is offline (or has no
 //! address yet) is missing. When some are and the last lookup began a minute ago or more (or never), one
-//! lookup ([`Finder`]: an mDNS browse by default) serves every missing device at once. A result with a missing
+//! lookup ([`Finder`]: an mDNS browse by default) serves every missing device at once; its results also serve
+//! a device that goes missing before the next lookup (the other half of a swap), with no new lookup. A result with a missing
 //! device's MAC at another address becomes a [`Command::Moved`] to its worker, which checks the MAC there
 //! before it moves (the address is a hint). Devices without a configured MAC are never moved.
 //!
@@ -136,6 +137,10 @@ impl Find {
         let thread = crate::log_scope::spawn(builder, move || {
             let _done = done_tx;
             let mut schedule = Schedule::new(now);
+            // The last lookup's results serve a device that goes missing before the next one (the other half
+            // of a swap); each hint is sent once.
+            let mut seen: Vec<Discovered> = Vec::new();
+            let mut hinted: Vec<(usize, String, u16)> = Vec::new();
             loop {
                 if flag.load(Ordering::SeqCst) {
                     break;
@@ -144,8 +149,20 @@ impl Find {
                 let lost = missing(&devices, &macs);
                 allow_moved(&shared, &devices, &macs);
                 drop(devices);
-                if !lost.is_empty() && schedule.begin() {
-                    lookup(&shared, &lost, &mut *finder, &flag);
+                if !lost.is_empty() {
+                    if schedule.begin() {
+                        seen = lookup(&lost, &mut *finder, &flag);
+                        hinted.clear();
+                    }
+                    for hint in moves(&lost, &seen) {
+                        if flag.load(Ordering::SeqCst) || hinted.contains(&hint) {
+                            continue;
+                        }
+                        hinted.push(hint.clone());
+                        if !send_move(&shared, hint) {
+                            break;
+                        }
+                    }
                 }
                 match stop_rx.recv_timeout(CHECK_EVERY) {
                     Err(RecvTimeoutError::Timeout) => {}
@@ -208,8 +225,8 @@ fn allow_moved(shared: &Shared, devices: &[Arc<Device>], macs: &[Option<Mac>]) {
     }
 }
 
-/// One lookup for the `lost` devices, and the moves it finds sent to their workers.
-fn lookup(shared: &Shared, lost: &[Missing], finder: &mut dyn Finder, stop: &Arc<AtomicBool>) {
+/// One lookup for the `lost` devices (nothing when it failed: logged).
+fn lookup(lost: &[Missing], finder: &mut dyn Finder, stop: &Arc<AtomicBool>) -> Vec<Discovered> {
     let macs: Vec<String> = lost.iter().map(|m| m.mac.to_string()).collect();
     log::debug!("looking for {} by discovery", macs.join(", "));
     let request = Lookup::new(macs, stop.clone());
@@ -223,7 +240,7 @@ fn lookup(shared: &Shared, lost: &[Missing], finder: &mut dyn Finder, stop: &Arc
                 e.reason(),
                 MIN_GAP.as_secs()
             );
-            return;
+            return Vec::new();
         }
         Err(p) => {
             log::error!(
@@ -231,23 +248,24 @@ fn lookup(shared: &Shared, lost: &[Missing], finder: &mut dyn Finder, stop: &Arc
                 super::worker::panic_message(&*p),
                 MIN_GAP.as_secs()
             );
-            return;
+            return Vec::new();
         }
     };
-    if stop.load(Ordering::SeqCst) {
-        return;
-    }
-    for (di, host, port) in moves(lost, &found) {
-        // The senders are taken at each use, never kept: `close` ends the workers by dropping them.
-        let tx = {
-            let guard = shared.senders.read().unwrap_or_else(|e| e.into_inner());
-            match guard.as_ref().and_then(|s| s.get(di).cloned()) {
-                Some(tx) => tx,
-                None => return,
-            }
-        };
-        let _ = tx.send(Command::Moved { host, port });
-    }
+    log::debug!("discovery found {} device(s)", found.len());
+    found
+}
+
+/// Sends a move hint to device `di`'s worker; false once the controller is closing.
+fn send_move(shared: &Shared, (di, host, port): (usize, String, u16)) -> bool {
+    // The senders are taken at each use, never kept: `close` ends the workers by dropping them.
+    let tx = {
+        let guard = shared.senders.read().unwrap_or_else(|e| e.into_inner());
+        match guard.as_ref().and_then(|s| s.get(di).cloned()) {
+            Some(tx) => tx,
+            None => return false,
+        }
+    };
+    tx.send(Command::Moved { host, port }).is_ok()
 }
 
 #[cfg(test)]
