@@ -266,3 +266,27 @@ fn close_does_not_wait_for_a_lookup() {
     ctl.close();
     assert!(!ctl.device(name("Kitchen")).unwrap().online);
 }
+
+#[test]
+fn a_device_found_by_its_mac_gets_our_webhooks_with_the_callback_address_towards_it() {
+    let emu = Emulator::start(vec![spec("A8032AB12345")], &ModelLibrary::embedded()).unwrap();
+    let net = Network::default();
+    net.put("A8:03:2A:B1:23:45", emu.port(0));
+    let yaml = format!(
+        "{ROOT}  RefreshInterval: 0\n  Channel: http\n  ShellyWebhooks:\n    Enabled: true\n    Port: 0\n    DefaultWebhooks:\n      Outputs: [switch.on, switch.off]\n  Devices:
+    - {{Name: Kitchen, Model: ShellyPlus1PM, MAC: A8032AB12345, Outputs: [{{Name: Kitchen Lamp, Webhooks: true}}]}}\n"
+    );
+    let ctl = open(&yaml, &net);
+    assert!(eventually(LIMIT, || ctl.device(name("Kitchen")).unwrap().online));
+    let port = ctl.webhook_address().unwrap().port();
+    let hooks = emu.webhooks(0);
+    let urls: Vec<String> = hooks
+        .iter()
+        .flat_map(|h| h["urls"].as_array().cloned().unwrap_or_default())
+        .filter_map(|u| u.as_str().map(str::to_string))
+        .collect();
+    assert_eq!(urls.len(), 2, "{hooks:?}");
+    for u in &urls {
+        assert!(u.starts_with(&format!("http://127.0.0.1:{port}/")), "{u}");
+    }
+}
