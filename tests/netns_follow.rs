@@ -235,6 +235,12 @@ fn two_devices_swapping_addresses_are_rebound_and_nothing_is_switched_on_the_wro
     lan.readdress(0, lan.spare(0));
     lan.readdress(1, ip0);
     lan.readdress(0, ip1);
+    // A device that takes an address announces it (gratuitous ARP, as DHCP clients do); `ip addr add` does
+    // not, so the hosts forget their neighbours instead of sending to the old owner until the cache expires.
+    for h in 0..3 {
+        let o = lan.run(h, &["ip", "neigh", "flush", "all"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
     dir.write("swapped", "");
     let early = child.marked(MARK, FOLLOW_LIMIT).expect("early switch");
     // Hall's device (now at ip0) was never switched, whatever the early attempt did.
