@@ -106,7 +106,11 @@ fn wait_for(file: &Path) {
 
 /// Opens the configuration in `NETNS_ARG`, logging to stdout (the parent reads the lines).
 fn child_controller() -> (Controller, PathBuf) {
-    let _ = simplelog::SimpleLogger::init(log::LevelFilter::Info, simplelog::Config::default());
+    // smartdev's own records, DEBUG included (the parent waits for some).
+    let config = simplelog::ConfigBuilder::new()
+        .add_filter_allow_str("smartdev")
+        .build();
+    let _ = simplelog::SimpleLogger::init(log::LevelFilter::Debug, config);
     let yaml = PathBuf::from(std::env::var("NETNS_ARG").unwrap());
     let dir = yaml.parent().unwrap().to_path_buf();
     let ctl = Controller::open(Settings::from_file(&yaml).unwrap(), None).unwrap();
@@ -302,6 +306,12 @@ fn a_device_that_disappears_comes_back_at_its_new_address_with_no_user_action() 
     lan.down(0);
     assert_eq!(child.marked(MARK, LIMIT).as_deref(), Some("OFFLINE"));
     let missing_since = Instant::now();
+    // The first lookup finds nothing (the device is unplugged); then it comes back elsewhere, and the next
+    // lookup (a minute after the first) finds it.
+    let none = child
+        .marked("discovery found ", LIMIT)
+        .expect("a lookup while missing");
+    assert!(none.starts_with("0 device"), "{none}");
     let new = lan.spare(1);
     lan.readdress(0, new);
     lan.up(0);

@@ -18,8 +18,19 @@ pub(crate) fn browse(
     interfaces: &Interfaces,
     stop: &AtomicBool,
 ) -> Result<Vec<Announcement>> {
+    browse_until(timeout, interfaces, stop, &mut |_| false)
+}
+
+/// [`browse`] that hands each batch of new announcements to `enough` as they resolve, and ends early when it
+/// says so (a lookup that found every device it looks for).
+pub(crate) fn browse_until(
+    timeout: Duration,
+    interfaces: &Interfaces,
+    stop: &AtomicBool,
+    enough: &mut dyn FnMut(&[Announcement]) -> bool,
+) -> Result<Vec<Announcement>> {
     let daemon = ServiceDaemon::new().map_err(|e| mdns_error("start mDNS", e))?;
-    let result = collect(&daemon, timeout, interfaces, stop);
+    let result = collect(&daemon, timeout, interfaces, stop, enough);
     // The daemon's thread ends on shutdown; its answer is not worth waiting for.
     let _ = daemon.shutdown();
     result
@@ -30,6 +41,7 @@ fn collect(
     timeout: Duration,
     interfaces: &Interfaces,
     stop: &AtomicBool,
+    enough: &mut dyn FnMut(&[Announcement]) -> bool,
 ) -> Result<Vec<Announcement>> {
     apply(daemon, interfaces).map_err(|e| mdns_error("choose the interfaces for mDNS", e))?;
     let shelly = daemon
@@ -46,6 +58,7 @@ fn collect(
             break;
         }
         let mut selector = flume_select(&shelly, &http, left.min(Duration::from_millis(50)));
+        let before = found.len();
         while let Some(event) = selector.pop() {
             if let ServiceEvent::ServiceResolved(r) = event {
                 found.push(Announcement {
@@ -61,6 +74,9 @@ fn collect(
                         .collect(),
                 });
             }
+        }
+        if found.len() > before && enough(&found[before..]) {
+            break;
         }
     }
     Ok(found)

@@ -82,15 +82,36 @@ impl MdnsFinder {
 }
 
 impl Finder for MdnsFinder {
+    /// Confirms the candidates as they are heard, and ends the browse as soon as every MAC looked for has
+    /// confirmed (usually within a fraction of a second), else after [`FOLLOW_BROWSE`].
     fn find(&mut self, lookup: &Lookup) -> Result<Vec<Discovered>> {
-        let heard = super::browse::browse(
+        let mut confirmed: Vec<Discovered> = Vec::new();
+        let wanted = lookup.missing();
+        let models = &self.models;
+        super::browse::browse_until(
             self.options.timeout,
             &self.options.interfaces,
             lookup.stop_flag(),
+            &mut |batch| {
+                for d in confirm_all(batch, super::CONFIRM_TIMEOUT, models) {
+                    if !confirmed
+                        .iter()
+                        .any(|k| k.address == d.address && k.port == d.port)
+                    {
+                        confirmed.push(d);
+                    }
+                }
+                !wanted.is_empty()
+                    && wanted.iter().all(|m| {
+                        confirmed
+                            .iter()
+                            .any(|d| d.mac_address.as_deref() == Some(m.as_str()))
+                    })
+            },
         )?;
         if lookup.stopped() {
             return Ok(Vec::new());
         }
-        Ok(confirm_all(&heard, super::CONFIRM_TIMEOUT, &self.models))
+        Ok(confirmed)
     }
 }
