@@ -328,6 +328,7 @@ mod tests {
             generation: Some(3),
             protocol: Some(Protocol::Rpc),
             hostname: Some("192.168.86.30".into()),
+            address: Some("192.168.86.30".into()),
             port: 80,
             online: true,
             uptime: Some(93_784),

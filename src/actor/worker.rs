@@ -895,6 +895,7 @@ mod tests {
         let w = spawn(
             Device {
                 hostname: Some("10.0.0.5".into()),
+                address: Some("10.0.0.5".into()),
                 port: 80,
                 ..device()
             },
@@ -962,6 +963,7 @@ mod tests {
         let w = spawn(
             Device {
                 hostname: Some("10.0.0.5".into()),
+                address: Some("10.0.0.5".into()),
                 port: 8080,
                 ..device()
             },
