@@ -123,7 +123,8 @@ fn a_mac_only_device_opens_offline_and_is_found_shortly_after_with_its_push_chan
     // (RefreshInterval 0).
     assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
     emu.set_output(0, 0, false);
-    assert!(eventually(LIMIT, || ctl.output(name("Kitchen Lamp"))
+    assert!(eventually(LIMIT, || ctl
+        .output(name("Kitchen Lamp"))
         .unwrap()
         .state
         == Some(false)));
@@ -169,14 +170,18 @@ fn two_devices_swapping_addresses_are_each_rebound_to_their_own_mac_and_nothing_
         Ok(_) | Err(Error::WrongDevice { .. }) | Err(Error::Offline { .. }) => {}
         Err(e) => panic!("{e}"),
     }
-    assert!(!emu.output(0, 0), "Hall (now at port 0) was switched as Kitchen");
+    assert!(
+        !emu.output(0, 0),
+        "Hall (now at port 0) was switched as Kitchen"
+    );
 
     let bound = |n: &str, port: u16| {
         let d = ctl.device(name(n)).unwrap();
         d.online && d.port == port && d.address.as_deref() == Some("127.0.0.1")
     };
     assert!(
-        eventually(LIMIT, || bound("Kitchen", emu.port(1)) && bound("Hall", emu.port(0))),
+        eventually(LIMIT, || bound("Kitchen", emu.port(1))
+            && bound("Hall", emu.port(0))),
         "{:?}\n{:?}",
         ctl.device(name("Kitchen")).unwrap(),
         ctl.device(name("Hall")).unwrap()
@@ -277,7 +282,10 @@ fn a_device_found_by_its_mac_gets_our_webhooks_with_the_callback_address_towards
     - {{Name: Kitchen, Model: ShellyPlus1PM, MAC: A8032AB12345, Outputs: [{{Name: Kitchen Lamp, Webhooks: true}}]}}\n"
     );
     let ctl = open(&yaml, &net);
-    assert!(eventually(LIMIT, || ctl.device(name("Kitchen")).unwrap().online));
+    assert!(eventually(LIMIT, || ctl
+        .device(name("Kitchen"))
+        .unwrap()
+        .online));
     let port = ctl.webhook_address().unwrap().port();
     let hooks = emu.webhooks(0);
     let urls: Vec<String> = hooks

@@ -90,7 +90,11 @@ fn child_count_queries() {
         };
         // A DNS message: flags in bytes 2-3, QR (the top bit) 0 for a query.
         if n >= 12 && buf[2] & 0x80 == 0 {
-            out(format!("QUERY {} {}", start.elapsed().as_millis(), from.ip()));
+            out(format!(
+                "QUERY {} {}",
+                start.elapsed().as_millis(),
+                from.ip()
+            ));
         }
     }
 }
@@ -133,7 +137,12 @@ fn config(dir: &TempDir, devices: &str) -> PathBuf {
 }
 
 fn spawn_controller(lan: &Lan, host: usize, test: &str, cfg: &Path) -> Proc {
-    lan.spawn_self(host, test, "controller", &[("NETNS_ARG", cfg.to_str().unwrap())])
+    lan.spawn_self(
+        host,
+        test,
+        "controller",
+        &[("NETNS_ARG", cfg.to_str().unwrap())],
+    )
 }
 
 #[test]
@@ -150,8 +159,15 @@ fn a_mac_only_configuration_opens_and_finds_its_device() {
             let (ctl, _) = child_controller();
             // Open does not wait for discovery: the device opens offline.
             let d = ctl.device(name("Kitchen")).unwrap();
-            out(format!("OPENED {} {}", d.online, start.elapsed().as_millis()));
-            assert!(eventually(LIMIT, || ctl.device(name("Kitchen")).unwrap().online));
+            out(format!(
+                "OPENED {} {}",
+                d.online,
+                start.elapsed().as_millis()
+            ));
+            assert!(eventually(LIMIT, || ctl
+                .device(name("Kitchen"))
+                .unwrap()
+                .online));
             let d = ctl.device(name("Kitchen")).unwrap();
             out(format!(
                 "FOUND {} {}:{}",
@@ -170,7 +186,9 @@ fn a_mac_only_configuration_opens_and_finds_its_device() {
     let dir = TempDir::new("netns-follow-open");
     let cfg = config(
         &dir,
-        &format!("    - {{Name: Kitchen, Model: ShellyPlus1PM, MAC: {MAC_A}, Outputs: [{{Name: Kitchen Lamp}}]}}\n"),
+        &format!(
+            "    - {{Name: Kitchen, Model: ShellyPlus1PM, MAC: {MAC_A}, Outputs: [{{Name: Kitchen Lamp}}]}}\n"
+        ),
     );
     let child = spawn_controller(&lan, 1, ME, &cfg);
     let opened = child.marked(MARK, LIMIT).expect("opened");
@@ -209,7 +227,10 @@ fn two_devices_swapping_addresses_are_rebound_and_nothing_is_switched_on_the_wro
             out(format!("EARLY {}", early.is_ok()));
             wait_for(&dir.join("checked-early"));
             assert!(eventually(FOLLOW_LIMIT, || {
-                online("Kitchen") && online("Hall") && at("Kitchen") == hall && at("Hall") == kitchen
+                online("Kitchen")
+                    && online("Hall")
+                    && at("Kitchen") == hall
+                    && at("Hall") == kitchen
             }));
             ctl.change_output(name("Kitchen Lamp"), true).unwrap();
             out("KITCHEN".into());
@@ -251,7 +272,10 @@ fn two_devices_swapping_addresses_are_rebound_and_nothing_is_switched_on_the_wro
     assert_eq!(ask(&lan, 2, ME, ip0), (MAC_B.to_string(), false), "{early}");
     dir.write("checked-early", "");
     assert_eq!(child.marked(MARK, FOLLOW_LIMIT).as_deref(), Some("KITCHEN"));
-    println!("both devices followed {} ms after the swap", start.elapsed().as_millis());
+    println!(
+        "both devices followed {} ms after the swap",
+        start.elapsed().as_millis()
+    );
     assert_eq!(ask(&lan, 2, ME, ip1), (MAC_A.to_string(), true));
     assert_eq!(ask(&lan, 2, ME, ip0), (MAC_B.to_string(), false));
     dir.write("checked-kitchen", "");

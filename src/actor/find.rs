@@ -80,10 +80,9 @@ pub(crate) fn moves(missing: &[Missing], found: &[Discovered]) -> Vec<(usize, St
                 return None;
             }
             let host = first.address.to_string();
-            let same = m
-                .at
-                .as_ref()
-                .is_some_and(|(h, p)| *h == host && *p == first.port);
+            let same =
+                m.at.as_ref()
+                    .is_some_and(|(h, p)| *h == host && *p == first.port);
             (!same).then(|| (m.di, host, first.port))
         })
         .collect()
@@ -103,7 +102,10 @@ impl Schedule {
     /// Whether a lookup may begin now; if so, it counts as begun.
     pub(crate) fn begin(&mut self) -> bool {
         let now = (self.now)();
-        if self.last.is_some_and(|t| now.saturating_duration_since(t) < MIN_GAP) {
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < MIN_GAP)
+        {
             return false;
         }
         self.last = Some(now);
@@ -207,7 +209,11 @@ fn allow_moved(shared: &Shared, devices: &[Arc<Device>], macs: &[Option<Mac>]) {
     let Some(allowed) = &shared.allowed else {
         return;
     };
-    for (d, _) in devices.iter().zip(macs).filter(|(d, m)| m.is_some() && d.online) {
+    for (d, _) in devices
+        .iter()
+        .zip(macs)
+        .filter(|(d, m)| m.is_some() && d.online)
+    {
         let Some(ip) = d
             .address
             .as_deref()
@@ -230,27 +236,26 @@ fn lookup(lost: &[Missing], finder: &mut dyn Finder, stop: &Arc<AtomicBool>) -> 
     let macs: Vec<String> = lost.iter().map(|m| m.mac.to_string()).collect();
     log::debug!("looking for {} by discovery", macs.join(", "));
     let request = Lookup::new(macs, stop.clone());
-    let found = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        finder.find(&request)
-    })) {
-        Ok(Ok(found)) => found,
-        Ok(Err(e)) => {
-            log::warn!(
-                "looking for devices that moved failed: {}; trying again in {} s",
-                e.reason(),
-                MIN_GAP.as_secs()
-            );
-            return Vec::new();
-        }
-        Err(p) => {
-            log::error!(
-                "looking for devices that moved panicked: {}; trying again in {} s",
-                super::worker::panic_message(&*p),
-                MIN_GAP.as_secs()
-            );
-            return Vec::new();
-        }
-    };
+    let found =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| finder.find(&request))) {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
+                log::warn!(
+                    "looking for devices that moved failed: {}; trying again in {} s",
+                    e.reason(),
+                    MIN_GAP.as_secs()
+                );
+                return Vec::new();
+            }
+            Err(p) => {
+                log::error!(
+                    "looking for devices that moved panicked: {}; trying again in {} s",
+                    super::worker::panic_message(&*p),
+                    MIN_GAP.as_secs()
+                );
+                return Vec::new();
+            }
+        };
     log::debug!("discovery found {} device(s)", found.len());
     found
 }

@@ -417,11 +417,17 @@ impl State {
         let mut driver = match built {
             Ok(Ok(d)) => d,
             Ok(Err(e)) => {
-                log::debug!("device {label}: no driver for {host}:{port}: {}", e.reason());
+                log::debug!(
+                    "device {label}: no driver for {host}:{port}: {}",
+                    e.reason()
+                );
                 return;
             }
             Err(p) => {
-                log::debug!("device {label}: no driver for {host}:{port}: {}", panic_message(&*p));
+                log::debug!(
+                    "device {label}: no driver for {host}:{port}: {}",
+                    panic_message(&*p)
+                );
                 return;
             }
         };
@@ -449,7 +455,11 @@ impl State {
             );
             return;
         }
-        let from = self.device.address.as_deref().map(|h| show_address(h, self.device.port));
+        let from = self
+            .device
+            .address
+            .as_deref()
+            .map(|h| show_address(h, self.device.port));
         match from {
             Some(from) => log::info!("{} moved from {from} to {to}", self.device.name),
             None => log::info!("{} found at {to} (by its MAC {expected})", self.device.name),

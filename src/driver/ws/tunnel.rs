@@ -184,8 +184,7 @@ impl Tunnel {
     /// at once (a request goes over HTTP to the new address), and the poller is woken to reconnect there.
     pub(crate) fn retarget(&self) {
         self.detach();
-        self.moved
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.moved.store(true, std::sync::atomic::Ordering::SeqCst);
         if let Some(wake) = self.wake.get() {
             wake();
         }
