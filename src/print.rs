@@ -123,7 +123,7 @@ pub(crate) fn device_status(d: &Device) -> String {
     } else if d.hostname.is_none() {
         facts.row(vec![
             "Address".into(),
-            "none known yet (looked up by its MAC)".into(),
+            "none known yet (configured by its MAC)".into(),
         ]);
     }
     if d.expect_offline {
