@@ -83,7 +83,7 @@ pub(crate) fn moves(missing: &[Missing], found: &[Discovered]) -> Vec<(usize, St
             let same =
                 m.at.as_ref()
                     .is_some_and(|(h, p)| *h == host && *p == first.port);
-            (!same).then(|| (m.di, host, first.port))
+            (!same).then_some((m.di, host, first.port))
         })
         .collect()
 }
