@@ -186,13 +186,13 @@ fn two_devices_swapping_addresses_are_each_rebound_to_their_own_mac_and_nothing_
         ctl.device(name("Kitchen")).unwrap(),
         ctl.device(name("Hall")).unwrap()
     );
+    // One lookup served both: at once when both were missing then, else its results served the second.
     assert_eq!(
         net.lookups.load(Ordering::SeqCst),
         1,
-        "one lookup served both devices"
+        "{:?}",
+        net.asked.lock().unwrap()
     );
-    let asked = net.asked.lock().unwrap()[0].clone();
-    assert_eq!(asked.len(), 2, "{asked:?}");
 
     // By name, each switch reaches the device with that MAC.
     ctl.change_output(name("Kitchen Lamp"), true).unwrap();
