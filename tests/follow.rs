@@ -133,6 +133,32 @@ fn a_mac_only_device_opens_offline_and_is_found_shortly_after_with_its_push_chan
 #[test]
 fn two_devices_swapping_addresses_are_each_rebound_to_their_own_mac_and_nothing_is_switched_on_the_wrong_one()
  {
+    let _ = swap("http");
+}
+
+/// With the push channel, each device's connection follows it: the old ones (now to the other device) are
+/// dropped, and each device's pushed states reach the right configured device.
+#[test]
+fn after_a_swap_each_push_channel_follows_its_device() {
+    let (emu, ctl) = swap("auto");
+    // Each port got a new connection (its device's, after the move) and kept only that one: the connection
+    // made before the swap, now to the other device, was dropped.
+    assert!(eventually(LIMIT, || {
+        (0..2).all(|i| emu.ws_upgrades(i) >= 2 && emu.ws_subscribed(i) == 1)
+    }));
+    // Kitchen (MAC …01) is the device at port 1 now: its state reaches Kitchen, not Hall.
+    emu.set_output(1, 0, true);
+    assert!(eventually(LIMIT, || ctl
+        .output(name("Kitchen Lamp"))
+        .unwrap()
+        .state
+        == Some(true)));
+    assert_eq!(ctl.output(name("Hall Lamp")).unwrap().state, Some(true));
+}
+
+/// Swaps two emulated devices' addresses under a controller using `channel`; returns the emulator after both
+/// devices were rebound (Kitchen off, Hall on), and the controller.
+fn swap(channel: &str) -> (Emulator, Controller) {
     let emu = Emulator::start(
         vec![spec("AA0000000001"), spec("AA0000000002")],
         &ModelLibrary::embedded(),
@@ -144,7 +170,7 @@ fn two_devices_swapping_addresses_are_each_rebound_to_their_own_mac_and_nothing_
     net.put("AA:00:00:00:00:01", emu.port(0));
     net.put("AA:00:00:00:00:02", emu.port(1));
     let yaml = format!(
-        "{ROOT}  RefreshInterval: 0.2\n  Channel: http\n  Devices:
+        "{ROOT}  RefreshInterval: 0.2\n  Channel: {channel}\n  Devices:
     - {{Name: Kitchen, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}, MAC: AA0000000001, Outputs: [{{Name: Kitchen Lamp}}]}}
     - {{Name: Hall, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}, MAC: AA0000000002, Outputs: [{{Name: Hall Lamp}}]}}\n",
         emu.port(0),
@@ -203,6 +229,7 @@ fn two_devices_swapping_addresses_are_each_rebound_to_their_own_mac_and_nothing_
     ctl.change_output(name("Kitchen Lamp"), false).unwrap();
     assert!(!emu.output(1, 0));
     assert!(emu.output(0, 0));
+    (emu, ctl)
 }
 
 #[test]
