@@ -1020,6 +1020,114 @@ mod tests {
         w.thread.join().unwrap();
     }
 
+    /// Two devices at two addresses; the factory builds a driver for whichever address it is given.
+    fn start_movable(mac: Option<&str>, at: &[(&str, &Swappable)]) -> Worker {
+        let drivers: Vec<(String, Swappable)> = at
+            .iter()
+            .map(|(h, d)| (h.to_string(), (*d).clone()))
+            .collect();
+        let first = drivers[0].1.clone();
+        let factory: Factory = Box::new(move |host, _| {
+            let d = drivers
+                .iter()
+                .find(|(h, _)| Some(h.as_str()) == host)
+                .map(|(_, d)| d.clone())
+                .expect("a known address");
+            Ok(Box::new(d) as Box<dyn Driver>)
+        });
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            Device {
+                hostname: Some(at[0].0.into()),
+                address: Some(at[0].0.into()),
+                port: 80,
+                ..device()
+            },
+            Box::new(first),
+            factory,
+            crate::actor::restart::tests::manual().0,
+            Links {
+                liveness: liveness(),
+                inbox: Arc::default(),
+                peers: Arc::default(),
+                refreshes: false,
+                follow: None,
+                events: None,
+                mac: mac.map(|m| crate::mac::Mac::parse(m).unwrap()),
+            },
+            started_tx,
+        )
+        .unwrap();
+        let _ = started_rx.recv().unwrap();
+        w
+    }
+
+    fn moved(w: &Worker, host: &str) {
+        w.tx.send(Command::Moved {
+            host: host.into(),
+            port: 80,
+        })
+        .unwrap();
+        // Commands run in order: the refresh's answer comes after the move was handled.
+        let _ = send_refresh(w);
+    }
+
+    #[test]
+    fn a_move_hint_is_followed_only_where_the_configured_mac_answers() {
+        let (old, other, new) = (
+            Swappable::default(),
+            Swappable::default(),
+            Swappable::default(),
+        );
+        *old.mac.lock().unwrap() = "112233445566".into();
+        *other.mac.lock().unwrap() = "665544332211".into();
+        *new.mac.lock().unwrap() = "A8032AB12345".into();
+        let w = start_movable(
+            Some("A8:03:2A:B1:23:45"),
+            &[("10.0.0.5", &old), ("10.0.0.6", &other), ("10.0.0.9", &new)],
+        );
+        assert!(!snapshot(&w.slot).online, "another MAC at its address");
+
+        // A hint to where another MAC answers: not moved, nothing switched there.
+        moved(&w, "10.0.0.6");
+        assert_eq!(snapshot(&w.slot).address.as_deref(), Some("10.0.0.5"));
+        assert!(send_switch(&w).is_err());
+        assert_eq!(other.switches.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        // Where its MAC answers: moved, online, and switches go there.
+        moved(&w, "10.0.0.9");
+        let snap = snapshot(&w.slot);
+        assert_eq!(snap.address.as_deref(), Some("10.0.0.9"));
+        assert_eq!(snap.hostname.as_deref(), Some("10.0.0.5"), "as configured");
+        assert!(snap.online, "{:?}", snap.last_error);
+        send_switch(&w).unwrap();
+        assert_eq!(new.switches.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(old.switches.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        // A stale hint while it answers where it is: ignored.
+        moved(&w, "10.0.0.5");
+        assert_eq!(snapshot(&w.slot).address.as_deref(), Some("10.0.0.9"));
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_device_without_a_configured_mac_never_moves() {
+        let (old, new) = (Swappable::default(), Swappable::default());
+        *old.mac.lock().unwrap() = "A8032AB12345".into();
+        *new.mac.lock().unwrap() = "A8032AB12345".into();
+        let w = start_movable(None, &[("10.0.0.5", &old), ("10.0.0.9", &new)]);
+        // Its address is the identity the user gave, even when the MAC it reported answers elsewhere.
+        *old.mac.lock().unwrap() = "112233445566".into();
+        let _ = send_refresh(&w);
+        moved(&w, "10.0.0.9");
+        let snap = snapshot(&w.slot);
+        assert_eq!(snap.address.as_deref(), Some("10.0.0.5"));
+        assert!(!snap.online);
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
     #[test]
     fn a_panic_takes_the_device_offline_until_a_fresh_driver_takes_over_after_the_back_off() {
         let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
