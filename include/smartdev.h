@@ -487,8 +487,9 @@ enum sd_result sd_read_device(const struct sd_controller *ctl,
 /*
  Writes the device's object as JSON, as last read (no device I/O; same fields as the Rust API and
  `sdctl --json`). Call `sd_read_device` first for a fresh reading. A device that cannot be reached has its
- object too: `"Online":false` and `"LastError"` saying why (also right after `sd_read_device` failed). The
- size query (`buf` NULL, `len` 0: `SD_INSUFFICIENT_SIZE` with `*needed`) never waits for a device either,
+ object too: `"Online":false` and `"LastError"` saying why (also right after `sd_read_device` failed).
+ `"Address"` is where the device is reached now (its `Hostname`, or where it was found after it moved; `null`
+ while unknown). The size query (`buf` NULL, `len` 0: `SD_INSUFFICIENT_SIZE` with `*needed`) never waits for a device either,
  even while another thread reads it.
 
  # Safety

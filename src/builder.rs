@@ -18,6 +18,7 @@ pub struct ControllerBuilder {
     models: Option<ModelLibrary>,
     wake: Option<WakeFlag>,
     files_logging: bool,
+    finder: Option<Box<dyn crate::discovery::Finder>>,
 }
 
 impl ControllerBuilder {
@@ -102,7 +103,16 @@ impl ControllerBuilder {
         {
             crate::logging::init(files)?;
         }
-        Controller::start(settings, self.wake)
+        Controller::start(settings, self.wake, self.finder)
+    }
+
+    /// How devices configured with a `MAC` are looked up when they do not answer at their address (default:
+    /// [`MdnsFinder`](crate::MdnsFinder), an mDNS browse). A lookup runs on the controller's `sd-find` thread,
+    /// at most once a minute for every missing device at once; what it returns is a hint, checked by the
+    /// device's own answer (its MAC) before the device moves.
+    pub fn finder(mut self, finder: impl crate::discovery::Finder + 'static) -> Self {
+        self.finder = Some(Box::new(finder));
+        self
     }
 
     /// Loads `path` and opens it.

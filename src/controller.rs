@@ -139,6 +139,8 @@ struct Running {
     listener: Option<Listener>,
     /// The push channel's threads (`Channel: auto`), when some device uses it.
     push: Option<crate::actor::push::Push>,
+    /// `sd-find`, when some device is configured with a `MAC` (it may move).
+    find: Option<crate::actor::find::Find>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -152,7 +154,11 @@ impl std::fmt::Debug for Controller {
 
 impl Controller {
     /// Starts everything (the builder's last step).
-    pub(crate) fn start(settings: Settings, wake: Option<WakeFlag>) -> Result<Controller> {
+    pub(crate) fn start(
+        settings: Settings,
+        wake: Option<WakeFlag>,
+        finder: Option<Box<dyn crate::discovery::Finder>>,
+    ) -> Result<Controller> {
         let (devices, follows) = crate::plan::plan_following(&settings).map_err(Error::Init)?;
         for note in crate::plan::anchor_differences(&settings) {
             log::warn!("{note}");
@@ -168,14 +174,13 @@ impl Controller {
         };
         let queue = Arc::new(EventQueue::new(settings.webhooks.queue_capacity));
         let sink = Arc::new(LateSink::default());
+        let allowed: Option<crate::webhook::AllowedSources> = (settings.webhooks.enabled
+            && settings.webhooks.only_from_devices)
+            .then(|| Arc::new(RwLock::new(device_addresses(&devices))));
         let listener = if settings.webhooks.enabled {
-            let allowed = settings
-                .webhooks
-                .only_from_devices
-                .then(|| device_addresses(&devices));
             Some(Listener::start(
                 &settings.webhooks,
-                allowed,
+                allowed.clone(),
                 queue.clone(),
                 wake.clone(),
                 sink.clone(),
@@ -194,24 +199,31 @@ impl Controller {
         let mut problems = Vec::new();
         // Planned devices are in configuration order, so they pair with their configuration blocks.
         for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
-            let hooks = install::plan(d, &settings.webhooks, port);
             let tunnel = tunnels[di].clone();
             let credentials = driver::Credentials {
                 username: cfg.username.clone(),
                 password: cfg.password.clone(),
             };
             let (planned, settings, http) = (d.clone(), settings.clone(), http.clone());
-            let mut factory: worker::Factory = Box::new(move || {
+            // Built for the device's current address: the configured one at open, a new one after it moved
+            // (the hooks' callback address is the one this machine uses towards that address).
+            let mut factory: worker::Factory = Box::new(move |host: Option<&str>, at: u16| {
+                let mut here = planned.clone();
+                if !here.simulate {
+                    here.hostname = host.map(str::to_string);
+                    here.port = at;
+                }
+                let hooks = install::plan(&here, &settings.webhooks, port);
                 driver::for_device(
-                    &planned,
+                    &here,
                     &settings,
                     &http,
-                    hooks.clone(),
+                    hooks,
                     credentials.clone(),
                     tunnel.clone(),
                 )
             });
-            match factory() {
+            match factory(d.address.as_deref(), d.port) {
                 Ok(drv) => drivers.push((drv, factory)),
                 Err(e) => problems.push(crate::error::Problem::new(d.label(), e.to_string())),
             }
@@ -308,6 +320,7 @@ impl Controller {
             senders: RwLock::new(Some(senders)),
             push: pushed,
             dedupe: Default::default(),
+            allowed,
         });
         let _ = sink.0.set(shared.clone());
         let controller = Controller {
@@ -318,6 +331,7 @@ impl Controller {
                 stop_supervisor: None,
                 listener,
                 push: None,
+                find: None,
             })),
             closing,
             http: http.clone(),
@@ -356,6 +370,36 @@ impl Controller {
         if let Some(r) = controller.lock_running().as_mut() {
             r.threads.push(sup);
             r.stop_supervisor = Some(stop_tx);
+        }
+        // Devices configured with a MAC are followed when they do not answer at their address.
+        let macs: Vec<Option<crate::mac::Mac>> = controller
+            .settings
+            .devices
+            .iter()
+            .map(|c| c.mac.filter(|_| !c.simulate))
+            .collect();
+        if controller.settings.follow_moves && macs.iter().any(Option::is_some) {
+            let finder = finder.unwrap_or_else(|| {
+                Box::new(crate::discovery::MdnsFinder::new(
+                    (*controller.settings.models).clone(),
+                ))
+            });
+            let find = crate::actor::find::Find::start(
+                controller.shared.clone(),
+                macs,
+                finder,
+                crate::actor::restart::real_now(),
+            )
+            .map_err(|e| {
+                controller.close();
+                Error::Io {
+                    context: "starting the thread that follows devices that moved".into(),
+                    source: e,
+                }
+            })?;
+            if let Some(r) = controller.lock_running().as_mut() {
+                r.find = Some(find);
+            }
         }
         log::info!(
             "smartdev opened {} device(s) from {}",
@@ -846,6 +890,10 @@ impl Controller {
         let Some(mut running) = self.lock_running().take() else {
             return;
         };
+        // No more lookups (their moves are commands to the workers); a browse ends within 50 ms.
+        if let Some(mut f) = running.find.take() {
+            f.stop();
+        }
         // No new webhooks first (they would send commands to the workers), then the threads.
         if let Some(mut l) = running.listener.take() {
             l.stop();
@@ -889,7 +937,10 @@ fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::pu
             {
                 return None;
             }
-            let host = d.hostname.clone()?;
+            // A device configured by its MAC alone gets its channel once it is found (`actor/push.rs`).
+            if d.hostname.is_none() && cfg.mac.is_none() {
+                return None;
+            }
             let Some(ModelRef::Vendor(m)) = settings.models.resolve(&d.model) else {
                 return None;
             };
@@ -897,8 +948,6 @@ fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::pu
                 di,
                 id: d.id,
                 label: d.label(),
-                host,
-                port: d.port,
                 password: cfg.password.as_ref().map(|p| p.expose().to_string()),
                 output_type: match m.output_kind {
                     OutputKind::Switch => "switch",

@@ -85,7 +85,9 @@ mod yaml;
 pub use builder::ControllerBuilder;
 pub use config::{Channel, ConfigLoader, Rule, Settings, ValidationDictionary, ValueType};
 pub use controller::{Controller, GetDeviceError, QueueStats, RefreshFailure, RefreshReport};
-pub use discovery::{DiscoverOptions, Discovered, discover, discover_with};
+pub use discovery::{
+    DiscoverOptions, Discovered, Finder, Lookup, MdnsFinder, discover, discover_with,
+};
 pub use driver::OutputAction;
 /// Preview of the push channel's transport (RFC 6455 client, Shelly JSON-RPC and notifications over it): not
 /// wired into the drivers and not a stable API yet; public for the integration tests (`tests/ws_transport.rs`).

@@ -255,10 +255,15 @@ pub struct Device {
     pub generation: Option<u8>,
     /// How the device is spoken to.
     pub protocol: Option<Protocol>,
-    /// Network address (absent for simulated devices without one).
+    /// Network address as configured (absent for simulated devices without one, and for a device configured
+    /// by its `MAC` alone).
     pub hostname: Option<String>,
-    /// HTTP port.
+    /// HTTP port: the configured one, or the one the device answers on since it moved (see `address`).
     pub port: u16,
+    /// The address the device is reached at now: the configured `Hostname`, or where discovery found a device
+    /// configured with a `MAC` after it moved (its `port` too). `None` while no address is known (a device
+    /// configured by its MAC alone, not found yet) and for simulated devices.
+    pub address: Option<String>,
     /// Whether the device is simulated from a local JSON file.
     pub simulate: bool,
     /// Whether the device is expected to be offline at times (no warnings then).

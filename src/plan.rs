@@ -254,6 +254,7 @@ fn plan_all(
             object_type: "device",
             model: cfg.model.clone(),
             hostname: cfg.hostname.clone(),
+            address: cfg.hostname.clone().filter(|_| !cfg.simulate),
             // The configured MAC; a simulated device without one gets a stable one derived from its ID.
             mac_address: match (cfg.mac, cfg.simulate) {
                 (Some(mac), _) => Some(mac.to_string()),

@@ -113,8 +113,18 @@ pub(crate) fn device_status(d: &Device) -> String {
             .map(|f| format!(" ({})", f.display()))
             .unwrap_or_default();
         facts.row(vec!["Simulated".into(), format!("yes{file}")]);
-    } else if let Some(h) = &d.hostname {
-        facts.row(vec!["Address".into(), format!("{h}:{}", d.port)]);
+    } else if let Some(h) = &d.address {
+        let moved = match &d.hostname {
+            Some(c) if c != h => format!(" (moved; configured {c})"),
+            None => " (found by its MAC)".into(),
+            _ => String::new(),
+        };
+        facts.row(vec!["Address".into(), format!("{h}:{}{moved}", d.port)]);
+    } else if d.hostname.is_none() {
+        facts.row(vec![
+            "Address".into(),
+            "none known yet (configured by its MAC)".into(),
+        ]);
     }
     if d.expect_offline {
         facts.row(vec!["Expected offline".into(), "yes".into()]);
@@ -318,6 +328,7 @@ mod tests {
             generation: Some(3),
             protocol: Some(Protocol::Rpc),
             hostname: Some("192.168.86.30".into()),
+            address: Some("192.168.86.30".into()),
             port: 80,
             online: true,
             uptime: Some(93_784),

@@ -131,7 +131,7 @@ fn sdctl_check_accepts_a_mac_and_refuses_a_bad_one() {
 
 #[test]
 fn a_device_with_only_a_mac_opens_offline_and_says_why() {
-    let yaml = "SmartDevices:\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:
+    let yaml = "SmartDevices:\n  RefreshInterval: 0\n  PingAllowed: false\n  FollowMoves: false\n  Devices:
     - {Name: Kitchen, Model: ShellyPlus1PM, MAC: a8032ab12345}\n";
     let ctl = Controller::open(Settings::from_yaml_str(yaml).unwrap(), None).unwrap();
     let d = ctl.device(id(1)).unwrap();

@@ -266,10 +266,10 @@ fn sdctl_in_one_host_reads_and_switches_an_emulated_gen2_device_in_another() {
     assert_eq!(code, Some(0), "{dev}");
     assert_eq!(dev["Online"], true, "{dev}");
     assert_eq!(dev["Hostname"], lan.addr(0).to_string());
-    // The id's 12 hex digits, in the one spelling the library writes (AA:BB:…).
-    let hex = emu.ids[0].rsplit('-').next().unwrap().to_uppercase();
-    let mac: Vec<&str> = (0..6).map(|i| &hex[2 * i..2 * i + 2]).collect();
-    assert_eq!(dev["MacAddress"], mac.join(":").as_str());
+    assert_eq!(dev["Address"], lan.addr(0).to_string());
+    // The id's 12 hex digits, as smartdev writes every MAC (`AA:BB:CC:DD:EE:FF`).
+    let mac = smartdev::Mac::parse(emu.ids[0].rsplit('-').next().unwrap()).unwrap();
+    assert_eq!(dev["MacAddress"], mac.to_string().as_str());
     let outputs = dev["Outputs"].as_array().unwrap();
     assert_eq!(outputs.len(), 2, "{dev}");
     assert!(outputs.iter().all(|o| o["State"] == false), "{dev}");

@@ -153,6 +153,7 @@ func TestWrongDeviceAtTheAddress(t *testing.T) {
   PingAllowed: false
   RefreshInterval: 0
   Channel: http
+  FollowMoves: false
   Devices:
     - {Name: Plug, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s, MAC: a8-03-2a-b1-23-45}
 `, port(t, device))

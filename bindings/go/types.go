@@ -114,8 +114,11 @@ type Device struct {
 	Protocol *string `json:"Protocol"`
 	// Hostname is the network address (nil for simulated devices without one).
 	Hostname *string `json:"Hostname"`
-	// Port is the HTTP port.
+	// Port is the HTTP port: the configured one, or the one the device answers on since it moved.
 	Port int `json:"Port"`
+	// Address is where the device is reached now: the configured Hostname, or where discovery found a device
+	// configured with a MAC after it moved; nil while no address is known (and for simulated devices).
+	Address *string `json:"Address"`
 	// Simulate is true for a device simulated from a local JSON file.
 	Simulate bool `json:"Simulate"`
 	// ExpectOffline is true for a device expected to be offline at times.

@@ -1,5 +1,6 @@
-//! Threads: one worker per device and one supervisor.
+//! Threads: one worker per device, the supervisor, the push poller and the finder of devices that moved.
 
+pub(crate) mod find;
 pub(crate) mod hook_inbox;
 pub(crate) mod peers;
 pub(crate) mod push;

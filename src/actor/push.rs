@@ -62,8 +62,6 @@ pub(crate) struct Target {
     pub(crate) di: usize,
     pub(crate) id: i64,
     pub(crate) label: String,
-    pub(crate) host: String,
-    pub(crate) port: u16,
     pub(crate) password: Option<String>,
     /// The RPC component of its outputs: `switch` or `light`.
     pub(crate) output_type: &'static str,
@@ -104,6 +102,8 @@ pub(crate) struct Push {
 type Stop = AtomicBool;
 
 const WAKE: Token = Token(usize::MAX);
+/// How often a device with no address known yet is looked at again (its move wakes the poller sooner).
+const NO_ADDRESS_RECHECK: Duration = Duration::from_secs(60);
 /// Resolver threads at once (host names only): 1,000 named devices opened together start no 1,000 threads.
 const MAX_RESOLVING: usize = 16;
 /// One read from a socket.
@@ -277,6 +277,15 @@ impl Push {
         let now = Instant::now();
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let n = targets.len();
+        // A device that moved wakes the poller, which reconnects it at its new address.
+        let moved = Arc::new(Stop::new(false));
+        for t in &targets {
+            let (moved, waker) = (moved.clone(), waker.clone());
+            t.tunnel.on_move(Box::new(move || {
+                moved.store(true, Ordering::SeqCst);
+                let _ = waker.wake();
+            }));
+        }
         let poller = Poller {
             poll,
             slots: targets
@@ -300,6 +309,8 @@ impl Push {
             due: now,
             ready: Vec::new(),
             in_turn: vec![false; n],
+            hosts: vec![None; n],
+            moved,
             limits: (0..n).map(|_| Limits::new(now)).collect(),
         };
         let builder = std::thread::Builder::new()
@@ -391,12 +402,20 @@ struct Poller {
     in_turn: Vec<bool>,
     /// Per device: what its socket and its notifications may cost.
     limits: Vec<Limits>,
+    /// Per device: the address (host, port) of its connection or attempt, read from its worker's snapshot when
+    /// the attempt starts (a device configured with a `MAC` may move).
+    hosts: Vec<Option<(String, u16)>>,
+    /// Set when a device moved (its tunnel says which).
+    moved: Arc<Stop>,
 }
 
 impl Poller {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
         while !self.stop.load(Ordering::SeqCst) {
+            if self.moved.swap(false, Ordering::SeqCst) {
+                self.follow_moves();
+            }
             let mut finished = false;
             while let Ok((ti, r)) = self.done_rx.try_recv() {
                 finished = true;
@@ -585,20 +604,63 @@ impl Poller {
         }
     }
 
+    /// Drops the connection (made or being made) of every device whose worker followed it to another address,
+    /// and connects it there at once: nothing more from the old address reaches the device.
+    fn follow_moves(&mut self) {
+        let now = Instant::now();
+        for ti in 0..self.targets.len() {
+            if !self.targets[ti].tunnel.take_moved() {
+                continue;
+            }
+            match &mut self.slots[ti] {
+                Slot::Live(l) => {
+                    let _ = self.poll.registry().deregister(&mut l.stream);
+                    let _ = l.stream.shutdown(Shutdown::Both);
+                }
+                Slot::Dialing(d) => {
+                    let _ = self.poll.registry().deregister(d.dial.stream_mut());
+                    let _ = d.dial.stream_mut().shutdown(Shutdown::Both);
+                }
+                // A resolver's late answer is for the old address: `connect` asks again.
+                Slot::Resolving { .. } | Slot::Waiting { .. } => {}
+            }
+            self.targets[ti].tunnel.detach();
+            log::debug!(
+                "device {}: push channel follows the device to its new address",
+                self.targets[ti].label
+            );
+            self.slots[ti] = Slot::Waiting {
+                at: now,
+                failures: 0,
+            };
+        }
+        self.due = now;
+    }
+
     /// Starts connecting target `ti`: at once to an address, after a resolver thread for a host name (or
     /// later, when every resolver's place is taken: the slot stays due).
     fn connect(&mut self, ti: usize, failures: u32) {
         let t = &self.targets[ti];
-        let bare = t.host.trim_matches(['[', ']']);
+        let snap = worker::snapshot(&self.ctx.shared.slots[t.di]);
+        let Some(host) = snap.address.clone() else {
+            // No address known yet (configured by its MAC alone): its worker's move wakes the poller.
+            self.slots[ti] = Slot::Waiting {
+                at: Instant::now() + NO_ADDRESS_RECHECK,
+                failures,
+            };
+            return;
+        };
+        let port = snap.port;
+        self.hosts[ti] = Some((host.clone(), port));
+        let bare = host.trim_matches(['[', ']']);
         if let Ok(ip) = bare.parse::<IpAddr>() {
-            let addr = SocketAddr::new(ip, t.port);
+            let addr = SocketAddr::new(ip, port);
             self.dial(ti, addr, failures);
             return;
         }
         if self.resolving >= MAX_RESOLVING {
             return;
         }
-        let (host, port) = (t.host.clone(), t.port);
         let (done, waker) = (self.done_tx.clone(), self.waker.clone());
         let builder = std::thread::Builder::new()
             .name(format!("sd-resolve-{}", t.id))
@@ -620,7 +682,10 @@ impl Poller {
     /// Starts the non-blocking connect of target `ti` to `addr`.
     fn dial(&mut self, ti: usize, addr: SocketAddr, failures: u32) {
         let t = &self.targets[ti];
-        let host_header = format!("{}:{}", crate::hostname::url_host(&t.host), t.port);
+        let host_header = match &self.hosts[ti] {
+            Some((host, port)) => format!("{}:{port}", crate::hostname::url_host(host)),
+            None => addr.to_string(),
+        };
         let src = format!("{}-{}", self.src_prefix, t.id);
         let now = Instant::now();
         let rt = self.ctx.response_timeout;

@@ -49,6 +49,14 @@ pub(crate) enum Command {
         /// Where the result goes: the cover as the command left it (a later published read may be older).
         reply: Sender<Result<Cover>>,
     },
+    /// Discovery found the device's MAC at another address (a hint: only a device configured with a `MAC`
+    /// follows it, and only once the MAC answers there).
+    Moved {
+        /// The address discovery found it at.
+        host: String,
+        /// The port it answered on.
+        port: u16,
+    },
 }
 
 /// A worker's command channel as its senders hold it. The worker waits by parking rather than in a blocking
@@ -166,8 +174,9 @@ pub(crate) struct Events {
     pub push: bool,
 }
 
-/// Builds a fresh driver for the device, at open and after a panic.
-pub(crate) type Factory = Box<dyn FnMut() -> Result<Box<dyn Driver>> + Send>;
+/// Builds a fresh driver for the device at an address (host, port): at open, after a panic, and for the new
+/// address of a device that moved.
+pub(crate) type Factory = Box<dyn FnMut(Option<&str>, u16) -> Result<Box<dyn Driver>> + Send>;
 
 /// Starts the worker thread for `device` with the first `driver`; `factory` builds the replacement after a
 /// panic, when `now` says the back-off has passed. The result of the first read is sent on `started`.
@@ -320,6 +329,7 @@ impl State {
                     }
                 }
                 Command::Hook => self.take_hooks(),
+                Command::Moved { host, port } => self.move_to(host, port),
                 Command::Tick => {
                     let liveness = self.liveness.clone();
                     let _ = self.op(true, |dev, drv| {
@@ -385,6 +395,90 @@ impl State {
         self.op(true, |dev, drv| drv.read(dev))
     }
 
+    /// Follows a device configured with a `MAC` to where discovery found it. The address is only a hint: a
+    /// driver built for it reads the device into a scratch copy first, and only the configured MAC answering
+    /// there moves the device (nothing else that answers is taken). Then the new driver replaces the old one
+    /// (its webhooks are synced again, with the callback address towards the new address), the move is
+    /// logged once, and a normal read publishes the device at its new address.
+    fn move_to(&mut self, host: String, port: u16) {
+        let expected = match self.identity.expected {
+            Some(m) if self.identity.configured && !self.device.simulate => m,
+            _ => return,
+        };
+        if self.device.address.as_deref() == Some(host.as_str()) && self.device.port == port {
+            return;
+        }
+        if self.device.online && self.identity.confirmed {
+            // It answers where it is; a stale hint must not move it.
+            return;
+        }
+        let label = self.device.label();
+        let built = catch_unwind(AssertUnwindSafe(|| (self.factory)(Some(&host), port)));
+        let mut driver = match built {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                log::debug!(
+                    "device {label}: no driver for {host}:{port}: {}",
+                    e.reason()
+                );
+                return;
+            }
+            Err(p) => {
+                log::debug!(
+                    "device {label}: no driver for {host}:{port}: {}",
+                    panic_message(&*p)
+                );
+                return;
+            }
+        };
+        // Not through a live push connection to the old address (another device may answer there now).
+        driver.moved();
+        let mut probe = (*self.device).clone();
+        probe.mac_address = None;
+        probe.address = Some(host.clone());
+        probe.port = port;
+        let seen = catch_unwind(AssertUnwindSafe(|| {
+            driver.set_quick(true);
+            let r = driver.read(&mut probe);
+            driver.set_quick(false);
+            r.ok()
+                .and(probe.mac_address.as_deref())
+                .and_then(|m| crate::mac::Mac::parse(m).ok())
+        }))
+        .ok()
+        .flatten();
+        let to = show_address(&host, port);
+        if seen != Some(expected) {
+            let what = seen.map_or("no MAC (no answer)".to_string(), |m| m.to_string());
+            log::debug!(
+                "device {label}: discovery saw {expected} at {to}, but it answers with {what} there: not moved"
+            );
+            return;
+        }
+        let from = self
+            .device
+            .address
+            .as_deref()
+            .map(|h| show_address(h, self.device.port));
+        match from {
+            Some(from) => log::info!("{} moved from {from} to {to}", self.device.name),
+            None => log::info!("{} found at {to} (by its MAC {expected})", self.device.name),
+        }
+        self.driver = driver;
+        self.hooks_synced = false;
+        self.identity.confirmed = false;
+        self.identity.foreign = false;
+        let dev = Arc::make_mut(&mut self.device);
+        dev.address = Some(host);
+        dev.port = port;
+        // Offline until this read: the read below forgets what was learnt at the old address.
+        dev.online = false;
+        // Published before the push channel is told, so it connects to the new address.
+        *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.device);
+        self.driver.moved();
+        let _ = self.op(true, |dev, drv| drv.read(dev));
+    }
+
     /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
     fn take_hooks(&mut self) {
         let (mut states, mut read) = self.inbox.take();
@@ -423,7 +517,9 @@ impl State {
                 device: self.device.label(),
                 message,
             }),
-            Gate::Restart => match catch_unwind(AssertUnwindSafe(&mut self.factory)) {
+            Gate::Restart => match catch_unwind(AssertUnwindSafe(|| {
+                (self.factory)(self.device.address.as_deref(), self.device.port)
+            })) {
                 Ok(Ok(driver)) => {
                     self.driver = driver;
                     log::debug!("device {}: driver rebuilt", self.device.label());
@@ -470,7 +566,7 @@ impl State {
             device_id: Some(d.id),
             object_type: Some("device".into()),
             received_at: crate::clock::rfc3339_now(),
-            source: d.hostname.clone().unwrap_or_default(),
+            source: d.address.clone().unwrap_or_default(),
             params,
             channel: self.noticed_by,
             ..crate::event::WebhookEvent::default()
@@ -609,7 +705,7 @@ fn check_identity<T>(
         .and_then(|m| crate::mac::Mac::parse(m).ok());
     match (seen, identity.expected) {
         (Some(seen), Some(expected)) if seen != expected => {
-            let address = match (&before.hostname, before.port) {
+            let address = match (&before.address, before.port) {
                 (Some(h), 80) => h.clone(),
                 (Some(h), port) => format!("{h}:{port}"),
                 (None, _) => "its address".into(),
@@ -651,6 +747,14 @@ fn check_identity<T>(
         identity.confirmed = false;
     }
     r
+}
+
+/// `host` with `:port` unless the port is 80 (IPv6 literals in brackets), as log lines show an address.
+pub(crate) fn show_address(host: &str, port: u16) -> String {
+    match port {
+        80 => host.to_string(),
+        p => format!("{}:{p}", crate::hostname::url_host(host)),
+    }
 }
 
 /// The text of a panic payload.
@@ -801,11 +905,12 @@ mod tests {
         let w = spawn(
             Device {
                 hostname: Some("10.0.0.5".into()),
+                address: Some("10.0.0.5".into()),
                 port: 80,
                 ..device()
             },
             Box::new(drv.clone()),
-            Box::new(|| unreachable!("no panic here")),
+            Box::new(|_, _| unreachable!("no panic here")),
             crate::actor::restart::tests::manual().0,
             Links {
                 liveness: liveness(),
@@ -868,11 +973,12 @@ mod tests {
         let w = spawn(
             Device {
                 hostname: Some("10.0.0.5".into()),
+                address: Some("10.0.0.5".into()),
                 port: 8080,
                 ..device()
             },
             Box::new(drv.clone()),
-            Box::new(|| unreachable!("no panic here")),
+            Box::new(|_, _| unreachable!("no panic here")),
             crate::actor::restart::tests::manual().0,
             Links {
                 liveness: liveness(),
@@ -914,11 +1020,119 @@ mod tests {
         w.thread.join().unwrap();
     }
 
+    /// Two devices at two addresses; the factory builds a driver for whichever address it is given.
+    fn start_movable(mac: Option<&str>, at: &[(&str, &Swappable)]) -> Worker {
+        let drivers: Vec<(String, Swappable)> = at
+            .iter()
+            .map(|(h, d)| (h.to_string(), (*d).clone()))
+            .collect();
+        let first = drivers[0].1.clone();
+        let factory: Factory = Box::new(move |host, _| {
+            let d = drivers
+                .iter()
+                .find(|(h, _)| Some(h.as_str()) == host)
+                .map(|(_, d)| d.clone())
+                .expect("a known address");
+            Ok(Box::new(d) as Box<dyn Driver>)
+        });
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            Device {
+                hostname: Some(at[0].0.into()),
+                address: Some(at[0].0.into()),
+                port: 80,
+                ..device()
+            },
+            Box::new(first),
+            factory,
+            crate::actor::restart::tests::manual().0,
+            Links {
+                liveness: liveness(),
+                inbox: Arc::default(),
+                peers: Arc::default(),
+                refreshes: false,
+                follow: None,
+                events: None,
+                mac: mac.map(|m| crate::mac::Mac::parse(m).unwrap()),
+            },
+            started_tx,
+        )
+        .unwrap();
+        let _ = started_rx.recv().unwrap();
+        w
+    }
+
+    fn moved(w: &Worker, host: &str) {
+        w.tx.send(Command::Moved {
+            host: host.into(),
+            port: 80,
+        })
+        .unwrap();
+        // Commands run in order: the refresh's answer comes after the move was handled.
+        let _ = send_refresh(w);
+    }
+
+    #[test]
+    fn a_move_hint_is_followed_only_where_the_configured_mac_answers() {
+        let (old, other, new) = (
+            Swappable::default(),
+            Swappable::default(),
+            Swappable::default(),
+        );
+        *old.mac.lock().unwrap() = "112233445566".into();
+        *other.mac.lock().unwrap() = "665544332211".into();
+        *new.mac.lock().unwrap() = "A8032AB12345".into();
+        let w = start_movable(
+            Some("A8:03:2A:B1:23:45"),
+            &[("10.0.0.5", &old), ("10.0.0.6", &other), ("10.0.0.9", &new)],
+        );
+        assert!(!snapshot(&w.slot).online, "another MAC at its address");
+
+        // A hint to where another MAC answers: not moved, nothing switched there.
+        moved(&w, "10.0.0.6");
+        assert_eq!(snapshot(&w.slot).address.as_deref(), Some("10.0.0.5"));
+        assert!(send_switch(&w).is_err());
+        assert_eq!(other.switches.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        // Where its MAC answers: moved, online, and switches go there.
+        moved(&w, "10.0.0.9");
+        let snap = snapshot(&w.slot);
+        assert_eq!(snap.address.as_deref(), Some("10.0.0.9"));
+        assert_eq!(snap.hostname.as_deref(), Some("10.0.0.5"), "as configured");
+        assert!(snap.online, "{:?}", snap.last_error);
+        send_switch(&w).unwrap();
+        assert_eq!(new.switches.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(old.switches.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        // A stale hint while it answers where it is: ignored.
+        moved(&w, "10.0.0.5");
+        assert_eq!(snapshot(&w.slot).address.as_deref(), Some("10.0.0.9"));
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_device_without_a_configured_mac_never_moves() {
+        let (old, new) = (Swappable::default(), Swappable::default());
+        *old.mac.lock().unwrap() = "A8032AB12345".into();
+        *new.mac.lock().unwrap() = "A8032AB12345".into();
+        let w = start_movable(None, &[("10.0.0.5", &old), ("10.0.0.9", &new)]);
+        // Its address is the identity the user gave, even when the MAC it reported answers elsewhere.
+        *old.mac.lock().unwrap() = "112233445566".into();
+        let _ = send_refresh(&w);
+        moved(&w, "10.0.0.9");
+        let snap = snapshot(&w.slot);
+        assert_eq!(snap.address.as_deref(), Some("10.0.0.5"));
+        assert!(!snap.online);
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
     #[test]
     fn a_panic_takes_the_device_offline_until_a_fresh_driver_takes_over_after_the_back_off() {
         let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = built.clone();
-        let factory: Factory = Box::new(move || {
+        let factory: Factory = Box::new(move |_, _| {
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(Box::new(Exploding) as Box<dyn Driver>)
         });
@@ -975,7 +1189,7 @@ mod tests {
 
     #[test]
     fn a_driver_that_cannot_be_rebuilt_stays_failed_with_a_growing_wait() {
-        let factory: Factory = Box::new(|| {
+        let factory: Factory = Box::new(|_, _| {
             Err(Error::Unsupported {
                 device: "Boom (ID: 7)".into(),
                 message: "gone".into(),

@@ -260,6 +260,10 @@ impl Normaliser {
                 .get("PingAllowed")
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
+            follow_moves: root
+                .get("FollowMoves")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
             refresh_interval: (!refresh.is_zero()).then_some(refresh),
             simulation_folder: resolve(
                 base,

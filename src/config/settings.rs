@@ -40,6 +40,10 @@ pub struct Settings {
     pub retry_delay: Duration,
     /// `PingAllowed`: whether ICMP echo may be used for liveness. Default true.
     pub ping_allowed: bool,
+    /// `FollowMoves`: whether a device configured with a `MAC` is looked up (mDNS, at most once a minute for
+    /// every missing device at once) when it does not answer at its address, and followed to where it answers
+    /// with that MAC. Default true.
+    pub follow_moves: bool,
     /// `RefreshInterval`: period of background refreshes; `None` when 0 (off). Default 30 s.
     pub refresh_interval: Option<Duration>,
     /// `SimulationFileFolder`, resolved against the config file's folder. Default `simulation_files`.
@@ -246,6 +250,7 @@ impl Settings {
             retry_count: 1,
             retry_delay: Duration::from_secs(2),
             ping_allowed: true,
+            follow_moves: true,
             refresh_interval: Some(Duration::from_secs(30)),
             simulation_folder: PathBuf::from("simulation_files"),
             webhooks: WebhookSettings::default(),

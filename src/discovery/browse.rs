@@ -5,15 +5,32 @@ use super::candidate::{Announcement, HTTP_SERVICE, SHELLY_SERVICE};
 use super::interfaces::{Interfaces, apply};
 use crate::error::{Error, Result};
 use mdns_sd::{ServiceDaemon, ServiceEvent};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Resolved services kept at most; a network that announces more is hostile or huge.
 const MAX_ANNOUNCEMENTS: usize = 1024;
 
-/// Every announcement of the two services heard within `timeout`.
-pub(crate) fn browse(timeout: Duration, interfaces: &Interfaces) -> Result<Vec<Announcement>> {
+/// Every announcement of the two services heard within `timeout` (or until `stop` is set: it is looked at
+/// every 50 ms, so a closing controller does not wait for a browse).
+pub(crate) fn browse(
+    timeout: Duration,
+    interfaces: &Interfaces,
+    stop: &AtomicBool,
+) -> Result<Vec<Announcement>> {
+    browse_until(timeout, interfaces, stop, &mut |_| false)
+}
+
+/// [`browse`] that hands each batch of new announcements to `enough` as they resolve, and ends early when it
+/// says so (a lookup that found every device it looks for).
+pub(crate) fn browse_until(
+    timeout: Duration,
+    interfaces: &Interfaces,
+    stop: &AtomicBool,
+    enough: &mut dyn FnMut(&[Announcement]) -> bool,
+) -> Result<Vec<Announcement>> {
     let daemon = ServiceDaemon::new().map_err(|e| mdns_error("start mDNS", e))?;
-    let result = collect(&daemon, timeout, interfaces);
+    let result = collect(&daemon, timeout, interfaces, stop, enough);
     // The daemon's thread ends on shutdown; its answer is not worth waiting for.
     let _ = daemon.shutdown();
     result
@@ -23,6 +40,8 @@ fn collect(
     daemon: &ServiceDaemon,
     timeout: Duration,
     interfaces: &Interfaces,
+    stop: &AtomicBool,
+    enough: &mut dyn FnMut(&[Announcement]) -> bool,
 ) -> Result<Vec<Announcement>> {
     apply(daemon, interfaces).map_err(|e| mdns_error("choose the interfaces for mDNS", e))?;
     let shelly = daemon
@@ -35,10 +54,11 @@ fn collect(
     let mut found = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || found.len() >= MAX_ANNOUNCEMENTS {
+        if left.is_zero() || found.len() >= MAX_ANNOUNCEMENTS || stop.load(Ordering::SeqCst) {
             break;
         }
         let mut selector = flume_select(&shelly, &http, left.min(Duration::from_millis(50)));
+        let before = found.len();
         while let Some(event) = selector.pop() {
             if let ServiceEvent::ServiceResolved(r) = event {
                 found.push(Announcement {
@@ -54,6 +74,9 @@ fn collect(
                         .collect(),
                 });
             }
+        }
+        if found.len() > before && enough(&found[before..]) {
+            break;
         }
     }
     Ok(found)

@@ -16,12 +16,14 @@ mod browse;
 mod candidate;
 mod configured;
 mod confirm;
+mod finder;
 mod found;
 mod interfaces;
 mod render;
 
 pub use candidate::{Announcement, Candidate, HTTP_SERVICE, Hint, SHELLY_SERVICE, candidate};
 pub use confirm::confirm;
+pub use finder::{FOLLOW_BROWSE, Finder, Lookup, MdnsFinder};
 pub use found::{Configured, Discovered, normalise_mac};
 pub use interfaces::{Interfaces, is_private_or_link_local};
 pub use render::{table, yaml};
@@ -80,7 +82,8 @@ pub(crate) fn discover_in(
     options: &DiscoverOptions,
     models: &ModelLibrary,
 ) -> Result<Vec<Discovered>> {
-    let heard = browse::browse(options.timeout, &options.interfaces)?;
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let heard = browse::browse(options.timeout, &options.interfaces, &never)?;
     Ok(confirm_all(&heard, CONFIRM_TIMEOUT, models))
 }
 

@@ -115,6 +115,10 @@ pub(crate) trait Driver: Send {
     /// The device was unreachable: whatever it said about itself (firmware, add-ons, hooks) may have changed.
     fn forget(&mut self) {}
 
+    /// The device is being followed to another address (this driver is built for it): a connection to the
+    /// old address shared with the push channel must not serve it any longer.
+    fn moved(&mut self) {}
+
     /// One attempt per request (`true`, the quick first contact at open) or the retry policy.
     fn set_quick(&mut self, _quick: bool) {}
 

@@ -61,7 +61,7 @@ pub(crate) struct Listener {
 struct Context {
     path: String,
     token: Option<String>,
-    allowed: Option<Vec<IpAddr>>,
+    allowed: Option<super::AllowedSources>,
     queue: Arc<EventQueue>,
     wake: Option<WakeFlag>,
     sink: Arc<dyn HookSink>,
@@ -71,7 +71,7 @@ impl Listener {
     /// Binds `Host:Port` and starts the poller. A bind failure names the address.
     pub(crate) fn start(
         w: &WebhookSettings,
-        allowed: Option<Vec<IpAddr>>,
+        allowed: Option<super::AllowedSources>,
         queue: Arc<EventQueue>,
         wake: Option<WakeFlag>,
         sink: Arc<dyn HookSink>,
@@ -551,10 +551,14 @@ fn redacted(target: &str) -> String {
 
 /// Checks, resolves and queues one request; returns the status and text to answer.
 fn handle(ctx: &Context, method: &str, target: &str, body: &[u8], source: IpAddr) -> (u16, String) {
+    let allowed = ctx
+        .allowed
+        .as_ref()
+        .map(|a| a.read().unwrap_or_else(|e| e.into_inner()));
     let rules = Rules {
         path: &ctx.path,
         token: ctx.token.as_deref(),
-        allowed: ctx.allowed.as_deref(),
+        allowed: allowed.as_deref().map(Vec::as_slice),
     };
     let incoming = Incoming {
         method,

@@ -8,6 +8,10 @@ pub(crate) mod read_budget;
 pub(crate) mod request;
 pub(crate) mod routing;
 
+/// The senders `AllowedSources: devices` accepts: the configured devices' addresses, and the new address of
+/// a device that moved (added once its MAC answered there). Shared by the listener and `sd-find`.
+pub(crate) type AllowedSources = std::sync::Arc<std::sync::RwLock<Vec<std::net::IpAddr>>>;
+
 /// Resolves a valid webhook against the configuration and applies it to the device state.
 pub(crate) trait HookSink: Send + Sync {
     /// Returns the device name and component name (empty when unknown) and updates the component's state.

@@ -32,6 +32,9 @@ pub(crate) struct Shared {
     /// events may come more than once).
     pub(crate) push: Vec<Option<Pushed>>,
     pub(crate) dedupe: Dedupe,
+    /// With `AllowedSources: devices`: the addresses webhooks are accepted from (the listener's list, which
+    /// grows with the address of a device that moved, once its MAC answered there).
+    pub(crate) allowed: Option<super::AllowedSources>,
 }
 
 /// The listener starts before the workers exist (its port goes into the hooks the workers install), so it

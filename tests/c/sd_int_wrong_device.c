@@ -10,6 +10,7 @@ static const char *CONFIG =
     "  PingAllowed: false\n"
     "  RefreshInterval: 0\n"
     "  Channel: http\n"
+    "  FollowMoves: false\n"
     "  Devices:\n"
     "    - {Name: Kitchen, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s, MAC: a8-03-2a-b1-23-45, Outputs: [{Name: Lamp}]}\n";
 

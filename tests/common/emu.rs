@@ -10,8 +10,7 @@ pub struct Emulated {
 }
 
 /// Timing used by the tests: short timeouts so faults resolve quickly.
-pub const FAST: &str =
-    "  ResponseTimeout: 0.4\n  RetryCount: 2\n  RetryDelay: 0.05\n  PingAllowed: false\n";
+pub const FAST: &str = "  ResponseTimeout: 0.4\n  RetryCount: 2\n  RetryDelay: 0.05\n  PingAllowed: false\n  FollowMoves: false\n";
 
 /// Starts the emulator with `specs` and opens a controller whose devices are `blocks[i]` with
 /// `Hostname: 127.0.0.1` and `Port:` of emulated device i appended. `extra` goes into the root block.

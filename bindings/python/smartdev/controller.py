@@ -565,7 +565,8 @@ class Controller:
     def device(self, identity: Identity) -> Dict[str, Any]:
         """The device as a dict, as last read (no device I/O). A device that cannot be reached has one too:
         ``"Online": False`` and ``"LastError"`` saying why, with the values it reported before (``None`` for
-        those never reported)."""
+        those never reported). ``"Address"`` is where the device is reached now: its ``Hostname``, or where it
+        was found after it moved (a device configured with a ``MAC``); ``None`` while no address is known."""
         return self._json_call("sd_device", *_identity(identity))  # type: ignore[no-any-return]
 
     def devices(self) -> List[Dict[str, Any]]:

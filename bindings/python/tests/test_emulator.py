@@ -77,7 +77,7 @@ class EmulatorTest(unittest.TestCase):
         # The configured MAC is not the emulated device's: it is another device, never switched.
         yaml = self.yaml().replace(
             f"Port: {self.port}}}", f"Port: {self.port}, MAC: a8-03-2a-b1-23-45, Outputs: [{{Name: Valve}}]}}"
-        ).replace("  Devices:", "  Channel: http\n  Devices:")
+        ).replace("  Devices:", "  Channel: http\n  FollowMoves: false\n  Devices:")
         with Controller(yaml=yaml) as ctl:
             with self.assertRaises(WrongDeviceError) as caught:
                 ctl.change_output("Valve", True)

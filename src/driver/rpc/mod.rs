@@ -255,6 +255,12 @@ impl Driver for Rpc {
         self.reconcile_hooks(dev)
     }
 
+    fn moved(&mut self) {
+        if let Some(t) = &self.tunnel {
+            t.retarget();
+        }
+    }
+
     fn forget(&mut self) {
         // Coming back: the firmware, add-on or hooks may have changed meanwhile.
         self.introduced = false;

@@ -37,6 +37,10 @@ const FIRST_ID: u64 = 1 << 40;
 #[derive(Default)]
 pub(crate) struct Tunnel {
     inner: Mutex<Inner>,
+    /// The device moved: the poller is to drop its connection to the old address and connect to the new one.
+    moved: std::sync::atomic::AtomicBool,
+    /// Wakes the poller (set by it when it starts).
+    wake: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 #[derive(Default)]
@@ -169,6 +173,26 @@ impl Tunnel {
         g.mirror_changed = false;
         g.mirror_held = false;
         g.mirror_grown = 0;
+    }
+
+    /// The poller: how to wake it when the device moves.
+    pub(crate) fn on_move(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.wake.set(wake);
+    }
+
+    /// The worker: the device is at another address. The connection to the old one stops serving the driver
+    /// at once (a request goes over HTTP to the new address), and the poller is woken to reconnect there.
+    pub(crate) fn retarget(&self) {
+        self.detach();
+        self.moved.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(wake) = self.wake.get() {
+            wake();
+        }
+    }
+
+    /// The poller: whether the device moved since the last call.
+    pub(crate) fn take_moved(&self) -> bool {
+        self.moved.swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The poller: the connection ended. A request waiting for its answer learns it at once.
