@@ -363,6 +363,34 @@ fn swapped_mid_run(extra: &str) {
     assert!(emu.output(0, 0));
 }
 
+/// Another device takes the address and a command comes at once, before any read noticed (no background
+/// reads): nothing may reach the other device. Over the push channel, its dropped connection no longer
+/// vouches for the address, so the command's HTTP path asks for the MAC first; over HTTP alone, the last
+/// read's confirmation lasts a few seconds, so this asserts only the push case, where no window exists.
+#[test]
+fn a_command_right_after_another_device_took_the_address_reaches_nothing() {
+    let emu = Emulator::start(
+        vec![spec("ShellyPlus1PM", "A8032AB12345")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let s = settings(
+        &emu,
+        &["Model: ShellyPlus1PM, MAC: A8032AB12345"],
+        "  Channel: auto\n  RefreshInterval: 0\n",
+    );
+    let ctl = Controller::open(s, None).unwrap();
+    assert!(common::eventually(LIMIT, || emu.ws_subscribed(0) == 1));
+    ctl.change_output(id(1), true).unwrap();
+    assert!(emu.output(0, 0));
+    emu.set_output(0, 0, false);
+    // The other device: another MAC at the address, and the old connection gone with the old device.
+    emu.set_mac(0, "11:22:33:44:55:66");
+    let r = ctl.change_output(id(1), true);
+    assert!(matches!(r, Err(Error::WrongDevice { .. })), "{r:?}");
+    assert!(!emu.output(0, 0), "the other device was switched");
+}
+
 #[test]
 fn a_device_replaced_mid_run_goes_offline_and_recovers_over_http() {
     swapped_mid_run("  Channel: http\n");

@@ -4,6 +4,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, SendError, Sender, TryRecvError, TrySendError};
 
@@ -148,17 +149,24 @@ pub(crate) struct Links {
     pub mac: Option<crate::mac::Mac>,
 }
 
+/// How long a read that saw the device's MAC vouches for the address: a switch or move later than this reads
+/// first. Two devices swapping addresses (DHCP) without any of our requests failing in between would
+/// otherwise get each other's commands; a read over a live push socket costs no request.
+const IDENTITY_FRESH: Duration = Duration::from_secs(5);
+
 /// Who the device is, and whether the device at its address has shown to be it since the last failure.
 /// The safety rule: a device answering with another MAC is not this device. Nothing it reports is taken,
-/// and no switch or move is sent to the address until a read has confirmed the MAC again.
+/// and no switch or move is sent to the address until a read has confirmed the MAC again (after any
+/// failure, and when the last confirmation is older than [`IDENTITY_FRESH`]).
 #[derive(Default)]
 struct Identity {
     /// The configured MAC, or the first one the device reported in this process.
     expected: Option<crate::mac::Mac>,
     /// `expected` is the configured MAC.
     configured: bool,
-    /// A read since the last failure saw the expected MAC (or there is none to expect yet).
+    /// A read since the last failure saw the expected MAC (or there is none to expect yet), and when.
     confirmed: bool,
+    confirmed_at: Option<Instant>,
     /// The last read found another device at the address.
     foreign: bool,
 }
@@ -209,7 +217,8 @@ pub(crate) fn spawn(
         driver,
         factory,
         liveness,
-        backoff: Backoff::new(now),
+        backoff: Backoff::new(now.clone()),
+        now,
         failing: false,
         hooks_synced: false,
         inbox,
@@ -248,6 +257,8 @@ struct State {
     liveness: Liveness,
     /// Between a panic and the restart of the driver.
     backoff: Backoff,
+    /// The worker's clock (injected in tests).
+    now: Now,
     /// Failed (panicked, or could not be rebuilt) since the last success.
     failing: bool,
     /// The driver's webhooks are in place for this online period.
@@ -389,7 +400,12 @@ impl State {
     /// Before a switch or a move: after any failure (and at the start), a read first shows that the device at
     /// the address is this device (its MAC); a foreign or silent device gets no command.
     fn confirm_identity(&mut self) -> Result<()> {
-        if self.identity.confirmed {
+        let now = (self.now)();
+        let fresh = self
+            .identity
+            .confirmed_at
+            .is_some_and(|at| now.saturating_duration_since(at) < IDENTITY_FRESH);
+        if self.identity.confirmed && (fresh || self.device.simulate) {
             return Ok(());
         }
         self.op(true, |dev, drv| drv.read(dev))
@@ -590,6 +606,7 @@ impl State {
         let driver = &mut *self.driver;
         let synced = &mut self.hooks_synced;
         let identity = &mut self.identity;
+        let now = &self.now;
         if !dev.online {
             driver.forget();
             *synced = false;
@@ -604,6 +621,9 @@ impl State {
                 }
             }
             let r = check_identity(identity, &before, dev, driver, reads, r);
+            if reads && identity.confirmed {
+                identity.confirmed_at = Some(now());
+            }
             if reads && r.is_ok() && dev.online && !*synced {
                 // Installation problems never fail the refresh; they are logged and retried next time.
                 match driver.sync_hooks(dev) {
@@ -901,6 +921,10 @@ mod tests {
     }
 
     fn start_swappable(mac: Option<&str>, drv: &Swappable) -> Worker {
+        start_swappable_with(mac, drv, crate::actor::restart::tests::manual().0)
+    }
+
+    fn start_swappable_with(mac: Option<&str>, drv: &Swappable, now: Now) -> Worker {
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
         let w = spawn(
             Device {
@@ -911,7 +935,7 @@ mod tests {
             },
             Box::new(drv.clone()),
             Box::new(|_, _| unreachable!("no panic here")),
-            crate::actor::restart::tests::manual().0,
+            now,
             Links {
                 liveness: liveness(),
                 inbox: Arc::default(),
@@ -926,6 +950,37 @@ mod tests {
         .unwrap();
         let _ = started_rx.recv().unwrap();
         w
+    }
+
+    /// Two devices swap addresses (DHCP) and none of our requests failed in between: a switch within the
+    /// window of the last read goes out as before; a later one reads first, sees the other MAC, and is refused.
+    #[test]
+    fn a_switch_after_the_identity_window_reads_first_so_a_silent_swap_switches_nothing() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let drv = Swappable::default();
+        *drv.mac.lock().unwrap() = "A8032AB12345".into();
+        let (now, clock) = crate::actor::restart::tests::manual();
+        let w = start_swappable_with(Some("A8:03:2A:B1:23:45"), &drv, now);
+        assert!(snapshot(&w.slot).online);
+        send_switch(&w).unwrap();
+        assert_eq!(drv.switches.load(SeqCst), 1, "confirmed by open's read");
+        *clock.lock().unwrap() += IDENTITY_FRESH;
+        // Another device now answers at the address; nothing failed since the last read.
+        *drv.mac.lock().unwrap() = "112233445566".into();
+        let err = send_switch(&w).unwrap_err();
+        assert!(matches!(err, Error::WrongDevice { .. }), "{err}");
+        assert_eq!(
+            drv.switches.load(SeqCst),
+            1,
+            "nothing reached the other device"
+        );
+        assert!(!snapshot(&w.slot).online);
+        // The right device back: its read confirms it, and the switch goes out.
+        *drv.mac.lock().unwrap() = "A8032AB12345".into();
+        send_switch(&w).unwrap();
+        assert_eq!(drv.switches.load(SeqCst), 2);
+        drop(w.tx);
+        w.thread.join().unwrap();
     }
 
     #[test]

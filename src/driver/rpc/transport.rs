@@ -72,6 +72,12 @@ impl Rpc {
         let reply = match self.call_tunnel(dev, method, params.as_ref(), &what)? {
             Some(frame) => frame,
             None => {
+                // A live push connection proves who is at the address; without it (down, or it broke under
+                // this very command) a command goes over HTTP only to the device's own MAC: two devices that
+                // swapped addresses must not get each other's commands.
+                if actuates(&what) && self.tunnel.is_some() && !self.http.closing() {
+                    self.confirm_mac(dev, &what)?;
+                }
                 let id = self.next_id;
                 self.next_id += 1;
                 let mut frame = json!({"id": id, "src": "smartdev", "method": method});
@@ -168,6 +174,55 @@ impl Rpc {
             }
         }
         Err(auth_error(dev, what, AuthProblem::KeptAsking))
+    }
+}
+
+/// Whether an RPC (named `RPC <method>`) moves something: a switch, light or cover command (not a read,
+/// not our webhooks' bookkeeping).
+fn actuates(what: &str) -> bool {
+    let Some((component, verb)) = what.trim_start_matches("RPC ").split_once('.') else {
+        return false;
+    };
+    matches!(
+        component,
+        "Switch" | "Light" | "Cover" | "RGB" | "RGBW" | "CCT"
+    ) && !verb.starts_with("Get")
+        && !verb.starts_with("List")
+}
+
+impl Rpc {
+    /// Before a command goes over HTTP after its push connection broke: the device at the address shows its
+    /// MAC (`Shelly.GetDeviceInfo`), and another MAC than the device's gets nothing.
+    fn confirm_mac(&mut self, dev: &mut Device, what: &str) -> Result<()> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let frame = json!({"id": id, "src": "smartdev", "method": "Shelly.GetDeviceInfo"});
+        let info = self.post(dev, &frame, "RPC Shelly.GetDeviceInfo")?;
+        let seen = info
+            .pointer("/result/mac")
+            .and_then(Value::as_str)
+            .and_then(|m| crate::mac::Mac::parse(m).ok());
+        let known = dev
+            .mac_address
+            .as_deref()
+            .and_then(|m| crate::mac::Mac::parse(m).ok());
+        match (seen, known) {
+            (Some(seen), Some(known)) if seen != known => {
+                log::warn!(
+                    "device {}: {what} not sent: without its push connection, {} answers as {seen}, not {known}",
+                    dev.label(),
+                    self.base
+                );
+                Err(Error::WrongDevice {
+                    device: dev.label(),
+                    address: self.base.trim_start_matches("http://").to_string(),
+                    expected: known.to_string(),
+                    configured: false,
+                    found: seen.to_string(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
