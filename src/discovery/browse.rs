@@ -12,25 +12,18 @@ use std::time::{Duration, Instant};
 const MAX_ANNOUNCEMENTS: usize = 1024;
 
 /// Every announcement of the two services heard within `timeout` (or until `stop` is set: it is looked at
-/// every 50 ms, so a closing controller does not wait for a browse).
-pub(crate) fn browse(
-    timeout: Duration,
-    interfaces: &Interfaces,
-    stop: &AtomicBool,
-) -> Result<Vec<Announcement>> {
-    browse_until(timeout, interfaces, stop, &mut |_| false)
-}
-
-/// [`browse`] that hands each batch of new announcements to `enough` as they resolve, and ends early when it
-/// says so (a lookup that found every device it looks for).
+/// every 50 ms, so a closing controller does not wait for a browse). Each batch of new announcements goes to
+/// `enough` as it resolves; the browse ends early when that says so (a lookup that found all it looks for).
 pub(crate) fn browse_until(
     timeout: Duration,
     interfaces: &Interfaces,
     stop: &AtomicBool,
     enough: &mut dyn FnMut(&[Announcement]) -> bool,
 ) -> Result<Vec<Announcement>> {
+    // The timeout counts from the call: starting the daemon is part of it.
+    let deadline = Instant::now() + timeout;
     let daemon = ServiceDaemon::new().map_err(|e| mdns_error("start mDNS", e))?;
-    let result = collect(&daemon, timeout, interfaces, stop, enough);
+    let result = collect(&daemon, deadline, interfaces, stop, enough);
     // The daemon's thread ends on shutdown; its answer is not worth waiting for.
     let _ = daemon.shutdown();
     result
@@ -38,7 +31,7 @@ pub(crate) fn browse_until(
 
 fn collect(
     daemon: &ServiceDaemon,
-    timeout: Duration,
+    deadline: Instant,
     interfaces: &Interfaces,
     stop: &AtomicBool,
     enough: &mut dyn FnMut(&[Announcement]) -> bool,
@@ -50,7 +43,6 @@ fn collect(
     let http = daemon
         .browse(HTTP_SERVICE)
         .map_err(|e| mdns_error("browse _http._tcp", e))?;
-    let deadline = Instant::now() + timeout;
     let mut found = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());

@@ -42,8 +42,8 @@ const PARALLEL_CONFIRMS: usize = 32;
 /// What [`discover_with`] does.
 #[derive(Clone, Debug)]
 pub struct DiscoverOptions {
-    /// How long to listen for announcements. Confirming takes at most [`CONFIRM_TIMEOUT`] more for each 32
-    /// candidates (one round on a usual home network).
+    /// How long to listen for announcements. Candidates are confirmed as they are heard, while listening
+    /// goes on; one heard at the very end may add up to [`CONFIRM_TIMEOUT`].
     pub timeout: Duration,
     /// Interfaces to send queries on.
     pub interfaces: Interfaces,
@@ -83,8 +83,40 @@ pub(crate) fn discover_in(
     models: &ModelLibrary,
 ) -> Result<Vec<Discovered>> {
     let never = std::sync::atomic::AtomicBool::new(false);
-    let heard = browse::browse(options.timeout, &options.interfaces, &never)?;
-    Ok(confirm_all(&heard, CONFIRM_TIMEOUT, models))
+    // Confirmed as heard, while listening goes on: the whole call takes about `timeout`, not `timeout` plus
+    // a round of confirmations at the end.
+    let mut asked: Vec<(std::net::IpAddr, u16)> = Vec::new();
+    let mut found: Vec<Discovered> = Vec::new();
+    browse::browse_until(options.timeout, &options.interfaces, &never, &mut |batch| {
+        // An address asked already (the same device on the other service) is not asked again.
+        let fresh: Vec<Announcement> = batch
+            .iter()
+            .filter(|a| candidate(a).is_none_or(|c| !asked.contains(&(c.address, c.port))))
+            .cloned()
+            .collect();
+        asked.extend(
+            fresh
+                .iter()
+                .filter_map(candidate)
+                .map(|c| (c.address, c.port)),
+        );
+        for d in confirm_all(&fresh, CONFIRM_TIMEOUT, models) {
+            if !found.iter().any(|k| twins(k, &d)) {
+                found.push(d);
+            }
+        }
+        false
+    })?;
+    found.sort_by(|a, b| a.name.cmp(&b.name).then(a.address.cmp(&b.address)));
+    Ok(found)
+}
+
+/// The same device found twice: the same MAC, or (without one) the same address and port.
+fn twins(a: &Discovered, b: &Discovered) -> bool {
+    match (&a.mac_address, &b.mac_address) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.address == b.address && a.port == b.port,
+    }
 }
 
 /// The confirmed devices among `announcements`, one per MAC (else per address and port), sorted by name:
@@ -124,13 +156,7 @@ pub fn confirm_all(
                 .collect()
         });
         for d in answers.into_iter().flatten() {
-            let twin = found
-                .iter()
-                .any(|k| match (&k.mac_address, &d.mac_address) {
-                    (Some(a), Some(b)) => a == b,
-                    _ => k.address == d.address && k.port == d.port,
-                });
-            if !twin {
+            if !found.iter().any(|k| twins(k, &d)) {
                 found.push(d);
             }
         }
