@@ -150,8 +150,8 @@ pub(crate) struct Links {
 }
 
 /// How long a read that saw the device's MAC vouches for the address: a switch or move later than this reads
-/// first. Two devices swapping addresses (DHCP) without any of our requests failing in between would
-/// otherwise get each other's commands; a read over a live push socket costs no request.
+/// first, unless a live push connection vouches for it (`Driver::pinned`). Two devices swapping addresses
+/// (DHCP) without any of our requests failing in between would otherwise get each other's commands.
 const IDENTITY_FRESH: Duration = Duration::from_secs(5);
 
 /// Who the device is, and whether the device at its address has shown to be it since the last failure.
@@ -405,7 +405,7 @@ impl State {
             .identity
             .confirmed_at
             .is_some_and(|at| now.saturating_duration_since(at) < IDENTITY_FRESH);
-        if self.identity.confirmed && (fresh || self.device.simulate) {
+        if self.identity.confirmed && (fresh || self.device.simulate || self.driver.pinned()) {
             return Ok(());
         }
         self.op(true, |dev, drv| drv.read(dev))

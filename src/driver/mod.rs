@@ -115,6 +115,12 @@ pub(crate) trait Driver: Send {
     /// The device was unreachable: whatever it said about itself (firmware, add-ons, hooks) may have changed.
     fn forget(&mut self) {}
 
+    /// Whether a live connection proves who is at the address (the RPC driver's push socket, whose
+    /// subscription showed the MAC): a command then needs no read to confirm the device first.
+    fn pinned(&self) -> bool {
+        false
+    }
+
     /// The device is being followed to another address (this driver is built for it): a connection to the
     /// old address shared with the push channel must not serve it any longer.
     fn moved(&mut self) {}

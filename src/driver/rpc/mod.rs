@@ -229,6 +229,10 @@ impl Relay for Rpc {
 }
 
 impl Driver for Rpc {
+    fn pinned(&self) -> bool {
+        self.tunnel.as_ref().is_some_and(|t| t.live())
+    }
+
     fn read(&mut self, dev: &mut Device) -> Result<()> {
         self.contact(dev)
     }

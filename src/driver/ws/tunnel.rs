@@ -206,6 +206,11 @@ impl Tunnel {
         g.mirror_held = false;
     }
 
+    /// Whether a subscribed connection is attached.
+    pub(crate) fn live(&self) -> bool {
+        self.lock().link.is_some()
+    }
+
     /// The poller: a notification came; the subscription's answer is older than what it says.
     pub(crate) fn notified(&self) {
         self.lock().subscribed = None;
