@@ -61,6 +61,37 @@ impl Rpc {
         Err(auth_error(dev, what, AuthProblem::KeptAsking))
     }
 
+    /// The call's answer frame: over the live push connection, else over HTTP (to the device's own MAC
+    /// only, for a command that could not use its push connection).
+    fn send_call(
+        &mut self,
+        dev: &mut Device,
+        method: &str,
+        params: Option<Value>,
+        what: &str,
+    ) -> Result<Value> {
+        Ok(
+            match self.call_tunnel(dev, method, params.as_ref(), what)? {
+                Some(frame) => frame,
+                None => {
+                    // A live push connection proves who is at the address; without it (down, or it broke under
+                    // this very command) a command goes over HTTP only to the device's own MAC: two devices that
+                    // swapped addresses must not get each other's commands.
+                    if actuates(what) && self.tunnel.is_some() && !self.http.closing() {
+                        self.confirm_mac(dev, what)?;
+                    }
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    let mut frame = json!({"id": id, "src": "smartdev", "method": method});
+                    if let Some(p) = params {
+                        frame["params"] = p;
+                    }
+                    self.post(dev, &frame, what)?
+                }
+            },
+        )
+    }
+
     /// Calls one RPC method and returns its `result`.
     pub(super) fn call(
         &mut self,
@@ -69,24 +100,15 @@ impl Rpc {
         params: Option<Value>,
     ) -> Result<Value> {
         let what = format!("RPC {method}");
-        let reply = match self.call_tunnel(dev, method, params.as_ref(), &what)? {
-            Some(frame) => frame,
-            None => {
-                // A live push connection proves who is at the address; without it (down, or it broke under
-                // this very command) a command goes over HTTP only to the device's own MAC: two devices that
-                // swapped addresses must not get each other's commands.
-                if actuates(&what) && self.tunnel.is_some() && !self.http.closing() {
-                    self.confirm_mac(dev, &what)?;
-                }
-                let id = self.next_id;
-                self.next_id += 1;
-                let mut frame = json!({"id": id, "src": "smartdev", "method": method});
-                if let Some(p) = params {
-                    frame["params"] = p;
-                }
-                self.post(dev, &frame, &what)?
-            }
-        };
+        let reply = self.send_call(dev, method, params, &what);
+        if actuates(&what)
+            && let Some(t) = &self.tunnel
+        {
+            // A status the subscription read before this command's answer may be older than what it did
+            // (the device may have read it first even if it was asked later): not taken as the next read.
+            t.reading();
+        }
+        let reply = reply?;
         parse_frame(reply, method).map_err(|e| match e {
             FrameError::Rpc(401, _) => auth_error(
                 dev,

@@ -216,8 +216,8 @@ impl Tunnel {
         self.lock().subscribed = None;
     }
 
-    /// The worker: the status the subscription read, when no notification came after it, no read of the
-    /// driver's began after it was asked for, and it is recent.
+    /// The worker: the status the subscription read, when no notification came after it, no read or command
+    /// of the driver's began after it was asked for (a switch sent meanwhile makes it stale), and it is recent.
     pub(crate) fn take_prefetched(&self) -> Option<Value> {
         let mut g = self.lock();
         let asked = g.subscribed.take()?;
@@ -273,7 +273,7 @@ impl Tunnel {
         self.lock().mirror.is_some()
     }
 
-    /// The worker: it begins a status read of its own (over either channel).
+    /// The worker: it begins a status read or a command of its own (over either channel).
     pub(crate) fn reading(&self) {
         self.lock().last_read = Some(Instant::now());
     }
