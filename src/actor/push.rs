@@ -489,10 +489,8 @@ impl Poller {
                     let failures = *failures;
                     self.connect(ti, failures);
                 }
-                Slot::Dialing(d) if now >= d.dial.deadline() => {
-                    let why = d.dial.timed_out();
-                    self.fail(ti, why);
-                }
+                // Its step's time is up: served this turn, it takes what came in time or fails.
+                Slot::Dialing(d) if now >= d.dial.deadline() => self.again(ti),
                 Slot::Dialing(d) => next = next.min(d.dial.deadline()),
                 _ => {}
             }
