@@ -290,15 +290,7 @@ fn flood_bench(args: &[String]) {
         support::cores(),
         support::load_average()
     );
-    let mut yaml = String::from(
-        "SmartDevices:\n  Channel: auto\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n",
-    );
-    for (i, port) in emu.ports.iter().enumerate() {
-        yaml.push_str(&format!(
-            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}, Outputs: [{{Name: O{i}}}]}}\n"
-        ));
-    }
-    let ctl = Controller::open(Settings::from_yaml_str(&yaml).expect("valid"), None).expect("open");
+    let ctl = Controller::open(switches(&emu.ports, "  Channel: auto\n"), None).expect("open");
     let deadline = Instant::now() + Duration::from_secs(60);
     while emu.subscribed() < n {
         assert!(Instant::now() < deadline, "not every device subscribed");
@@ -390,16 +382,15 @@ fn stalled_bench(args: &[String]) {
         support::cores(),
         support::load_average()
     );
-    let mut yaml = format!(
-        "SmartDevices:\n  Channel: auto\n  ResponseTimeout: {rt}\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n"
-    );
-    for (i, port) in emu.ports.iter().enumerate() {
-        yaml.push_str(&format!(
-            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}, Outputs: [{{Name: O{i}}}]}}\n"
-        ));
-    }
     let t = Instant::now();
-    let ctl = Controller::open(Settings::from_yaml_str(&yaml).expect("valid"), None).expect("open");
+    let ctl = Controller::open(
+        switches(
+            &emu.ports,
+            &format!("  Channel: auto\n  ResponseTimeout: {rt}\n"),
+        ),
+        None,
+    )
+    .expect("open");
     let opened = Instant::now();
     let deadline = opened + Duration::from_secs(300);
     while emu.subscribed() < healthy {
@@ -434,6 +425,19 @@ fn stalled_bench(args: &[String]) {
         t.elapsed().as_secs_f64() * 1000.0
     );
     emu.stop();
+}
+
+/// Devices `D<i>` (ShellyPlus1PM, output `O<i>`) at `ports` on 127.0.0.1, with `root` lines in the root block
+/// and no background refreshes.
+fn switches(ports: &[u16], root: &str) -> Settings {
+    let mut yaml =
+        format!("SmartDevices:\n{root}  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n");
+    for (i, port) in ports.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}, Outputs: [{{Name: O{i}}}]}}\n"
+        ));
+    }
+    Settings::from_yaml_str(&yaml).expect("valid")
 }
 
 /// Flips output `O<i>` on the emulated device and waits for the controller's snapshot to show it: the

@@ -857,6 +857,19 @@ mod tests {
         }
     }
 
+    /// A worker's links with nothing attached, and `mac` as its configured MAC.
+    fn links(mac: Option<&str>) -> Links {
+        Links {
+            liveness: liveness(),
+            inbox: Arc::default(),
+            peers: Arc::default(),
+            refreshes: false,
+            follow: None,
+            events: None,
+            mac: mac.map(|m| crate::mac::Mac::parse(m).unwrap()),
+        }
+    }
+
     fn liveness() -> Liveness {
         Liveness {
             ping_allowed: false,
@@ -936,15 +949,7 @@ mod tests {
             Box::new(drv.clone()),
             Box::new(|_, _| unreachable!("no panic here")),
             now,
-            Links {
-                liveness: liveness(),
-                inbox: Arc::default(),
-                peers: Arc::default(),
-                refreshes: false,
-                follow: None,
-                events: None,
-                mac: mac.map(|m| crate::mac::Mac::parse(m).unwrap()),
-            },
+            links(mac),
             started_tx,
         )
         .unwrap();
@@ -1101,15 +1106,7 @@ mod tests {
             Box::new(first),
             factory,
             crate::actor::restart::tests::manual().0,
-            Links {
-                liveness: liveness(),
-                inbox: Arc::default(),
-                peers: Arc::default(),
-                refreshes: false,
-                follow: None,
-                events: None,
-                mac: mac.map(|m| crate::mac::Mac::parse(m).unwrap()),
-            },
+            links(mac),
             started_tx,
         )
         .unwrap();

@@ -145,7 +145,7 @@ impl Dial {
     }
 
     /// Why the dial failed when its step's deadline passed.
-    pub(crate) fn timed_out(&self) -> String {
+    fn timed_out(&self) -> String {
         let secs = self.step.as_secs_f64();
         match self.phase {
             Phase::Tcp => format!("no TCP connection within {secs:.1} s"),
@@ -494,9 +494,9 @@ mod tests {
         (addr, h)
     }
 
-    /// Advances `dial` on readiness events until it is done or failed (a hang guard of 10 s).
-    fn drive(dial: &mut Dial) -> Progress {
-        let mut poll = mio::Poll::new().unwrap();
+    /// A poll with `dial`'s socket registered for both readinesses.
+    fn registered(dial: &mut Dial) -> mio::Poll {
+        let poll = mio::Poll::new().unwrap();
         poll.registry()
             .register(
                 dial.stream_mut(),
@@ -504,6 +504,12 @@ mod tests {
                 mio::Interest::READABLE | mio::Interest::WRITABLE,
             )
             .unwrap();
+        poll
+    }
+
+    /// Advances `dial` on readiness events until it is done or failed (a hang guard of 10 s).
+    fn drive(dial: &mut Dial) -> Progress {
+        let mut poll = registered(dial);
         let mut events = mio::Events::with_capacity(8);
         let mut scratch = vec![0u8; 1024];
         for _ in 0..10_000 {
@@ -610,14 +616,7 @@ mod tests {
             vec![serde_json::json!({"id": 0, "result": {"sys": {}}})],
         );
         let mut dial = start(addr, None);
-        let mut poll = mio::Poll::new().unwrap();
-        poll.registry()
-            .register(
-                dial.stream_mut(),
-                mio::Token(0),
-                mio::Interest::READABLE | mio::Interest::WRITABLE,
-            )
-            .unwrap();
+        let mut poll = registered(&mut dial);
         let mut events = mio::Events::with_capacity(8);
         let mut scratch = vec![0u8; 1024];
         let share = || Share {
