@@ -1231,3 +1231,74 @@ fn many_devices_start_answer_and_stop_quickly() {
     emu.stop();
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
+
+#[test]
+fn admin_move_takes_a_device_to_another_address_with_its_state_and_mac() {
+    let emu = start(vec![DeviceSpec::new("ShellyPlus1PM")]);
+    let a = emu.admin_port();
+    let p = emu.port(0);
+    let mac = get_json(p, "/shelly")["mac"].clone();
+    emu.set_output(0, 0, true);
+    let at = |ip: [u8; 4], port: u16| std::net::SocketAddr::from((ip, port));
+    let shelly = |addr| send(addr, "GET", "/shelly", &[], None, Duration::from_secs(5));
+
+    // Another address (on Linux every 127.x.y.z is this host): the port stays, the old address refuses.
+    let r = post(a, "/devices/0/move?address=127.0.0.2", "");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json(), json!({"address": "127.0.0.2", "port": p}));
+    assert!(TcpStream::connect(local(p)).is_err());
+    assert_eq!(shelly(at([127, 0, 0, 2], p)).unwrap().json()["mac"], mac);
+    assert_eq!(get_json(a, "/devices/0")["address"], "127.0.0.2");
+    assert_eq!(emu.address(0), at([127, 0, 0, 2], p));
+    assert!(emu.output(0, 0), "the state moves with the device");
+
+    // No address: a free port at the same address.
+    let r = post(a, "/devices/0/move", "").json();
+    let q = u16::try_from(r["port"].as_u64().unwrap()).unwrap();
+    assert_ne!(q, p);
+    assert_eq!(r["address"], "127.0.0.2");
+    assert!(TcpStream::connect(at([127, 0, 0, 2], p)).is_err());
+    assert_eq!(emu.port(0), q);
+    let body = send(
+        at([127, 0, 0, 2], q),
+        "POST",
+        "/rpc",
+        &[],
+        Some(r#"{"id":1,"method":"Switch.GetStatus","params":{"id":0}}"#),
+        Duration::from_secs(5),
+    )
+    .unwrap()
+    .json();
+    assert_eq!(body["result"]["output"], true);
+
+    // A refused spell ends listening at the new address, not the first one.
+    assert_eq!(post(a, "/devices/0/fault?kind=refuse", "").status, 200);
+    assert!(TcpStream::connect(at([127, 0, 0, 2], q)).is_err());
+    assert_eq!(post(a, "/devices/0/fault?kind=none", "").status, 200);
+    assert!(
+        common::eventually(Duration::from_secs(5), || shelly(at([127, 0, 0, 2], q))
+            .is_ok()),
+        "not listening again at the new address"
+    );
+
+    // Bad requests name what was wrong, and the device stays where it is.
+    for (target, says) in [
+        ("/devices/0/move?address=banana", "not an IP address"),
+        ("/devices/0/move?port=70000", "not a port"),
+        // TEST-NET-1: no host has it.
+        (
+            "/devices/0/move?address=192.0.2.1",
+            "cannot move device 0 to 192.0.2.1",
+        ),
+    ] {
+        let r = post(a, target, "");
+        assert_eq!(r.status, 400, "{target}");
+        let msg = r.json()["error"].as_str().unwrap().to_string();
+        assert!(msg.contains(says), "{target}: {msg}");
+    }
+    assert_eq!(get(a, "/devices/0/move").status, 405);
+    assert_eq!(emu.address(0), at([127, 0, 0, 2], q));
+    assert_eq!(shelly(at([127, 0, 0, 2], q)).unwrap().status, 200);
+    // Dropping the emulator stops the port at its new address (it would hang if it woke the old one).
+    drop(emu);
+}

@@ -325,3 +325,43 @@ fn a_device_found_by_its_mac_gets_our_webhooks_with_the_callback_address_towards
         assert!(u.starts_with(&format!("http://127.0.0.1:{port}/")), "{u}");
     }
 }
+
+#[test]
+fn a_device_moved_through_the_emulator_is_followed_with_its_push_channel() {
+    let emu = Emulator::start(vec![spec("A8032AB12345")], &ModelLibrary::embedded()).unwrap();
+    emu.set_output(0, 0, false);
+    let first = emu.port(0);
+    let net = Network::default();
+    net.put("A8:03:2A:B1:23:45", first);
+    let yaml = format!(
+        "{ROOT}  RefreshInterval: 0.2\n  Channel: auto\n  Devices:
+    - {{Name: Kitchen, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {first}, MAC: A8032AB12345, Outputs: [{{Name: Kitchen Lamp}}]}}\n"
+    );
+    let ctl = open(&yaml, &net);
+    assert!(ctl.device(name("Kitchen")).unwrap().online);
+    assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
+
+    // The device leaves its address the way a DHCP lease change does (its old port refuses, the push
+    // connection drops) and is now found elsewhere.
+    let moved = emu.move_device(0, None, 0).unwrap();
+    assert_ne!(moved.port(), first);
+    net.put("A8:03:2A:B1:23:45", moved.port());
+    assert!(
+        eventually(LIMIT, || {
+            let d = ctl.device(name("Kitchen")).unwrap();
+            d.online && d.port == moved.port()
+        }),
+        "{:?}",
+        ctl.device(name("Kitchen")).unwrap()
+    );
+    ctl.change_output(name("Kitchen Lamp"), true).unwrap();
+    assert!(emu.output(0, 0));
+    // The push channel reconnected to the new address: a change there reaches the snapshot.
+    assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
+    emu.set_output(0, 0, false);
+    assert!(eventually(LIMIT, || ctl
+        .output(name("Kitchen Lamp"))
+        .unwrap()
+        .state
+        == Some(false)));
+}

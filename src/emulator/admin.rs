@@ -11,7 +11,9 @@
 //! `POST press?id=N[&kind=single|double|triple|long]`, `GET|POST light?id=N[&state=B&brightness=P]`,
 //! `POST frequency?id=N&hz=F`, `GET ws` (open WebSocket connections), `POST ws?action=drop|stall|release|hold|answer`
 //! (`hold`: upgrade requests from now on are left unanswered; `answer`: the held ones end),
-//! `GET|POST announce[?on=true|false]` (the device's mDNS records; withdraw or restore its announcement).
+//! `GET|POST announce[?on=true|false]` (the device's mDNS records; withdraw or restore its announcement),
+//! `POST move[?address=A][&port=P]` (the device leaves its address for another, as after a DHCP lease change;
+//! without a port it keeps its port at a new address, else takes a free one).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +82,33 @@ impl Admin {
         }))
     }
 
+    /// `POST /devices/<i>/move[?address=A][&port=P]`: the device moves (see `Emulator::move_device`).
+    fn relocate(&self, index: &str, req: &Request) -> Result<Value, Failure> {
+        let dev = self.device(index)?;
+        method(req, "POST")?;
+        let ip = match req.param("address") {
+            None => None,
+            Some(a) => Some(a.parse::<std::net::IpAddr>().map_err(|_| {
+                bad(format!(
+                    "move: address {a:?} is not an IP address; e.g. address=127.0.0.2"
+                ))
+            })?),
+        };
+        let port = match req.param("port") {
+            // A new address keeps the port, as a device given another lease does; else a free port.
+            None if ip.is_some() => dev.port(),
+            None => 0,
+            Some(p) => p.parse::<u16>().map_err(|_| {
+                bad(format!(
+                    "move: port {p:?} is not a port (0 to 65535; 0 picks a free one)"
+                ))
+            })?,
+        };
+        let new = dev.relocate(ip, port).map_err(bad)?;
+        self.announcer.refresh(dev.index).map_err(|e| (500, e))?;
+        Ok(json!({"address": new.ip().to_string(), "port": new.port()}))
+    }
+
     fn device(&self, index: &str) -> Result<&Device, Failure> {
         index
             .parse::<usize>()
@@ -103,6 +132,7 @@ impl Admin {
                 Ok(summary(self.device(i)?))
             }
             ["devices", i, "announce"] => self.announce(i, req),
+            ["devices", i, "move"] => self.relocate(i, req),
             ["devices", i, action] => {
                 let dev = self.device(i)?;
                 device_action(dev, action, req)
@@ -126,7 +156,7 @@ impl Service for Admin {
 }
 
 fn summary(d: &Device) -> Value {
-    json!({"index": d.index, "model": d.ident.info.model, "port": d.port, "id": d.ident.id})
+    json!({"index": d.index, "model": d.ident.info.model, "port": d.port(), "address": d.net.local().ip().to_string(), "id": d.ident.id})
 }
 
 fn method(req: &Request, want: &str) -> Result<(), Failure> {

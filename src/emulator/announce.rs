@@ -54,7 +54,7 @@ pub(crate) fn records(dev: &Device, address: IpAddr) -> Vec<Announcement> {
             instance: format!("{label}.{service}"),
             host: format!("{label}.local."),
             addresses: vec![address],
-            port: dev.port,
+            port: dev.port(),
             txt: txt
                 .iter()
                 .map(|(k, v)| (k.to_string(), Some(v.as_bytes().to_vec())))
@@ -92,7 +92,17 @@ impl Announcer {
 
     /// A device's records (also when not announcing).
     pub(crate) fn records(&self, device: usize) -> Vec<Announcement> {
-        records(&self.devices[device], self.address)
+        let dev = &self.devices[device];
+        // A device moved to an address of its own announces that one.
+        let local = dev.net.local().ip();
+        records(
+            dev,
+            if local.is_unspecified() {
+                self.address
+            } else {
+                local
+            },
+        )
     }
 
     /// Starts the daemon on `interfaces` and announces every device that is on. Idempotent.
@@ -142,6 +152,15 @@ impl Announcer {
                     .map_err(|e| format!("cannot withdraw {}: {e}", r.instance))?;
             }
             Ok(())
+        }
+    }
+
+    /// Announces a device again after it moved (a registration under the same name replaces the old one).
+    pub(crate) fn refresh(&self, device: usize) -> Result<(), String> {
+        let st = self.lock();
+        match &st.daemon {
+            Some(daemon) if st.on[device] => self.register(daemon, device),
+            _ => Ok(()),
         }
     }
 

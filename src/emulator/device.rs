@@ -2,6 +2,7 @@
 //! operations the API and the admin endpoint perform on it.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -288,7 +289,6 @@ pub(crate) struct Notify {
 pub(crate) struct Device {
     pub index: usize,
     pub ident: Identity,
-    pub port: u16,
     pub net: Arc<NetControl>,
     pub auth: Auth,
     /// WebSocket RPC connections (Gen2+).
@@ -309,7 +309,6 @@ impl Device {
         ident: Identity,
         layout: Layout,
         spec: &DeviceSpec,
-        port: u16,
         clock: EmuClock,
         notify: Notify,
     ) -> Self {
@@ -321,7 +320,6 @@ impl Device {
         };
         Device {
             index,
-            port,
             net: Arc::new(NetControl::new()),
             auth,
             ws: WsHub::default(),
@@ -330,6 +328,38 @@ impl Device {
             clock,
             mac: Mutex::new(ident.mac.clone()),
             ident,
+        }
+    }
+
+    /// The port it listens on now (it changes when the device moves).
+    pub(crate) fn port(&self) -> u16 {
+        self.net.local().port()
+    }
+
+    /// Moves the device to `ip` (default: where it listens now) and `port` (0: a free one), as a DHCP lease
+    /// change does: the old address refuses from then on, open connections (WebSocket included) end, and
+    /// state, MAC and credentials stay. Returns the new address; an address the host does not have is an error.
+    pub(crate) fn relocate(&self, ip: Option<IpAddr>, port: u16) -> Result<SocketAddr, String> {
+        let old = self.net.local();
+        let to = SocketAddr::new(ip.unwrap_or(old.ip()), port);
+        if to == old {
+            return Ok(old);
+        }
+        let listener = TcpListener::bind(to)
+            .map_err(|e| format!("cannot move device {} to {to}: {e}", self.index))?;
+        let new = listener
+            .local_addr()
+            .map_err(|e| format!("cannot move device {} to {to}: {e}", self.index))?;
+        self.net.hand_over(listener);
+        server::wake(old);
+        self.ws.drop_all();
+        if self.net.await_local(new, APPLY_TIMEOUT) {
+            Ok(new)
+        } else {
+            Err(format!(
+                "device {} did not move to {new} within {APPLY_TIMEOUT:?}",
+                self.index
+            ))
         }
     }
 
@@ -376,7 +406,7 @@ impl Device {
 
     pub(crate) fn set_fault(&self, fault: Fault) {
         if self.net.set_fault(fault) {
-            server::wake(self.port);
+            server::wake(self.net.local());
         }
         match fault {
             Fault::Refuse => {

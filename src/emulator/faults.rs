@@ -2,7 +2,7 @@
 //! the stop signal, shared between the API and the port's accept thread.
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,10 @@ struct Inner {
     held: Vec<TcpStream>,
     listening: bool,
     stopping: bool,
+    /// Where the port listens now (`0.0.0.0` or a specific address; the port is never 0).
+    local: SocketAddr,
+    /// A listener at another address the accept thread takes over (the device moved).
+    handover: Option<TcpListener>,
 }
 
 /// Shared by the API (writer) and the accept thread (reader); one condvar signals every change.
@@ -51,6 +55,8 @@ impl NetControl {
                 held: Vec::new(),
                 listening: true,
                 stopping: false,
+                local: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                handover: None,
             }),
             changed: Condvar::new(),
             counts: Mutex::new(BTreeMap::new()),
@@ -170,6 +176,49 @@ impl NetControl {
             g = self.wait_timeout(g, deadline - now);
         }
         g.listening == listening
+    }
+
+    /// Where the port listens now.
+    pub(crate) fn local(&self) -> SocketAddr {
+        self.lock().local
+    }
+
+    /// Set by the accept thread when it starts or takes over another listener.
+    pub(crate) fn set_local(&self, local: SocketAddr) {
+        self.lock().local = local;
+        self.changed.notify_all();
+    }
+
+    /// Gives the accept thread a listener at another address; it drops the current one when it next looks
+    /// (wake it). Blackholed connections end: the device left the address they were made to.
+    pub(crate) fn hand_over(&self, listener: TcpListener) {
+        let held = {
+            let mut g = self.lock();
+            g.handover = Some(listener);
+            g.generation += 1;
+            self.changed.notify_all();
+            std::mem::take(&mut g.held)
+        };
+        drop(held);
+    }
+
+    /// The listener handed over, if any (taken by the accept thread).
+    pub(crate) fn take_handover(&self) -> Option<TcpListener> {
+        self.lock().handover.take()
+    }
+
+    /// Waits (at most `timeout`) until the accept thread listens at `local`.
+    pub(crate) fn await_local(&self, local: SocketAddr, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.lock();
+        while g.local != local && !g.stopping {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            g = self.wait_timeout(g, deadline - now);
+        }
+        g.local == local
     }
 
     /// Keeps a blackholed connection open until the fault changes or the port stops.

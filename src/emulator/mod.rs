@@ -349,15 +349,9 @@ impl Emulator {
             .zip(&specs)
             .enumerate()
             .map(|(i, (((ident, layout), (port, _)), spec))| {
-                Arc::new(Device::new(
-                    i,
-                    ident,
-                    layout,
-                    spec,
-                    *port,
-                    clock.clone(),
-                    ws::NOTIFY,
-                ))
+                let dev = Device::new(i, ident, layout, spec, clock.clone(), ws::NOTIFY);
+                dev.net.set_local((address, *port).into());
+                Arc::new(dev)
             })
             .collect();
         let devices = Arc::new(devices);
@@ -467,7 +461,33 @@ impl Emulator {
 
     /// The port a device listens on.
     pub fn port(&self, device: usize) -> u16 {
-        self.dev(device).port
+        self.dev(device).port()
+    }
+
+    /// Where a device listens now (`0.0.0.0` when on every address of the host).
+    pub fn address(&self, device: usize) -> std::net::SocketAddr {
+        self.dev(device).net.local()
+    }
+
+    /// Moves a device to another address, as a DHCP lease change does: it listens at `ip` (`None`: the same
+    /// address as now; on Linux any 127.x.y.z works without setup) and `port` (0: a free one) from now on, the
+    /// old address refuses connections, open connections (WebSocket included) end, and its state, MAC and
+    /// password stay. An announced device announces its new address. Returns where it listens now; an address
+    /// this host does not have (or a port in use) is an error naming it, and the device stays where it was.
+    pub fn move_device(
+        &self,
+        device: usize,
+        ip: Option<std::net::IpAddr>,
+        port: u16,
+    ) -> crate::Result<std::net::SocketAddr> {
+        let new = self
+            .dev(device)
+            .relocate(ip, port)
+            .map_err(crate::Error::InvalidArgument)?;
+        self.announcer
+            .refresh(device)
+            .map_err(crate::Error::InvalidArgument)?;
+        Ok(new)
     }
 
     /// The id a device reports (`/shelly` `id`, Gen1 hostname, Tasmota hostname).

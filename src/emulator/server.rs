@@ -134,7 +134,6 @@ pub(crate) trait Service: Send + Sync {
 
 /// A running port.
 pub(crate) struct Server {
-    port: u16,
     net: Arc<NetControl>,
     thread: Option<JoinHandle<()>>,
 }
@@ -147,28 +146,27 @@ impl Server {
         service: Arc<dyn Service>,
         net: Arc<NetControl>,
     ) -> io::Result<Server> {
-        let local = listener.local_addr()?;
-        let port = local.port();
+        net.set_local(listener.local_addr()?);
         let n = Arc::clone(&net);
         let thread = std::thread::Builder::new()
             .name(name)
             .stack_size(STACK)
-            .spawn(move || accept_loop(listener, local, &service, &n))?;
+            .spawn(move || accept_loop(listener, &service, &n))?;
         Ok(Server {
-            port,
             net,
             thread: Some(thread),
         })
     }
 
+    /// The port it listens on now.
     pub(crate) fn port(&self) -> u16 {
-        self.port
+        self.net.local().port()
     }
 
     /// Signals the thread to end; `join` waits for it.
     pub(crate) fn begin_stop(&self) {
         self.net.stop();
-        wake(self.port);
+        wake(self.net.local());
     }
 
     pub(crate) fn join(&mut self) {
@@ -178,23 +176,30 @@ impl Server {
     }
 }
 
-/// Connects to our own port so that a thread blocked in `accept` returns and sees the new state.
-pub(crate) fn wake(port: u16) {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+/// Connects to a port we listen on (`0.0.0.0`: through 127.0.0.1) so that a thread blocked in `accept`
+/// returns and sees the new state.
+pub(crate) fn wake(local: SocketAddr) {
+    let mut addr = local;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(Ipv4Addr::LOCALHOST.into());
+    }
     let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(500));
 }
 
-/// Serves `first`; after a fault that closed it, listens on `local` again (127.0.0.1 or 0.0.0.0, so that
-/// `wake` on 127.0.0.1 reaches it either way).
-fn accept_loop(
-    first: TcpListener,
-    local: SocketAddr,
-    service: &Arc<dyn Service>,
-    net: &NetControl,
-) {
-    let port = local.port();
+/// Serves `first`; after a fault that closed it, listens at the same address again (`NetControl::local`);
+/// takes over a listener handed over when the device moves.
+fn accept_loop(first: TcpListener, service: &Arc<dyn Service>, net: &NetControl) {
     let mut listener = Some(first);
     loop {
+        if let Some(moved) = net.take_handover() {
+            // The old listener closes here: the old address refuses from now on.
+            let local = moved.local_addr();
+            listener = Some(moved);
+            if let Ok(local) = local {
+                net.set_local(local);
+            }
+            net.set_listening(true);
+        }
         // The generation read with the phase: a fault set while we close the listener must not be missed.
         let (phase, seen) = net.phase_and_generation(Instant::now());
         let until = match phase {
@@ -208,6 +213,7 @@ fn accept_loop(
             }
             Phase::Serve(until) => until,
         };
+        let local = net.local();
         let l = match listener {
             Some(ref l) => l,
             // std sets SO_REUSEADDR on Unix, so the same port can be bound again at once.
@@ -217,7 +223,7 @@ fn accept_loop(
                     listener.insert(l)
                 }
                 Err(e) => {
-                    log::debug!("emulator: cannot listen again on port {port}: {e}");
+                    log::debug!("emulator: cannot listen again on {local}: {e}");
                     net.sleep(Duration::from_millis(20));
                     continue;
                 }
@@ -228,7 +234,7 @@ fn accept_loop(
             Ok(None) => {}
             Err(e) => {
                 // E.g. out of file descriptors: do not spin.
-                log::debug!("emulator: accept on port {port} failed: {e}");
+                log::debug!("emulator: accept on {local} failed: {e}");
                 net.sleep(Duration::from_millis(10));
             }
         }

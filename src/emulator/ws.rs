@@ -206,7 +206,7 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
             src: Arc::clone(&src),
         });
     }
-    let port = dev.port;
+    let port = dev.port();
     let d = Arc::clone(&dev);
     let flood_to = Arc::clone(&src);
     let writer = std::thread::Builder::new()

@@ -62,7 +62,9 @@ covers, sensors and lights:
   POST /devices/<i>/sensor?quantity=temperature|humidity|voltage&id=N[&value=V]   POST /devices/<i>/battery?percent=P
   POST /devices/<i>/input_type?id=N&type=switch|button   POST /devices/<i>/press?id=N[&kind=single|double|triple|long]
   GET|POST /devices/<i>/light?id=N[&state=true&brightness=P]   POST /devices/<i>/frequency?id=N&hz=F
-  GET|POST /devices/<i>/announce[?on=true|false] (mDNS records; withdraw or restore the announcement)";
+  GET|POST /devices/<i>/announce[?on=true|false] (mDNS records; withdraw or restore the announcement)
+  POST /devices/<i>/move[?address=A][&port=P] (the device leaves its address, as after a DHCP lease change:
+       a new address keeps the port unless P is given; no address: a free port; GET /devices/<i> says where)";
 
 const USAGE_ERROR: u8 = 2;
 const FAILED: u8 = 1;
