@@ -355,3 +355,79 @@ fn the_readme_c_program_compiles_and_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `smartdev.h` is usable from C++ (its `extern "C"` guards, no C-only constructs): the C++ quick start of
+/// `examples/cmake` compiles with `-std=c++17 -Wall -Wextra -Werror -pedantic`, links the static library and
+/// runs. Skipped (saying so) when no C++ compiler is installed, except under CI (`.ci/run` installs g++).
+#[test]
+fn the_header_compiles_as_cpp_and_the_cpp_quickstart_runs() {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    if Command::new(&cxx).arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no C++ compiler ({cxx}) under CI"
+        );
+        eprintln!(
+            "no C++ compiler ({cxx}): the header's C++ use is not checked here (.ci/run checks it)"
+        );
+        return;
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = TempDir::new("cpp-quickstart");
+    let sanitized = std::env::var_os("SD_SANITIZE").is_some();
+    for san in std::iter::once(false).chain(sanitized.then_some(true)) {
+        let exe = dir.join(if san {
+            "quickstart_cpp-san"
+        } else {
+            "quickstart_cpp"
+        });
+        let mut cmd = Command::new(&cxx);
+        cmd.env("LC_ALL", "C").args([
+            "-std=c++17",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-g",
+        ]);
+        if san {
+            cmd.args([
+                "-fsanitize=address,undefined",
+                "-fno-omit-frame-pointer",
+                "-fno-sanitize-recover=all",
+            ]);
+        }
+        let out = cmd
+            .arg(format!("-I{root}/include"))
+            .arg(format!("{root}/examples/cmake/quickstart.cpp"))
+            .arg(static_lib())
+            .args(LINK)
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .expect("the C++ compiler runs");
+        assert!(
+            out.status.success(),
+            "examples/cmake/quickstart.cpp does not compile as C++17:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // A fresh folder per run: the program toggles the pump, starting from the simulation file's "off".
+        let work = TempDir::new("cpp-quickstart-run");
+        let out = Command::new(&exe)
+            .current_dir(work.path())
+            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+            .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success()
+                && stdout.contains("Pool Pump is now on (changed)")
+                && stdout.contains("as expected: sd_output_state failed (SD_NOT_FOUND)"),
+            "{} ({:?}):\n{stdout}\n{}",
+            exe.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
