@@ -28,6 +28,8 @@ pub use found::{Configured, Discovered, normalise_mac};
 pub use interfaces::{Interfaces, is_private_or_link_local};
 pub use render::{table, yaml};
 
+// Only the emulator's announcer uses it from outside the module.
+#[cfg(feature = "emulator")]
 pub(crate) use interfaces::apply as apply_interfaces;
 
 use crate::error::Result;
