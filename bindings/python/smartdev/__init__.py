@@ -11,9 +11,14 @@ Quick start::
         state, changed = ctl.change_output("Pump", True)
         ctl.set_cover_position("Blind", 40)
 
-The shared library is ``SMARTDEV_LIB``, else the newer of the debug and release builds in ``CARGO_TARGET_DIR``
-or the repository's ``target/`` (see :mod:`smartdev._native`); it is loaded on first use, and
-:func:`library_path` says which file that was.
+asyncio: ``async for event in ctl.events():`` waits for webhook and push events on the loop itself (no
+thread); the other methods block, so run device I/O in a thread from a coroutine:
+``await asyncio.to_thread(ctl.change_output, "Pump", True)``.
+
+The shared library is ``SMARTDEV_LIB``, else the one inside this package (``pip install`` builds it), else, for
+a checkout run in place only, the newer of the debug and release builds in ``CARGO_TARGET_DIR`` or the
+repository's ``target/`` (see :mod:`smartdev._native`); it is loaded on first use, and :func:`library_path`
+says which file that was.
 
 Coming from sc-smart-device? :class:`SmartDevice` (also ``SCSmartDevice``) has its interface: change the import,
 keep the code (see :mod:`smartdev.compat`)::
@@ -42,6 +47,7 @@ from .controller import (
     ByID,
     ByName,
     Controller,
+    EventStream,
     Identity,
     LogCallback,
     discover,
@@ -75,10 +81,55 @@ from .errors import (
     error_for_code,
 )
 
-#: The version of this binding (matches the C library's ``SMARTDEV_VERSION`` it was written for).
+#: The version of this binding: the crate's (Cargo.toml), which is the wheel's version and the C library's
+#: ``SMARTDEV_VERSION`` it was written for (tests/test_library.py checks both).
 __version__ = "0.2.0"
 
-# Everything the two public modules export, in one place (the explicit imports above are for readers and IDEs).
-__all__ = list(controller.__all__)
-__all__ += errors.__all__
-__all__ += ["SmartDevice", "SCSmartDevice", "library_path"]
+# Everything the public modules export, written out so type checkers (`mypy --strict`) see each name as
+# exported; tests/test_library.py (ExportsTest) checks it against the modules.
+__all__ = [
+    "SmartDevice",
+    "SCSmartDevice",
+    "library_path",
+    "Controller",
+    "EventStream",
+    "ByName",
+    "ByID",
+    "Identity",
+    "LogCallback",
+    "KINDS",
+    "COVER_STATES",
+    "LOG_OFF",
+    "LOG_ERROR",
+    "LOG_WARN",
+    "LOG_INFO",
+    "LOG_DEBUG",
+    "LOG_TRACE",
+    "version",
+    "print_model_library",
+    "discover",
+    "SmartDevError",
+    "ConfigError",
+    "ModelLibraryError",
+    "InitError",
+    "LoggerError",
+    "NotFoundError",
+    "DeviceTimeoutError",
+    "OfflineError",
+    "DeviceError",
+    "UnsupportedError",
+    "SimulationError",
+    "WorkerFailedError",
+    "AuthError",
+    "UnknownValueError",
+    "WrongDeviceError",
+    "ClosedError",
+    "InvalidArgumentError",
+    "PanicError",
+    "SmartDevIOError",
+    "IOError_",
+    "LibraryNotFoundError",
+    "CODE_NAMES",
+    "CODE_TO_CLASS",
+    "error_for_code",
+]

@@ -3,14 +3,18 @@
 The library is loaded on first use, not at import, so ``import smartdev`` (for its exceptions and helpers)
 works without it. Discovery order:
 
-1. the environment variable ``SMARTDEV_LIB`` (full path to ``libsmartdev.so`` / ``.dylib`` / ``smartdev.dll``);
-2. when ``CARGO_TARGET_DIR`` is set (relative to the repository, as cargo runs there): the newer of its
-   ``debug`` and ``release`` builds;
-3. the newer of ``target/debug`` and ``target/release`` of the repository that contains this package (found by
-   walking up from this file to the directory holding ``Cargo.toml`` and ``include/smartdev.h``).
+1. the environment variable ``SMARTDEV_LIB`` (full path to ``libsmartdev.so`` / ``.dylib`` / ``smartdev.dll``),
+   for developers trying another build;
+2. the library inside this package (``smartdev/libsmartdev.so``): where ``pip install`` puts it, built from
+   the crate in release mode;
+3. only for a source checkout run in place (this package is ``bindings/python/smartdev`` of a repository
+   holding ``Cargo.toml`` and ``include/smartdev.h``, imported through ``PYTHONPATH=bindings/python``): the
+   newer of the ``debug`` and ``release`` builds in ``$CARGO_TARGET_DIR`` (when set; relative to the
+   repository, as cargo runs there), else in the repository's ``target/``.
 
-"Newer" is the file's modification time, so the build made last wins: ``cargo build --lib`` after a release
-build loads the debug library. :func:`library_path` (``smartdev.library_path()``) says which file was loaded.
+An installed package never looks in a ``target/`` folder. "Newer" is the file's modification time, so the
+build made last wins: ``cargo build --lib`` after a release build loads the debug library.
+:func:`library_path` (``smartdev.library_path()``) says which file was loaded.
 
 Every function used has its ``argtypes`` and ``restype`` set: the ctypes default (``int``) would truncate
 pointers. The library is loaded with :class:`ctypes.CDLL`, which releases the GIL during each call, so the
@@ -135,33 +139,50 @@ def _file_name() -> str:
     return "libsmartdev.so"
 
 
-def _repo_root() -> Optional[Path]:
-    """The smartdev repository containing this package, if any."""
-    for d in Path(__file__).resolve().parents:
-        if (d / "Cargo.toml").is_file() and (d / "include" / "smartdev.h").is_file():
-            return d
+def _packaged() -> Path:
+    """Where ``pip install`` puts the library: next to this file."""
+    return Path(__file__).resolve().parent / _file_name()
+
+
+def _repo_root(package: Optional[Path] = None) -> Optional[Path]:
+    """The smartdev repository this package (``package``: default, this one's folder) is run in place from
+    (``<root>/bindings/python/smartdev``), if any. An installed package (in ``site-packages``) has none, even
+    in a virtual environment inside a repository."""
+    if package is None:
+        package = Path(__file__).resolve().parent
+    root = package.parents[2]
+    if (
+        package == root / "bindings" / "python" / "smartdev"
+        and (root / "Cargo.toml").is_file()
+        and (root / "include" / "smartdev.h").is_file()
+    ):
+        return root
     return None
 
 
 def _target_dirs() -> List[Path]:
-    """The cargo target directories to look in, in order: ``$CARGO_TARGET_DIR``, then the repository's."""
-    dirs: List[Path] = []
+    """For a checkout run in place, the cargo target directories to look in, in order:
+    ``$CARGO_TARGET_DIR``, then the repository's ``target/``. None for an installed package."""
     root = _repo_root()
+    if root is None:
+        return []
+    dirs: List[Path] = []
     target_env = os.environ.get("CARGO_TARGET_DIR")
     if target_env:
         target = Path(target_env)
-        if not target.is_absolute() and root is not None:
+        if not target.is_absolute():
             target = root / target
         dirs.append(target)
-    if root is not None and (root / "target") not in dirs:
+    if (root / "target") not in dirs:
         dirs.append(root / "target")
     return dirs
 
 
 def _candidates() -> List[List[Path]]:
-    """Per target directory, its debug and release library."""
+    """In order, groups of files of which the newest existing one is loaded: the packaged library, then per
+    target directory its debug and release library."""
     name = _file_name()
-    return [[d / "debug" / name, d / "release" / name] for d in _target_dirs()]
+    return [[_packaged()]] + [[d / "debug" / name, d / "release" / name] for d in _target_dirs()]
 
 
 def _newest(paths: List[Path]) -> Optional[Path]:
@@ -182,9 +203,13 @@ def _newest(paths: List[Path]) -> Optional[Path]:
 
 def _how_to_fix() -> str:
     root = _repo_root()
-    where = f"cd {root} && " if root is not None else "in the smartdev repository: "
+    if root is None:
+        return (
+            f"reinstall the package (pip install smartdev, or pip install <smartdev repository>, which builds "
+            f"the library; needs Rust), or set SMARTDEV_LIB to the full path of {_file_name()}"
+        )
     return (
-        f"build it with `{where}cargo build --lib` (or `cargo build --lib --release`), "
+        f"build it with `cd {root} && cargo build --lib` (or `cargo build --lib --release`), "
         f"or set SMARTDEV_LIB to the full path of {_file_name()}"
     )
 
@@ -204,7 +229,7 @@ def find_library() -> Path:
         found = _newest(group)
         if found is not None:
             return found
-    listed = ", ".join(str(p) for g in groups for p in g) or "(no smartdev repository above this package)"
+    listed = ", ".join(str(p) for g in groups for p in g)
     raise LibraryNotFoundError(f"the smartdev shared library was not found (looked for {listed}); {_how_to_fix()}")
 
 

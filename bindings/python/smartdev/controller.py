@@ -9,6 +9,10 @@ Methods may be called from several Python threads at once (ctypes releases the G
 C contract forbids ``sd_close`` while another call on the same controller runs, so ``close()`` refuses new
 calls and waits for the ones in flight; :meth:`Controller.wait_wake` waits in short slices so it never
 delays ``close()`` by more than a quarter of a second.
+
+asyncio: ``async for event in ctl.events():`` (:class:`EventStream`) waits on the wake descriptor with the
+loop's ``add_reader``: no thread, no polling. Every other method is a plain, blocking call; from a coroutine,
+run the ones that talk to devices in a thread: ``await asyncio.to_thread(ctl.change_output, "Light", True)``.
 """
 
 from __future__ import annotations
@@ -23,13 +27,17 @@ import warnings
 import weakref
 from ctypes import byref, c_bool, c_double, c_size_t, c_void_p
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
+
+if TYPE_CHECKING:
+    import asyncio
 
 from . import _native
 from .errors import CODE_NAMES, ClosedError, InvalidArgumentError, NotFoundError, SmartDevError, error_for_code
 
 __all__ = [
     "Controller",
+    "EventStream",
     "ByName",
     "ByID",
     "Identity",
@@ -223,7 +231,7 @@ def _log_thunk(log: LogCallback) -> Any:
 
 def version() -> str:
     """The C library's version, e.g. ``"0.1.0"`` (``sd_version``)."""
-    return _native.lib().sd_version().decode("ascii")
+    return str(_native.lib().sd_version().decode("ascii"))
 
 
 def print_model_library(mode: str = "brief", model: Optional[str] = None) -> str:
@@ -341,6 +349,7 @@ class Controller:
         self._busy = 0
         self._closing = False
         self._log_thunk: Any = None  # kept alive until sd_close returns
+        self._close_listeners: Set[Callable[[], None]] = set()  # EventStreams waiting on the wake descriptor
 
         if (config_path is None) == (yaml is None):
             raise TypeError("Controller() takes exactly one of config_path and yaml=")
@@ -387,6 +396,14 @@ class Controller:
                     cond.wait()
                 return
             self._closing = True
+            listeners = list(self._close_listeners)
+            self._close_listeners.clear()
+        for notify in listeners:  # every `async for ... in events()` waiting now ends
+            try:
+                notify()
+            except Exception:
+                pass
+        with cond:
             while self._busy:
                 cond.wait()
         try:
@@ -797,6 +814,50 @@ class Controller:
             )
         return fd
 
+    def events(self) -> "EventStream":
+        """The queued and future webhook and push events, for ``async for`` in an asyncio event loop::
+
+            async for event in ctl.events():
+                print(event["Event"], event["Component"])
+
+        Each event is a dict as :meth:`pull_webhook_event` returns it. Waiting uses the loop's ``add_reader``
+        on the wake descriptor (no thread, no polling); each event is delivered once, to one iteration.
+        Cancelling the task or leaving the loop (``break``) leaves nothing behind: a later ``events()``
+        iteration continues with the next event. :meth:`close` ends every iteration (``StopAsyncIteration``,
+        the ``async for`` simply finishes). Needs a loop with ``add_reader`` (asyncio's default on Unix,
+        uvloop).
+
+        Raises:
+            InvalidArgumentError: the controller was opened with ``wake=False``.
+            ClosedError: the controller is closed already.
+        """
+        self.wake_fd()  # fails now, not at the first event
+        return EventStream(self)
+
+    def _dup_wake_fd(self) -> int:
+        """A duplicate of the wake descriptor, owned (and closed) by the caller: the controller may close its
+        own while an event loop still watches the duplicate, whose number is not reused meanwhile."""
+        ptr = self._enter()
+        try:
+            fd = int(_native.lib().sd_wake_fd(ptr))
+            if fd < 0:
+                raise InvalidArgumentError("this controller has no wake descriptor (opened with wake=False)")
+            return os.dup(fd)
+        finally:
+            self._leave()
+
+    def _add_close_listener(self, notify: Callable[[], None]) -> bool:
+        """Calls ``notify()`` (from the closing thread) when :meth:`close` starts; False if it has already."""
+        with self._cond:
+            if self._closing or self._ptr.value is None:
+                return False
+            self._close_listeners.add(notify)
+            return True
+
+    def _remove_close_listener(self, notify: Callable[[], None]) -> None:
+        with self._cond:
+            self._close_listeners.discard(notify)
+
     def clear_wake(self) -> None:
         """Clears the wake flag (and drains its descriptor). Call it before pulling events."""
         self._call("sd_wake_clear")
@@ -834,3 +895,65 @@ class Controller:
         text = self._text_call("sd_webhook_address")
         assert text is not None
         return text
+
+
+class EventStream:
+    """``async for event in ctl.events():`` — the controller's events in an asyncio event loop.
+
+    Each step clears the wake flag, then pulls one event; only when none is queued does it wait, with the
+    running loop's ``add_reader`` on a duplicate of the wake descriptor, until the descriptor is readable or
+    the controller closes. The reader is registered only while a step waits and removed in a ``finally``, so
+    a cancelled task or a ``break`` leaves the controller as it was. Closing the controller (from any thread
+    or task) ends the iteration: the waiting step raises ``StopAsyncIteration``.
+    """
+
+    def __init__(self, controller: Controller) -> None:
+        self._ctl = controller
+        self._ended = False
+
+    def __aiter__(self) -> "EventStream":
+        return self
+
+    async def __anext__(self) -> Dict[str, Any]:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._ended:
+                self._ctl.clear_wake()  # before pulling, so an event queued meanwhile sets it again
+                event = self._ctl.pull_webhook_event()
+                if event is not None:
+                    return event
+                await self._readable(loop)
+        except ClosedError:
+            self._ended = True
+        raise StopAsyncIteration
+
+    async def _readable(self, loop: "asyncio.AbstractEventLoop") -> None:
+        """Returns once the wake descriptor is readable or the controller is closing."""
+        woken: "asyncio.Future[None]" = loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        def on_close() -> None:  # on the thread calling close()
+            try:
+                loop.call_soon_threadsafe(wake)
+            except RuntimeError:  # that loop is closed: nobody is waiting any more
+                pass
+
+        fd = self._ctl._dup_wake_fd()
+        try:
+            loop.add_reader(fd, wake)
+            try:
+                if not self._ctl._add_close_listener(on_close):
+                    return  # closed meanwhile: the next step's clear_wake raises ClosedError
+                try:
+                    await woken
+                finally:
+                    self._ctl._remove_close_listener(on_close)
+            finally:
+                loop.remove_reader(fd)
+        finally:
+            os.close(fd)

@@ -1,9 +1,11 @@
-"""Which shared library is loaded: SMARTDEV_LIB, else CARGO_TARGET_DIR, else the repository's target/, and in
-a target directory the newer of the debug and release builds; ``smartdev.library_path()`` says which."""
+"""Which shared library is loaded: SMARTDEV_LIB, else the one inside the package (pip install), else, for a
+checkout run in place only, CARGO_TARGET_DIR, else the repository's target/, and in a target directory the
+newer of the debug and release builds; ``smartdev.library_path()`` says which."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,18 @@ class FakeRepository(unittest.TestCase):
         patcher = mock.patch.object(_native, "_repo_root", return_value=self.root)
         patcher.start()
         self.addCleanup(patcher.stop)
+        # Where pip puts the library (absent unless a test makes it).
+        self.packaged = self.root / "bindings" / "python" / "smartdev" / NAME
+        patcher = mock.patch.object(_native, "_packaged", return_value=self.packaged)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def package(self, mtime: float) -> Path:
+        """A fake library inside the package, as ``pip install`` leaves it, modified at ``mtime``."""
+        self.packaged.parent.mkdir(parents=True, exist_ok=True)
+        self.packaged.write_bytes(b"not really a library")
+        os.utime(self.packaged, (mtime, mtime))
+        return self.packaged
 
     def build(self, target: str, profile: str, mtime: float) -> Path:
         """A fake ``<root>/<target>/<profile>/libsmartdev.so`` modified at ``mtime``."""
@@ -84,9 +98,79 @@ class DiscoveryTest(FakeRepository):
         with self.assertRaises(LibraryNotFoundError) as caught:
             self.find(CARGO_TARGET_DIR="custom")
         message = str(caught.exception)
+        self.assertIn(str(self.packaged), message)
         for place in ["custom/debug", "custom/release", "target/debug", "target/release"]:
             self.assertIn(str(self.root / place / NAME), message)
         self.assertIn("cargo build --lib", message)
+
+    def test_the_packaged_library_comes_before_any_build(self) -> None:
+        self.build("target", "debug", 9_000_000)  # newer, but a build of the checkout
+        packaged = self.package(1_000_000)
+        self.assertEqual(self.find(), packaged)
+        self.assertEqual(self.find(CARGO_TARGET_DIR="target"), packaged)
+        explicit = self.build("elsewhere", "x", 1_000_000)
+        self.assertEqual(self.find(SMARTDEV_LIB=str(explicit)), explicit)
+
+
+class InstalledPackageTest(unittest.TestCase):
+    """An installed package (site-packages) never looks in a target folder, even inside a repository."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="smartdev-py-repo-")
+        self.addCleanup(tmp.cleanup)
+        self.root = Path(tmp.name)
+        (self.root / "include").mkdir()
+        (self.root / "include" / "smartdev.h").write_text("")
+        (self.root / "Cargo.toml").write_text("")
+
+    def test_a_checkout_run_in_place_is_a_repository(self) -> None:
+        package = self.root / "bindings" / "python" / "smartdev"
+        self.assertEqual(_native._repo_root(package), self.root)
+
+    def test_a_venv_inside_the_repository_is_not(self) -> None:
+        for package in [
+            self.root / "v" / "lib" / "python3.11" / "site-packages" / "smartdev",
+            self.root / "lib" / "python" / "smartdev",  # three levels up is the repository, but no bindings/
+        ]:
+            with self.subTest(package=str(package)):
+                self.assertIsNone(_native._repo_root(package))
+
+    def test_without_a_repository_only_the_package_is_looked_at(self) -> None:
+        with mock.patch.object(_native, "_repo_root", return_value=None):
+            env = {k: v for k, v in os.environ.items() if k not in ("SMARTDEV_LIB", "CARGO_TARGET_DIR")}
+            env["CARGO_TARGET_DIR"] = str(self.root / "target")
+            with mock.patch.dict(os.environ, env, clear=True):
+                self.assertEqual(_native._candidates(), [[_native._packaged()]])
+                with mock.patch.object(_native, "_packaged", return_value=self.root / "none" / NAME):
+                    with self.assertRaises(LibraryNotFoundError) as caught:
+                        _native.find_library()
+        message = str(caught.exception)
+        self.assertNotIn("target", message)
+        self.assertIn("reinstall the package", message)
+        self.assertIn("SMARTDEV_LIB", message)
+
+
+class ExportsTest(unittest.TestCase):
+    def test_all_lists_every_public_name_of_the_modules(self) -> None:
+        from smartdev import controller, errors
+
+        expected = set(controller.__all__) | set(errors.__all__) | {"SmartDevice", "SCSmartDevice", "library_path"}
+        self.assertEqual(set(smartdev.__all__), expected)
+        self.assertEqual(len(smartdev.__all__), len(set(smartdev.__all__)))
+        for name in smartdev.__all__:
+            self.assertTrue(hasattr(smartdev, name), name)
+
+
+class VersionTest(unittest.TestCase):
+    def test_the_package_version_is_the_crates(self) -> None:
+        # setup.py takes the wheel's version from Cargo.toml; __version__ must say the same.
+        root = _native._repo_root()
+        if root is None:
+            self.skipTest("not a checkout run in place")
+        cargo = (root / "Cargo.toml").read_text(encoding="utf-8")
+        match = re.search(r'^version = "([^"]+)"', cargo, flags=re.M)
+        assert match is not None
+        self.assertEqual(smartdev.__version__, match.group(1))
 
 
 class LoadedLibraryTest(unittest.TestCase):

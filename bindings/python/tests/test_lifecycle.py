@@ -175,10 +175,11 @@ class DiscoveryTest(unittest.TestCase):
         with mock.patch.dict(os.environ, env, clear=True):
             candidates = _native._candidates()
         root = Path(__file__).resolve().parents[3]
-        # One group per target folder; the newer file of a group is loaded (tests/test_library.py).
+        # The package's own library (pip install), then one group per target folder of this checkout; the
+        # newer file of a group is loaded (tests/test_library.py).
         self.assertEqual(
             [[c.parent for c in group] for group in candidates],
-            [[root / "target" / "debug", root / "target" / "release"]],
+            [[root / "bindings" / "python" / "smartdev"], [root / "target" / "debug", root / "target" / "release"]],
         )
 
     def test_first_use_without_a_library_fails_clearly_in_a_fresh_interpreter(self) -> None:
