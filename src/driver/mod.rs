@@ -347,14 +347,11 @@ pub(crate) fn for_device(
         Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {
             Box::new(gen1::Gen1::new(http, base, m.clone(), hooks, credentials))
         }
-        Some(ModelRef::Vendor(m)) => Box::new(rpc::Rpc::new(
-            http,
-            base,
-            m.clone(),
-            hooks,
-            credentials,
-            tunnel,
-        )),
+        Some(ModelRef::Vendor(m)) => {
+            let mut rpc = rpc::Rpc::new(http, base, m.clone(), hooks, credentials, tunnel);
+            rpc.sleeps = dev.sleeping;
+            Box::new(rpc)
+        }
         Some(ModelRef::Tasmota) => Box::new(tasmota::Tasmota::new(http, base, credentials)),
         None => {
             return Err(crate::Error::Unsupported {

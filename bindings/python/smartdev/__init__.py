@@ -66,6 +66,7 @@ from .errors import (
     OfflineError,
     PanicError,
     SimulationError,
+    SleepingError,
     SmartDevError,
     SmartDevIOError,
     UnknownValueError,
