@@ -322,6 +322,8 @@ fn exchange_driver(
             name: format!("{}o0", crate::webhook::install::NAME_PREFIX),
             url: "http://127.0.0.1:1/shelly/webhook?Event=switch.on&DeviceID=1".into(),
         }],
+        server: "ws://127.0.0.1:1/shelly/ws".into(),
+        outbound: false,
     });
     let (mut dev, info) = device(model, &LIBRARY);
     dev.hostname = Some("127.0.0.1".into());

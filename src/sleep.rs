@@ -14,12 +14,13 @@ pub(crate) const DEFAULT_PERIOD: Duration = Duration::from_secs(6 * 3600);
 
 /// A sleeping device is offline once it missed its period by this factor (Home Assistant waits 1.2 periods)...
 const PERIOD_FACTOR: f64 = 1.2;
-/// ... plus this much (a wake-up takes seconds to connect and report).
+/// ... plus this much (a wake-up takes seconds to connect and report), or half the period if that is less.
 const MARGIN: Duration = Duration::from_secs(60);
 
-/// How long a sleeping device may stay silent before it is offline: 1.2 × its period + 60 s.
+/// How long a sleeping device may stay silent before it is offline: 1.2 × its period + 60 s (+ half the period
+/// for periods under 2 minutes).
 pub(crate) fn allowed_silence(period: Duration) -> Duration {
-    period.mul_f64(PERIOD_FACTOR) + MARGIN
+    period.mul_f64(PERIOD_FACTOR) + MARGIN.min(period / 2)
 }
 
 /// The vendor model of a configured device, if it is a Gen2+ (RPC) network device.
@@ -53,6 +54,10 @@ mod tests {
         assert_eq!(
             allowed_silence(Duration::from_secs(7200)),
             Duration::from_secs(8700)
+        );
+        assert_eq!(
+            allowed_silence(Duration::from_secs(10)),
+            Duration::from_secs(17)
         );
     }
 

@@ -351,6 +351,13 @@ impl State {
                 Command::Hook => crate::event::EventChannel::Webhook,
                 _ => crate::event::EventChannel::Read,
             };
+            if self.sleep.is_some()
+                && matches!(cmd, Command::Tick | Command::Refresh { reply: None })
+            {
+                // Never polled, asleep or overdue: only whether it missed its period.
+                let _ = self.op(false, |_, _| Ok(()));
+                continue;
+            }
             if let Some(refused) = self.asleep() {
                 // A sleeping device answers nobody: refused at once, not after a timeout.
                 match cmd {
@@ -366,12 +373,10 @@ impl State {
                         let _ = reply.send(Err(refused));
                         continue;
                     }
-                    Command::Refresh { reply: None } | Command::Tick => {
-                        // No background reads: only whether it missed its period.
-                        let _ = self.op(false, |_, _| Ok(()));
-                        continue;
-                    }
-                    Command::Hook | Command::Moved { .. } => {}
+                    Command::Refresh { reply: None }
+                    | Command::Tick
+                    | Command::Hook
+                    | Command::Moved { .. } => {}
                 }
             }
             match cmd {

@@ -20,10 +20,10 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::http::{self, MAX_HEAD};
 use super::outbound_ws::{self, Flow, Session};
-use super::{HookSink, WsSink};
 use super::queue::{self, EventQueue};
 use super::request::{self, Incoming, MAX_BODY, Rules};
 use super::routing;
+use super::{HookSink, WsSink};
 use crate::config::WebhookSettings;
 use crate::error::Error;
 use crate::event::EventChannel;
@@ -534,10 +534,11 @@ fn upgrade(conn: &mut Conn, ctx: &Context, head: &http::Head) -> Option<()> {
     if head.method != "GET" || path != ctx.ws_path {
         return None;
     }
-    let allowed = ctx
-        .allowed
-        .as_ref()
-        .map(|a| a.read().unwrap_or_else(|e| e.into_inner()).contains(&conn.peer));
+    let allowed = ctx.allowed.as_ref().map(|a| {
+        a.read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&conn.peer)
+    });
     if allowed == Some(false) {
         log::debug!(
             "outbound WebSocket from {} refused (403): not a configured device's address",

@@ -128,7 +128,12 @@ impl Session {
     }
 
     /// One text message: a notification of the connection's device, or the end of the connection.
-    fn text(&mut self, payload: &[u8], sink: &dyn WsSink, peer: IpAddr) -> Result<(), &'static str> {
+    fn text(
+        &mut self,
+        payload: &[u8],
+        sink: &dyn WsSink,
+        peer: IpAddr,
+    ) -> Result<(), &'static str> {
         let Ok(Value::Object(msg)) = crate::untrusted_json::parse(payload) else {
             return Err("a message that is not a JSON object");
         };
@@ -208,7 +213,10 @@ mod tests {
     #[test]
     fn junk_unmasked_oversized_and_fragmented_frames_close() {
         let sink = Sink::default();
-        assert_eq!(run(&masked(Opcode::Text, b"not json"), &sink).0, Flow::Close);
+        assert_eq!(
+            run(&masked(Opcode::Text, b"not json"), &sink).0,
+            Flow::Close
+        );
         let plain = frame::encode(Opcode::Text, true, b"{}", None);
         assert_eq!(run(&plain, &sink).0, Flow::Close);
         let big = vec![b' '; MAX_FRAME + 1];

@@ -102,7 +102,19 @@ impl Rpc {
         }
     }
 
+    /// A sleeping device configured by its MAC alone has no address: it is only heard when it reports.
+    fn addressed(&self, dev: &Device) -> Result<()> {
+        if !self.base.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Device {
+            device: dev.label(),
+            message: "no address is known: the configuration gives only its MAC; it is heard when it wakes and reports through the outbound WebSocket".into(),
+        })
+    }
+
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
+        self.addressed(dev)?;
         // A status of a device introduced in an earlier contact may show another profile.
         let earlier = self.introduced;
         if !self.introduced {
@@ -327,6 +339,9 @@ impl Driver for Rpc {
     }
 
     fn probe(&mut self, dev: &Device) -> bool {
+        if self.base.is_empty() {
+            return false;
+        }
         let url = format!("{}/shelly", self.base);
         self.http.answers(dev, &url, "GET /shelly")
     }
