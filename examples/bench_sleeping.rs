@@ -102,7 +102,8 @@ fn main() {
     for k in 0..samples {
         let i = k % n;
         let id = format!("shellyhtg3-{}", mac(i).to_ascii_lowercase());
-        let celsius = 10.0 + (k % 200) as f64 / 10.0 + 0.05;
+        // A new value each time (a tenth and a half, exact enough to compare after the JSON round trip).
+        let celsius = (100 + k % 200) as f64 / 10.0 + 0.05;
         let t = Instant::now();
         let mut s = connect(addr);
         upgrade.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -120,10 +121,14 @@ fn main() {
                 .iter()
                 .find(|x| x.quantity == SensorQuantity::Temperature)
                 .and_then(|x| x.value);
-            if now == Some(celsius) {
+            if now.is_some_and(|v| (v - celsius).abs() < 1e-6) {
                 break;
             }
-            assert!(t.elapsed() < Duration::from_secs(5), "report {k} not taken");
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "report {k} not taken: {now:?} {:?}",
+                ctl.device(name.clone()).unwrap()
+            );
             std::thread::sleep(Duration::from_micros(50));
         }
         snapshot.push(t.elapsed().as_secs_f64() * 1000.0);
