@@ -399,3 +399,33 @@ fn ws_setconfig_is_installed_on_a_device_with_outbound_websocket_true() {
         "{text}"
     );
 }
+
+#[test]
+fn the_emulator_holds_a_sleeping_device_awake_through_its_admin_endpoint() {
+    let (emu, _clock) = sleeping_ht();
+    let admin = emu.admin_port();
+    assert!(
+        TcpStream::connect(("127.0.0.1", emu.port(0))).is_err(),
+        "asleep"
+    );
+    let r = common::raw_http::request(admin, "POST", "/devices/0/sleep?action=hold", None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = common::raw_http::request(emu.port(0), "GET", "/shelly", None);
+    assert_eq!(r.status, 200, "awake: {}", r.text());
+    let state: serde_json::Value = serde_json::from_str(
+        &common::raw_http::request(admin, "GET", "/devices/0/sleep", None).text(),
+    )
+    .unwrap();
+    assert_eq!(state["period"], 7200);
+    assert_eq!(state["held_awake"], true);
+    assert_eq!(state["server"], serde_json::Value::Null);
+    let r = common::raw_http::request(admin, "POST", "/devices/0/sleep?action=release", None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        TcpStream::connect(("127.0.0.1", emu.port(0))).is_err(),
+        "asleep again"
+    );
+    // Without a server to report to, a wake-up sends nothing.
+    assert!(!emu.wake(0));
+    assert_eq!(emu.ws_reports(0), 0);
+}

@@ -115,6 +115,10 @@ impl crate::webhook::WsSink for Outbound {
         let (Some(t), Some(n)) = (self.targets.get(device), parse_notification(&frame)) else {
             return;
         };
+        if t.tunnel.live() {
+            // A mains device with its push channel up sends the same notifications there: taken once.
+            return;
+        }
         push::notify_outbound(t, &self.ctx, n, source);
     }
 }
