@@ -66,7 +66,11 @@ pub fn outbound_ws(data: &[u8]) {
     struct Sink;
     impl crate::webhook::WsSink for Sink {
         fn identify(&self, frame: &serde_json::Map<String, Value>, _: IpAddr) -> Option<usize> {
-            frame.get("src")?.as_str()?.starts_with("shelly").then_some(0)
+            frame
+                .get("src")?
+                .as_str()?
+                .starts_with("shelly")
+                .then_some(0)
         }
         fn deliver(&self, _: usize, _: serde_json::Map<String, Value>, _: IpAddr) {}
     }
@@ -91,7 +95,10 @@ pub fn outbound_ws(data: &[u8]) {
                 }
             }
         }
-        assert!(input.len() <= MAX_FRAME + MAX_HEADER, "more than a frame kept");
+        assert!(
+            input.len() <= MAX_FRAME + MAX_HEADER,
+            "more than a frame kept"
+        );
     }
 }
 
