@@ -429,3 +429,31 @@ fn the_emulator_holds_a_sleeping_device_awake_through_its_admin_endpoint() {
     assert!(!emu.wake(0));
     assert_eq!(emu.ws_reports(0), 0);
 }
+
+#[test]
+fn sdctl_check_knows_the_keys_and_their_limits() {
+    let dir = common::TempDir::new("sleeping-check");
+    let good = dir.write(
+        "good.yaml",
+        "SmartDevices:\n  ShellyWebhooks: {Enabled: true, WebsocketPath: /shelly/ws}\n  Devices:\n    - {Name: Bath, Model: ShellyHTG3, MAC: '54:32:04:53:9B:34', ReportPeriod: 3600, OutboundWebsocket: true}\n",
+    );
+    let bad = dir.write(
+        "bad.yaml",
+        "SmartDevices:\n  ShellyWebhooks: {Enabled: true}\n  Devices:\n    - {Name: Bath, Model: ShellyHTG3, MAC: '54:32:04:53:9B:34', ReportPeriod: -1, OutboundWebsocket: 3}\n",
+    );
+    let run = |f: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
+            .args(["--config", f.to_str().unwrap(), "check"])
+            .output()
+            .unwrap()
+    };
+    let ok = run(&good);
+    assert!(ok.status.success(), "{ok:?}");
+    let no = run(&bad);
+    assert_eq!(no.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&no.stderr);
+    assert!(
+        err.contains("ReportPeriod") && err.contains("OutboundWebsocket"),
+        "{err}"
+    );
+}
