@@ -386,8 +386,15 @@ impl Controller {
         }
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
         let senders = controller.all_senders()?;
-        let sup = supervisor::spawn(senders, controller.settings.refresh_interval, stop_rx)
-            .map_err(|e| Error::Io {
+        let sleepers = senders
+            .iter()
+            .zip(&controller.settings.devices)
+            .filter(|(_, c)| crate::sleep::sleeps(&controller.settings, c))
+            .map(|(w, _)| w.clone())
+            .collect();
+        let interval = controller.settings.refresh_interval;
+        let sup =
+            supervisor::spawn(senders, sleepers, interval, stop_rx).map_err(|e| Error::Io {
                 context: "starting the supervisor thread".into(),
                 source: e,
             })?;

@@ -457,3 +457,20 @@ fn sdctl_check_knows_the_keys_and_their_limits() {
         "{err}"
     );
 }
+
+#[test]
+fn expect_offline_mutes_the_warning_of_a_sleeping_device_that_missed_its_period() {
+    capture();
+    let ctl = open(
+        &["{Name: Quiet, Model: ShellyHTG3, MAC: '10:00:00:00:00:0D', ReportPeriod: 1, ExpectOffline: true}".into()],
+        "  RefreshInterval: 0.1\n",
+    );
+    assert!(eventually(LIMIT, || !ctl
+        .device(name("Quiet"))
+        .unwrap()
+        .online));
+    // The transition is logged before the snapshot is published: had it warned, the line would be there.
+    assert_eq!(warnings_containing("Quiet (ID: 1)"), 0);
+    let d = ctl.device(name("Quiet")).unwrap();
+    assert!(!d.sleeping && d.last_error.unwrap_or_default().contains("no report for"));
+}
