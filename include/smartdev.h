@@ -181,6 +181,11 @@ typedef enum sd_result {
    */
   SD_WRONG_DEVICE = 308,
   /*
+   The device sleeps between reports (a battery device reporting through the outbound WebSocket): the
+   command was not sent; its snapshot keeps the last report (`Sleeping`, `LastSeen`).
+   */
+  SD_SLEEPING = 309,
+  /*
    A local I/O failure (a file, a socket, a thread).
    */
   SD_IO = 400,

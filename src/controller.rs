@@ -174,6 +174,7 @@ impl Controller {
         };
         let queue = Arc::new(EventQueue::new(settings.webhooks.queue_capacity));
         let sink = Arc::new(LateSink::default());
+        let ws_sink = Arc::new(crate::webhook::LateWs::default());
         let allowed: Option<crate::webhook::AllowedSources> = (settings.webhooks.enabled
             && settings.webhooks.only_from_devices)
             .then(|| Arc::new(RwLock::new(device_addresses(&devices))));
@@ -184,17 +185,26 @@ impl Controller {
                 queue.clone(),
                 wake.clone(),
                 sink.clone(),
+                ws_sink.clone(),
             )?)
         } else {
             None
         };
         let port = listener.as_ref().map_or(0, |l| l.addr().port());
-        let push_targets = push_targets(&devices, &settings);
+        let mut push_targets = push_targets(&devices, &settings);
+        // A sleeping device is never dialed: it calls us (the outbound WebSocket) when it wakes.
+        push_targets.retain(|t| !devices[t.di].sleeping);
         // Each device's tunnel, by configuration index (`None`: no push channel).
         let mut tunnels = vec![None; devices.len()];
         for t in &push_targets {
             tunnels[t.di] = Some(t.tunnel.clone());
         }
+        let outbound_targets = outbound_targets(&devices, &settings, &mut tunnels);
+        let outbound: Vec<bool> = settings
+            .devices
+            .iter()
+            .map(|c| crate::sleep::outbound(&settings, c))
+            .collect();
         let mut drivers = Vec::with_capacity(devices.len());
         let mut problems = Vec::new();
         // Planned devices are in configuration order, so they pair with their configuration blocks.
@@ -205,6 +215,7 @@ impl Controller {
                 password: cfg.password.clone(),
             };
             let (planned, settings, http) = (d.clone(), settings.clone(), http.clone());
+            let reports_outbound = outbound[di];
             // Built for the device's current address: the configured one at open, a new one after it moved
             // (the hooks' callback address is the one this machine uses towards that address).
             let mut factory: worker::Factory = Box::new(move |host: Option<&str>, at: u16| {
@@ -213,7 +224,10 @@ impl Controller {
                     here.hostname = host.map(str::to_string);
                     here.port = at;
                 }
-                let hooks = install::plan(&here, &settings.webhooks, port);
+                let mut hooks = install::plan(&here, &settings.webhooks, port);
+                if let Some(h) = hooks.as_mut() {
+                    h.outbound = reports_outbound;
+                }
                 driver::for_device(
                     &here,
                     &settings,
@@ -240,6 +254,7 @@ impl Controller {
             devices.into_iter().zip(drivers).zip(follows).enumerate()
         {
             let label = dev.label();
+            let sleeps = dev.sleeping;
             let now = crate::actor::restart::real_now();
             let inbox = Arc::new(HookInbox::default());
             inboxes.push(inbox.clone());
@@ -260,6 +275,7 @@ impl Controller {
                         push: tunnels[di].is_some(),
                     }),
                     mac: settings.devices.get(di).and_then(|c| c.mac),
+                    sleep: sleeps.then(|| settings.devices.get(di).and_then(|c| c.report_period)),
                 },
                 started_tx.clone(),
             ) {
@@ -342,13 +358,21 @@ impl Controller {
             controller.close();
             return Err(e);
         }
+        let ctx = Arc::new(crate::actor::push::Context {
+            shared: controller.shared.clone(),
+            queue: controller.queue.clone(),
+            wake: controller.wake.clone(),
+            response_timeout: controller.settings.response_timeout,
+        });
+        if !outbound_targets.is_empty() {
+            let macs = outbound_targets
+                .iter()
+                .map(|t| controller.settings.devices.get(t.di).and_then(|c| c.mac))
+                .collect();
+            let sink = crate::actor::outbound::Outbound::new(outbound_targets, macs, ctx.clone());
+            let _ = ws_sink.0.set(Arc::new(sink));
+        }
         if !push_targets.is_empty() {
-            let ctx = Arc::new(crate::actor::push::Context {
-                shared: controller.shared.clone(),
-                queue: controller.queue.clone(),
-                wake: controller.wake.clone(),
-                response_timeout: controller.settings.response_timeout,
-            });
             let push = crate::actor::push::Push::start(push_targets, ctx).map_err(|e| {
                 controller.close();
                 Error::Io {
@@ -362,8 +386,15 @@ impl Controller {
         }
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
         let senders = controller.all_senders()?;
-        let sup = supervisor::spawn(senders, controller.settings.refresh_interval, stop_rx)
-            .map_err(|e| Error::Io {
+        let sleepers = senders
+            .iter()
+            .zip(&controller.settings.devices)
+            .filter(|(_, c)| crate::sleep::sleeps(&controller.settings, c))
+            .map(|(w, _)| w.clone())
+            .collect();
+        let interval = controller.settings.refresh_interval;
+        let sup =
+            supervisor::spawn(senders, sleepers, interval, stop_rx).map_err(|e| Error::Io {
                 context: "starting the supervisor thread".into(),
                 source: e,
             })?;
@@ -957,6 +988,39 @@ fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::pu
             })
         })
         .collect()
+}
+
+/// The devices that report through the outbound WebSocket (`sleep::outbound`), each sharing the tunnel of its
+/// push channel if it has one (its driver reads the reports from the tunnel's mirror); `tunnels` gets the new
+/// ones.
+fn outbound_targets(
+    devices: &[Device],
+    settings: &Settings,
+    tunnels: &mut [Option<Arc<crate::driver::ws::tunnel::Tunnel>>],
+) -> Vec<crate::actor::push::Target> {
+    use crate::models::{ModelRef, OutputKind};
+    let mut out = Vec::new();
+    for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
+        if !crate::sleep::outbound(settings, cfg) {
+            continue;
+        }
+        let Some(ModelRef::Vendor(m)) = settings.models.resolve(&d.model) else {
+            continue;
+        };
+        let tunnel = tunnels[di].get_or_insert_with(Default::default).clone();
+        out.push(crate::actor::push::Target {
+            di,
+            id: d.id,
+            label: d.label(),
+            password: None,
+            output_type: match m.output_kind {
+                OutputKind::Switch => "switch",
+                OutputKind::Light => "light",
+            },
+            tunnel,
+        });
+    }
+    out
 }
 
 /// The addresses of the configured devices (what `AllowedSources: devices` accepts).

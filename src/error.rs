@@ -152,6 +152,15 @@ pub enum Error {
         /// The MAC that answered (`AA:BB:CC:DD:EE:FF`).
         found: String,
     },
+    /// The device sleeps between reports (a battery device reporting through the outbound WebSocket): it cannot
+    /// take a command or be read now. Its snapshot keeps the last report (`Sleeping`, `LastSeen`); the device
+    /// answers only while awake, which it decides.
+    Sleeping {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// When it last reported (RFC 3339), if it did since open.
+        last_seen: Option<String>,
+    },
     /// The controller has been closed.
     Closed,
     /// A local I/O failure outside device communication (reading a config file, spawning a thread).
@@ -192,7 +201,8 @@ impl Error {
             | Error::Unknown { device, .. }
             | Error::Simulation { device, .. }
             | Error::WorkerFailed { device, .. }
-            | Error::WrongDevice { device, .. } => Some(device),
+            | Error::WrongDevice { device, .. }
+            | Error::Sleeping { device, .. } => Some(device),
             _ => None,
         }
     }
@@ -315,6 +325,16 @@ impl fmt::Display for Error {
                 f,
                 "device {device}: {address} answers as {found}, not {expected} as it did before (another device took its address?); nothing was switched; check the address in the configuration, or, if the device was replaced on purpose, give its MAC in the configuration and open again"
             ),
+            Error::Sleeping { device, last_seen } => match last_seen {
+                Some(at) => write!(
+                    f,
+                    "device {device} is asleep (a battery device; last report {at}): it takes no command until it wakes and reports"
+                ),
+                None => write!(
+                    f,
+                    "device {device} is asleep (a battery device; no report since open): it takes no command until it wakes and reports"
+                ),
+            },
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }

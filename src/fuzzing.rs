@@ -57,6 +57,51 @@ pub fn webhook_request(data: &[u8]) {
     }
 }
 
+/// Feeds bytes to the outbound WebSocket server's frame handling (`webhook/outbound_ws.rs`) as a connecting
+/// device's, in two parts (as they may arrive): it must never panic, keep no more than one frame's bytes
+/// waiting, and answer only with pongs or a close.
+pub fn outbound_ws(data: &[u8]) {
+    use crate::driver::ws::frame::MAX_HEADER;
+    use crate::webhook::outbound_ws::{Flow, MAX_FRAME, Session};
+    struct Sink;
+    impl crate::webhook::WsSink for Sink {
+        fn identify(&self, frame: &serde_json::Map<String, Value>, _: IpAddr) -> Option<usize> {
+            frame
+                .get("src")?
+                .as_str()?
+                .starts_with("shelly")
+                .then_some(0)
+        }
+        fn deliver(&self, _: usize, _: serde_json::Map<String, Value>, _: IpAddr) {}
+    }
+    let peer = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let now = std::time::Instant::now();
+    let cut = data.first().map_or(0, |b| *b as usize % (data.len() + 1));
+    let mut session = Session::new(now);
+    let (mut input, mut output) = (Vec::new(), Vec::new());
+    for part in [&data[..cut], &data[cut..]] {
+        input.extend_from_slice(part);
+        loop {
+            match session.serve(&mut input, &mut output, &Sink, peer, now) {
+                Flow::Wait => break,
+                Flow::Answer => {
+                    // A pong: opcode 0xA, unmasked, at most 125 bytes of payload.
+                    assert!(output.first() == Some(&0x8A) && output.len() <= 127);
+                    output.clear();
+                }
+                Flow::Close => {
+                    assert_eq!(output.first(), Some(&0x88));
+                    return;
+                }
+            }
+        }
+        assert!(
+            input.len() <= MAX_FRAME + MAX_HEADER,
+            "more than a frame kept"
+        );
+    }
+}
+
 /// Feeds bytes to the webhook listener's request-head parser, whole and cut at every 64th position: a prefix
 /// must never contradict the whole (a complete head stays the same head; a refusal never becomes a head).
 pub fn webhook_http(data: &[u8]) {
@@ -322,6 +367,8 @@ fn exchange_driver(
             name: format!("{}o0", crate::webhook::install::NAME_PREFIX),
             url: "http://127.0.0.1:1/shelly/webhook?Event=switch.on&DeviceID=1".into(),
         }],
+        server: "ws://127.0.0.1:1/shelly/ws".into(),
+        outbound: false,
     });
     let (mut dev, info) = device(model, &LIBRARY);
     dev.hostname = Some("127.0.0.1".into());
@@ -499,6 +546,25 @@ mod tests {
             let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
             target(&bytes);
         }
+    }
+
+    #[test]
+    fn outbound_ws_never_panics() {
+        use crate::driver::ws::frame::{Opcode, encode};
+        let m = Some([1, 2, 3, 4]);
+        let full = br#"{"src":"shellyhtg3-aabbccddeeff","method":"NotifyFullStatus","params":{"ts":1,"sys":{"mac":"AABBCCDDEEFF"}}}"#;
+        let mut two = encode(Opcode::Text, true, full, m);
+        two.extend(encode(Opcode::Ping, true, b"p", m));
+        two.extend(encode(Opcode::Close, true, &[3, 232], m));
+        let seeds: Vec<Vec<u8>> = vec![
+            encode(Opcode::Text, true, full, m),
+            two,
+            encode(Opcode::Text, false, b"{", m),
+            encode(Opcode::Binary, true, &[0; 300], m),
+            encode(Opcode::Text, true, b"[1,2]", None),
+        ];
+        let seeds: Vec<&[u8]> = seeds.iter().map(Vec::as_slice).collect();
+        run(&seeds, outbound_ws);
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub mod models;
 mod objects;
 mod plan;
 mod print;
+mod sleep;
 mod suggest;
 mod table;
 mod text;

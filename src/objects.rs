@@ -268,8 +268,20 @@ pub struct Device {
     pub simulate: bool,
     /// Whether the device is expected to be offline at times (no warnings then).
     pub expect_offline: bool,
-    /// Whether the last contact succeeded.
+    /// Whether the last contact succeeded. For a device that sleeps between reports (`Sleeping`): whether it
+    /// reported within its period (plus a margin); it is not offline while it sleeps.
     pub online: bool,
+    /// Whether the device sleeps between reports (a battery device reporting through the outbound WebSocket,
+    /// see README "Battery devices") and is within its reporting period: its values are its last report,
+    /// commands fail with [`Error::Sleeping`](crate::Error::Sleeping). False for devices that are always
+    /// awake, and for a sleeping device that missed its period (then it is offline).
+    pub sleeping: bool,
+    /// When a sleeping device last reported (RFC 3339, UTC); `None` for devices that do not sleep and before
+    /// the first report.
+    pub last_seen: Option<String>,
+    /// Seconds between a sleeping device's reports as the device states them (Gen2+ `sys.wakeup_period`);
+    /// `None` for devices that do not say (and for every device that is always awake).
+    pub wakeup_period: Option<u64>,
     /// MAC address, the device's identity, always spelt `AA:BB:CC:DD:EE:FF`: the configured `MAC`, or the one
     /// the device reported (a device answering with another MAC than this is refused, see
     /// [`Error::WrongDevice`](crate::Error::WrongDevice)). A simulated device without one has a stable MAC
@@ -277,6 +289,8 @@ pub struct Device {
     pub mac_address: Option<String>,
     /// Device temperature in °C.
     pub temperature: Option<f64>,
+    /// Battery charge in percent (battery devices, Gen2+ `devicepower:0`).
+    pub battery: Option<f64>,
     /// Seconds since the device started.
     pub uptime: Option<u64>,
     /// The device asks for a restart (Gen2+), if it says.

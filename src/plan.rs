@@ -267,6 +267,8 @@ fn plan_all(
             simulate: cfg.simulate,
             expect_offline: cfg.expect_offline,
             online: cfg.simulate,
+            // Reports through the outbound WebSocket when it wakes; not offline while it sleeps.
+            sleeping: crate::sleep::sleeps(settings, cfg),
             custom: cfg.custom.clone(),
             ..Device::default()
         };
@@ -281,8 +283,9 @@ fn plan_all(
                 dev.generation = Some(info.generation);
                 dev.protocol = Some(info.protocol);
                 dev.profile = shape.profile.clone();
-                // A battery device asleep is not a device gone: no offline warnings for it.
-                dev.expect_offline |= info.sleeps;
+                // A battery device asleep is not a device gone: no offline warnings for it, unless it reports
+                // through the outbound WebSocket (then it is offline only when it misses its period).
+                dev.expect_offline |= info.sleeps && !dev.sleeping;
                 // Only a profile other than the default is worth naming.
                 let in_profile = shape
                     .profile

@@ -84,10 +84,27 @@ fn with_custom(text: &str, custom: &Attributes) -> String {
     }
 }
 
+/// `asleep, last heard 12 min ago` (or `asleep, not heard since open`): a sleeping device within its period.
+fn asleep(d: &Device) -> String {
+    let ago = d
+        .last_seen
+        .as_deref()
+        .and_then(crate::clock::seconds_since)
+        .map(|s| crate::clock::human_duration(std::time::Duration::from_secs_f64(s)));
+    match ago {
+        Some(a) => format!("asleep, last heard {a} ago"),
+        None => "asleep, not heard since open".into(),
+    }
+}
+
 /// Renders one device block.
 pub(crate) fn device_status(d: &Device) -> String {
     let mut s = String::new();
-    let state = if d.online { "online" } else { "offline" };
+    let state = match (d.online, d.sleeping) {
+        (true, true) => asleep(d),
+        (true, false) => "online".into(),
+        (false, _) => "offline".into(),
+    };
     let _ = writeln!(s, "{} — {state}", d.label());
     let mut facts = Table::new();
     let model = if d.is_tasmota() {
@@ -141,6 +158,13 @@ pub(crate) fn device_status(d: &Device) -> String {
     facts.row(vec!["Uptime".into(), uptime(d.uptime)]);
     if d.temperature.is_some() {
         facts.row(vec!["Temperature".into(), quantity(d.temperature, 1, "°C")]);
+    }
+    if d.battery.is_some() {
+        facts.row(vec!["Battery".into(), quantity(d.battery, 0, "%")]);
+    }
+    if let Some(p) = d.wakeup_period {
+        let every = crate::clock::human_duration(std::time::Duration::from_secs(p));
+        facts.row(vec!["Reports".into(), format!("every {every}")]);
     }
     if !d.meters.is_empty() {
         facts.row(vec!["Power".into(), quantity(d.total_power, 1, "W")]);

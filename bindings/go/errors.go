@@ -95,6 +95,9 @@ var (
 	// not the one the device had earlier): nothing was switched or read from it; the device is offline until
 	// the right MAC answers there again. The message names both MACs and the address.
 	ErrWrongDevice = sentinel(C.SD_WRONG_DEVICE, "another device answers at the device's address")
+	// ErrSleeping: the device sleeps between reports (a battery device reporting through the outbound
+	// WebSocket): the command was not sent. Its Device keeps the last report (Sleeping, LastSeen).
+	ErrSleeping = sentinel(C.SD_SLEEPING, "the device is asleep")
 	// ErrIO: a local I/O failure (a file, a socket, a thread).
 	ErrIO = sentinel(C.SD_IO, "local I/O failure")
 )

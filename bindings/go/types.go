@@ -125,10 +125,22 @@ type Device struct {
 	ExpectOffline bool `json:"ExpectOffline"`
 	// Online is whether the last contact succeeded.
 	Online bool `json:"Online"`
+	// Sleeping is true for a device that sleeps between reports (a battery device reporting through the
+	// outbound WebSocket) and reported within its period: its values are its last report, and commands fail
+	// with ErrSleeping. False for devices that are always awake, and once a sleeping one missed its period.
+	Sleeping bool `json:"Sleeping"`
+	// LastSeen is when a sleeping device last reported (RFC 3339, UTC); nil for other devices and before
+	// the first report.
+	LastSeen *string `json:"LastSeen"`
+	// WakeupPeriod is the seconds between a sleeping device's reports as the device states them
+	// (sys.wakeup_period); nil when it does not say.
+	WakeupPeriod *uint64 `json:"WakeupPeriod"`
 	// MacAddress is the MAC address as reported.
 	MacAddress *string `json:"MacAddress"`
 	// Temperature is the device temperature in °C.
 	Temperature *float64 `json:"Temperature"`
+	// Battery is the battery charge in percent (battery devices).
+	Battery *float64 `json:"Battery"`
 	// Uptime is the number of seconds since the device started.
 	Uptime *uint64 `json:"Uptime"`
 	// RestartRequired says whether the device asks for a restart, if it says.

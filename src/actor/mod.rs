@@ -2,6 +2,7 @@
 
 pub(crate) mod find;
 pub(crate) mod hook_inbox;
+pub(crate) mod outbound;
 pub(crate) mod peers;
 pub(crate) mod push;
 pub(crate) mod restart;

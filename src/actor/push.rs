@@ -1173,8 +1173,15 @@ fn split_key(key: &str) -> Option<(&str, usize)> {
     Some((kind, n.parse().ok()?))
 }
 
+/// A notification a device pushed over the outbound WebSocket (`actor/outbound.rs`): handled exactly as one
+/// from the push channel (mirror, implied states and a read to the worker, events to the queue). The listener
+/// bounds what a connection may send; the inbox and the event queue bound the rest.
+pub(crate) fn notify_outbound(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
+    on_notification(t, ctx, n, source, None);
+}
+
 /// `limits`: the device's (the poller's); `None` on a connector, for the few notifications that came with
-/// the subscription.
+/// the subscription, and for the outbound WebSocket.
 fn on_notification(
     t: &Target,
     ctx: &Context,

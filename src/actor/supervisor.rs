@@ -7,9 +7,15 @@ use crossbeam_channel::{Receiver, never, select, tick};
 
 use super::worker::{Command, WorkerTx};
 
-/// Starts the supervisor. It stops when `stop` is dropped.
+/// How often sleeping devices are checked for a missed period when background refreshes are off (they never
+/// cause I/O: a sleeping device's `Tick` only looks at how long it has been silent).
+pub(crate) const SLEEP_CHECK: Duration = Duration::from_secs(30);
+
+/// Starts the supervisor. It stops when `stop` is dropped. `sleepers`: the workers of devices that sleep between
+/// reports, ticked every [`SLEEP_CHECK`] when `interval` is `None`.
 pub(crate) fn spawn(
     workers: Vec<WorkerTx>,
+    sleepers: Vec<WorkerTx>,
     interval: Option<Duration>,
     stop: Receiver<()>,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -18,6 +24,11 @@ pub(crate) fn spawn(
         .stack_size(128 * 1024);
     crate::log_scope::spawn(builder, move || {
         let ticker = interval.map(tick).unwrap_or_else(never);
+        let sleep_ticker = if interval.is_none() && !sleepers.is_empty() {
+            tick(SLEEP_CHECK)
+        } else {
+            never()
+        };
         loop {
             select! {
                 // A message or a disconnect both mean "stop".
@@ -25,6 +36,11 @@ pub(crate) fn spawn(
                 recv(ticker) -> _ => {
                     for w in &workers {
                         // A busy worker already has work queued; skip rather than pile up checks.
+                        let _ = w.try_send(Command::Tick);
+                    }
+                }
+                recv(sleep_ticker) -> _ => {
+                    for w in &sleepers {
                         let _ = w.try_send(Command::Tick);
                     }
                 }

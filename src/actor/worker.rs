@@ -147,6 +147,17 @@ pub(crate) struct Links {
     pub events: Option<Events>,
     /// The configured `MAC:` (else the device's first reported MAC becomes its identity).
     pub mac: Option<crate::mac::Mac>,
+    /// Set for a device that sleeps between reports (`sleep.rs`): its configured `ReportPeriod`, if any.
+    pub sleep: Option<Option<Duration>>,
+}
+
+/// A device that sleeps between reports: never polled, commands refused at once, offline only once it missed
+/// its period by the margin (`sleep::allowed_silence`).
+struct Sleep {
+    /// The configured `ReportPeriod` (else the device's `sys.wakeup_period`, else `sleep::DEFAULT_PERIOD`).
+    period: Option<Duration>,
+    /// When it last reported (the worker's start until it does).
+    heard: Instant,
 }
 
 /// How long a read that saw the device's MAC vouches for the address: a switch or move later than this reads
@@ -204,6 +215,7 @@ pub(crate) fn spawn(
         follow,
         events,
         mac,
+        sleep,
     } = links;
     // Callers block on their replies, so a small inbox is enough (each slot costs memory in every one of
     // possibly thousands of workers); when it is full, senders wait (back-pressure) and background checks are
@@ -212,6 +224,7 @@ pub(crate) fn spawn(
     let remote_gated = Peers::matters_for(&device);
     let device = Arc::new(device);
     let slot: Slot = Arc::new(RwLock::new(Arc::clone(&device)));
+    let begun = now();
     let state = State {
         device,
         driver,
@@ -235,6 +248,10 @@ pub(crate) fn spawn(
             configured: mac.is_some(),
             ..Identity::default()
         },
+        sleep: sleep.map(|period| Sleep {
+            period,
+            heard: begun,
+        }),
     };
     let builder = std::thread::Builder::new()
         .name(format!("sd-dev-{}", state.device.id))
@@ -280,6 +297,8 @@ struct State {
     contacted: bool,
     /// The MAC rule's state.
     identity: Identity,
+    /// Set for a device that sleeps between reports.
+    sleep: Option<Sleep>,
 }
 
 impl State {
@@ -332,6 +351,34 @@ impl State {
                 Command::Hook => crate::event::EventChannel::Webhook,
                 _ => crate::event::EventChannel::Read,
             };
+            if self.sleep.is_some()
+                && matches!(cmd, Command::Tick | Command::Refresh { reply: None })
+            {
+                // Never polled, asleep or overdue: only whether it missed its period.
+                let _ = self.op(false, |_, _| Ok(()));
+                continue;
+            }
+            if let Some(refused) = self.asleep() {
+                // A sleeping device answers nobody: refused at once, not after a timeout.
+                match cmd {
+                    Command::Refresh { reply: Some(reply) } => {
+                        let _ = reply.send(Err(refused));
+                        continue;
+                    }
+                    Command::Switch { reply, .. } => {
+                        let _ = reply.send(Err(refused));
+                        continue;
+                    }
+                    Command::Cover { reply, .. } => {
+                        let _ = reply.send(Err(refused));
+                        continue;
+                    }
+                    Command::Refresh { reply: None }
+                    | Command::Tick
+                    | Command::Hook
+                    | Command::Moved { .. } => {}
+                }
+            }
             match cmd {
                 Command::Refresh { reply } => {
                     let r = self.op(true, |dev, drv| drv.read(dev));
@@ -395,6 +442,57 @@ impl State {
                 }
             }
         }
+    }
+
+    /// The error for a command, when the device sleeps between reports and is within its period.
+    fn asleep(&self) -> Option<Error> {
+        (self.sleep.is_some() && self.device.sleeping).then(|| Error::Sleeping {
+            device: self.device.label(),
+            last_seen: self.device.last_seen.clone(),
+        })
+    }
+
+    /// A sleeping device after an operation: a read that succeeded is a report (`LastSeen`); it stays online
+    /// and `Sleeping` while its silence is within the allowed one, else it is offline (logged as usual). A
+    /// foreign device at its address (the MAC rule) is offline at once.
+    fn settle_sleep(&mut self, heard: bool, foreign: bool) {
+        let Some(s) = &mut self.sleep else {
+            return;
+        };
+        let now = (self.now)();
+        if heard {
+            s.heard = now;
+        }
+        let d = &self.device;
+        let period = s
+            .period
+            .or(d.wakeup_period.map(Duration::from_secs))
+            .unwrap_or(crate::sleep::DEFAULT_PERIOD);
+        let silent = now.saturating_duration_since(s.heard);
+        let within = !foreign && silent <= crate::sleep::allowed_silence(period);
+        let error = if foreign {
+            d.last_error.clone()
+        } else if within {
+            // Not answering between reports is what it does.
+            None
+        } else {
+            Some(format!(
+                "no report for {} (it reports every {}; offline after {})",
+                crate::clock::human_duration(silent),
+                crate::clock::human_duration(period),
+                crate::clock::human_duration(crate::sleep::allowed_silence(period))
+            ))
+        };
+        if !heard && d.sleeping == within && d.online == within && d.last_error == error {
+            return;
+        }
+        let dev = Arc::make_mut(&mut self.device);
+        if heard {
+            dev.last_seen = Some(crate::clock::rfc3339_now());
+        }
+        dev.sleeping = within;
+        dev.online = within;
+        dev.last_error = error;
     }
 
     /// Before a switch or a move: after any failure (and at the start), a read first shows that the device at
@@ -555,6 +653,8 @@ impl State {
             Ok(_) => dev.last_error = None,
             Err(e) => dev.last_error = Some(e.reason()),
         }
+        let foreign = matches!(result, Err(Error::WrongDevice { .. }));
+        self.settle_sleep(reads && result.is_ok(), foreign);
         self.log_transition(was_online);
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.device);
         if self.device.profile != was_profile && self.contacted {
@@ -604,7 +704,14 @@ impl State {
         let before = Arc::clone(&self.device);
         let dev = Arc::make_mut(&mut self.device);
         let driver = &mut *self.driver;
-        let synced = &mut self.hooks_synced;
+        // A sleeping device is set up (hooks, outbound WebSocket) only at its first contact, if it is awake
+        // then: its reports come from the outbound socket, and it is asleep again by the time we would ask.
+        let mut no_sync = self.sleep.is_some() && self.contacted;
+        let synced = if no_sync {
+            &mut no_sync
+        } else {
+            &mut self.hooks_synced
+        };
         let identity = &mut self.identity;
         let now = &self.now;
         if !dev.online {
@@ -867,6 +974,7 @@ mod tests {
             follow: None,
             events: None,
             mac: mac.map(|m| crate::mac::Mac::parse(m).unwrap()),
+            sleep: None,
         }
     }
 
@@ -1048,6 +1156,7 @@ mod tests {
                 follow: None,
                 events: None,
                 mac: None,
+                sleep: None,
             },
             started_tx,
         )
@@ -1203,6 +1312,7 @@ mod tests {
                 follow: None,
                 events: None,
                 mac: None,
+                sleep: None,
             },
             started_tx,
         )
@@ -1262,6 +1372,7 @@ mod tests {
                 follow: None,
                 events: None,
                 mac: None,
+                sleep: None,
             },
             started_tx,
         )

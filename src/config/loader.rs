@@ -315,6 +315,7 @@ impl Normaliser {
                 "WebhookToken",
                 "WebhookAllowedSources",
                 "WebhookQueueCapacity",
+                "WebhookWebsocketPath",
             ],
             rk,
         )
@@ -333,6 +334,7 @@ impl Normaliser {
                     "Token",
                     "AllowedSources",
                     "QueueCapacity",
+                    "WebsocketPath",
                 ],
                 &format!("{rk}.ShellyWebhooks"),
             ),
@@ -343,7 +345,7 @@ impl Normaliser {
     fn webhook_common(
         &mut self,
         m: &Map<String, Value>,
-        keys: [&str; 8],
+        keys: [&str; 9],
         at: &str,
     ) -> WebhookSettings {
         let [
@@ -355,6 +357,7 @@ impl Normaliser {
             token,
             sources,
             capacity,
+            ws_path,
         ] = keys;
         let mut w = WebhookSettings::default();
         let nn = |k: &str| m.get(k).filter(|v| !v.is_null());
@@ -370,18 +373,29 @@ impl Normaliser {
         if let Some(p) = nn(port).and_then(Value::as_u64) {
             w.port = p as u16;
         }
-        if let Some(p) = nn(path).and_then(Value::as_str) {
-            if !p.starts_with('/')
-                || p.contains('?')
-                || p.contains('#')
-                || p.contains(char::is_whitespace)
-            {
-                self.problem(
-                    format!("{at}.{path}"),
-                    format!("'{p}' must be a URL path starting with '/' (no query, no spaces)"),
-                );
+        for (key, slot) in [(path, &mut w.path), (ws_path, &mut w.ws_path)] {
+            if let Some(p) = nn(key).and_then(Value::as_str) {
+                if !p.starts_with('/')
+                    || p.contains('?')
+                    || p.contains('#')
+                    || p.contains(char::is_whitespace)
+                {
+                    self.problem(
+                        format!("{at}.{key}"),
+                        format!("'{p}' must be a URL path starting with '/' (no query, no spaces)"),
+                    );
+                }
+                *slot = p.to_string();
             }
-            w.path = p.to_string();
+        }
+        if w.path == w.ws_path {
+            self.problem(
+                format!("{at}.{ws_path}"),
+                format!(
+                    "'{}' is also the webhook path: the outbound WebSocket needs a path of its own",
+                    w.ws_path
+                ),
+            );
         }
         w.token = nn(token).and_then(Value::as_str).map(str::to_string);
         w.only_from_devices = nn(sources).and_then(Value::as_str) == Some("devices");
@@ -560,6 +574,12 @@ impl Normaliser {
             port: m.get("Port").and_then(Value::as_u64).map(|p| p as u16),
             simulate: bool_of("Simulate"),
             expect_offline: bool_of("ExpectOffline"),
+            outbound_websocket: m.get("OutboundWebsocket").and_then(Value::as_bool),
+            report_period: m
+                .get("ReportPeriod")
+                .and_then(Value::as_f64)
+                .filter(|s| *s > 0.0)
+                .map(std::time::Duration::from_secs_f64),
             username,
             password,
             inputs,

@@ -71,6 +71,9 @@ pub struct WebhookSettings {
     pub port: u16,
     /// URL path. Default `/shelly/webhook`.
     pub path: String,
+    /// URL path of the outbound WebSocket server on the same listener (`WebsocketPath` /
+    /// `WebhookWebsocketPath`), where devices configured for it connect when they wake. Default `/shelly/ws`.
+    pub ws_path: String,
     /// Events installed on inputs and outputs that ask for webhooks.
     pub default_webhooks: DefaultWebhooks,
     /// Shared secret put in every callback URL and required on every request (`Token` / `WebhookToken`).
@@ -89,6 +92,7 @@ impl Default for WebhookSettings {
             host: "0.0.0.0".into(),
             port: 8787,
             path: "/shelly/webhook".into(),
+            ws_path: "/shelly/ws".into(),
             default_webhooks: DefaultWebhooks::default(),
             token: None,
             only_from_devices: false,
@@ -195,6 +199,12 @@ pub struct DeviceConfig {
     pub simulate: bool,
     /// `ExpectOffline`.
     pub expect_offline: bool,
+    /// `OutboundWebsocket`: install our outbound WebSocket server on the device (Gen2+ `Ws.SetConfig`) and
+    /// take its reports there. `None`: yes for models that sleep (battery devices), no for others.
+    pub outbound_websocket: Option<bool>,
+    /// `ReportPeriod` in seconds: how often a sleeping device reports at least; `None`: what the device
+    /// reports (`sys.wakeup_period`), else the default (see `objects` / README "Battery devices").
+    pub report_period: Option<std::time::Duration>,
     /// `Username` (Gen1 and Tasmota; Gen2+ always use `admin`), resolved from `env:NAME`.
     pub username: Option<String>,
     /// `Password`, resolved from `env:NAME`.

@@ -338,23 +338,23 @@ pub(crate) fn for_device(
             .unwrap_or_else(|| crate::plan::simulation_file(settings, &dev.name));
         return Ok(Box::new(simulated::Simulated::new(file)));
     }
-    let Some(host) = dev.hostname.as_deref() else {
-        return Ok(Box::new(Unaddressed));
+    // A sleeping device needs no address: it reports through the outbound WebSocket (its driver takes the
+    // reports, and has no address to ask).
+    let base = match dev.hostname.as_deref() {
+        Some(host) => format!("http://{}:{}", crate::hostname::url_host(host), dev.port),
+        None if dev.sleeping => String::new(),
+        None => return Ok(Box::new(Unaddressed)),
     };
-    let base = format!("http://{}:{}", crate::hostname::url_host(host), dev.port);
     let http = http.clone();
     Ok(match settings.models.resolve(&dev.model) {
         Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {
             Box::new(gen1::Gen1::new(http, base, m.clone(), hooks, credentials))
         }
-        Some(ModelRef::Vendor(m)) => Box::new(rpc::Rpc::new(
-            http,
-            base,
-            m.clone(),
-            hooks,
-            credentials,
-            tunnel,
-        )),
+        Some(ModelRef::Vendor(m)) => {
+            let mut rpc = rpc::Rpc::new(http, base, m.clone(), hooks, credentials, tunnel);
+            rpc.sleeps = dev.sleeping;
+            Box::new(rpc)
+        }
         Some(ModelRef::Tasmota) => Box::new(tasmota::Tasmota::new(http, base, credentials)),
         None => {
             return Err(crate::Error::Unsupported {

@@ -13,7 +13,9 @@
 //! (`hold`: upgrade requests from now on are left unanswered; `answer`: the held ones end),
 //! `GET|POST announce[?on=true|false]` (the device's mDNS records; withdraw or restore its announcement),
 //! `POST move[?address=A][&port=P]` (the device leaves its address for another, as after a DHCP lease change;
-//! without a port it keeps its port at a new address, else takes a free one).
+//! without a port it keeps its port at a new address, else takes a free one),
+//! `GET|POST sleep[?action=wake|hold|release]` (a sleeping device: wake it now, hold it awake as its button
+//! does, or let it sleep; answers its period, whether it is held, its outbound server and reports so far).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -294,6 +296,27 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
             }
             Ok(json!({"connections": dev.ws.connections()}))
         }
+        ("sleep", "GET") => Ok(sleep_state(dev)),
+        ("sleep", "POST") => {
+            if dev.ws_out.period.is_none() {
+                return Err(bad(
+                    "this device does not sleep (DeviceSpec::sleep, sleep=SECONDS)",
+                ));
+            }
+            match param(req, "action")?.as_str() {
+                "wake" => {
+                    super::sleeper::wake(dev);
+                }
+                "hold" => super::sleeper::set_awake(dev, true),
+                "release" => super::sleeper::set_awake(dev, false),
+                other => {
+                    return Err(bad(format!(
+                        "unknown sleep action '{other}' (wake, hold, release)"
+                    )));
+                }
+            }
+            Ok(sleep_state(dev))
+        }
         ("fire", "POST") => {
             let event = param(req, "event")?;
             Ok(json!({"called": dev.fire_event(&event, parsed(req, "id")?)}))
@@ -305,11 +328,21 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
         ) => component_action(dev, action, req),
         (
             "counts" | "webhooks" | "fault" | "latency" | "input" | "output" | "load" | "probe"
-            | "temperature" | "fire" | "password" | "auth" | "mac" | "ws",
+            | "temperature" | "fire" | "password" | "auth" | "mac" | "ws" | "sleep",
             m,
         ) => Err((405, format!("{m} is not allowed on {}", req.path))),
         _ => Err((404, format!("no endpoint {}", req.path))),
     }
+}
+
+/// A sleeping device's schedule and reports (`GET`/`POST /devices/N/sleep`).
+fn sleep_state(dev: &Device) -> Value {
+    json!({
+        "period": dev.ws_out.period.map(|p| p.as_secs()),
+        "held_awake": dev.ws_out.held(),
+        "server": dev.ws_out.server(),
+        "reports": dev.ws_out.reports(),
+    })
 }
 
 fn not_allowed(req: &Request) -> Failure {

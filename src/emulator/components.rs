@@ -52,9 +52,9 @@ fn hhmm(unix: f64) -> String {
 
 pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
     let now = s.now();
-    json!({
+    let mut sys = json!({
         "mac": dev.mac(),
-        "restart_required": false,
+        "restart_required": dev.ws_out.restart_required(),
         "time": hhmm(now),
         "unixtime": now as i64,
         "last_sync_ts": s.started_unix as i64,
@@ -71,7 +71,12 @@ pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
         "available_updates": {},
         "reset_reason": 3,
         "utc_offset": 0,
-    })
+    });
+    if let Some(p) = dev.ws_out.period {
+        sys["wakeup_period"] = json!(p.as_secs());
+        sys["wakeup_reason"] = json!({"boot": "deepsleep_wake", "cause": "status_update"});
+    }
+    sys
 }
 
 pub(crate) fn switch_status(dev: &Device, s: &DeviceState, i: usize) -> Value {
@@ -348,9 +353,6 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
         json!({"ap": {"ssid": id.id, "is_open": true, "enable": false},
                "sta": {"ssid": "emulator", "is_open": false, "enable": true, "ipv4mode": "dhcp", "ip": null}}),
     );
-    m.insert(
-        "ws".into(),
-        json!({"enable": false, "server": null, "ssl_ca": "ca.pem"}),
-    );
+    m.insert("ws".into(), dev.ws_out.config());
     m
 }

@@ -161,6 +161,18 @@ impl Identity {
                 .map_err(|e| format!("device {index}: {e}"))?;
             (info.clone(), family, Layout::shelly(info, &shape))
         };
+        if family != Family::Rpc && spec.sleep.is_some() {
+            return Err(format!(
+                "device {index} ({}): sleep: only Gen2+ devices report through the outbound WebSocket",
+                spec.model
+            ));
+        }
+        if spec.sleep.is_some_and(|p| p.is_zero()) {
+            return Err(format!(
+                "device {index} ({}): sleep must be at least 1 second",
+                spec.model
+            ));
+        }
         if family != Family::Rpc
             && let Some(v) = spec
                 .sensors
@@ -293,6 +305,8 @@ pub(crate) struct Device {
     pub auth: Auth,
     /// WebSocket RPC connections (Gen2+).
     pub ws: WsHub,
+    /// The outbound WebSocket config and, for a sleeping device, its wake-ups (Gen2+).
+    pub ws_out: super::ws_out::WsOut,
     /// Tells them of changes and events.
     notify: Notify,
     state: Mutex<DeviceState>,
@@ -323,6 +337,7 @@ impl Device {
             net: Arc::new(NetControl::new()),
             auth,
             ws: WsHub::default(),
+            ws_out: super::ws_out::WsOut::new(spec.sleep, clock.instant()),
             notify,
             state: Mutex::new(DeviceState::new(layout, &extras, clock.unix())),
             clock,

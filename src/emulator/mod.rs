@@ -68,6 +68,7 @@ mod rpc_sensors;
 mod rpc_webhook;
 mod sensors;
 mod server;
+mod sleeper;
 mod source;
 mod state;
 mod tasmota;
@@ -75,6 +76,7 @@ mod tasmota_shutter;
 mod webhooks;
 mod ws;
 mod ws_hub;
+mod ws_out;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
@@ -145,6 +147,11 @@ pub struct DeviceSpec {
     /// Tasmota: answer missing or wrong credentials with HTTP 200 (firmware before 8.2.3) instead of 401; the
     /// body is the same `{"WARNING":"Need user=<username>&password=<password>"}`.
     pub tasmota_old_auth: bool,
+    /// Shelly Gen2+: a battery device that sleeps, waking every this long (emulator clock): it refuses HTTP
+    /// while asleep, and at each wake-up connects to the outbound WebSocket server its `Ws.SetConfig` named,
+    /// pushes `NotifyFullStatus` and sleeps again. It starts asleep; [`Emulator::set_awake`] holds it awake (its
+    /// button, for setup) and [`Emulator::wake`] wakes it now. `None`: always awake.
+    pub sleep: Option<Duration>,
 }
 
 impl Default for DeviceSpec {
@@ -168,6 +175,7 @@ impl Default for DeviceSpec {
             nonce_lifetime: auth::DEFAULT_NONCE_LIFETIME,
             digest_md5: false,
             tasmota_old_auth: false,
+            sleep: None,
         }
     }
 }
@@ -263,6 +271,8 @@ pub struct Emulator {
     servers: Vec<Server>,
     admin: Option<Server>,
     announcer: Arc<announce::Announcer>,
+    /// Wakes sleeping devices (only when there are some).
+    sleeper: Option<sleeper::Sleeper>,
 }
 
 impl Emulator {
@@ -369,6 +379,7 @@ impl Emulator {
             servers: Vec::with_capacity(listeners.len()),
             admin: None,
             announcer: Arc::clone(&announcer),
+            sleeper: None,
         };
         // On an error below, dropping `emu` stops what already runs.
         for (dev, (port, listener)) in devices.iter().zip(listeners) {
@@ -393,6 +404,8 @@ impl Emulator {
             )
             .map_err(io("emulator: starting the admin thread".into()))?,
         );
+        emu.sleeper = sleeper::Sleeper::start(Arc::clone(&devices))
+            .map_err(io("emulator: starting the sleeper thread".into()))?;
         Ok(emu)
     }
 
@@ -683,7 +696,33 @@ impl Emulator {
         self.dev(device).ws.set_stalled(stalled);
     }
 
+    /// Holds a sleeping device awake (`true`: it answers HTTP, as when its button is pressed for setup; it
+    /// still reports at its wake-ups) or lets it sleep (`false`: connections refused). Devices that do not
+    /// sleep ignore it.
+    pub fn set_awake(&self, device: usize, awake: bool) {
+        sleeper::set_awake(self.dev(device), awake);
+    }
+
+    /// Wakes a sleeping device now, as its period or a reading crossing its threshold would: it reports to its
+    /// outbound WebSocket server and sleeps again. Returns whether the report went out.
+    pub fn wake(&self, device: usize) -> bool {
+        sleeper::wake(self.dev(device))
+    }
+
+    /// The outbound WebSocket server a device connects to (its `Ws.SetConfig`), when enabled.
+    pub fn ws_server(&self, device: usize) -> Option<String> {
+        self.dev(device).ws_out.server()
+    }
+
+    /// Reports a device sent to its outbound WebSocket server so far.
+    pub fn ws_reports(&self, device: usize) -> u64 {
+        self.dev(device).ws_out.reports()
+    }
+
     fn shutdown(&mut self) {
+        if let Some(s) = self.sleeper.take() {
+            s.stop();
+        }
         self.announcer.stop();
         for s in self.servers.iter().chain(&self.admin) {
             s.begin_stop();

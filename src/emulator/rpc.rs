@@ -24,6 +24,9 @@ const METHODS: &[&str] = &[
     "Shelly.ListMethods",
     "Sys.GetStatus",
     "Webhook.ListSupported",
+    "Ws.GetConfig",
+    "Ws.SetConfig",
+    "Ws.GetStatus",
     "Webhook.List",
     "Webhook.Create",
     "Webhook.Update",
@@ -167,9 +170,23 @@ fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, Rpc
         "em" | "emdata" if ns.em => meters(dev, &lower, p),
         "pm1" if ns.pm1 => meters(dev, &lower, p),
         "webhook" => rpc_webhook::call(dev, &lower, p),
+        "ws" => ws(dev, &lower, p),
         _ => Err(RpcError::unknown()),
     };
     result.map_err(|e| e.or_unknown(method))
+}
+
+/// `Ws.*`: the outbound WebSocket.
+fn ws(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    match method {
+        "ws.getconfig" => Ok(dev.ws_out.config()),
+        "ws.setconfig" => dev.ws_out.set_config(p).map_err(|message| RpcError {
+            code: -103,
+            message,
+        }),
+        "ws.getstatus" => Ok(json!({"connected": false})),
+        _ => Err(RpcError::unknown()),
+    }
 }
 
 /// `Shelly.*` and `Sys.*`.

@@ -22,6 +22,8 @@ pub(crate) struct Head {
     pub keep_alive: bool,
     /// The client waits for `100 Continue` before sending the body.
     pub expect_continue: bool,
+    /// `Sec-WebSocket-Key` of a WebSocket upgrade (`Upgrade: websocket`, version 13), else `None`.
+    pub ws_key: Option<String>,
 }
 
 /// Why a head is refused: the status to answer (the connection is closed after it) and a short reason.
@@ -69,6 +71,7 @@ pub(crate) fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, Re
         _ => return Err(refuse(505, "only HTTP/1.0 and HTTP/1.1 are supported")),
     };
     let (mut body_len, mut keep_alive, mut expect_continue) = (None, http11, false);
+    let (mut upgrade, mut ws_key, mut ws_version) = (false, None, false);
     let mut count = 0;
     for line in lines {
         if line.is_empty() {
@@ -116,6 +119,13 @@ pub(crate) fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, Re
                     keep_alive = true;
                 }
             }
+        } else if name.eq_ignore_ascii_case("upgrade") {
+            upgrade = value.eq_ignore_ascii_case("websocket");
+        } else if name.eq_ignore_ascii_case("sec-websocket-key") {
+            // 16 random bytes in base64: 24 characters.
+            ws_key = (value.len() == 24).then(|| value.to_string());
+        } else if name.eq_ignore_ascii_case("sec-websocket-version") {
+            ws_version = value == "13";
         } else if name.eq_ignore_ascii_case("expect") {
             if !value.eq_ignore_ascii_case("100-continue") {
                 return Err(refuse(417, "only Expect: 100-continue is supported"));
@@ -134,6 +144,7 @@ pub(crate) fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, Re
         body_len,
         keep_alive,
         expect_continue: expect_continue && http11,
+        ws_key: ws_key.filter(|_| upgrade && ws_version && http11),
     }))
 }
 

@@ -43,6 +43,10 @@ pub(crate) struct HookPlan {
     pub base: String,
     /// The hooks wanted (possibly none: then smartdev's old hooks are removed).
     pub wanted: Vec<WantedHook>,
+    /// `ws://host:port/ws_path`: our outbound WebSocket server as this device reaches it.
+    pub server: String,
+    /// Whether the device should connect to [`HookPlan::server`] (Gen2+ `Ws.SetConfig`; `sleep::outbound`).
+    pub outbound: bool,
 }
 
 /// One event a component asks for (`Webhooks: true`, and listed in `DefaultWebhooks`).
@@ -104,6 +108,11 @@ pub(crate) fn plan(dev: &Device, w: &WebhookSettings, port: u16) -> Option<HookP
         crate::hostname::url_host(&host),
         w.path
     );
+    let server = format!(
+        "ws://{}:{port}{}",
+        crate::hostname::url_host(&host),
+        w.ws_path
+    );
     let token = w
         .token
         .as_deref()
@@ -130,7 +139,12 @@ pub(crate) fn plan(dev: &Device, w: &WebhookSettings, port: u16) -> Option<HookP
             }
         })
         .collect();
-    Some(HookPlan { base, wanted })
+    Some(HookPlan {
+        base,
+        wanted,
+        server,
+        outbound: false,
+    })
 }
 
 /// Event names from a `Webhook.ListSupported` result, in either shape: `{"types": {name: {...}}}` (current

@@ -18,11 +18,12 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use super::HookSink;
 use super::http::{self, MAX_HEAD};
+use super::outbound_ws::{self, Flow, Session};
 use super::queue::{self, EventQueue};
 use super::request::{self, Incoming, MAX_BODY, Rules};
 use super::routing;
+use super::{HookSink, WsSink};
 use crate::config::WebhookSettings;
 use crate::error::Error;
 use crate::event::EventChannel;
@@ -65,6 +66,9 @@ struct Context {
     queue: Arc<EventQueue>,
     wake: Option<WakeFlag>,
     sink: Arc<dyn HookSink>,
+    /// The outbound WebSocket server's path and where its frames go.
+    ws_path: String,
+    ws: Arc<dyn WsSink>,
 }
 
 impl Listener {
@@ -75,6 +79,7 @@ impl Listener {
         queue: Arc<EventQueue>,
         wake: Option<WakeFlag>,
         sink: Arc<dyn HookSink>,
+        ws: Arc<dyn WsSink>,
     ) -> Result<Listener, Error> {
         let host = crate::hostname::url_host(&w.host);
         let wanted = format!("{host}:{}", w.port);
@@ -99,6 +104,8 @@ impl Listener {
             queue,
             wake,
             sink,
+            ws_path: w.ws_path.clone(),
+            ws,
         };
         let mut server = Server {
             poll,
@@ -169,6 +176,8 @@ struct Conn {
     deadline: Instant,
     /// Last progress, for choosing which connection to drop.
     active: Instant,
+    /// Upgraded to the outbound WebSocket (`outbound_ws.rs`): frames from here on.
+    ws: Option<Session>,
 }
 
 impl Conn {
@@ -296,6 +305,7 @@ impl Server {
                 draining: None,
                 deadline: now + REQUEST_TIMEOUT,
                 active: now,
+                ws: None,
             },
         );
         // Data may already be waiting; edge-triggered readiness would not report it again.
@@ -379,7 +389,11 @@ fn drive(conn: &mut Conn, ctx: &Context) -> bool {
         if conn.close_after {
             return drain(conn);
         }
-        if answer_buffered(conn, ctx) {
+        if conn.ws.is_some() {
+            if serve_ws(conn, ctx) {
+                continue;
+            }
+        } else if answer_buffered(conn, ctx) {
             continue;
         }
         match fill(conn) {
@@ -398,7 +412,11 @@ enum Fill {
 
 /// Reads what is available, at most up to one request's limits.
 fn fill(conn: &mut Conn) -> Fill {
-    let room = (MAX_HEAD + MAX_BODY + 4).saturating_sub(conn.input.len());
+    let limit = match conn.ws {
+        Some(_) => outbound_ws::MAX_FRAME + crate::driver::ws::frame::MAX_HEADER,
+        None => MAX_HEAD + MAX_BODY + 4,
+    };
+    let room = limit.saturating_sub(conn.input.len());
     if room == 0 {
         // Cannot happen: a head or body over its limit is refused before the buffer fills.
         return Fill::Closed;
@@ -409,8 +427,9 @@ fn fill(conn: &mut Conn) -> Fill {
         Ok(0) => Fill::Closed,
         Ok(n) => {
             let now = Instant::now();
-            if conn.input.is_empty() {
-                // A new request starts: it has REQUEST_TIMEOUT to arrive whole.
+            // A new request (or frame) starts: it has REQUEST_TIMEOUT to arrive whole. A WebSocket that has
+            // not named its device keeps its first-frame deadline, whatever it sends.
+            if conn.input.is_empty() && conn.ws.as_ref().is_none_or(Session::identified) {
                 conn.deadline = now + REQUEST_TIMEOUT;
             }
             conn.input.extend_from_slice(&chunk[..n]);
@@ -473,6 +492,71 @@ fn flush(conn: &mut Conn) -> bool {
     true
 }
 
+/// Handles the frames of an upgraded connection; true when output was queued (a pong, or a close, after which
+/// the connection ends).
+fn serve_ws(conn: &mut Conn, ctx: &Context) -> bool {
+    let Some(session) = conn.ws.as_mut() else {
+        return false;
+    };
+    let now = Instant::now();
+    let before = session.identified();
+    let flow = session.serve(
+        &mut conn.input,
+        &mut conn.output,
+        ctx.ws.as_ref(),
+        conn.peer,
+        now,
+    );
+    if session.identified() && (!before || conn.input.is_empty()) {
+        // Named its device: it may stay, silent, for the idle time (each frame extends it).
+        conn.deadline = now + outbound_ws::IDLE;
+    }
+    match flow {
+        Flow::Wait => false,
+        Flow::Answer => {
+            conn.sent = 0;
+            true
+        }
+        Flow::Close => {
+            conn.sent = 0;
+            conn.close_after = true;
+            conn.deadline = now + WRITE_TIMEOUT;
+            true
+        }
+    }
+}
+
+/// A WebSocket upgrade to the outbound server's path: answered `101` (from an allowed sender) and served as
+/// frames from then on; `None` when the request is something else.
+fn upgrade(conn: &mut Conn, ctx: &Context, head: &http::Head) -> Option<()> {
+    let key = head.ws_key.as_deref()?;
+    let path = head.target.split('?').next().unwrap_or_default();
+    if head.method != "GET" || path != ctx.ws_path {
+        return None;
+    }
+    let allowed = ctx.allowed.as_ref().map(|a| {
+        a.read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&conn.peer)
+    });
+    if allowed == Some(false) {
+        log::debug!(
+            "outbound WebSocket from {} refused (403): not a configured device's address",
+            conn.peer
+        );
+        conn.close_after = true;
+        conn.output = http::response(403, "sender not allowed\n", false);
+    } else {
+        conn.output = outbound_ws::handshake(key);
+        conn.ws = Some(Session::new(Instant::now()));
+        // The first frame, which names the device, must come within this.
+        conn.deadline = Instant::now() + outbound_ws::FIRST_FRAME;
+    }
+    conn.sent = 0;
+    conn.input.drain(..head.len);
+    Some(())
+}
+
 /// Answers the request at the front of the input if it is complete (or refused); true when output was queued.
 fn answer_buffered(conn: &mut Conn, ctx: &Context) -> bool {
     let queue = |conn: &mut Conn, bytes: Vec<u8>, deadline: Duration| {
@@ -502,6 +586,9 @@ fn answer_buffered(conn: &mut Conn, ctx: &Context) -> bool {
             return true;
         }
     };
+    if head.body_len == 0 && upgrade(conn, ctx, &head).is_some() {
+        return true;
+    }
     let total = head.len + head.body_len;
     if conn.input.len() < total {
         if head.expect_continue && !conn.continued {

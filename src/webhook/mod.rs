@@ -3,6 +3,7 @@
 pub(crate) mod http;
 pub(crate) mod install;
 pub(crate) mod listener;
+pub(crate) mod outbound_ws;
 pub(crate) mod queue;
 pub(crate) mod read_budget;
 pub(crate) mod request;
@@ -17,4 +18,50 @@ pub(crate) trait HookSink: Send + Sync {
     /// Returns the device name and component name (empty when unknown) and updates the component's state.
     /// `source` is the sender, whose budget of device reads the event may use.
     fn resolve(&self, hook: &request::Hook, source: std::net::IpAddr) -> Option<(String, String)>;
+}
+
+/// Where the outbound WebSocket server (on the listener, `outbound_ws.rs`) hands what devices push; the
+/// controller's side is `actor/outbound.rs`.
+pub(crate) trait WsSink: Send + Sync {
+    /// The configured device a frame is from: its `src` (device id) names the device by its MAC, and a full
+    /// status's `sys.mac` must be the same MAC. `None`: no configured device is it (the sink logs it, once per
+    /// id); the connection is then dropped.
+    fn identify(
+        &self,
+        frame: &serde_json::Map<String, serde_json::Value>,
+        source: std::net::IpAddr,
+    ) -> Option<usize>;
+    /// A notification of the device `identify` named: handled as the push channel handles it.
+    fn deliver(
+        &self,
+        device: usize,
+        frame: serde_json::Map<String, serde_json::Value>,
+        source: std::net::IpAddr,
+    );
+}
+
+/// The listener starts before the workers exist; the sink is filled in once they run. Devices connecting
+/// earlier are dropped (they connect again at their next wake-up).
+#[derive(Default)]
+pub(crate) struct LateWs(pub(crate) std::sync::OnceLock<std::sync::Arc<dyn WsSink>>);
+
+impl WsSink for LateWs {
+    fn identify(
+        &self,
+        frame: &serde_json::Map<String, serde_json::Value>,
+        source: std::net::IpAddr,
+    ) -> Option<usize> {
+        self.0.get()?.identify(frame, source)
+    }
+
+    fn deliver(
+        &self,
+        device: usize,
+        frame: serde_json::Map<String, serde_json::Value>,
+        source: std::net::IpAddr,
+    ) {
+        if let Some(s) = self.0.get() {
+            s.deliver(device, frame, source);
+        }
+    }
 }

@@ -72,6 +72,7 @@ from .errors import (
     OfflineError,
     PanicError,
     SimulationError,
+    SleepingError,
     SmartDevError,
     SmartDevIOError,
     UnknownValueError,

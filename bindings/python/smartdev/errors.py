@@ -36,6 +36,7 @@ __all__ = [
     "AuthError",
     "UnknownValueError",
     "WrongDeviceError",
+    "SleepingError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
@@ -70,6 +71,7 @@ CODE_NAMES: Dict[int, str] = {
     306: "SD_AUTH",
     307: "SD_UNKNOWN",
     308: "SD_WRONG_DEVICE",
+    309: "SD_SLEEPING",
     400: "SD_IO",
 }
 
@@ -210,6 +212,14 @@ class WrongDeviceError(SmartDevError):
     default_code = 308
 
 
+class SleepingError(SmartDevError):
+    """The device sleeps between reports (``SD_SLEEPING``): a battery device reporting through the outbound
+    WebSocket takes no command until it wakes. The command was not sent; the device's object keeps its last
+    report (``Sleeping``, ``LastSeen``)."""
+
+    default_code = 309
+
+
 class ClosedError(SmartDevError):
     """The controller was closed (``SD_CLOSED``); raised by every method called after ``close()``."""
 
@@ -265,6 +275,7 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
     306: AuthError,
     307: UnknownValueError,
     308: WrongDeviceError,
+    309: SleepingError,
     400: SmartDevIOError,
 }
 

@@ -23,7 +23,7 @@ usage: sdctl emulate [--admin-port P] [--models FILE] [--listen-on ADDR] [--anno
 
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
           [,sensors=NAME:QUANTITY;...][,id=X][,mac=M][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
-          [,nonce_life=SECONDS][,md5][,oldauth]
+          [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
   profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
@@ -45,6 +45,8 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
   fw          Gen2+: nonce rules of firmware 2.x (2, default: reusable nonces with rising nc, 32 slots, 429)
               or before 2.0 (1: numeric nonces, one request each)
   nonce_life  Gen2+: nonce lifetime in seconds (default 3600)
+  sleep       Gen2+: a battery device that sleeps (refuses HTTP) and wakes every SECONDS to push its status to
+              the outbound WebSocket server its Ws.SetConfig names (e.g. ShellyHTG3,sleep=7200)
   md5         Gen2+: digest with algorithm=MD5 instead of SHA-256
   oldauth     Tasmota: answer missing credentials with 200 like firmware before 8.2.3 (default 401)
 
@@ -172,6 +174,13 @@ fn parse_device(text: &str) -> Result<Device, String> {
                     _ => return Err(format!("fw must be 1 or 2, got '{v}'")),
                 }
             }
+            "sleep" => {
+                let secs: u64 = number("sleep", v)?;
+                if secs == 0 {
+                    return Err("sleep must be at least 1 second".into());
+                }
+                spec.sleep = Some(Duration::from_secs(secs));
+            }
             "nonce_life" => {
                 let secs: u64 = number("nonce_life", v)?;
                 if secs == 0 {
@@ -182,7 +191,7 @@ fn parse_device(text: &str) -> Result<Device, String> {
             _ => {
                 return Err(format!(
                     "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
-                     sensors, id, mac, reports, latency, password, user, fw, nonce_life, md5 or oldauth"
+                     sensors, id, mac, reports, latency, password, user, fw, nonce_life, sleep, md5 or oldauth"
                 ));
             }
         }
@@ -361,6 +370,9 @@ mod tests {
         assert_eq!(d[3].spec.auth_mode, AuthMode::Fw2);
         assert_eq!(d[3].spec.password, None, "an empty password means no auth");
         assert_eq!(d[3].spec.nonce_lifetime, Duration::from_secs(3600));
+        let ht = super::parse_device("ShellyHTG3,sleep=60").unwrap();
+        assert_eq!(ht.spec.sleep, Some(Duration::from_secs(60)));
+        assert!(super::parse_device("ShellyHTG3,sleep=0").is_err());
         for (a, want) in [
             ("ShellyPlus1PM,fw=3", "fw must be 1 or 2"),
             ("ShellyPlus1PM,nonce_life=0", "at least 1 second"),

@@ -18,6 +18,9 @@ impl Rpc {
         let Some(plan) = self.hooks.clone() else {
             return Ok(());
         };
+        if plan.outbound {
+            self.install_outbound(dev, &plan.server)?;
+        }
         if self.hooks_need_list() {
             // Which of the wanted events the device can send.
             self.learn_supported(dev);

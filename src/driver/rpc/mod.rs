@@ -9,6 +9,7 @@
 
 mod hooks;
 mod intro;
+mod outbound;
 mod status;
 mod transport;
 
@@ -66,6 +67,9 @@ pub(crate) struct Rpc {
     /// `/shelly` named the same profile for a status that did not fit it: not asked again in this contact
     /// period (a firmware with other status keys must not cost a request per read).
     recheck_off: bool,
+    /// The device sleeps between reports (`sleep.rs`): a read its report asks for is its report, and without
+    /// one the device is not asked (it is asleep).
+    pub(crate) sleeps: bool,
 }
 
 impl Rpc {
@@ -94,10 +98,23 @@ impl Rpc {
             tunnel,
             follow: None,
             recheck_off: false,
+            sleeps: false,
         }
     }
 
+    /// A sleeping device configured by its MAC alone has no address: it is only heard when it reports.
+    fn addressed(&self, dev: &Device) -> Result<()> {
+        if !self.base.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Device {
+            device: dev.label(),
+            message: "no address is known: the configuration gives only its MAC; it is heard when it wakes and reports through the outbound WebSocket".into(),
+        })
+    }
+
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
+        self.addressed(dev)?;
         // A status of a device introduced in an earlier contact may show another profile.
         let earlier = self.introduced;
         if !self.introduced {
@@ -239,12 +256,20 @@ impl Driver for Rpc {
 
     fn read_for_event(&mut self, dev: &mut Device) -> Result<()> {
         // What notifications said, merged into the connection's last full status.
+        // A sleeping device's report is all there is: it is taken before `/shelly` was ever read.
         let mirrored = match &self.tunnel {
-            Some(t) if self.introduced => t.take_mirror(),
+            Some(t) if self.introduced || self.sleeps => t.take_mirror(),
             _ => Mirror::Absent,
         };
         match mirrored {
-            Mirror::Changed(status) => self.take_pushed(dev, &status, true),
+            Mirror::Changed(status) => {
+                let recheck = self.introduced;
+                self.take_pushed(dev, &status, recheck)
+            }
+            Mirror::Absent if self.sleeps => Err(Error::Sleeping {
+                device: dev.label(),
+                last_seen: dev.last_seen.clone(),
+            }),
             // An earlier read took what this one was asked for (notifications in a row each ask): the device
             // spoke, nothing to read.
             Mirror::Held => {
@@ -314,6 +339,9 @@ impl Driver for Rpc {
     }
 
     fn probe(&mut self, dev: &Device) -> bool {
+        if self.base.is_empty() {
+            return false;
+        }
         let url = format!("{}/shelly", self.base);
         self.http.answers(dev, &url, "GET /shelly")
     }

@@ -18,6 +18,10 @@ pub(crate) fn apply_status(
     now: &str,
 ) {
     dev.mac_address = crate::driver::json::mac(s, &["sys", "mac"]).or(dev.mac_address.take());
+    dev.battery = num(s, &["devicepower:0", "battery", "percent"]);
+    dev.wakeup_period = num(s, &["sys", "wakeup_period"])
+        .filter(|p| *p > 0.0)
+        .map(|p| p as u64);
     dev.uptime = num(s, &["sys", "uptime"]).map(|u| u.max(0.0) as u64);
     dev.restart_required = flag(s, &["sys", "restart_required"]);
     dev.update_available = at(s, &["sys", "available_updates"])

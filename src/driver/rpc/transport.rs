@@ -99,6 +99,7 @@ impl Rpc {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value> {
+        self.addressed(dev)?;
         let what = format!("RPC {method}");
         let reply = self.send_call(dev, method, params, &what);
         if actuates(&what)
