@@ -13,7 +13,9 @@
 //! (`hold`: upgrade requests from now on are left unanswered; `answer`: the held ones end),
 //! `GET|POST announce[?on=true|false]` (the device's mDNS records; withdraw or restore its announcement),
 //! `POST move[?address=A][&port=P]` (the device leaves its address for another, as after a DHCP lease change;
-//! without a port it keeps its port at a new address, else takes a free one).
+//! without a port it keeps its port at a new address, else takes a free one),
+//! `GET|POST firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old][&download_ms=N][&restart_ms=N]`
+//! (the versions on offer, an empty one: none; how the next updates end; how long download and restart take).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -220,6 +222,9 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
             Ok(ok)
         }
         ("webhooks", "GET") => Ok(Value::Array(dev.webhooks())),
+        ("firmware", "GET" | "POST") => {
+            super::firmware_api::admin(dev, req.method == "POST", &|k| req.param(k)).map_err(bad)
+        }
         ("fault", "POST") => {
             dev.set_fault(fault(req)?);
             Ok(ok)

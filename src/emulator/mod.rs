@@ -56,6 +56,8 @@ mod device_ops;
 mod family;
 mod faults;
 mod fields;
+mod firmware;
+mod firmware_api;
 mod front;
 mod gen1;
 mod gen1_outputs;
@@ -72,6 +74,7 @@ mod source;
 mod state;
 mod tasmota;
 mod tasmota_shutter;
+mod update;
 mod webhooks;
 mod ws;
 mod ws_hub;
@@ -88,6 +91,7 @@ use server::{Server, Service};
 
 pub use auth::{AuthMode, AuthStats};
 pub use cover::{CoverReport, CoverState};
+pub use firmware::{FirmwareSpec, UpdateOutcome};
 pub use sensors::AddonSensor;
 pub use state::InputType;
 
@@ -145,6 +149,9 @@ pub struct DeviceSpec {
     /// Tasmota: answer missing or wrong credentials with HTTP 200 (firmware before 8.2.3) instead of 401; the
     /// body is the same `{"WARNING":"Need user=<username>&password=<password>"}`.
     pub tasmota_old_auth: bool,
+    /// The firmware it runs, the versions on offer and how an update goes (download, restart); changeable at
+    /// runtime with [`Emulator::set_firmware_offer`] and [`Emulator::set_update_outcome`].
+    pub firmware: FirmwareSpec,
 }
 
 impl Default for DeviceSpec {
@@ -168,6 +175,7 @@ impl Default for DeviceSpec {
             nonce_lifetime: auth::DEFAULT_NONCE_LIFETIME,
             digest_md5: false,
             tasmota_old_auth: false,
+            firmware: FirmwareSpec::default(),
         }
     }
 }
@@ -349,9 +357,13 @@ impl Emulator {
             .zip(&specs)
             .enumerate()
             .map(|(i, (((ident, layout), (port, _)), spec))| {
-                let dev = Device::new(i, ident, layout, spec, clock.clone(), ws::NOTIFY);
-                dev.net.set_local((address, *port).into());
-                Arc::new(dev)
+                // The device knows its own `Arc`: an update's restart runs on a thread of its own.
+                Arc::new_cyclic(|me| {
+                    let dev = Device::new(i, ident, layout, spec, clock.clone(), ws::NOTIFY)
+                        .with_self(me.clone());
+                    dev.net.set_local((address, *port).into());
+                    dev
+                })
             })
             .collect();
         let devices = Arc::new(devices);
