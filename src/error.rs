@@ -152,6 +152,17 @@ pub enum Error {
         /// The MAC that answered (`AA:BB:CC:DD:EE:FF`).
         found: String,
     },
+    /// A firmware update did not end with the device running the new version, or was not started: `failure`
+    /// says why (nothing on offer, another update running, refused, not back in time, back with the old
+    /// version), `message` says it in words.
+    Firmware {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// Why, for code to decide on.
+        failure: crate::firmware::UpdateFailure,
+        /// Why, in words.
+        message: String,
+    },
     /// The controller has been closed.
     Closed,
     /// A local I/O failure outside device communication (reading a config file, spawning a thread).
@@ -192,7 +203,8 @@ impl Error {
             | Error::Unknown { device, .. }
             | Error::Simulation { device, .. }
             | Error::WorkerFailed { device, .. }
-            | Error::WrongDevice { device, .. } => Some(device),
+            | Error::WrongDevice { device, .. }
+            | Error::Firmware { device, .. } => Some(device),
             _ => None,
         }
     }
@@ -315,6 +327,9 @@ impl fmt::Display for Error {
                 f,
                 "device {device}: {address} answers as {found}, not {expected} as it did before (another device took its address?); nothing was switched; check the address in the configuration, or, if the device was replaced on purpose, give its MAC in the configuration and open again"
             ),
+            Error::Firmware {
+                device, message, ..
+            } => write!(f, "device {device}: firmware update: {message}"),
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }

@@ -251,6 +251,10 @@ impl Rpc {
 /// Whether an RPC (named `RPC <method>`) may be sent again after a lost answer: reads and absolute sets may;
 /// anything else (a `Webhook.Create`, a `Switch.Toggle`) gets one attempt, so it never happens twice.
 pub(super) fn idempotent(what: &str) -> bool {
+    if what == "RPC Shelly.Update" {
+        // Starts a firmware update: sent once, like every command that is not an absolute set.
+        return false;
+    }
     let verb = what.rsplit('.').next().unwrap_or("");
     verb.starts_with("Get")
         || verb.starts_with("List")
