@@ -405,3 +405,74 @@ fn a_device_back_with_the_old_version_is_an_error_saying_so() {
         assert_eq!(warnings_about(name), Vec::<String>::new());
     }
 }
+
+#[test]
+fn sdctl_prints_the_versions_and_one_line_per_step_of_an_update() {
+    capture();
+    let mut kitchen = spec("ShellyPlus1PM", Some("1.5.0"), Some("1.6.0-beta1"));
+    kitchen.firmware.download = Duration::from_millis(100);
+    kitchen.firmware.restart = Duration::from_millis(300);
+    let hall = spec("Shelly1", None, None);
+    let emu = Emulator::start(vec![kitchen, hall], &ModelLibrary::embedded()).unwrap();
+    let dir = common::TempDir::new("firmware-cli");
+    let config = dir.write(
+        "f.yaml",
+        &format!(
+            "SmartDevices:\n  ResponseTimeout: 0.4\n  PingAllowed: false\n  Devices:\n    - {{Name: Kitchen, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}}}\n    - {{Name: Hall, Model: Shelly1, Hostname: 127.0.0.1, Port: {}}}\n",
+            emu.port(0),
+            emu.port(1)
+        ),
+    );
+    let sdctl = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = sdctl(&["firmware", "Kitchen"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out.trim(),
+        "Kitchen: 1.4.4 installed, 1.5.0 available (stable), 1.6.0-beta1 (beta)"
+    );
+    let (code, out, _) = sdctl(&["--json", "firmware", "Hall", "check"]);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["Current"].as_str(), v["Stable"].is_null()),
+        (Some("1.4.4"), true)
+    );
+
+    let (code, out, err) = sdctl(&["firmware", "Kitchen", "update", "--beta", "--timeout", "60"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines.first(),
+        Some(&"Kitchen: update from 1.4.4 to 1.6.0-beta1 started"),
+        "{out}"
+    );
+    assert!(
+        lines.contains(&"Kitchen: back, running 1.6.0-beta1"),
+        "{out}"
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"Kitchen: 1.6.0-beta1 installed (was 1.4.4)"),
+        "{out}"
+    );
+    assert_eq!(emu.firmware_version(0), "1.6.0-beta1");
+
+    // A failed update is a failed operation (1); a wrong command line a usage error (2).
+    let (code, _, err) = sdctl(&["firmware", "Hall", "update"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no newer stable version"), "{err}");
+    assert_eq!(sdctl(&["firmware", "Hall", "flash"]).0, Some(2));
+    assert_eq!(sdctl(&["firmware", "Hall", "--beta"]).0, Some(2));
+}
