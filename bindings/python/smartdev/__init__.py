@@ -56,6 +56,7 @@ from .errors import (
     ConfigError,
     DeviceError,
     DeviceTimeoutError,
+    FirmwareError,
     InitError,
     InvalidArgumentError,
     IOError_,

@@ -36,6 +36,7 @@ __all__ = [
     "AuthError",
     "UnknownValueError",
     "WrongDeviceError",
+    "FirmwareError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
@@ -70,6 +71,7 @@ CODE_NAMES: Dict[int, str] = {
     306: "SD_AUTH",
     307: "SD_UNKNOWN",
     308: "SD_WRONG_DEVICE",
+    309: "SD_FIRMWARE",
     400: "SD_IO",
 }
 
@@ -210,6 +212,15 @@ class WrongDeviceError(SmartDevError):
     default_code = 308
 
 
+class FirmwareError(SmartDevError):
+    """A firmware update did not end with the device running the new version, or was not started
+    (``SD_FIRMWARE``): nothing newer on offer, another update running (one device at a time unless
+    ``allow_concurrent``), the device refused, it did not come back within the timeout, or it came back with the
+    old version. The message says which."""
+
+    default_code = 309
+
+
 class ClosedError(SmartDevError):
     """The controller was closed (``SD_CLOSED``); raised by every method called after ``close()``."""
 
@@ -265,6 +276,7 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
     306: AuthError,
     307: UnknownValueError,
     308: WrongDeviceError,
+    309: FirmwareError,
     400: SmartDevIOError,
 }
 
