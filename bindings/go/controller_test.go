@@ -299,7 +299,7 @@ func TestSentinelCodesMatchTheLibrary(t *testing.T) {
 		"SD_OFFLINE": smartdev.ErrOffline, "SD_DEVICE": smartdev.ErrDevice, "SD_UNSUPPORTED": smartdev.ErrUnsupported,
 		"SD_SIMULATION": smartdev.ErrSimulation, "SD_WORKER_FAILED": smartdev.ErrWorkerFailed,
 		"SD_AUTH": smartdev.ErrAuth, "SD_UNKNOWN": smartdev.ErrUnknown, "SD_IO": smartdev.ErrIO,
-		"SD_WRONG_DEVICE": smartdev.ErrWrongDevice,
+		"SD_WRONG_DEVICE": smartdev.ErrWrongDevice, "SD_FIRMWARE": smartdev.ErrFirmware,
 	} {
 		se := e.(*smartdev.Error)
 		if got := smartdev.CodeName(se.Code); got != name {

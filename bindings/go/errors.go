@@ -95,6 +95,10 @@ var (
 	// not the one the device had earlier): nothing was switched or read from it; the device is offline until
 	// the right MAC answers there again. The message names both MACs and the address.
 	ErrWrongDevice = sentinel(C.SD_WRONG_DEVICE, "another device answers at the device's address")
+	// ErrFirmware: a firmware update did not end with the device running the new version, or was not
+	// started (nothing newer on offer, another update running, refused by the device, not back within the
+	// timeout, back with the old version). The message says which.
+	ErrFirmware = sentinel(C.SD_FIRMWARE, "the firmware update did not end with the new version")
 	// ErrIO: a local I/O failure (a file, a socket, a thread).
 	ErrIO = sentinel(C.SD_IO, "local I/O failure")
 )
