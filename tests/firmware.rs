@@ -476,3 +476,30 @@ fn sdctl_prints_the_versions_and_one_line_per_step_of_an_update() {
     assert_eq!(sdctl(&["firmware", "Hall", "flash"]).0, Some(2));
     assert_eq!(sdctl(&["firmware", "Hall", "--beta"]).0, Some(2));
 }
+
+#[test]
+fn a_panicking_progress_callback_ends_the_update_for_the_guard_and_the_warnings() {
+    let (emu, _clock, ctl) = start(
+        vec![spec("ShellyPlus1PM", Some("1.5.0"), None)],
+        &["Panicky"],
+    );
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ctl.update_firmware_with("Panicky", &options(FirmwareChannel::Stable), |_| {
+            panic!("the application's callback")
+        })
+    }));
+    assert!(r.is_err());
+    // The guard is released: the next update goes to the device (which is still downloading: refused).
+    let (why, text) = failure(&ctl.update_firmware("Panicky", FirmwareChannel::Stable));
+    assert_eq!(why, UpdateFailure::Refused, "{text}");
+    // And the worker no longer takes the device going offline for the restart: it warns again.
+    emu.set_fault(0, smartdev::emulator::Fault::Refuse);
+    assert!(ctl.read_device("Panicky").is_err());
+    assert!(
+        warnings_about("Panicky")
+            .iter()
+            .any(|w| w.contains("went offline")),
+        "{:?}",
+        warnings_about("Panicky")
+    );
+}

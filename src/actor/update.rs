@@ -98,6 +98,28 @@ impl Target<'_> {
     }
 }
 
+/// Tells the worker the update is over: [`Finish::now`] waits for its read; dropped without it (a panicking
+/// progress callback), it only tells.
+struct Finish<'a, 'b>(Option<&'a Target<'b>>);
+
+impl Finish<'_, '_> {
+    fn now(mut self) -> Result<()> {
+        match self.0.take() {
+            Some(t) => t.ask(FirmwareOp::Finish),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Finish<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            let (reply, _) = crossbeam_channel::bounded(1);
+            let _ = t.tx.send(Command::Firmware(FirmwareOp::Finish(reply)));
+        }
+    }
+}
+
 /// Updates the device and follows it until it runs another version (see the module's comment).
 pub(crate) fn run(
     target: &Target<'_>,
@@ -123,6 +145,8 @@ pub(crate) fn run(
     }
     let from = info.current.clone();
     let said = target.ask(|r| FirmwareOp::Start(channel, r))?;
+    // From here on the worker must hear that the update is over, even if the caller's callback panics.
+    let finish = Finish(Some(target));
     let to = said.or(offered);
     progress(&UpdateProgress::Started {
         from: from.clone(),
@@ -130,7 +154,7 @@ pub(crate) fn run(
     });
     let outcome = follow(target, options, from.as_deref(), progress);
     // Whatever the outcome: a full read shows the device as it is now, and its going offline is news again.
-    let read = target.ask(FirmwareOp::Finish);
+    let read = finish.now();
     let current = outcome.map_err(|(failure, message)| failed(failure, message))?;
     if let Err(e) = read {
         log::debug!(
