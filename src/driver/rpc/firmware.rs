@@ -1,5 +1,5 @@
 //! Firmware updates of Shelly Gen2+ devices: `Shelly.GetDeviceInfo` (`ver`) and `Sys.GetStatus` (`uptime`), `Shelly.CheckForUpdate` (`stable`
-//! and `beta` keys only when a newer build exists) and `Shelly.Update {stage}` (sent once). Progress is not
+//! and `beta` keys only when a newer build exists) and `Shelly.Update {stage}` (sent once, over HTTP). Progress is not
 //! visible over HTTP; the orchestration sees the restart and the new `ver`.
 
 use serde_json::json;
@@ -31,7 +31,9 @@ impl Rpc {
         channel: FirmwareChannel,
     ) -> Result<Option<String>> {
         let params = json!({ "stage": channel.as_str() });
-        match self.call(dev, "Shelly.Update", Some(params)) {
+        // Over HTTP: the device closes its WebSocket connections when it restarts, and the one answer that
+        // says whether it took the update must not go with them.
+        match self.call_http(dev, "Shelly.Update", Some(params)) {
             Ok(_) => Ok(None),
             Err(Error::Rpc { code, message, .. }) => Err(Error::Firmware {
                 device: dev.label(),

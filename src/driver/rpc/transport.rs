@@ -109,6 +109,29 @@ impl Rpc {
             t.reading();
         }
         let reply = reply?;
+        self.result(dev, method, reply)
+    }
+
+    /// Calls one RPC method over HTTP, never through the push connection, and returns its `result`: for a
+    /// request whose answer must not go down with the sockets a device closes right after (`Shelly.Update`).
+    pub(super) fn call_http(
+        &mut self,
+        dev: &mut Device,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = json!({"id": id, "src": "smartdev", "method": method});
+        if let Some(p) = params {
+            frame["params"] = p;
+        }
+        let reply = self.post(dev, &frame, &format!("RPC {method}"))?;
+        self.result(dev, method, reply)
+    }
+
+    /// The `result` of an answer frame, or the device's error as ours.
+    fn result(&self, dev: &Device, method: &str, reply: Value) -> Result<Value> {
         parse_frame(reply, method).map_err(|e| match e {
             FrameError::Rpc(401, _) => auth_error(
                 dev,
