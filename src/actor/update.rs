@@ -216,8 +216,13 @@ fn follow(
                     rebooted = true;
                 }
                 uptime = state.uptime.or(uptime);
+                // Another version than before; with none known before, only once it has restarted.
+                let changed = match from {
+                    Some(_) => state.version.as_deref() != from,
+                    None => restarted || rebooted,
+                };
                 if let Some(v) = state.version.as_deref()
-                    && Some(v) != from
+                    && changed
                 {
                     progress(&UpdateProgress::Back {
                         version: Some(v.to_string()),

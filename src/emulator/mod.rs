@@ -19,6 +19,9 @@
 //!   energy; [`Emulator::set_frequency`]);
 //! - sensors: built-in (H&T: `temperature:0`, `humidity:0`, `devicepower:0`) and add-on ([`DeviceSpec::probes`],
 //!   [`DeviceSpec::sensors`]: DHT22, voltmeter), set with [`Emulator::set_sensor`] and [`Emulator::set_battery`].
+//! - firmware: the version it runs and the newer ones on offer ([`DeviceSpec::firmware`],
+//!   [`Emulator::set_firmware_offer`]), and an update's whole cycle (download, a restart refusing connections, the
+//!   new version everywhere it is reported), or a failure ([`Emulator::set_update_outcome`]).
 //!
 //! With a manual clock ([`Emulator::start_with_clock`], [`EmuClock::manual`]) tests move covers and energy by
 //! stepping time.
