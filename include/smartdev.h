@@ -59,6 +59,16 @@
 #define SD_KIND_SENSOR 5
 
 /*
+ Firmware channel: the latest stable release.
+ */
+#define SD_FIRMWARE_STABLE 0
+
+/*
+ Firmware channel: the latest beta (Shelly only).
+ */
+#define SD_FIRMWARE_BETA 1
+
+/*
  Log level: errors.
  */
 #define SD_LOG_ERROR 1
@@ -185,6 +195,12 @@ typedef enum sd_result {
    command was not sent; its snapshot keeps the last report (`Sleeping`, `LastSeen`).
    */
   SD_SLEEPING = 309,
+  /*
+   A firmware update did not end with the new version, or was not started (nothing on offer, another
+   update running, refused by the device, not back in time, back with the old version); the message says
+   which.
+   */
+  SD_FIRMWARE = 310,
   /*
    A local I/O failure (a file, a socket, a thread).
    */
@@ -919,6 +935,43 @@ enum sd_result sd_discover(const struct sd_controller *ctl,
 enum sd_result sd_discovered(char *buf,
                              size_t len,
                              size_t *needed);
+
+/*
+ Asks the device which firmware it runs and which newer versions it can install (device I/O on every call,
+ the size query included), and writes it as JSON: `{"Device":"Kitchen","Current":"1.4.4","Stable":"1.5.0",
+ "Beta":null,"Checked":true}`. Unknown is `null`: `Stable`/`Beta` are `null` when nothing newer is on offer,
+ and always for Tasmota, which cannot tell (`"Checked":false`). A simulated device gives `SD_UNSUPPORTED`.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string; `buf` valid for `len` bytes (or NULL with `len` 0); `needed`
+ valid.
+ */
+enum sd_result sd_check_firmware(const struct sd_controller *ctl,
+                                 const char *name,
+                                 int64_t id,
+                                 char *buf,
+                                 size_t len,
+                                 size_t *needed);
+
+/*
+ Installs the latest firmware of `channel` (`SD_FIRMWARE_STABLE` or `SD_FIRMWARE_BETA`) and waits until the
+ device runs it, following it through its restart (which is expected and not logged as a warning). Blocks
+ for as long as the update takes: at most `timeout_seconds` (0 or less: 600 s). `allow_concurrent` non-zero
+ lets it run while another device updates; otherwise a second update is refused (`SD_FIRMWARE`). Any
+ failure to end with the new version is `SD_FIRMWARE` (nothing on offer, another update running, refused by
+ the device, not back in time, back with the old version), the message says which; a device that cannot be
+ reached at the start gives its usual code. Afterwards `sd_check_firmware` or `sd_device` (`"Firmware"`)
+ show the version it runs.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string.
+ */
+enum sd_result sd_update_firmware(const struct sd_controller *ctl,
+                                  const char *name,
+                                  int64_t id,
+                                  int channel,
+                                  bool allow_concurrent,
+                                  double timeout_seconds);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -7,6 +7,8 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 
+mod firmware;
+
 use crate::actor::hook_inbox::HookInbox;
 use crate::actor::supervisor;
 use crate::actor::worker::{self, Command, WorkerTx};
@@ -128,6 +130,8 @@ pub struct Controller {
     http: Http,
     queue: Arc<EventQueue>,
     wake: Option<WakeFlag>,
+    /// The firmware updates running (one at a time unless asked).
+    updates: crate::actor::update::Updates,
 }
 
 /// The parts of an open controller that `close` stops.
@@ -353,6 +357,7 @@ impl Controller {
             http: http.clone(),
             queue,
             wake,
+            updates: Default::default(),
         };
         if let Some(e) = first_error {
             controller.close();

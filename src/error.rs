@@ -161,6 +161,17 @@ pub enum Error {
         /// When it last reported (RFC 3339), if it did since open.
         last_seen: Option<String>,
     },
+    /// A firmware update did not end with the device running the new version, or was not started: `failure`
+    /// says why (nothing on offer, another update running, refused, not back in time, back with the old
+    /// version), `message` says it in words.
+    Firmware {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// Why, for code to decide on.
+        failure: crate::firmware::UpdateFailure,
+        /// Why, in words.
+        message: String,
+    },
     /// The controller has been closed.
     Closed,
     /// A local I/O failure outside device communication (reading a config file, spawning a thread).
@@ -203,6 +214,7 @@ impl Error {
             | Error::WorkerFailed { device, .. }
             | Error::WrongDevice { device, .. }
             | Error::Sleeping { device, .. } => Some(device),
+            | Error::Firmware { device, .. } => Some(device),
             _ => None,
         }
     }
@@ -335,6 +347,9 @@ impl fmt::Display for Error {
                     "device {device} is asleep (a battery device; no report since open): it takes no command until it wakes and reports"
                 ),
             },
+            Error::Firmware {
+                device, message, ..
+            } => write!(f, "device {device}: firmware update: {message}"),
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }

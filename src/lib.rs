@@ -61,6 +61,7 @@ pub mod emulator;
 mod error;
 mod event;
 pub mod ffi;
+mod firmware;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -97,6 +98,9 @@ pub use driver::ws;
 pub use error::{Error, Problem, Result};
 pub use event::{
     EventChannel, EventFilter, KNOWN_EVENTS, PROFILE_CHANGED, SMARTDEV_EVENTS, WebhookEvent,
+};
+pub use firmware::{
+    FirmwareChannel, FirmwareInfo, FirmwareUpdate, UpdateFailure, UpdateOptions, UpdateProgress,
 };
 pub use mac::{ACCEPTED_SPELLINGS as MAC_SPELLINGS, Mac};
 pub use models::{ModelLibrary, PrintMode, SensorQuantity};

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use common::TempDir;
 use smartdev::ModelLibrary;
-use smartdev::emulator::{DeviceSpec, Emulator, Fault};
+use smartdev::emulator::{DeviceSpec, Emulator, Fault, FirmwareSpec};
 
 const LINK: &[&str] = &["-pthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
 
@@ -213,6 +213,31 @@ fn get_device_reads_and_reports_the_error_with_the_object() {
             ("SD_EMU_PORT_0", emu.port(0).to_string()),
             ("SD_EMU_PORT_1", emu.port(1).to_string()),
             ("SD_CLOSED_PORT", closed_port().to_string()),
+        ];
+        // The emulator must outlive the program run: leak it for the life of this test process.
+        std::mem::forget(emu);
+        env
+    });
+}
+
+#[test]
+fn firmware_checks_and_updates() {
+    each_build("sd_int_firmware", |d| {
+        let mut kitchen = DeviceSpec::new("ShellyPlus1PM");
+        kitchen.firmware = FirmwareSpec {
+            version: Some("1.4.4".into()),
+            stable: Some("1.5.0".into()),
+            download: std::time::Duration::from_millis(100),
+            restart: std::time::Duration::from_millis(300),
+            ..FirmwareSpec::default()
+        };
+        let mut hall = DeviceSpec::new("ShellyPlus1PM");
+        hall.firmware.version = Some("1.4.4".into());
+        let emu = Emulator::start(vec![kitchen, hall], &ModelLibrary::embedded()).unwrap();
+        let env = vec![
+            ("SD_TEST_DIR", d.path().display().to_string()),
+            ("SD_EMU_PORT_0", emu.port(0).to_string()),
+            ("SD_EMU_PORT_1", emu.port(1).to_string()),
         ];
         // The emulator must outlive the program run: leak it for the life of this test process.
         std::mem::forget(emu);

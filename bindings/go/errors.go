@@ -98,6 +98,10 @@ var (
 	// ErrSleeping: the device sleeps between reports (a battery device reporting through the outbound
 	// WebSocket): the command was not sent. Its Device keeps the last report (Sleeping, LastSeen).
 	ErrSleeping = sentinel(C.SD_SLEEPING, "the device is asleep")
+	// ErrFirmware: a firmware update did not end with the device running the new version, or was not
+	// started (nothing newer on offer, another update running, refused by the device, not back within the
+	// timeout, back with the old version). The message says which.
+	ErrFirmware = sentinel(C.SD_FIRMWARE, "the firmware update did not end with the new version")
 	// ErrIO: a local I/O failure (a file, a socket, a thread).
 	ErrIO = sentinel(C.SD_IO, "local I/O failure")
 )

@@ -173,3 +173,13 @@ sd_result sdgo_discover(const sd_controller *c, uint32_t timeout_ms, char *buf, 
 sd_result sdgo_discovered(char *buf, size_t len, size_t *needed, char **err) {
   return done(sd_discovered(buf, len, needed), err);
 }
+
+sd_result sdgo_check_firmware(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
+                              size_t *needed, char **err) {
+  return done(sd_check_firmware(c, name, id, buf, len, needed), err);
+}
+
+sd_result sdgo_update_firmware(const sd_controller *c, const char *name, int64_t id, int channel,
+                               bool allow_concurrent, double timeout_seconds, char **err) {
+  return done(sd_update_firmware(c, name, id, channel, allow_concurrent, timeout_seconds), err);
+}

@@ -59,6 +59,11 @@ sd_result sdgo_set_cover_position(const sd_controller *c, const char *name, int6
                                   char **err);
 sd_result sdgo_is_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err);
 
+sd_result sdgo_check_firmware(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
+                              size_t *needed, char **err);
+sd_result sdgo_update_firmware(const sd_controller *c, const char *name, int64_t id, int channel,
+                               bool allow_concurrent, double timeout_seconds, char **err);
+
 /* Waits up to timeout_ms for fd to become readable: 1 readable, 0 not (timeout or EINTR), -1 error. */
 int sdgo_wait_readable(int fd, int timeout_ms);
 

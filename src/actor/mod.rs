@@ -1,6 +1,7 @@
 //! Threads: one worker per device, the supervisor, the push poller and the finder of devices that moved.
 
 pub(crate) mod find;
+pub(crate) mod firmware_op;
 pub(crate) mod hook_inbox;
 pub(crate) mod outbound;
 pub(crate) mod peers;
@@ -8,4 +9,5 @@ pub(crate) mod push;
 pub(crate) mod restart;
 pub(crate) mod slot;
 pub(crate) mod supervisor;
+pub(crate) mod update;
 pub(crate) mod worker;

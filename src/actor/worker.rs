@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, SendError, Sender, TryRecvError, TrySendError};
 
+use super::firmware_op::FirmwareOp;
 use super::hook_inbox::HookInbox;
 use super::peers::Peers;
 use super::restart::{Backoff, Gate, Now};
@@ -50,6 +51,8 @@ pub(crate) enum Command {
         /// Where the result goes: the cover as the command left it (a later published read may be older).
         reply: Sender<Result<Cover>>,
     },
+    /// A step of a firmware update (`actor/update.rs`).
+    Firmware(FirmwareOp),
     /// Discovery found the device's MAC at another address (a hint: only a device configured with a `MAC`
     /// follows it, and only once the MAC answers there).
     Moved {
@@ -252,6 +255,7 @@ pub(crate) fn spawn(
             period,
             heard: begun,
         }),
+        updating: false,
     };
     let builder = std::thread::Builder::new()
         .name(format!("sd-dev-{}", state.device.id))
@@ -299,6 +303,8 @@ struct State {
     identity: Identity,
     /// Set for a device that sleeps between reports.
     sleep: Option<Sleep>,
+    /// A firmware update was started and is not finished: the device going offline is its restart.
+    updating: bool,
 }
 
 impl State {
@@ -373,6 +379,11 @@ impl State {
                         let _ = reply.send(Err(refused));
                         continue;
                     }
+                    // Updating a sleeping device is not supported: it would have to be awake throughout.
+                    Command::Firmware(op) => {
+                        op.refuse(refused);
+                        continue;
+                    }
                     Command::Refresh { reply: None }
                     | Command::Tick
                     | Command::Hook
@@ -388,6 +399,7 @@ impl State {
                 }
                 Command::Hook => self.take_hooks(),
                 Command::Moved { host, port } => self.move_to(host, port),
+                Command::Firmware(op) => self.firmware(op),
                 Command::Tick => {
                     let liveness = self.liveness.clone();
                     let _ = self.op(true, |dev, drv| {
@@ -591,6 +603,41 @@ impl State {
         *self.slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.device);
         self.driver.moved();
         let _ = self.op(true, |dev, drv| drv.read(dev));
+    }
+
+    /// A firmware update's step (see `FirmwareOp`).
+    fn firmware(&mut self, op: FirmwareOp) {
+        match op {
+            FirmwareOp::Check(reply) => {
+                let r = self.op(false, |dev, drv| drv.check_firmware(dev));
+                let _ = reply.send(r);
+            }
+            FirmwareOp::Start(channel, reply) => {
+                let r = self
+                    .confirm_identity()
+                    .and_then(|()| self.op(false, |dev, drv| drv.start_update(dev, channel)));
+                if r.is_ok() {
+                    self.updating = true;
+                }
+                let _ = reply.send(r);
+            }
+            FirmwareOp::Poll(reply) => {
+                // While it restarts every look fails: one attempt each, the caller polls again.
+                self.driver.set_quick(true);
+                let r = self.op(false, |dev, drv| drv.firmware_state(dev));
+                self.driver.set_quick(false);
+                let _ = reply.send(r);
+            }
+            FirmwareOp::Finish(reply) => {
+                // New firmware: what the device said about itself (version, methods, add-ons) is learnt again.
+                self.driver.forget();
+                self.hooks_synced = false;
+                self.identity.confirmed = false;
+                let r = self.op(true, |dev, drv| drv.read(dev));
+                self.updating = false;
+                let _ = reply.send(r);
+            }
+        }
     }
 
     /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
@@ -799,6 +846,18 @@ impl State {
             return;
         }
         let why = d.last_error.as_deref().unwrap_or("no answer");
+        if self.updating {
+            // Expected: the device restarts into its new firmware.
+            if d.online {
+                log::info!("device {} is online", d.label());
+            } else {
+                log::info!(
+                    "device {} is restarting for its firmware update: {why}",
+                    d.label()
+                );
+            }
+            return;
+        }
         match (d.online, d.expect_offline) {
             (true, false) => log::info!("device {} is online", d.label()),
             (true, true) => log::debug!("device {} is online", d.label()),

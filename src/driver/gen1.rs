@@ -143,7 +143,12 @@ impl Gen1 {
     }
 
     /// GETs a path; everything but `/shelly` carries HTTP Basic credentials when a password is configured.
-    fn get(&self, dev: &mut Device, path: &str) -> Result<Value> {
+    pub(super) fn get(&self, dev: &mut Device, path: &str) -> Result<Value> {
+        self.get_with(dev, path, true)
+    }
+
+    /// [`Gen1::get`], sent once when not `idempotent` (an update request).
+    pub(super) fn get_with(&self, dev: &mut Device, path: &str, idempotent: bool) -> Result<Value> {
         use base64::Engine;
         let url = format!("{}{path}", self.base);
         let what = format!("GET {}", path.split('?').next().unwrap_or(path));
@@ -160,8 +165,8 @@ impl Gen1 {
             body: None,
             what: &what,
             headers,
-            // Reads, absolute sets and action-URL settings: all safe to repeat.
-            idempotent: true,
+            // Reads, absolute sets and action-URL settings are safe to repeat; an update request is not.
+            idempotent,
         };
         match self.http.send(dev, &req)? {
             Reply::Json(v) => Ok(v),
@@ -353,6 +358,22 @@ impl Driver for Gen1 {
     fn probe(&mut self, dev: &Device) -> bool {
         let url = format!("{}/shelly", self.base);
         self.http.answers(dev, &url, "GET /shelly")
+    }
+
+    fn check_firmware(&mut self, dev: &mut Device) -> Result<crate::FirmwareInfo> {
+        self.check(dev)
+    }
+
+    fn start_update(
+        &mut self,
+        dev: &mut Device,
+        channel: crate::FirmwareChannel,
+    ) -> Result<Option<String>> {
+        self.start(dev, channel)
+    }
+
+    fn firmware_state(&mut self, dev: &mut Device) -> Result<super::FirmwareState> {
+        self.state(dev)
     }
 }
 

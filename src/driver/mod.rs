@@ -5,6 +5,7 @@
 pub(crate) mod canned;
 pub(crate) mod digest;
 pub(crate) mod gen1;
+mod gen1_firmware;
 pub(crate) mod http;
 mod icmp;
 mod json;
@@ -15,6 +16,7 @@ mod simfile;
 pub(crate) mod simulated;
 mod switching;
 pub(crate) mod tasmota;
+mod tasmota_firmware;
 pub mod ws;
 
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use std::time::Duration;
 
 use crate::config::Settings;
 use crate::error::{Error, Result};
+use crate::firmware::{FirmwareChannel, FirmwareInfo};
 use crate::models::{ModelInfo, ModelRef};
 use crate::objects::{ComponentKind, CoverAction, Device, OutputChange};
 
@@ -55,6 +58,17 @@ impl OutputAction {
             OutputAction::Toggle => !current,
         }
     }
+}
+
+/// What a look at a device during a firmware update sees.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FirmwareState {
+    /// The version it runs (shortened, see `firmware::short_version`), if it said.
+    pub version: Option<String>,
+    /// It says it is updating (Gen1 `update.status`); the other families do not say over HTTP.
+    pub updating: bool,
+    /// Seconds since it started, if it said: a smaller number than at the last look proves a restart.
+    pub uptime: Option<u64>,
 }
 
 /// How the worker talks to one device. The worker owns the device state and decides `Online` from
@@ -138,10 +152,40 @@ pub(crate) trait Driver: Send {
         None
     }
 
+    /// The firmware the device runs and the newer versions on offer (`Checked` false where the device cannot
+    /// tell). Stores the running version in `dev.firmware`.
+    fn check_firmware(&mut self, dev: &mut Device) -> Result<FirmwareInfo> {
+        Err(no_firmware(dev))
+    }
+
+    /// Asks the device to install the latest version on `channel` (one attempt: never sent twice). A device
+    /// that answers with a refusal gives [`Error::Firmware`] (`Refused`). `Ok(Some(v))`: it named the version
+    /// it installs.
+    fn start_update(
+        &mut self,
+        dev: &mut Device,
+        _channel: FirmwareChannel,
+    ) -> Result<Option<String>> {
+        Err(no_firmware(dev))
+    }
+
+    /// One look at the device while it updates: the version it runs, whether it says it is updating.
+    fn firmware_state(&mut self, dev: &mut Device) -> Result<FirmwareState> {
+        Err(no_firmware(dev))
+    }
+
     /// One light, unauthenticated attempt to see whether an offline device answers at all. It does not change
     /// the device: only a real refresh decides Online (and sees that the device came back).
     fn probe(&mut self, _dev: &Device) -> bool {
         true
+    }
+}
+
+/// Firmware updates on a device whose driver has none (simulated, no address).
+fn no_firmware(dev: &Device) -> Error {
+    Error::Unsupported {
+        device: dev.label(),
+        message: "firmware updates need a real device at a known address".into(),
     }
 }
 

@@ -87,8 +87,8 @@ impl Tasmota {
         super::auth_error(dev, &format!("command '{cmnd}'"), problem)
     }
 
-    fn command(&self, dev: &mut Device, cmnd: &str) -> Result<Value> {
-        let reply = self.send(dev, cmnd)?;
+    pub(super) fn command(&self, dev: &mut Device, cmnd: &str) -> Result<Value> {
+        let reply = self.send(dev, cmnd, true)?;
         if unknown(&reply) {
             return Err(Error::Device {
                 device: dev.label(),
@@ -98,9 +98,9 @@ impl Tasmota {
         Ok(reply)
     }
 
-    /// Sends one command (credentials in the query, the retry policy) and returns the answer; authentication
+    /// Sends one command (credentials in the query, the retry policy unless not `idempotent`) and returns the answer; authentication
     /// refusals and `WARNING` answers are errors, an unknown command is left to the caller.
-    fn send(&self, dev: &mut Device, cmnd: &str) -> Result<Value> {
+    pub(super) fn send(&self, dev: &mut Device, cmnd: &str, idempotent: bool) -> Result<Value> {
         use crate::url::encode_component;
         let mut url = format!("{}/cm?cmnd={}", self.base, encode_component(cmnd));
         if let Some(pw) = &self.credentials.password {
@@ -116,8 +116,8 @@ impl Tasmota {
             body: None,
             what: &format!("command '{cmnd}'"),
             headers: Vec::new(),
-            // Every command smartdev sends is a read or an absolute set (see `switching`).
-            idempotent: true,
+            // Every command smartdev sends is a read or an absolute set (see `switching`), but `Upgrade`.
+            idempotent,
         };
         let reply = match self.http.send(dev, &req)? {
             super::http::Reply::Json(v) => v,
@@ -237,7 +237,7 @@ impl Driver for Tasmota {
             CoverAction::Stop => format!("ShutterStop{n}"),
             CoverAction::Position(p) => format!("ShutterPosition{n} {}", p.min(100)),
         };
-        let answer = self.send(dev, &cmnd)?;
+        let answer = self.send(dev, &cmnd, true)?;
         // A shutter the firmware does not have answers as an unknown command.
         if unknown(&answer) {
             return Err(self.no_shutter(dev, index));
@@ -269,6 +269,22 @@ impl Driver for Tasmota {
     fn probe(&mut self, dev: &Device) -> bool {
         let url = format!("{}/cm?cmnd=Status", self.base);
         self.http.answers(dev, &url, "command 'Status'")
+    }
+
+    fn check_firmware(&mut self, dev: &mut Device) -> Result<crate::FirmwareInfo> {
+        self.check(dev)
+    }
+
+    fn start_update(
+        &mut self,
+        dev: &mut Device,
+        channel: crate::FirmwareChannel,
+    ) -> Result<Option<String>> {
+        self.start(dev, channel)
+    }
+
+    fn firmware_state(&mut self, dev: &mut Device) -> Result<super::FirmwareState> {
+        self.state(dev)
     }
 }
 

@@ -16,6 +16,8 @@
 //! without a port it keeps its port at a new address, else takes a free one),
 //! `GET|POST sleep[?action=wake|hold|release]` (a sleeping device: wake it now, hold it awake as its button
 //! does, or let it sleep; answers its period, whether it is held, its outbound server and reports so far).
+//! `GET|POST firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old][&download_ms=N][&restart_ms=N]`
+//! (the versions on offer, an empty one: none; how the next updates end; how long download and restart take).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -222,6 +224,9 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
             Ok(ok)
         }
         ("webhooks", "GET") => Ok(Value::Array(dev.webhooks())),
+        ("firmware", "GET" | "POST") => {
+            super::firmware_api::admin(dev, req.method == "POST", &|k| req.param(k)).map_err(bad)
+        }
         ("fault", "POST") => {
             dev.set_fault(fault(req)?);
             Ok(ok)

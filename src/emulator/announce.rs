@@ -29,7 +29,7 @@ pub(crate) fn records(dev: &Device, address: IpAddr) -> Vec<Announcement> {
             vec![
                 ("gen", id.info.generation.to_string()),
                 ("app", id.app().to_string()),
-                ("ver", super::components::VER.to_string()),
+                ("ver", dev.firmware().version.clone()),
             ],
         ),
         Family::Gen1 => (
@@ -37,7 +37,7 @@ pub(crate) fn records(dev: &Device, address: IpAddr) -> Vec<Announcement> {
             id.id.clone(),
             vec![
                 ("id", id.id.clone()),
-                ("fw_id", super::gen1::FW.to_string()),
+                ("fw_id", super::gen1::fw(dev)),
                 ("arch", "esp8266".to_string()),
             ],
         ),

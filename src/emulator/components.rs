@@ -5,13 +5,12 @@ use serde_json::{Map, Value, json};
 
 use super::device::Device;
 pub(crate) use super::fields::{energy, meter_fields, source_name, temperature};
+use super::firmware::{Firmware, Track};
 use super::sensors::Origin;
 use super::state::{DeviceState, InputType, MeterView, round};
 use super::{rpc_cover, rpc_light, rpc_sensors};
 use crate::models::{MeterSource, SensorQuantity};
 
-pub(crate) const FW_ID: &str = "20260311-095847/1.7.5-emulator";
-pub(crate) const VER: &str = "1.7.5";
 pub(crate) const CFG_REV: u64 = 10;
 
 pub(crate) fn device_info(dev: &Device, s: &DeviceState) -> Value {
@@ -23,8 +22,9 @@ pub(crate) fn device_info(dev: &Device, s: &DeviceState) -> Value {
     m.insert("slot".into(), json!(0));
     m.insert("model".into(), json!(id.reported));
     m.insert("gen".into(), json!(id.info.generation));
-    m.insert("fw_id".into(), json!(FW_ID));
-    m.insert("ver".into(), json!(VER));
+    let version = dev.firmware().version.clone();
+    m.insert("fw_id".into(), json!(Firmware::build_id(&version)));
+    m.insert("ver".into(), json!(version));
     m.insert("app".into(), json!(id.app()));
     if dev.auth.enabled() {
         m.insert("auth_en".into(), json!(true));
@@ -50,6 +50,28 @@ fn hhmm(unix: f64) -> String {
     format!("{:02}:{:02}", secs / 3600 % 24, secs / 60 % 60)
 }
 
+/// `sys.available_updates`: the newer versions on offer (`{}`: up to date); `Shelly.CheckForUpdate` with
+/// `build_id`s when `build` is set.
+pub(crate) fn available_updates_with(dev: &Device, build: bool) -> Value {
+    let f = dev.firmware();
+    let mut m = Map::new();
+    for (key, track) in [("stable", Track::Stable), ("beta", Track::Beta)] {
+        if let Some(v) = f.offer(track) {
+            let entry = if build {
+                json!({"version": v, "build_id": Firmware::build_id(v)})
+            } else {
+                json!({ "version": v })
+            };
+            m.insert(key.into(), entry);
+        }
+    }
+    Value::Object(m)
+}
+
+fn available_updates(dev: &Device) -> Value {
+    available_updates_with(dev, false)
+}
+
 pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
     let now = s.now();
     let mut sys = json!({
@@ -68,7 +90,7 @@ pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
         "kvs_rev": 0,
         "schedule_rev": 0,
         "webhook_rev": s.hooks.rev,
-        "available_updates": {},
+        "available_updates": available_updates(dev),
         "reset_reason": 3,
         "utc_offset": 0,
     });
@@ -322,7 +344,10 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     let mut device = Map::new();
     device.insert("name".into(), json!(id.name));
     device.insert("mac".into(), json!(dev.mac()));
-    device.insert("fw_id".into(), json!(FW_ID));
+    device.insert(
+        "fw_id".into(),
+        json!(Firmware::build_id(&dev.firmware().version)),
+    );
     device.insert("discoverable".into(), json!(true));
     device.insert("eco_mode".into(), json!(false));
     if let Some(p) = profile(dev, s) {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -12,6 +12,7 @@ use super::auth::{self, Auth};
 use super::clock::EmuClock;
 pub(crate) use super::family::Family;
 use super::faults::NetControl;
+use super::firmware::Firmware;
 use super::layout::{self, Layout, MeterFields};
 use super::sensors;
 use super::server;
@@ -315,6 +316,10 @@ pub(crate) struct Device {
     /// The MAC it reports now (12 upper-case hex digits): `ident.mac` until a test swaps the device's
     /// identity with `Emulator::set_mac` (another device took the address).
     mac: Mutex<String>,
+    /// The firmware it runs and where an update is.
+    firmware: Mutex<Firmware>,
+    /// Itself, for the thread an update's restart runs on.
+    me: Weak<Device>,
 }
 
 impl Device {
@@ -342,8 +347,26 @@ impl Device {
             state: Mutex::new(DeviceState::new(layout, &extras, clock.unix())),
             clock,
             mac: Mutex::new(ident.mac.clone()),
+            firmware: Mutex::new(Firmware::new(ident.family, &spec.firmware)),
+            me: Weak::new(),
             ident,
         }
+    }
+
+    /// The device with a reference to its own `Arc` (see [`Device::arc`]).
+    pub(crate) fn with_self(mut self, me: Weak<Device>) -> Self {
+        self.me = me;
+        self
+    }
+
+    /// Its own `Arc`, when it was built with [`Device::with_self`].
+    pub(crate) fn arc(&self) -> Option<Arc<Device>> {
+        self.me.upgrade()
+    }
+
+    /// Its firmware now (version, offers, update stage).
+    pub(crate) fn firmware(&self) -> MutexGuard<'_, Firmware> {
+        self.firmware.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The port it listens on now (it changes when the device moves).

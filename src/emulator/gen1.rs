@@ -1,18 +1,16 @@
 //! Shelly Gen1 REST: `/shelly`, `/status`, `/settings`, `/relay/<n>`, `/roller/<n>`, `/light/<n>`,
-//! `/settings/actions`.
+//! `/settings/actions`, `/ota` and `/ota/check` (firmware updates, see `update.rs`).
 
 use serde_json::{Map, Value, json};
 
 use super::device::Device;
+use super::firmware::{Firmware, Stage, Track};
 use super::gen1_outputs::{self, light_json, relay_json, roller_json};
 use super::sensors::{self, Origin};
 use super::server::{Request, Response};
 use super::state::{DeviceState, fahrenheit, round};
 use super::webhooks::{Channel, GEN1_ACTIONS};
 use crate::models::{MeterSource, OutputKind, SensorQuantity};
-
-/// Firmware string reported by emulated Gen1 devices.
-pub(crate) const FW: &str = "20230913-112003/v1.14.0-emulator";
 
 pub(crate) fn key(req: &Request) -> String {
     format!("{} {}", req.method, req.path)
@@ -25,6 +23,8 @@ pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
         "/status" => Response::json_whole(200, &status(dev, &dev.state())),
         "/settings" => Response::json_whole(200, &settings(dev, &dev.state())),
         "/settings/actions" => actions(dev, req),
+        "/ota" => ota(dev, req),
+        "/ota/check" => Response::json_whole(200, &json!({"status": "ok"})),
         _ => {
             if let Some(n) = path.strip_prefix("/relay/") {
                 gen1_outputs::relay(dev, n, req)
@@ -37,6 +37,57 @@ pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
             }
         }
     }
+}
+
+/// The build id it runs (`fw`).
+pub(crate) fn fw(dev: &Device) -> String {
+    Firmware::gen1_build(&dev.firmware().version)
+}
+
+/// The `update` object of `/status` and `/ota`: `pending` while a newer stable version is on offer,
+/// `updating` during the download.
+fn update(dev: &Device) -> Value {
+    let f = dev.firmware();
+    let stable = f.offer(Track::Stable);
+    let status = match (f.stage, stable) {
+        (Stage::Idle, None) => "idle",
+        (Stage::Idle, Some(_)) => "pending",
+        _ => "updating",
+    };
+    let mut m = Map::new();
+    m.insert("status".into(), json!(status));
+    m.insert("has_update".into(), json!(stable.is_some()));
+    m.insert(
+        "new_version".into(),
+        json!(Firmware::gen1_build(stable.unwrap_or(&f.version))),
+    );
+    m.insert(
+        "old_version".into(),
+        json!(Firmware::gen1_build(&f.version)),
+    );
+    if let Some(b) = &f.beta {
+        m.insert("beta_version".into(), json!(Firmware::gen1_build(b)));
+    }
+    Value::Object(m)
+}
+
+/// `GET /ota`: the update object; `?update=true` (latest stable) or `?beta=true` starts an update (a refusal
+/// is a 400 with the reason).
+fn ota(dev: &Device, req: &Request) -> Response {
+    let yes = |k: &str| matches!(req.param(k).as_deref(), Some("true" | "1"));
+    let track = if yes("update") {
+        Some(Track::Stable)
+    } else if yes("beta") {
+        Some(Track::Beta)
+    } else {
+        None
+    };
+    if let Some(track) = track
+        && let Err(why) = super::update::begin(dev, track, false)
+    {
+        return Response::text(400, &why);
+    }
+    Response::json_whole(200, &update(dev))
 }
 
 fn emeters(dev: &Device) -> bool {
@@ -75,7 +126,7 @@ fn shelly(dev: &Device) -> Value {
     m.insert("type".into(), json!(dev.ident.reported));
     m.insert("mac".into(), json!(dev.mac()));
     m.insert("auth".into(), json!(dev.auth.enabled()));
-    m.insert("fw".into(), json!(FW));
+    m.insert("fw".into(), json!(fw(dev)));
     m.insert("discoverable".into(), json!(false));
     m.insert("longid".into(), json!(1));
     counts(dev, &dev.state(), &mut m);
@@ -102,7 +153,10 @@ fn status(dev: &Device, s: &DeviceState) -> Value {
     m.insert("time".into(), json!(hhmm(now)));
     m.insert("unixtime".into(), json!(now as i64));
     m.insert("serial".into(), json!(1));
-    m.insert("has_update".into(), json!(false));
+    m.insert(
+        "has_update".into(),
+        json!(dev.firmware().offer(Track::Stable).is_some()),
+    );
     m.insert("mac".into(), json!(dev.mac()));
     m.insert("cfg_changed_cnt".into(), json!(0));
     m.insert("actions_stats".into(), json!({"skipped": 0}));
@@ -199,10 +253,7 @@ fn status(dev: &Device, s: &DeviceState) -> Value {
             json!({"tC": t, "tF": fahrenheit(t), "is_valid": true}),
         );
     }
-    m.insert(
-        "update".into(),
-        json!({"status": "idle", "has_update": false, "new_version": FW, "old_version": FW}),
-    );
+    m.insert("update".into(), update(dev));
     m.insert("ram_total".into(), json!(51688));
     m.insert("ram_free".into(), json!(39000));
     m.insert("fs_size".into(), json!(233681));
@@ -276,7 +327,7 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
         json!({"enabled": dev.auth.enabled(), "unprotected": false, "username": dev.auth.username()}),
     );
     m.insert("name".into(), json!(dev.ident.name));
-    m.insert("fw".into(), json!(FW));
+    m.insert("fw".into(), json!(fw(dev)));
     m.insert("discoverable".into(), json!(false));
     m.insert(
         "cloud".into(),

@@ -19,6 +19,9 @@
 //!   energy; [`Emulator::set_frequency`]);
 //! - sensors: built-in (H&T: `temperature:0`, `humidity:0`, `devicepower:0`) and add-on ([`DeviceSpec::probes`],
 //!   [`DeviceSpec::sensors`]: DHT22, voltmeter), set with [`Emulator::set_sensor`] and [`Emulator::set_battery`].
+//! - firmware: the version it runs and the newer ones on offer ([`DeviceSpec::firmware`],
+//!   [`Emulator::set_firmware_offer`]), and an update's whole cycle (download, a restart refusing connections, the
+//!   new version everywhere it is reported), or a failure ([`Emulator::set_update_outcome`]).
 //!
 //! With a manual clock ([`Emulator::start_with_clock`], [`EmuClock::manual`]) tests move covers and energy by
 //! stepping time.
@@ -56,6 +59,8 @@ mod device_ops;
 mod family;
 mod faults;
 mod fields;
+mod firmware;
+mod firmware_api;
 mod front;
 mod gen1;
 mod gen1_outputs;
@@ -73,6 +78,7 @@ mod source;
 mod state;
 mod tasmota;
 mod tasmota_shutter;
+mod update;
 mod webhooks;
 mod ws;
 mod ws_hub;
@@ -90,6 +96,7 @@ use server::{Server, Service};
 
 pub use auth::{AuthMode, AuthStats};
 pub use cover::{CoverReport, CoverState};
+pub use firmware::{FirmwareSpec, UpdateOutcome};
 pub use sensors::AddonSensor;
 pub use state::InputType;
 
@@ -152,6 +159,9 @@ pub struct DeviceSpec {
     /// pushes `NotifyFullStatus` and sleeps again. It starts asleep; [`Emulator::set_awake`] holds it awake (its
     /// button, for setup) and [`Emulator::wake`] wakes it now. `None`: always awake.
     pub sleep: Option<Duration>,
+    /// The firmware it runs, the versions on offer and how an update goes (download, restart); changeable at
+    /// runtime with [`Emulator::set_firmware_offer`] and [`Emulator::set_update_outcome`].
+    pub firmware: FirmwareSpec,
 }
 
 impl Default for DeviceSpec {
@@ -176,6 +186,7 @@ impl Default for DeviceSpec {
             digest_md5: false,
             tasmota_old_auth: false,
             sleep: None,
+            firmware: FirmwareSpec::default(),
         }
     }
 }
@@ -359,9 +370,13 @@ impl Emulator {
             .zip(&specs)
             .enumerate()
             .map(|(i, (((ident, layout), (port, _)), spec))| {
-                let dev = Device::new(i, ident, layout, spec, clock.clone(), ws::NOTIFY);
-                dev.net.set_local((address, *port).into());
-                Arc::new(dev)
+                // The device knows its own `Arc`: an update's restart runs on a thread of its own.
+                Arc::new_cyclic(|me| {
+                    let dev = Device::new(i, ident, layout, spec, clock.clone(), ws::NOTIFY)
+                        .with_self(me.clone());
+                    dev.net.set_local((address, *port).into());
+                    dev
+                })
             })
             .collect();
         let devices = Arc::new(devices);

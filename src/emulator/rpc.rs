@@ -7,6 +7,7 @@ use super::components::{
     switch_config, switch_status, sys_status,
 };
 use super::device::Device;
+use super::firmware::Track;
 pub(crate) use super::rpc_params::{
     RpcError, bool_param, id_param, index, invalid, missing, not_found, opt_number, precondition,
 };
@@ -22,6 +23,8 @@ const METHODS: &[&str] = &[
     "Shelly.GetConfig",
     "Shelly.GetComponents",
     "Shelly.ListMethods",
+    "Shelly.CheckForUpdate",
+    "Shelly.Update",
     "Sys.GetStatus",
     "Webhook.ListSupported",
     "Ws.GetConfig",
@@ -198,8 +201,25 @@ fn general(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, 
         "shelly.getcomponents" => components(dev, p),
         "shelly.listmethods" => Ok(json!({ "methods": methods(dev) })),
         "sys.getstatus" => Ok(sys_status(dev, &dev.state())),
+        "shelly.checkforupdate" => Ok(super::components::available_updates_with(dev, true)),
+        "shelly.update" => update(dev, p),
         _ => Err(RpcError::unknown()),
     }
+}
+
+/// `Shelly.Update {stage: "stable"|"beta"}`: starts the update (see `update.rs`) and answers `null`. A
+/// refusal or nothing on offer is error -114 with the reason (the code real firmware uses here is not known).
+fn update(dev: &Device, p: &Map<String, Value>) -> Result<Value, RpcError> {
+    let track = match p.get("stage").and_then(Value::as_str) {
+        None | Some("stable") => Track::Stable,
+        Some("beta") => Track::Beta,
+        Some(_) => return Err(super::rpc_params::invalid("stage")),
+    };
+    super::update::begin(dev, track, false).map_err(|why| RpcError {
+        code: -114,
+        message: format!("Resource unavailable: {why}"),
+    })?;
+    Ok(Value::Null)
 }
 
 /// Component methods answer this when the method itself does not exist (mapped to "method not found").

@@ -211,6 +211,11 @@ impl DeviceState {
         self.started_unix = self.clock;
     }
 
+    /// A restart in the same layout (after a firmware update): everything stays but the uptime, which starts over.
+    pub(crate) fn restart(&mut self) {
+        self.started_unix = self.clock;
+    }
+
     /// The Unix time this answer is for.
     pub(crate) fn now(&self) -> f64 {
         self.clock

@@ -1,17 +1,19 @@
 //! Tasmota HTTP commands: `GET /cm?cmnd=<command>` (`Status [n]`, `State`, `Power[n] [0|1|2|off|on|toggle]`,
-//! the shutter commands of `tasmota_shutter`).
+//! `OtaUrl`, `Upgrade 1`, the shutter commands of `tasmota_shutter`).
 
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 use super::device::Device;
+use super::firmware::Track;
 use super::sensors::{Origin, dew_point};
 use super::server::{Request, Response};
 use super::state::{DeviceState, MeterView, Source, round};
 use super::tasmota_shutter;
 use crate::models::SensorQuantity;
 
-const VERSION: &str = "13.4.0(tasmota)";
+/// Where `Upgrade 1` downloads from (`OtaUrl`).
+const OTA_URL: &str = "http://ota.tasmota.com/tasmota32/release/tasmota32.bin";
 
 fn command(req: &Request) -> String {
     req.param("cmnd").unwrap_or_default()
@@ -44,6 +46,8 @@ fn run(dev: &Device, cmnd: &str) -> Value {
     match name.as_str() {
         "status" => status(dev, arg),
         "state" => Value::Object(sts(&dev.state())),
+        "otaurl" => json!({ "OtaUrl": OTA_URL }),
+        "upgrade" | "upload" => upgrade(dev, arg),
         n if n.starts_with("shutter") => {
             tasmota_shutter::command(dev, n, arg).unwrap_or_else(unknown)
         }
@@ -51,6 +55,19 @@ fn run(dev: &Device, cmnd: &str) -> Value {
             .strip_prefix("power")
             .and_then(|n| power(dev, n, arg))
             .unwrap_or_else(unknown),
+    }
+}
+
+/// `Upgrade 1`: download from `OtaUrl` (the stable version on offer, else the running one again) and restart
+/// (see `update.rs`). Without an argument: what it would do.
+fn upgrade(dev: &Device, arg: &str) -> Value {
+    let version = dev.firmware().version.clone();
+    if arg != "1" {
+        return json!({ "Upgrade": format!("1 or >{version} to upgrade") });
+    }
+    match super::update::begin(dev, Track::Stable, true) {
+        Ok(v) => json!({ "Upgrade": format!("Version {v} from {OTA_URL}") }),
+        Err(why) => json!({ "Upgrade": format!("Failed: {why}") }),
     }
 }
 
@@ -208,7 +225,7 @@ fn sections(dev: &Device, s: &DeviceState) -> Vec<(&'static str, Map<String, Val
             "StatusPRM",
             obj(json!({
                 "Baudrate": 115200, "SerialConfig": "8N1", "GroupTopic": "tasmotas",
-                "OtaUrl": "http://ota.tasmota.com/tasmota32/release/tasmota32.bin",
+                "OtaUrl": OTA_URL,
                 "RestartReason": "Software/System restart", "Uptime": uptime_text(s.uptime()),
                 "StartupUTC": datetime(s.started_unix), "Sleep": 50, "CfgHolder": 4617, "BootCount": 1,
                 "BCResetTime": datetime(s.started_unix), "SaveCount": 1,
@@ -217,7 +234,7 @@ fn sections(dev: &Device, s: &DeviceState) -> Vec<(&'static str, Map<String, Val
         (
             "StatusFWR",
             obj(json!({
-                "Version": VERSION, "BuildDateTime": "2025-01-14T09:00:00", "Core": "3_1_0",
+                "Version": format!("{}(tasmota)", dev.firmware().version), "BuildDateTime": "2025-01-14T09:00:00", "Core": "3_1_0",
                 "SDK": "5.3.2", "CpuFrequency": 160, "Hardware": "ESP32-D0WD-V3", "CR": "372/699",
             })),
         ),

@@ -63,8 +63,8 @@ pub struct sd_controller {
 }
 
 /// What `sd_controller` points to.
-struct Handle {
-    ctl: Controller,
+pub(super) struct Handle {
+    pub(super) ctl: Controller,
     wake: Option<WakeFlag>,
     /// An event taken from the queue that did not fit the caller's buffer; delivered first next time.
     pending: Mutex<Option<String>>,
@@ -77,7 +77,7 @@ struct Handle {
 
 /// A controller borrowed for one call, with its log scope entered on the calling thread (records the call
 /// produces there belong to the controller).
-struct Borrowed<'a> {
+pub(super) struct Borrowed<'a> {
     handle: &'a Handle,
     _scope: log_scope::Entered,
 }
@@ -216,7 +216,7 @@ pub struct sd_meter_reading {
 /// # Safety
 /// `ctl` must be non-NULL, returned by `sd_open` or `sd_open_yaml`, and not passed to `sd_close` before the
 /// result is dropped (the C contract: `sd_close` never runs concurrently with other calls on the controller).
-unsafe fn handle<'a>(ctl: *const sd_controller) -> Borrowed<'a> {
+pub(super) unsafe fn handle<'a>(ctl: *const sd_controller) -> Borrowed<'a> {
     // SAFETY: non-NULL and a live leaked Box<Handle> by this function's contract.
     let handle = unsafe { &*ctl.cast::<Handle>() };
     Borrowed {
@@ -229,7 +229,7 @@ unsafe fn handle<'a>(ctl: *const sd_controller) -> Borrowed<'a> {
 ///
 /// # Safety
 /// `name` must be NULL or a valid C string.
-unsafe fn identity(name: *const c_char, id: i64) -> Result<Identity, sd_result> {
+pub(super) unsafe fn identity(name: *const c_char, id: i64) -> Result<Identity, sd_result> {
     // SAFETY: forwarded contract.
     Ok(match unsafe { text(name, "name") }? {
         Some(n) => Identity::Name(n.to_string()),
@@ -254,7 +254,7 @@ fn kind_of(kind: c_int) -> Result<ComponentKind, sd_result> {
     }
 }
 
-fn json<T: serde::Serialize>(v: &T) -> Result<String, sd_result> {
+pub(super) fn json<T: serde::Serialize>(v: &T) -> Result<String, sd_result> {
     serde_json::to_string(v)
         .map_err(|e| fail(sd_result::SD_PANIC, format!("cannot render JSON: {e}")))
 }

@@ -6,9 +6,11 @@
 
 mod api;
 mod boundary;
+mod firmware;
 mod log;
 mod result;
 
 pub use api::*;
+pub use firmware::*;
 pub use log::*;
 pub use result::sd_result;

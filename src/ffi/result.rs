@@ -61,13 +61,17 @@ pub enum sd_result {
     /// The device sleeps between reports (a battery device reporting through the outbound WebSocket): the
     /// command was not sent; its snapshot keeps the last report (`Sleeping`, `LastSeen`).
     SD_SLEEPING = 309,
+    /// A firmware update did not end with the new version, or was not started (nothing on offer, another
+    /// update running, refused by the device, not back in time, back with the old version); the message says
+    /// which.
+    SD_FIRMWARE = 310,
     /// A local I/O failure (a file, a socket, a thread).
     SD_IO = 400,
 }
 
 impl sd_result {
     /// Every code, for `sd_result_name` (a new variant must be added here and to `name`).
-    pub(crate) const ALL: [sd_result; 23] = [
+    pub(crate) const ALL: [sd_result; 24] = [
         sd_result::SD_OK,
         sd_result::SD_NULL_PARAMETER,
         sd_result::SD_INVALID_PARAMETER,
@@ -90,6 +94,7 @@ impl sd_result {
         sd_result::SD_UNKNOWN,
         sd_result::SD_WRONG_DEVICE,
         sd_result::SD_SLEEPING,
+        sd_result::SD_FIRMWARE,
         sd_result::SD_IO,
     ];
 
@@ -112,6 +117,7 @@ impl sd_result {
             Error::WorkerFailed { .. } => sd_result::SD_WORKER_FAILED,
             Error::WrongDevice { .. } => sd_result::SD_WRONG_DEVICE,
             Error::Sleeping { .. } => sd_result::SD_SLEEPING,
+            Error::Firmware { .. } => sd_result::SD_FIRMWARE,
             Error::Closed => sd_result::SD_CLOSED,
             Error::Io { .. } => sd_result::SD_IO,
         }
@@ -142,6 +148,7 @@ impl sd_result {
             sd_result::SD_UNKNOWN => c"SD_UNKNOWN",
             sd_result::SD_WRONG_DEVICE => c"SD_WRONG_DEVICE",
             sd_result::SD_SLEEPING => c"SD_SLEEPING",
+            sd_result::SD_FIRMWARE => c"SD_FIRMWARE",
             sd_result::SD_IO => c"SD_IO",
         }
     }

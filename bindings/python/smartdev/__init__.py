@@ -62,6 +62,7 @@ from .errors import (
     ConfigError,
     DeviceError,
     DeviceTimeoutError,
+    FirmwareError,
     InitError,
     InvalidArgumentError,
     IOError_,

@@ -586,6 +586,43 @@ class Controller:
         was found after it moved (a device configured with a ``MAC``); ``None`` while no address is known."""
         return self._json_call("sd_device", *_identity(identity))  # type: ignore[no-any-return]
 
+    # -- firmware ------------------------------------------------------------------------------------------
+
+    def check_firmware(self, identity: Identity) -> Dict[str, Any]:
+        """Asks the device which firmware it runs and which newer versions it can install (device I/O):
+        ``{"Device": "Kitchen", "Current": "1.4.4", "Stable": "1.5.0", "Beta": None, "Checked": True}``.
+        Unknown is ``None``: ``Stable``/``Beta`` are ``None`` when nothing newer is on offer, and always for
+        Tasmota, which cannot tell (``"Checked": False``).
+
+        Raises: NotFoundError, UnsupportedError (a simulated device), DeviceError, DeviceTimeoutError, ...
+        """
+        return self._json_call("sd_check_firmware", *_identity(identity))  # type: ignore[no-any-return]
+
+    def update_firmware(
+        self,
+        identity: Identity,
+        channel: str = "stable",
+        *,
+        allow_concurrent: bool = False,
+        timeout: float = 600.0,
+    ) -> Dict[str, Any]:
+        """Installs the latest firmware of ``channel`` (``"stable"`` or ``"beta"``) and waits until the device
+        runs it, following it through its restart (expected: not logged as a warning). Blocks for as long as
+        the update takes, at most ``timeout`` seconds. Returns :meth:`check_firmware`'s dict afterwards.
+
+        Raises:
+            FirmwareError: nothing newer on offer, another update running (one device at a time unless
+                ``allow_concurrent``), refused by the device, not back within ``timeout``, back with the old
+                version; the message says which. InvalidArgumentError: an unknown channel. NotFoundError,
+                DeviceError, ...: the device could not be asked.
+        """
+        channels = {"stable": 0, "beta": 1}
+        if channel not in channels:
+            raise InvalidArgumentError(f"channel must be 'stable' or 'beta', not {channel!r}")
+        who = _identity(identity)
+        self._call("sd_update_firmware", *who, channels[channel], bool(allow_concurrent), float(timeout))
+        return self.check_firmware(identity)
+
     def devices(self) -> List[Dict[str, Any]]:
         """Every device as a dict, as last read (no device I/O)."""
         return self._json_call("sd_devices")  # type: ignore[no-any-return]

@@ -37,6 +37,7 @@ __all__ = [
     "UnknownValueError",
     "WrongDeviceError",
     "SleepingError",
+    "FirmwareError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
@@ -72,6 +73,7 @@ CODE_NAMES: Dict[int, str] = {
     307: "SD_UNKNOWN",
     308: "SD_WRONG_DEVICE",
     309: "SD_SLEEPING",
+    310: "SD_FIRMWARE",
     400: "SD_IO",
 }
 
@@ -220,6 +222,15 @@ class SleepingError(SmartDevError):
     default_code = 309
 
 
+class FirmwareError(SmartDevError):
+    """A firmware update did not end with the device running the new version, or was not started
+    (``SD_FIRMWARE``): nothing newer on offer, another update running (one device at a time unless
+    ``allow_concurrent``), the device refused, it did not come back within the timeout, or it came back with the
+    old version. The message says which."""
+
+    default_code = 310
+
+
 class ClosedError(SmartDevError):
     """The controller was closed (``SD_CLOSED``); raised by every method called after ``close()``."""
 
@@ -276,6 +287,7 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
     307: UnknownValueError,
     308: WrongDeviceError,
     309: SleepingError,
+    310: FirmwareError,
     400: SmartDevIOError,
 }
 

@@ -44,6 +44,7 @@ class ErrorTableTest(unittest.TestCase):
             307: smartdev.UnknownValueError,
             308: smartdev.WrongDeviceError,
             309: smartdev.SleepingError,
+            310: smartdev.FirmwareError,
             400: smartdev.SmartDevIOError,
         }
         self.assertEqual(CODE_TO_CLASS, expected)

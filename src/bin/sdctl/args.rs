@@ -27,6 +27,10 @@ commands:
                                            one HTTP request each): a table, JSON with --json, or with --yaml
                                            device blocks to paste into a configuration. Listens 3 s by
                                            default; with --config, marks the devices already configured
+  firmware DEVICE [check]                  print the firmware it runs and the newer versions on offer
+  firmware DEVICE update [--beta] [--timeout SECS]
+                                           install the latest stable (or beta) firmware and follow the device
+                                           through its restart, one line per step; waits at most SECS (600)
   emulate DEVICE...                        serve emulated devices on 127.0.0.1 (sdctl emulate --help)
 
 options:
@@ -76,6 +80,12 @@ pub enum Command {
     Discover {
         timeout: Option<f64>,
     },
+    Firmware {
+        device: String,
+        update: bool,
+        beta: bool,
+        timeout: Option<f64>,
+    },
     Help,
     Version,
 }
@@ -115,6 +125,7 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut detailed = false;
     let mut count = None;
     let mut timeout = None;
+    let mut beta = false;
     // `--config=FILE` is the same as `--config FILE`.
     let expanded: Vec<String> = raw
         .into_iter()
@@ -137,6 +148,7 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--yaml" => args.yaml = true,
             "--interface" => args.interfaces.push(value("--interface")?),
             "--detailed" => detailed = true,
+            "--beta" => beta = true,
             "--count" => {
                 let v = value("--count")?;
                 count = Some(
@@ -235,6 +247,24 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
         ["check"] => Command::Check,
         ["events"] => Command::Events { count, timeout },
         ["discover"] => Command::Discover { timeout },
+        ["firmware", device] | ["firmware", device, "check"] => Command::Firmware {
+            device: device.to_string(),
+            update: false,
+            beta,
+            timeout,
+        },
+        ["firmware", device, "update"] => Command::Firmware {
+            device: device.to_string(),
+            update: true,
+            beta,
+            timeout,
+        },
+        ["firmware", ..] => {
+            return Err(
+                "firmware needs a device and check or update, e.g. firmware Kitchen update --beta"
+                    .into(),
+            );
+        }
         [cmd, ..] => return Err(format!("unknown command or wrong arguments: '{cmd}'")),
     };
     if detailed && !matches!(command, Command::Models { .. }) {
@@ -243,8 +273,15 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
     if count.is_some() && !matches!(command, Command::Events { .. }) {
         return Err("--count only applies to events".into());
     }
-    if timeout.is_some() && !matches!(command, Command::Events { .. } | Command::Discover { .. }) {
-        return Err("--timeout only applies to events and discover".into());
+    let updating = matches!(command, Command::Firmware { update: true, .. });
+    if timeout.is_some()
+        && !updating
+        && !matches!(command, Command::Events { .. } | Command::Discover { .. })
+    {
+        return Err("--timeout only applies to events, discover and firmware update".into());
+    }
+    if beta && !updating {
+        return Err("--beta only applies to firmware update".into());
     }
     let discovering = matches!(command, Command::Discover { .. });
     if (args.yaml || !args.interfaces.is_empty()) && !discovering {

@@ -23,7 +23,7 @@ usage: sdctl emulate [--admin-port P] [--models FILE] [--listen-on ADDR] [--anno
 
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
           [,sensors=NAME:QUANTITY;...][,id=X][,mac=M][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
-          [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth]
+          [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth][,version=V][,stable=V][,beta=V]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
   profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
@@ -49,6 +49,10 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
               the outbound WebSocket server its Ws.SetConfig names (e.g. ShellyHTG3,sleep=7200)
   md5         Gen2+: digest with algorithm=MD5 instead of SHA-256
   oldauth     Tasmota: answer missing credentials with 200 like firmware before 8.2.3 (default 401)
+  version     the firmware version it runs (default: Gen2+ 1.7.5, Gen1 1.14.0, Tasmota 13.4.0)
+  stable, beta
+              newer firmware on offer (Tasmota: stable is what Upgrade 1 installs); an update downloads for 1 s,
+              restarts for 2 s, then runs it
 
 Prints `MODEL <id> http://127.0.0.1:<port>` per device and `admin http://127.0.0.1:<port>`, then serves until
 killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes, webhooks, profiles,
@@ -66,7 +70,9 @@ covers, sensors and lights:
   GET|POST /devices/<i>/light?id=N[&state=true&brightness=P]   POST /devices/<i>/frequency?id=N&hz=F
   GET|POST /devices/<i>/announce[?on=true|false] (mDNS records; withdraw or restore the announcement)
   POST /devices/<i>/move[?address=A][&port=P] (the device leaves its address, as after a DHCP lease change:
-       a new address keeps the port unless P is given; no address: a free port; GET /devices/<i> says where)";
+       a new address keeps the port unless P is given; no address: a free port; GET /devices/<i> says where)
+  GET|POST /devices/<i>/firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old]
+       [&download_ms=N][&restart_ms=N] (firmware on offer, an empty one: none; how the next updates end)";
 
 const USAGE_ERROR: u8 = 2;
 const FAILED: u8 = 1;
@@ -181,6 +187,9 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 }
                 spec.sleep = Some(Duration::from_secs(secs));
             }
+            "version" if !v.is_empty() => spec.firmware.version = Some(v.to_string()),
+            "stable" if !v.is_empty() => spec.firmware.stable = Some(v.to_string()),
+            "beta" if !v.is_empty() => spec.firmware.beta = Some(v.to_string()),
             "nonce_life" => {
                 let secs: u64 = number("nonce_life", v)?;
                 if secs == 0 {
@@ -191,7 +200,8 @@ fn parse_device(text: &str) -> Result<Device, String> {
             _ => {
                 return Err(format!(
                     "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
-                     sensors, id, mac, reports, latency, password, user, fw, nonce_life, sleep, md5 or oldauth"
+                     sensors, id, mac, reports, latency, password, user, fw, nonce_life, sleep, md5, oldauth, \
+                     version, stable or beta"
                 ));
             }
         }
@@ -336,7 +346,7 @@ mod tests {
     fn devices_and_options_parse() {
         let o = parse(&args(
             "--admin-port=9000 --models lib.json Shelly2PMG3:18001,probes=Roof;Pool,latency=50 \
-             Tasmota,outputs=3,meters=2,id=tasmota-A1B2C3 ShellyPlus1PM,reports=X",
+             Tasmota,outputs=3,meters=2,id=tasmota-A1B2C3 ShellyPlus1PM,reports=X,version=1.4.4,stable=1.5.0,beta=1.6.0-b1",
         ))
         .unwrap();
         assert_eq!(o.admin_port, 9000);
@@ -352,6 +362,15 @@ mod tests {
         assert_eq!(d[1].spec.id.as_deref(), Some("tasmota-A1B2C3"));
         assert_eq!(d[2].spec.reported_model.as_deref(), Some("X"));
         assert_eq!(d[0].spec.password, None);
+        let fw = &d[2].spec.firmware;
+        assert_eq!(
+            (
+                fw.version.as_deref(),
+                fw.stable.as_deref(),
+                fw.beta.as_deref()
+            ),
+            (Some("1.4.4"), Some("1.5.0"), Some("1.6.0-b1"))
+        );
     }
 
     #[test]

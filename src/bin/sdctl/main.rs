@@ -3,6 +3,7 @@
 
 mod args;
 mod emulate;
+mod firmware;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -300,6 +301,19 @@ fn run(args: &Args) -> Result<Done, Error> {
                 );
             }
         }
+        Command::Firmware {
+            device,
+            update,
+            beta,
+            timeout,
+        } => firmware::run(
+            &ctl,
+            args.identity(device),
+            *update,
+            *beta,
+            *timeout,
+            args.json,
+        )?,
         Command::Cover { cover, action } => {
             let c = ctl.move_cover(args.identity(cover), *action)?;
             if args.json {

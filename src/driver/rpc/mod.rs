@@ -7,6 +7,7 @@
 //! or sensors are configured. `Webhook.ListSupported` is asked where hooks are reconciled, or (webhooks off) at
 //! the first read after the quick contact at `open`: open costs `/shelly` + `Shelly.GetStatus`.
 
+mod firmware;
 mod hooks;
 mod intro;
 mod outbound;
@@ -345,6 +346,22 @@ impl Driver for Rpc {
         let url = format!("{}/shelly", self.base);
         self.http.answers(dev, &url, "GET /shelly")
     }
+
+    fn check_firmware(&mut self, dev: &mut Device) -> Result<crate::FirmwareInfo> {
+        self.check(dev)
+    }
+
+    fn start_update(
+        &mut self,
+        dev: &mut Device,
+        channel: crate::FirmwareChannel,
+    ) -> Result<Option<String>> {
+        self.start(dev, channel)
+    }
+
+    fn firmware_state(&mut self, dev: &mut Device) -> Result<super::FirmwareState> {
+        self.state(dev)
+    }
 }
 
 /// Whether a `Shelly.GetStatus` result has the components of `shape`: outputs as `outputs` (`switch:0` or
@@ -505,7 +522,12 @@ mod tests {
         ] {
             assert!(transport::idempotent(&format!("RPC {m}")), "{m}");
         }
-        for m in ["Switch.Toggle", "Webhook.Create", "Shelly.Reboot"] {
+        for m in [
+            "Switch.Toggle",
+            "Webhook.Create",
+            "Shelly.Reboot",
+            "Shelly.Update",
+        ] {
             assert!(!transport::idempotent(&format!("RPC {m}")), "{m}");
         }
     }

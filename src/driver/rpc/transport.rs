@@ -110,6 +110,29 @@ impl Rpc {
             t.reading();
         }
         let reply = reply?;
+        self.result(dev, method, reply)
+    }
+
+    /// Calls one RPC method over HTTP, never through the push connection, and returns its `result`: for a
+    /// request whose answer must not go down with the sockets a device closes right after (`Shelly.Update`).
+    pub(super) fn call_http(
+        &mut self,
+        dev: &mut Device,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = json!({"id": id, "src": "smartdev", "method": method});
+        if let Some(p) = params {
+            frame["params"] = p;
+        }
+        let reply = self.post(dev, &frame, &format!("RPC {method}"))?;
+        self.result(dev, method, reply)
+    }
+
+    /// The `result` of an answer frame, or the device's error as ours.
+    fn result(&self, dev: &Device, method: &str, reply: Value) -> Result<Value> {
         parse_frame(reply, method).map_err(|e| match e {
             FrameError::Rpc(401, _) => auth_error(
                 dev,
@@ -252,6 +275,10 @@ impl Rpc {
 /// Whether an RPC (named `RPC <method>`) may be sent again after a lost answer: reads and absolute sets may;
 /// anything else (a `Webhook.Create`, a `Switch.Toggle`) gets one attempt, so it never happens twice.
 pub(super) fn idempotent(what: &str) -> bool {
+    if what == "RPC Shelly.Update" {
+        // Starts a firmware update: sent once, like every command that is not an absolute set.
+        return false;
+    }
     let verb = what.rsplit('.').next().unwrap_or("");
     verb.starts_with("Get")
         || verb.starts_with("List")
