@@ -125,6 +125,8 @@ __all__ = [
     "AuthError",
     "UnknownValueError",
     "WrongDeviceError",
+    "SleepingError",
+    "FirmwareError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
