@@ -213,7 +213,7 @@ impl Error {
             | Error::Simulation { device, .. }
             | Error::WorkerFailed { device, .. }
             | Error::WrongDevice { device, .. }
-            | Error::Sleeping { device, .. } => Some(device),
+            | Error::Sleeping { device, .. }
             | Error::Firmware { device, .. } => Some(device),
             _ => None,
         }
