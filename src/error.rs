@@ -152,6 +152,20 @@ pub enum Error {
         /// The MAC that answered (`AA:BB:CC:DD:EE:FF`).
         found: String,
     },
+    /// The device's TLS certificate was refused (a device reached over HTTPS): not the pinned one (`CertSha256`,
+    /// or the one pinned at first use in the trust file), or not valid under `CaFile` (issuer, dates, host
+    /// name). Nothing was sent to it; the device is offline until a trusted certificate answers. The message
+    /// says how to accept a new certificate (`sdctl trust DEVICE`, [`crate::trust_certificate`]).
+    Certificate {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// What was wrong and how to fix it.
+        message: String,
+        /// SHA-256 fingerprint (`AB:CD:…`) of the certificate the device presented, when one was seen.
+        presented: Option<String>,
+        /// The fingerprint that was expected (pinned or configured), when one was.
+        expected: Option<String>,
+    },
     /// The controller has been closed.
     Closed,
     /// A local I/O failure outside device communication (reading a config file, spawning a thread).
@@ -192,7 +206,8 @@ impl Error {
             | Error::Unknown { device, .. }
             | Error::Simulation { device, .. }
             | Error::WorkerFailed { device, .. }
-            | Error::WrongDevice { device, .. } => Some(device),
+            | Error::WrongDevice { device, .. }
+            | Error::Certificate { device, .. } => Some(device),
             _ => None,
         }
     }
@@ -315,6 +330,9 @@ impl fmt::Display for Error {
                 f,
                 "device {device}: {address} answers as {found}, not {expected} as it did before (another device took its address?); nothing was switched; check the address in the configuration, or, if the device was replaced on purpose, give its MAC in the configuration and open again"
             ),
+            Error::Certificate {
+                device, message, ..
+            } => write!(f, "device {device}: TLS certificate refused: {message}"),
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }

@@ -75,6 +75,7 @@ mod print;
 mod suggest;
 mod table;
 mod text;
+mod trust;
 mod untrusted_json;
 mod url;
 mod verbosity;
@@ -101,9 +102,12 @@ pub use mac::{ACCEPTED_SPELLINGS as MAC_SPELLINGS, Mac};
 pub use models::{ModelLibrary, PrintMode, SensorQuantity};
 pub use objects::{
     Attributes, Component, ComponentKind, Cover, CoverAction, CoverState, Device, Identity, Input,
-    Meter, Output, OutputChange, Sensor, TempProbe,
+    Meter, Output, OutputChange, Sensor, TempProbe, Transport,
 };
 pub use plan::MAX_TEMP_PROBES;
+pub use trust::{TrustChange, trust_certificate};
+/// Certificate fingerprints as smartdev writes (`AB:CD:…`) and reads them (`CertSha256`).
+pub use driver::tls::{fingerprint as certificate_sha256, parse_fingerprint};
 pub use wake::WakeFlag;
 
 /// The library version (`Cargo.toml`).

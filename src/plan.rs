@@ -263,7 +263,12 @@ fn plan_all(
                 }
                 (None, false) => None,
             },
-            port: cfg.port.unwrap_or(80),
+            port: cfg.port.unwrap_or(if cfg.tls { 443 } else { 80 }),
+            transport: (!cfg.simulate).then_some(if cfg.tls {
+                crate::objects::Transport::Https
+            } else {
+                crate::objects::Transport::Http
+            }),
             simulate: cfg.simulate,
             expect_offline: cfg.expect_offline,
             online: cfg.simulate,

@@ -6,6 +6,7 @@ pub(crate) mod canned;
 pub(crate) mod digest;
 pub(crate) mod gen1;
 pub(crate) mod http;
+pub(crate) mod tls;
 mod icmp;
 mod json;
 pub(crate) mod profile;
@@ -341,7 +342,15 @@ pub(crate) fn for_device(
     let Some(host) = dev.hostname.as_deref() else {
         return Ok(Box::new(Unaddressed));
     };
-    let base = format!("http://{}:{}", crate::hostname::url_host(host), dev.port);
+    let scheme = match dev.transport {
+        Some(crate::objects::Transport::Https) => "https",
+        _ => "http",
+    };
+    let base = format!(
+        "{scheme}://{}:{}",
+        crate::hostname::url_host(host),
+        dev.port
+    );
     let http = http.clone();
     Ok(match settings.models.resolve(&dev.model) {
         Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {

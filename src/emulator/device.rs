@@ -301,6 +301,10 @@ pub(crate) struct Device {
     /// The MAC it reports now (12 upper-case hex digits): `ident.mac` until a test swaps the device's
     /// identity with `Emulator::set_mac` (another device took the address).
     mac: Mutex<String>,
+    /// HTTPS: the certificate it serves ([`super::DeviceSpec::tls`]).
+    pub tls: Option<super::cert::DeviceTls>,
+    /// Reports Enhanced Security ([`super::DeviceSpec::enhanced_security`]).
+    pub enhanced_security: bool,
 }
 
 impl Device {
@@ -328,6 +332,11 @@ impl Device {
             clock,
             mac: Mutex::new(ident.mac.clone()),
             ident,
+            tls: spec.tls.then(|| {
+                super::cert::DeviceTls::new(&super::cert::CertSpec::default())
+                    .expect("a self-signed certificate")
+            }),
+            enhanced_security: spec.enhanced_security,
         }
     }
 

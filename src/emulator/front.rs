@@ -29,6 +29,10 @@ impl Service for Device {
         }
     }
 
+    fn tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.tls.as_ref().map(|t| t.config())
+    }
+
     fn upgrade(self: Arc<Self>, req: &Request, stream: TcpStream) -> Option<TcpStream> {
         if self.ident.family != Family::Rpc || !ws::is_upgrade(req) {
             return Some(stream);

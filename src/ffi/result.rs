@@ -58,13 +58,16 @@ pub enum sd_result {
     /// device had earlier): nothing was switched or read from it; the device is offline until the right MAC
     /// answers again. The message names both MACs and the address.
     SD_WRONG_DEVICE = 308,
+    /// The device's TLS certificate was refused (HTTPS devices): not the pinned one, or not valid under the
+    /// configured CA. The message names the fingerprints and how to accept a new certificate (`sdctl trust`).
+    SD_CERTIFICATE = 309,
     /// A local I/O failure (a file, a socket, a thread).
     SD_IO = 400,
 }
 
 impl sd_result {
     /// Every code, for `sd_result_name` (a new variant must be added here and to `name`).
-    pub(crate) const ALL: [sd_result; 22] = [
+    pub(crate) const ALL: [sd_result; 23] = [
         sd_result::SD_OK,
         sd_result::SD_NULL_PARAMETER,
         sd_result::SD_INVALID_PARAMETER,
@@ -86,6 +89,7 @@ impl sd_result {
         sd_result::SD_AUTH,
         sd_result::SD_UNKNOWN,
         sd_result::SD_WRONG_DEVICE,
+        sd_result::SD_CERTIFICATE,
         sd_result::SD_IO,
     ];
 
@@ -107,6 +111,7 @@ impl sd_result {
             Error::Simulation { .. } => sd_result::SD_SIMULATION,
             Error::WorkerFailed { .. } => sd_result::SD_WORKER_FAILED,
             Error::WrongDevice { .. } => sd_result::SD_WRONG_DEVICE,
+            Error::Certificate { .. } => sd_result::SD_CERTIFICATE,
             Error::Closed => sd_result::SD_CLOSED,
             Error::Io { .. } => sd_result::SD_IO,
         }
@@ -136,6 +141,7 @@ impl sd_result {
             sd_result::SD_AUTH => c"SD_AUTH",
             sd_result::SD_UNKNOWN => c"SD_UNKNOWN",
             sd_result::SD_WRONG_DEVICE => c"SD_WRONG_DEVICE",
+            sd_result::SD_CERTIFICATE => c"SD_CERTIFICATE",
             sd_result::SD_IO => c"SD_IO",
         }
     }
