@@ -525,7 +525,7 @@ impl<In: Transport> Connector<In> for TlsConnector {
         let mut sock = TransportAdapter::new(transport.boxed(), details.current_time.clone());
         // The handshake is bounded like the request (`ResponseTimeout`).
         sock.set_timeout(details.timeout);
-        conn.complete_io(&mut sock).map_err(ureq::Error::Io)?;
+        conn.complete_io(&mut sock).map_err(ureq::Error::from)?;
         Ok(Some(Either::B(TlsTransport {
             buffers: LazyBuffers::new(
                 details.config.input_buffer_size(),
