@@ -453,3 +453,45 @@ fn the_default_port_of_a_tls_device_is_443() {
     let ctl = Controller::open(s, None).unwrap();
     assert_eq!(ctl.device(id(1)).unwrap().port, 443);
 }
+
+/// `sdctl check` names a TLS device with nothing to verify it by; `sdctl trust` accepts a device's new
+/// certificate in the trust file.
+#[test]
+fn sdctl_trust_accepts_a_new_certificate() {
+    let sdctl = env!("CARGO_BIN_EXE_sdctl");
+    let emu = start(vec![tls_spec("ShellyPlus1PM")]);
+    let dir = TempDir::new("tls-cli");
+    let cfg = dir.write(
+        "devices.yaml",
+        &format!(
+            "SmartDevices:\n  ResponseTimeout: 2\n  Devices:\n    - {{Name: Kitchen, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {}, Tls: true}}\n",
+            emu.port(0)
+        ),
+    );
+    let run = |args: &[&str]| {
+        std::process::Command::new(sdctl)
+            .arg("--config")
+            .arg(&cfg)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["check"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = emu.certificate_sha256(0).unwrap();
+    let out = run(&["--json", "read", "device", "Kitchen"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"Transport\": \"https\""));
+    let trust = dir.join("devices.yaml.trust.json");
+    assert_eq!(common::read_json(&trust)["Kitchen"], first.as_str());
+    let second = emu.set_certificate(0, &CertSpec::default()).unwrap();
+    let out = run(&["read", "device", "Kitchen"]);
+    assert!(!out.status.success());
+    let out = run(&["trust", "Kitchen"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&second) && text.contains(&first), "{text}");
+    assert_eq!(common::read_json(&trust)["Kitchen"], second.as_str());
+    let out = run(&["read", "device", "Kitchen"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

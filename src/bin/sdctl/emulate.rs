@@ -23,7 +23,7 @@ usage: sdctl emulate [--admin-port P] [--models FILE] [--listen-on ADDR] [--anno
 
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
           [,sensors=NAME:QUANTITY;...][,id=X][,mac=M][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
-          [,nonce_life=SECONDS][,md5][,oldauth]
+          [,nonce_life=SECONDS][,md5][,oldauth][,tls][,es]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
   profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
@@ -47,8 +47,12 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
   nonce_life  Gen2+: nonce lifetime in seconds (default 3600)
   md5         Gen2+: digest with algorithm=MD5 instead of SHA-256
   oldauth     Tasmota: answer missing credentials with 200 like firmware before 8.2.3 (default 401)
+  tls         serve HTTPS (no WebSocket) with a self-signed certificate for localhost and 127.0.0.1; its
+              SHA-256 fingerprint is printed (configure it as CertSha256, or let first use pin it)
+  es          Gen2+: report Enhanced Security (enhanced_security: true) as firmware 2.0 does; alone it
+              does not mean HTTPS
 
-Prints `MODEL <id> http://127.0.0.1:<port>` per device and `admin http://127.0.0.1:<port>`, then serves until
+Prints `MODEL <id> http://127.0.0.1:<port>` per device (tls: `https://…` and `sha256=<fingerprint>`) and `admin http://127.0.0.1:<port>`, then serves until
 killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes, webhooks, profiles,
 covers, sensors and lights:
   GET /devices   POST /devices/<i>/fault?kind=none|blackhole|refuse|http500|malformed|truncated|flapping&ms=P
@@ -63,6 +67,8 @@ covers, sensors and lights:
   POST /devices/<i>/input_type?id=N&type=switch|button   POST /devices/<i>/press?id=N[&kind=single|double|triple|long]
   GET|POST /devices/<i>/light?id=N[&state=true&brightness=P]   POST /devices/<i>/frequency?id=N&hz=F
   GET|POST /devices/<i>/announce[?on=true|false] (mDNS records; withdraw or restore the announcement)
+  GET|POST /devices/<i>/cert[?ca=true][&expired=true][&names=A;B] (tls devices: the fingerprint, or a new
+       certificate: self-signed, or signed by the emulator's CA whose PEM GET /ca returns)
   POST /devices/<i>/move[?address=A][&port=P] (the device leaves its address, as after a DHCP lease change:
        a new address keeps the port unless P is given; no address: a free port; GET /devices/<i> says where)";
 
@@ -129,11 +135,19 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 spec.tasmota_old_auth = true;
                 continue;
             }
+            "tls" => {
+                spec.tls = true;
+                continue;
+            }
+            "es" => {
+                spec.enhanced_security = true;
+                continue;
+            }
             _ => {}
         }
         let (k, v) = opt
             .split_once('=')
-            .ok_or_else(|| format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth)"))?;
+            .ok_or_else(|| format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth, tls, es)"))?;
         match k {
             "profile" if !v.is_empty() => spec.profile = Some(v.to_string()),
             "shutters" => spec.shutters = number("shutters", v)?,
@@ -182,7 +196,7 @@ fn parse_device(text: &str) -> Result<Device, String> {
             _ => {
                 return Err(format!(
                     "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
-                     sensors, id, mac, reports, latency, password, user, fw, nonce_life, md5 or oldauth"
+                     sensors, id, mac, reports, latency, password, user, fw, nonce_life, md5, oldauth, tls or es"
                 ));
             }
         }
@@ -298,13 +312,23 @@ pub fn run(args: &[String]) -> ExitCode {
         if let Some(l) = d.latency {
             emu.set_latency(i, l);
         }
-        let _ = writeln!(
-            out,
-            "{} {} http://127.0.0.1:{}",
-            d.spec.model,
-            emu.device_id(i),
-            emu.port(i)
-        );
+        match emu.certificate_sha256(i) {
+            Some(fp) => writeln!(
+                out,
+                "{} {} https://127.0.0.1:{} sha256={fp}",
+                d.spec.model,
+                emu.device_id(i),
+                emu.port(i)
+            ),
+            None => writeln!(
+                out,
+                "{} {} http://127.0.0.1:{}",
+                d.spec.model,
+                emu.device_id(i),
+                emu.port(i)
+            ),
+        }
+        .ok();
     }
     let _ = writeln!(out, "admin http://127.0.0.1:{}", emu.admin_port());
     let _ = out.flush();
