@@ -90,6 +90,8 @@ pub use discovery::{
     DiscoverOptions, Discovered, Finder, Lookup, MdnsFinder, discover, discover_with,
 };
 pub use driver::OutputAction;
+/// Certificate fingerprints as smartdev writes (`AB:CD:…`) and reads them (`CertSha256`).
+pub use driver::tls::{fingerprint as certificate_sha256, parse_fingerprint};
 /// Preview of the push channel's transport (RFC 6455 client, Shelly JSON-RPC and notifications over it): not
 /// wired into the drivers and not a stable API yet; public for the integration tests (`tests/ws_transport.rs`).
 #[doc(hidden)]
@@ -106,8 +108,6 @@ pub use objects::{
 };
 pub use plan::MAX_TEMP_PROBES;
 pub use trust::{TrustChange, trust_certificate};
-/// Certificate fingerprints as smartdev writes (`AB:CD:…`) and reads them (`CertSha256`).
-pub use driver::tls::{fingerprint as certificate_sha256, parse_fingerprint};
 pub use wake::WakeFlag;
 
 /// The library version (`Cargo.toml`).

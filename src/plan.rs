@@ -1088,12 +1088,12 @@ impl Settings {
         let mut stores = Vec::new();
         for (i, cfg) in self.devices.iter().enumerate() {
             if cfg.tls && !cfg.simulate {
-                let name = cfg.name.clone().unwrap_or_else(|| format!("device {}", i + 1));
+                let name = cfg
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("device {}", i + 1));
                 if let Err(why) = crate::driver::tls::trust_for(cfg, &name, self, &mut stores) {
-                    problems.push(Problem::new(
-                        format!("{}.Devices[{i}]", self.root_key),
-                        why,
-                    ));
+                    problems.push(Problem::new(format!("{}.Devices[{i}]", self.root_key), why));
                 }
             }
         }

@@ -79,10 +79,11 @@ pub fn trust_certificate(
         .address
         .clone()
         .ok_or_else(|| usage("it has no address (Hostname) to connect to"))?;
-    let seen = presented(&host, dev.port, settings.response_timeout).map_err(|m| Error::Device {
-        device: dev.label(),
-        message: m,
-    })?;
+    let seen =
+        presented(&host, dev.port, settings.response_timeout).map_err(|m| Error::Device {
+            device: dev.label(),
+            message: m,
+        })?;
     if let Some(e) = &expect
         && *e != seen
     {
@@ -96,12 +97,10 @@ pub fn trust_certificate(
         });
     }
     let store = TrustStore::open(&file).map_err(Error::InvalidArgument)?;
-    let previous = store
-        .replace(&dev.name, &seen)
-        .map_err(|e| Error::Io {
-            context: e,
-            source: std::io::Error::other("trust file"),
-        })?;
+    let previous = store.replace(&dev.name, &seen).map_err(|e| Error::Io {
+        context: e,
+        source: std::io::Error::other("trust file"),
+    })?;
     log::info!(
         "device {}: certificate SHA-256 {seen} trusted in {} (was {})",
         dev.label(),
@@ -169,7 +168,11 @@ impl ServerCertVerifier for Recorder {
 }
 
 /// The fingerprint of the certificate `host:port` presents, after a complete handshake.
-fn presented(host: &str, port: u16, timeout: std::time::Duration) -> std::result::Result<String, String> {
+fn presented(
+    host: &str,
+    port: u16,
+    timeout: std::time::Duration,
+) -> std::result::Result<String, String> {
     let addr = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?

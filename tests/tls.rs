@@ -102,14 +102,20 @@ fn a_pinned_certificate_is_accepted_and_any_other_refused_naming_both() {
     let (message, presented, expected) = certificate_error(&e);
     assert_eq!(presented.as_deref(), Some(new.as_str()));
     assert_eq!(expected.as_deref(), Some(pin.as_str()));
-    assert!(message.contains(&new) && message.contains(&pin), "{message}");
+    assert!(
+        message.contains(&new) && message.contains(&pin),
+        "{message}"
+    );
     assert!(message.contains("CertSha256"), "{message}");
     assert!(!ctl.is_device_online(id(1)).unwrap());
     assert!(matches!(
         ctl.change_output(id(1), true),
         Err(Error::Certificate { .. })
     ));
-    assert!(!emu.output(0, 0), "nothing was switched on a refused device");
+    assert!(
+        !emu.output(0, 0),
+        "nothing was switched on a refused device"
+    );
 }
 
 #[test]
@@ -192,7 +198,10 @@ fn another_name_is_refused_under_ca_verification_but_not_under_a_pin() {
     let ca = dir.join("ca.pem");
     let ctl = open(
         &emu,
-        &[&format!("Name: D, Model: ShellyPlus1PM, Tls: true, CaFile: '{}'", ca.display())],
+        &[&format!(
+            "Name: D, Model: ShellyPlus1PM, Tls: true, CaFile: '{}'",
+            ca.display()
+        )],
         "",
     )
     .unwrap();
@@ -205,7 +214,9 @@ fn another_name_is_refused_under_ca_verification_but_not_under_a_pin() {
     let pin = emu.certificate_sha256(0).unwrap();
     let ctl = open(
         &emu,
-        &[&format!("Name: D, Model: ShellyPlus1PM, Tls: true, CertSha256: '{pin}'")],
+        &[&format!(
+            "Name: D, Model: ShellyPlus1PM, Tls: true, CertSha256: '{pin}'"
+        )],
         "",
     )
     .unwrap();
@@ -293,7 +304,11 @@ fn raw_https_get(port: u16, ca: &CertAuthority, target: &str) -> String {
     let sock = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, sock);
-    write!(tls, "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        tls,
+        "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut out = Vec::new();
     let _ = tls.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
@@ -306,8 +321,12 @@ fn raw_https_get(port: u16, ca: &CertAuthority, target: &str) -> String {
 fn digest_over_tls_waits_out_429() {
     let clock = EmuClock::manual();
     let emu = Arc::new(
-        Emulator::start_with_clock(vec![tls_with_password()], &ModelLibrary::embedded(), clock.clone())
-            .unwrap(),
+        Emulator::start_with_clock(
+            vec![tls_with_password()],
+            &ModelLibrary::embedded(),
+            clock.clone(),
+        )
+        .unwrap(),
     );
     let dir = TempDir::new("tls-429");
     let ca = ca_signed(&emu, &dir, &["127.0.0.1"], false);
@@ -320,8 +339,13 @@ fn digest_over_tls_waits_out_429() {
     let throttled = emu.auth_stats(0).throttled;
     let mut st = settings(
         &emu,
-        &[&format!("Name: D, Model: ShellyPlus1PM, Password: {PW}, Tls: true")],
-        &format!("  CaFile: {}\n  RetryCount: 8\n", dir.join("ca.pem").display()),
+        &[&format!(
+            "Name: D, Model: ShellyPlus1PM, Password: {PW}, Tls: true"
+        )],
+        &format!(
+            "  CaFile: {}\n  RetryCount: 8\n",
+            dir.join("ca.pem").display()
+        ),
     );
     st.retry_delay = Duration::from_millis(300);
     let ctl = Controller::open(st, None).unwrap();
@@ -340,7 +364,11 @@ fn digest_over_tls_waits_out_429() {
         .expect("recovered within the retry budget");
     mover.join().unwrap();
     assert!(d.online);
-    assert!(emu.auth_stats(0).throttled > throttled, "{:?}", emu.auth_stats(0));
+    assert!(
+        emu.auth_stats(0).throttled > throttled,
+        "{:?}",
+        emu.auth_stats(0)
+    );
 }
 
 /// Before firmware 2.0 every request needs a fresh challenge; that works over TLS too.
@@ -414,10 +442,7 @@ fn enhanced_security_without_a_certificate_stays_http_and_tls_is_never_skipped()
     assert_eq!(d.transport, Some(Transport::Http));
     let e = ctl.read_device(id(2)).unwrap_err();
     assert!(!ctl.is_device_online(id(2)).unwrap(), "{e}");
-    assert_eq!(
-        ctl.device(id(2)).unwrap().transport,
-        Some(Transport::Https)
-    );
+    assert_eq!(ctl.device(id(2)).unwrap().transport, Some(Transport::Https));
 }
 
 #[test]
@@ -430,9 +455,15 @@ fn tls_settings_are_checked() {
         .to_string()
     };
     let e = bad("Hostname: 'https://10.0.0.5', Tls: false");
-    assert!(e.contains("Tls is false but Hostname starts with https://"), "{e}");
+    assert!(
+        e.contains("Tls is false but Hostname starts with https://"),
+        "{e}"
+    );
     let e = bad("Hostname: 10.0.0.5, Tls: true, CertSha256: 'AB:CD'");
-    assert!(e.contains("CertSha256") && e.contains("64 hexadecimal"), "{e}");
+    assert!(
+        e.contains("CertSha256") && e.contains("64 hexadecimal"),
+        "{e}"
+    );
     let s = Settings::from_yaml_str(
         "SmartDevices:\n  Devices:\n    - {Name: D, Model: ShellyPlus1PM, Hostname: 'https://10.0.0.5'}\n",
     )
@@ -441,7 +472,10 @@ fn tls_settings_are_checked() {
     assert_eq!(s.devices[0].hostname.as_deref(), Some("10.0.0.5"));
     // Settings not read from a file have no trust file: a TLS device then needs CaFile or CertSha256.
     let e = Controller::open(s, None).unwrap_err().to_string();
-    assert!(e.contains("configure CertSha256 or CaFile, or TrustFile"), "{e}");
+    assert!(
+        e.contains("configure CertSha256 or CaFile, or TrustFile"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -477,10 +511,18 @@ fn sdctl_trust_accepts_a_new_certificate() {
             .unwrap()
     };
     let out = run(&["check"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let first = emu.certificate_sha256(0).unwrap();
     let out = run(&["--json", "read", "device", "Kitchen"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"Transport\": \"https\""));
     let trust = dir.join("devices.yaml.trust.json");
     assert_eq!(common::read_json(&trust)["Kitchen"], first.as_str());
@@ -488,10 +530,18 @@ fn sdctl_trust_accepts_a_new_certificate() {
     let out = run(&["read", "device", "Kitchen"]);
     assert!(!out.status.success());
     let out = run(&["trust", "Kitchen"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&second) && text.contains(&first), "{text}");
     assert_eq!(common::read_json(&trust)["Kitchen"], second.as_str());
     let out = run(&["read", "device", "Kitchen"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -95,6 +95,10 @@ var (
 	// not the one the device had earlier): nothing was switched or read from it; the device is offline until
 	// the right MAC answers there again. The message names both MACs and the address.
 	ErrWrongDevice = sentinel(C.SD_WRONG_DEVICE, "another device answers at the device's address")
+	// ErrCertificate: the device's TLS certificate was refused (an HTTPS device): not the pinned one, or not
+	// valid under the configured CA. The message names both fingerprints and how to accept a new certificate
+	// (sdctl trust DEVICE).
+	ErrCertificate = sentinel(C.SD_CERTIFICATE, "the device's TLS certificate was refused")
 	// ErrIO: a local I/O failure (a file, a socket, a thread).
 	ErrIO = sentinel(C.SD_IO, "local I/O failure")
 )

@@ -6,7 +6,6 @@ pub(crate) mod canned;
 pub(crate) mod digest;
 pub(crate) mod gen1;
 pub(crate) mod http;
-pub(crate) mod tls;
 mod icmp;
 mod json;
 pub(crate) mod profile;
@@ -16,6 +15,7 @@ mod simfile;
 pub(crate) mod simulated;
 mod switching;
 pub(crate) mod tasmota;
+pub(crate) mod tls;
 pub mod ws;
 
 use std::sync::Arc;

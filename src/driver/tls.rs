@@ -22,8 +22,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -61,7 +61,10 @@ pub fn parse_fingerprint(text: &str) -> Result<String, String> {
         .or_else(|| t.strip_prefix("SHA256:"))
         .or_else(|| t.strip_prefix("sha256:"))
         .unwrap_or(t);
-    let hex: String = t.chars().filter(|c| !matches!(c, ':' | ' ' | '-')).collect();
+    let hex: String = t
+        .chars()
+        .filter(|c| !matches!(c, ':' | ' ' | '-'))
+        .collect();
     if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(format!(
             "{} is not a SHA-256 fingerprint: expected 64 hexadecimal digits (pairs may be separated by ':'), as `openssl x509 -noout -fingerprint -sha256` or `sdctl emulate` print",
@@ -450,7 +453,12 @@ fn read_pins(path: &Path) -> Result<BTreeMap<String, String>, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(e) => return Err(format!("cannot read the trust file {}: {e}", path.display())),
+        Err(e) => {
+            return Err(format!(
+                "cannot read the trust file {}: {e}",
+                path.display()
+            ));
+        }
     };
     serde_json::from_str(&text).map_err(|e| {
         format!(
@@ -586,8 +594,15 @@ mod tests {
         let canon = fingerprint(b"x");
         let plain: String = canon.replace(':', "").to_lowercase();
         assert_eq!(parse_fingerprint(&plain).unwrap(), canon);
-        assert_eq!(parse_fingerprint(&format!("SHA256:{canon}")).unwrap(), canon);
-        assert!(parse_fingerprint("AB:CD").unwrap_err().contains("64 hexadecimal"));
+        assert_eq!(
+            parse_fingerprint(&format!("SHA256:{canon}")).unwrap(),
+            canon
+        );
+        assert!(
+            parse_fingerprint("AB:CD")
+                .unwrap_err()
+                .contains("64 hexadecimal")
+        );
     }
 
     #[test]
@@ -601,8 +616,14 @@ mod tests {
         assert!(path.exists());
         store.check("Kitchen", "AA").unwrap();
         let err = store.check("Kitchen", "BB").unwrap_err().to_string();
-        assert!(err.contains("AA") && err.contains("BB") && err.contains("sdctl trust"), "{err}");
-        assert_eq!(store.replace("Kitchen", "BB").unwrap().as_deref(), Some("AA"));
+        assert!(
+            err.contains("AA") && err.contains("BB") && err.contains("sdctl trust"),
+            "{err}"
+        );
+        assert_eq!(
+            store.replace("Kitchen", "BB").unwrap().as_deref(),
+            Some("AA")
+        );
         store.check("Kitchen", "BB").unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }

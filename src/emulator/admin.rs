@@ -125,10 +125,11 @@ impl Admin {
     /// `GET cert`: the fingerprint served; `POST cert[?ca=true][&expired=true][&names=A;B]`: serve a new one.
     fn cert(&self, index: &str, req: &Request) -> Result<Value, Failure> {
         let dev = self.device(index)?;
-        let tls = dev
-            .tls
-            .as_ref()
-            .ok_or_else(|| bad(format!("device {index} serves plain HTTP (start it with tls)")))?;
+        let tls = dev.tls.as_ref().ok_or_else(|| {
+            bad(format!(
+                "device {index} serves plain HTTP (start it with tls)"
+            ))
+        })?;
         if req.method == "GET" {
             return Ok(json!({"sha256": tls.fingerprint()}));
         }
@@ -138,7 +139,12 @@ impl Admin {
             issuer: flag("ca").then(|| self.ca()),
             names: req
                 .param("names")
-                .map(|n| n.split(';').filter(|x| !x.is_empty()).map(str::to_string).collect())
+                .map(|n| {
+                    n.split(';')
+                        .filter(|x| !x.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default(),
             expired: flag("expired"),
         };

@@ -36,6 +36,7 @@ __all__ = [
     "AuthError",
     "UnknownValueError",
     "WrongDeviceError",
+    "CertificateError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
@@ -70,6 +71,7 @@ CODE_NAMES: Dict[int, str] = {
     306: "SD_AUTH",
     307: "SD_UNKNOWN",
     308: "SD_WRONG_DEVICE",
+    309: "SD_CERTIFICATE",
     400: "SD_IO",
 }
 
@@ -210,6 +212,15 @@ class WrongDeviceError(SmartDevError):
     default_code = 308
 
 
+class CertificateError(SmartDevError):
+    """The device's TLS certificate was refused (``SD_CERTIFICATE``; a device reached over HTTPS): not the
+    pinned one (``CertSha256``, or pinned at first use), or not valid under the configured ``CaFile``. Nothing
+    was sent to it. The message names both fingerprints and how to accept a new certificate
+    (``sdctl trust DEVICE``)."""
+
+    default_code = 309
+
+
 class ClosedError(SmartDevError):
     """The controller was closed (``SD_CLOSED``); raised by every method called after ``close()``."""
 
@@ -265,6 +276,7 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
     306: AuthError,
     307: UnknownValueError,
     308: WrongDeviceError,
+    309: CertificateError,
     400: SmartDevIOError,
 }
 

@@ -43,6 +43,7 @@ class ErrorTableTest(unittest.TestCase):
             306: smartdev.AuthError,
             307: smartdev.UnknownValueError,
             308: smartdev.WrongDeviceError,
+            309: smartdev.CertificateError,
             400: smartdev.SmartDevIOError,
         }
         self.assertEqual(CODE_TO_CLASS, expected)

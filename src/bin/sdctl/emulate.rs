@@ -145,9 +145,9 @@ fn parse_device(text: &str) -> Result<Device, String> {
             }
             _ => {}
         }
-        let (k, v) = opt
-            .split_once('=')
-            .ok_or_else(|| format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth, tls, es)"))?;
+        let (k, v) = opt.split_once('=').ok_or_else(|| {
+            format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth, tls, es)")
+        })?;
         match k {
             "profile" if !v.is_empty() => spec.profile = Some(v.to_string()),
             "shutters" => spec.shutters = number("shutters", v)?,
