@@ -545,3 +545,22 @@ fn sdctl_trust_accepts_a_new_certificate() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The README's "Secure devices" example is valid, with the CA file it names beside it.
+#[test]
+fn the_readme_secure_devices_example_is_valid() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .find("### Secure devices")
+        .expect("README has the secure devices section");
+    let start = section + readme[section..].find("```yaml\n").unwrap() + 8;
+    let end = start + readme[start..].find("```").unwrap();
+    let dir = TempDir::new("tls-readme");
+    dir.write("my-ca.pem", CertAuthority::new("readme CA").pem());
+    let cfg = dir.write("devices.yaml", &readme[start..end]);
+    let s = Settings::from_file(&cfg).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.devices.len(), 2);
+    assert!(s.devices.iter().all(|d| d.tls));
+    assert!(s.check().is_empty(), "{:?}", s.check());
+}
