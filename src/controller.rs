@@ -191,17 +191,34 @@ impl Controller {
             None
         };
         let port = listener.as_ref().map_or(0, |l| l.addr().port());
-        let push_targets = push_targets(&devices, &settings);
+        // HTTPS devices: their TLS client configuration (verifier), for HTTPS and WSS alike.
+        let mut problems = Vec::new();
+        let mut trust_stores = Vec::new();
+        let tls_configs: Vec<Option<Arc<rustls::ClientConfig>>> = devices
+            .iter()
+            .zip(&settings.devices)
+            .map(|(d, cfg)| {
+                if !cfg.tls || d.simulate {
+                    return None;
+                }
+                crate::driver::tls::trust_for(cfg, &d.name, &settings, &mut trust_stores)
+                    .and_then(crate::driver::tls::client_config)
+                    .map_err(|why| problems.push(crate::error::Problem::new(d.label(), why)))
+                    .ok()
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(Error::Init(problems));
+        }
+        let push_targets = push_targets(&devices, &settings, &tls_configs);
         // Each device's tunnel, by configuration index (`None`: no push channel).
         let mut tunnels = vec![None; devices.len()];
         for t in &push_targets {
             tunnels[t.di] = Some(t.tunnel.clone());
         }
         let mut drivers = Vec::with_capacity(devices.len());
-        let mut problems = Vec::new();
         // HTTPS devices each get an agent of their own, with their own verifier (`driver/tls.rs`).
         let mut tls_http = Vec::new();
-        let mut trust_stores = Vec::new();
         // Planned devices are in configuration order, so they pair with their configuration blocks.
         for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
             let tunnel = tunnels[di].clone();
@@ -209,22 +226,13 @@ impl Controller {
                 username: cfg.username.clone(),
                 password: cfg.password.clone(),
             };
-            let http = if cfg.tls && !d.simulate {
-                match crate::driver::tls::trust_for(cfg, &d.name, &settings, &mut trust_stores)
-                    .and_then(crate::driver::tls::client_config)
-                {
-                    Ok(tls) => {
-                        let h = Http::with_tls(&settings, closing.clone(), tls);
-                        tls_http.push(h.clone());
-                        h
-                    }
-                    Err(why) => {
-                        problems.push(crate::error::Problem::new(d.label(), why));
-                        continue;
-                    }
+            let http = match &tls_configs[di] {
+                Some(tls) => {
+                    let h = Http::with_tls(&settings, closing.clone(), tls.clone());
+                    tls_http.push(h.clone());
+                    h
                 }
-            } else {
-                http.clone()
+                None => http.clone(),
             };
             let (planned, settings) = (d.clone(), settings.clone());
             // Built for the device's current address: the configured one at open, a new one after it moved
@@ -952,7 +960,11 @@ impl Controller {
 }
 
 /// The devices that get a push channel: Gen2+ (RPC) network devices whose `Channel` (or the root's) is `auto`.
-fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::push::Target> {
+fn push_targets(
+    devices: &[Device],
+    settings: &Settings,
+    tls: &[Option<Arc<rustls::ClientConfig>>],
+) -> Vec<crate::actor::push::Target> {
     use crate::models::{ModelRef, OutputKind, Protocol};
     devices
         .iter()
@@ -961,14 +973,6 @@ fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::pu
         .filter_map(|(di, (d, cfg))| {
             if cfg.channel.unwrap_or(settings.channel) != crate::config::Channel::Auto || d.simulate
             {
-                return None;
-            }
-            // The push channel speaks plain WebSocket only: an HTTPS device is polled (and sends webhooks).
-            if cfg.tls {
-                log::info!(
-                    "device {}: no push channel over HTTPS yet (WSS is not implemented); polling every RefreshInterval",
-                    d.label()
-                );
                 return None;
             }
             // A device configured by its MAC alone gets its channel once it is found (`actor/push.rs`).
@@ -988,6 +992,8 @@ fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::pu
                     OutputKind::Light => "light",
                 },
                 tunnel: Default::default(),
+                // An HTTPS device's push channel is WSS, verified as its HTTPS requests are.
+                tls: tls.get(di).cloned().flatten(),
             })
         })
         .collect()

@@ -255,7 +255,8 @@ fn pinned_block(emu: &Emulator) -> String {
 #[test]
 fn digest_over_tls_reuses_the_nonce_with_a_rising_nc() {
     let emu = start(vec![tls_with_password()]);
-    let ctl = open(&emu, &[&pinned_block(&emu)], "").unwrap();
+    // HTTP digest (the push channel's in-frame digest is tested below, over WSS).
+    let ctl = open(&emu, &[&pinned_block(&emu)], "  Channel: http\n").unwrap();
     assert!(ctl.read_device(id(1)).unwrap().online);
     for _ in 0..5 {
         ctl.toggle_output(id(1)).unwrap();
@@ -274,7 +275,8 @@ fn digest_over_tls_renews_a_stale_nonce() {
     let clock = EmuClock::manual();
     let emu =
         Emulator::start_with_clock(vec![s], &ModelLibrary::embedded(), clock.clone()).unwrap();
-    let ctl = open(&emu, &[&pinned_block(&emu)], "").unwrap();
+    // HTTP digest (the push channel's in-frame digest is tested below, over WSS).
+    let ctl = open(&emu, &[&pinned_block(&emu)], "  Channel: http\n").unwrap();
     ctl.read_device(id(1)).unwrap();
     clock.advance(Duration::from_millis(800));
     ctl.read_device(id(1))
@@ -377,7 +379,8 @@ fn digest_over_tls_with_pre_2_0_firmware() {
     let mut s = tls_with_password();
     s.auth_mode = smartdev::emulator::AuthMode::Fw1;
     let emu = start(vec![s]);
-    let ctl = open(&emu, &[&pinned_block(&emu)], "").unwrap();
+    // HTTP digest (the push channel's in-frame digest is tested below, over WSS).
+    let ctl = open(&emu, &[&pinned_block(&emu)], "  Channel: http\n").unwrap();
     for _ in 0..3 {
         ctl.toggle_output(id(1)).unwrap();
     }
@@ -563,4 +566,121 @@ fn the_readme_secure_devices_example_is_valid() {
     assert_eq!(s.devices.len(), 2);
     assert!(s.devices.iter().all(|d| d.tls));
     assert!(s.check().is_empty(), "{:?}", s.check());
+}
+
+/// WSS: a TLS device's push channel runs over TLS with the same verification: a switch on the device reaches
+/// the snapshot without a read, and requests (with in-frame digest under the firmware 2.0 rules: one
+/// challenge, a rising `nc`) go over the socket, not HTTP.
+fn push_over_wss(password: Option<&str>) {
+    let mut spec = tls_spec("ShellyPlus1PM");
+    spec.password = password.map(str::to_string);
+    let emu = start(vec![spec]);
+    let pin = emu.certificate_sha256(0).unwrap();
+    let block = match password {
+        Some(p) => {
+            format!("Name: D, Model: ShellyPlus1PM, Tls: true, CertSha256: '{pin}', Password: {p}")
+        }
+        None => format!("Name: D, Model: ShellyPlus1PM, Tls: true, CertSha256: '{pin}'"),
+    };
+    let ctl = open(&emu, &[&block], "  ResponseTimeout: 2\n").unwrap();
+    let limit = Duration::from_secs(20);
+    assert!(common::eventually(limit, || emu.ws_subscribed(0) == 1));
+    emu.set_output(0, 0, true);
+    assert!(
+        common::eventually(limit, || ctl.output(id(1)).unwrap().state == Some(true)),
+        "the notification came over WSS"
+    );
+    // Once the socket is lent to the driver, a switch is one frame and no HTTP request.
+    let mut on = true;
+    assert!(common::eventually(limit, || {
+        on = !on;
+        let before = (emu.total_requests(0), emu.ws_requests(0));
+        ctl.change_output(id(1), on).unwrap();
+        let after = (emu.total_requests(0), emu.ws_requests(0));
+        after.0 - before.0 == after.1 - before.1 && after.1 > before.1
+    }));
+    let challenges = emu.auth_stats(0).challenges;
+    for _ in 0..5 {
+        on = !on;
+        ctl.change_output(id(1), on).unwrap();
+    }
+    assert_eq!(emu.output(0, 0), on);
+    let st = emu.auth_stats(0);
+    assert_eq!(st.challenges, challenges, "the nonce is reused: {st:?}");
+    assert_eq!(st.rejected, 0, "{st:?}");
+    ctl.close();
+}
+
+#[test]
+fn the_push_channel_runs_over_wss() {
+    push_over_wss(None);
+}
+
+#[test]
+fn the_push_channel_over_wss_authenticates_in_the_frame() {
+    push_over_wss(Some(PW));
+}
+
+/// WSS refuses a certificate that changed as HTTPS does: the socket never subscribes to it.
+#[test]
+fn wss_refuses_a_changed_certificate() {
+    let emu = start(vec![tls_spec("ShellyPlus1PM")]);
+    let pin = emu.certificate_sha256(0).unwrap();
+    let ctl = open(
+        &emu,
+        &[&format!(
+            "Name: D, Model: ShellyPlus1PM, Tls: true, CertSha256: '{pin}'"
+        )],
+        "",
+    )
+    .unwrap();
+    assert!(common::eventually(Duration::from_secs(20), || emu
+        .ws_subscribed(0)
+        == 1));
+    emu.set_certificate(0, &CertSpec::default()).unwrap();
+    emu.drop_ws(0);
+    let upgrades = emu.ws_upgrades(0);
+    // The HTTPS read is refused; the push channel's reconnects are refused before any upgrade.
+    assert!(matches!(
+        ctl.read_device(id(1)),
+        Err(Error::Certificate { .. })
+    ));
+    assert_eq!(emu.ws_subscribed(0), 0);
+    assert_eq!(
+        emu.ws_upgrades(0),
+        upgrades,
+        "no upgrade over a refused certificate"
+    );
+    ctl.close();
+}
+
+/// Firmware 2.0 over WSS: an expired in-frame nonce is renewed (`stale`), not reported as a wrong password.
+#[test]
+fn wss_renews_a_stale_in_frame_nonce() {
+    let mut s = tls_with_password();
+    s.nonce_lifetime = Duration::from_millis(600);
+    let clock = EmuClock::manual();
+    let emu =
+        Emulator::start_with_clock(vec![s], &ModelLibrary::embedded(), clock.clone()).unwrap();
+    let ctl = open(&emu, &[&pinned_block(&emu)], "  ResponseTimeout: 2\n").unwrap();
+    let limit = Duration::from_secs(20);
+    assert!(common::eventually(limit, || emu.ws_subscribed(0) == 1));
+    // Wait until switching goes over the socket.
+    let mut on = false;
+    assert!(common::eventually(limit, || {
+        on = !on;
+        let before = emu.ws_requests(0);
+        ctl.change_output(id(1), on).unwrap();
+        emu.ws_requests(0) > before && emu.output(0, 0) == on
+    }));
+    clock.advance(Duration::from_millis(800));
+    let before = emu.ws_requests(0);
+    ctl.change_output(id(1), !on)
+        .expect("a stale nonce is renewed, not reported");
+    assert_eq!(emu.output(0, 0), !on);
+    assert!(emu.ws_requests(0) > before, "over the socket");
+    let st = emu.auth_stats(0);
+    assert!(st.stale >= 1, "{st:?}");
+    assert_eq!(st.rejected, 0, "{st:?}");
+    ctl.close();
 }

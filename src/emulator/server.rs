@@ -130,6 +130,11 @@ pub(crate) trait Service: Send + Sync {
     fn upgrade(self: Arc<Self>, _req: &Request, stream: TcpStream) -> Option<TcpStream> {
         Some(stream)
     }
+    /// [`Service::upgrade`] over TLS (WSS): takes over the connection and its TLS state; gives them back
+    /// when the request is not one it upgrades.
+    fn upgrade_tls(self: Arc<Self>, _req: &Request, stream: TlsStream) -> Option<TlsStream> {
+        Some(stream)
+    }
     /// The TLS configuration when the port serves HTTPS (read per connection: a certificate switched at
     /// runtime is served from the next connection on).
     fn tls(&self) -> Option<Arc<rustls::ServerConfig>> {
@@ -149,7 +154,8 @@ impl Conn for TcpStream {
     }
 }
 
-type TlsStream = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+/// A TLS connection as the server reads it.
+pub(crate) type TlsStream = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
 
 impl Conn for TlsStream {
     fn close_write(&mut self) -> io::Result<()> {
@@ -305,7 +311,7 @@ fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     let Some(tls) = service.tls() else {
         return serve_on(stream, service, net);
     };
-    // HTTPS: the handshake happens at the first read. No WebSocket over it (no WSS yet).
+    // HTTPS: the handshake happens at the first read.
     match rustls::ServerConnection::new(tls) {
         Ok(conn) => serve_tls(rustls::StreamOwned::new(conn, stream), service, net),
         Err(e) => log::debug!("emulator: TLS: {e}"),
@@ -321,10 +327,17 @@ fn serve_tls(mut stream: TlsStream, service: &Arc<dyn Service>, net: &NetControl
             return;
         }
     };
-    if request.header("upgrade").is_some() {
-        net.count("ws /rpc".into());
-        return;
-    }
+    let stream = if request.header("upgrade").is_some() {
+        match Arc::clone(service).upgrade_tls(&request, stream) {
+            Some(s) => s,
+            None => {
+                net.count("ws /rpc".into());
+                return;
+            }
+        }
+    } else {
+        stream
+    };
     respond(stream, &request, service, net, |s| net.hold(s.sock));
 }
 
