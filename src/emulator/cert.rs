@@ -119,8 +119,11 @@ fn make(spec: &CertSpec) -> Result<(Arc<ServerConfig>, String), String> {
     let der = cert.der().clone();
     let fp = crate::driver::tls::fingerprint(&der);
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    // TLS 1.2 only, like the devices: Shelly's TLS stack has 1.3 disabled (kb.shelly.cloud "Shelly TLS:
+    // Supported Certs and Config"). So a client resumes with the abbreviated 1.2 handshake (no key exchange),
+    // as against the real device; smartdev itself offers 1.2 and 1.3.
     let config = ServerConfig::builder_with_provider(crate::driver::tls::provider())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(&[&rustls::version::TLS12])
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_single_cert(vec![der], key_der)
