@@ -370,6 +370,20 @@ mod tests {
     }
 
     #[test]
+    fn tls_options_parse() {
+        let o = parse(&args("ShellyPlus1PM,tls,es,password=p Shelly1PMG3")).unwrap();
+        let d = &o.devices;
+        assert!(d[0].spec.tls && d[0].spec.enhanced_security);
+        assert_eq!(d[0].spec.password.as_deref(), Some("p"));
+        assert!(!d[1].spec.tls && !d[1].spec.enhanced_security);
+        assert!(
+            parse(&args("ShellyPlus1PM,tsl"))
+                .unwrap_err()
+                .contains("tls, es")
+        );
+    }
+
+    #[test]
     fn auth_options_parse() {
         let o = parse(&args(
             "ShellyPlus1PM,password=secret,fw=1,nonce_life=5,md5 Shelly1,password=p,user=bob              Tasmota,password=t,oldauth ShellyPlus1PM,fw=2,password=",
