@@ -93,7 +93,8 @@ fn a_pinned_certificate_is_accepted_and_any_other_refused_naming_both() {
             "Name: D, Model: Shelly1PMG3, Tls: true, CertSha256: '{}'",
             pin.replace(':', "").to_lowercase()
         )],
-        "",
+        // HTTPS requests only: a live WSS connection, verified when it was made, would serve the reads.
+        "  Channel: http\n",
     )
     .unwrap();
     assert!(ctl.read_device(id(1)).unwrap().online);
@@ -125,7 +126,7 @@ fn the_first_certificate_is_pinned_in_the_trust_file_and_a_new_one_needs_trust()
     let cfg = dir.write(
         "devices.yaml",
         &format!(
-            "SmartDevices:\n  ResponseTimeout: 2\n  RetryCount: 0\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n    - {{Name: Kitchen, Model: ShellyPlus1PM, Hostname: 'https://127.0.0.1', Port: {}}}\n",
+            "SmartDevices:\n  Channel: http\n  ResponseTimeout: 2\n  RetryCount: 0\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n    - {{Name: Kitchen, Model: ShellyPlus1PM, Hostname: 'https://127.0.0.1', Port: {}}}\n",
             emu.port(0)
         ),
     );

@@ -149,6 +149,7 @@ impl Admin {
             expired: flag("expired"),
         };
         let fp = tls.set(&spec).map_err(bad)?;
+        dev.ws.drop_all();
         Ok(json!({"sha256": fp}))
     }
 

@@ -609,7 +609,8 @@ impl Emulator {
     }
 
     /// Makes device `device` serve another certificate from its next connection on (a new self-signed one,
-    /// an expired one, one for other names, one signed by a CA); returns its fingerprint. Only for a device
+    /// an expired one, one for other names, one signed by a CA), and ends its WebSocket connections, as the
+    /// reboot that new TLS material needs does; returns its fingerprint. Only for a device
     /// started with [`DeviceSpec::tls`].
     pub fn set_certificate(&self, device: usize, spec: &CertSpec) -> crate::Result<String> {
         let tls = self.dev(device).tls.as_ref().ok_or_else(|| {
@@ -617,8 +618,12 @@ impl Emulator {
                 "emulator: device {device} serves plain HTTP; start it with tls to give it a certificate"
             ))
         })?;
-        tls.set(spec)
-            .map_err(|e| crate::Error::InvalidArgument(format!("emulator: certificate: {e}")))
+        let fp = tls
+            .set(spec)
+            .map_err(|e| crate::Error::InvalidArgument(format!("emulator: certificate: {e}")))?;
+        // New TLS material takes a reboot on the device: its connections end.
+        self.dev(device).ws.drop_all();
+        Ok(fp)
     }
 
     /// Sets (or with `None` removes) a device's password at runtime; see [`DeviceSpec::password`]. Issued
