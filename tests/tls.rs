@@ -685,3 +685,48 @@ fn wss_renews_a_stale_in_frame_nonce() {
     assert_eq!(st.rejected, 0, "{st:?}");
     ctl.close();
 }
+
+/// Before firmware 2.0 (a nonce is good once) the in-frame digest over WSS still switches, over the socket.
+#[test]
+fn wss_with_pre_2_0_firmware_switches_over_the_socket() {
+    let mut s = tls_with_password();
+    s.auth_mode = smartdev::emulator::AuthMode::Fw1;
+    let emu = start(vec![s]);
+    let ctl = open(&emu, &[&pinned_block(&emu)], "  ResponseTimeout: 2\n").unwrap();
+    let limit = Duration::from_secs(20);
+    assert!(common::eventually(limit, || emu.ws_subscribed(0) == 1));
+    let mut on = false;
+    assert!(common::eventually(limit, || {
+        on = !on;
+        let before = (emu.total_requests(0), emu.ws_requests(0));
+        ctl.change_output(id(1), on).unwrap();
+        let after = (emu.total_requests(0), emu.ws_requests(0));
+        after.0 - before.0 == after.1 - before.1 && after.1 > before.1
+    }));
+    for _ in 0..3 {
+        on = !on;
+        ctl.change_output(id(1), on).unwrap();
+        assert_eq!(emu.output(0, 0), on);
+    }
+    ctl.close();
+}
+
+#[test]
+fn tls_keys_are_read_in_layout_a_too() {
+    let s = Settings::from_yaml_str(&format!(
+        "ShellyDevices:\n  CaFile: ca.pem\n  TrustFile: pins.json\n  Devices:\n    - {{Name: D, Model: ShellyPlus1PM, Hostname: 10.0.0.5, Tls: true, CaFile: mine.pem}}\n    - {{Name: E, Model: ShellyPlus1PM, Hostname: 10.0.0.6, Tls: true, CertSha256: '{}'}}\n",
+        "ab".repeat(32)
+    ))
+    .unwrap();
+    assert_eq!(s.ca_file.as_deref(), Some(std::path::Path::new("ca.pem")));
+    assert_eq!(
+        s.trust_file.as_deref(),
+        Some(std::path::Path::new("pins.json"))
+    );
+    assert_eq!(
+        s.devices[0].ca_file.as_deref(),
+        Some(std::path::Path::new("mine.pem"))
+    );
+    let want = ["AB"; 32].join(":");
+    assert_eq!(s.devices[1].cert_sha256.as_deref(), Some(want.as_str()));
+}
