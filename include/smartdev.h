@@ -202,6 +202,11 @@ typedef enum sd_result {
    */
   SD_FIRMWARE = 310,
   /*
+   The device's TLS certificate was refused (HTTPS devices): not the pinned one, or not valid under the
+   configured CA. The message names the fingerprints and how to accept a new certificate (`sdctl trust`).
+   */
+  SD_CERTIFICATE = 311,
+  /*
    A local I/O failure (a file, a socket, a thread).
    */
   SD_IO = 400,

@@ -128,6 +128,8 @@ pub struct Controller {
     running: Mutex<Option<Running>>,
     closing: Arc<AtomicBool>,
     http: Http,
+    /// The agents of HTTPS devices, interrupted with `http` at close.
+    tls_http: Vec<Http>,
     queue: Arc<EventQueue>,
     wake: Option<WakeFlag>,
     /// The firmware updates running (one at a time unless asked).
@@ -195,7 +197,26 @@ impl Controller {
             None
         };
         let port = listener.as_ref().map_or(0, |l| l.addr().port());
-        let mut push_targets = push_targets(&devices, &settings);
+        // HTTPS devices: their TLS client configuration (verifier), for HTTPS and WSS alike.
+        let mut problems = Vec::new();
+        let mut trust_stores = Vec::new();
+        let tls_configs: Vec<Option<Arc<rustls::ClientConfig>>> = devices
+            .iter()
+            .zip(&settings.devices)
+            .map(|(d, cfg)| {
+                if !cfg.tls || d.simulate {
+                    return None;
+                }
+                crate::driver::tls::trust_for(cfg, &d.name, &settings, &mut trust_stores)
+                    .and_then(crate::driver::tls::client_config)
+                    .map_err(|why| problems.push(crate::error::Problem::new(d.label(), why)))
+                    .ok()
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(Error::Init(problems));
+        }
+        let mut push_targets = push_targets(&devices, &settings, &tls_configs);
         // A sleeping device is never dialed: it calls us (the outbound WebSocket) when it wakes.
         push_targets.retain(|t| !devices[t.di].sleeping);
         // Each device's tunnel, by configuration index (`None`: no push channel).
@@ -210,7 +231,8 @@ impl Controller {
             .map(|c| crate::sleep::outbound(&settings, c))
             .collect();
         let mut drivers = Vec::with_capacity(devices.len());
-        let mut problems = Vec::new();
+        // HTTPS devices each get an agent of their own, with their own verifier (`driver/tls.rs`).
+        let mut tls_http = Vec::new();
         // Planned devices are in configuration order, so they pair with their configuration blocks.
         for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
             let tunnel = tunnels[di].clone();
@@ -218,7 +240,15 @@ impl Controller {
                 username: cfg.username.clone(),
                 password: cfg.password.clone(),
             };
-            let (planned, settings, http) = (d.clone(), settings.clone(), http.clone());
+            let http = match &tls_configs[di] {
+                Some(tls) => {
+                    let h = Http::with_tls(&settings, closing.clone(), tls.clone());
+                    tls_http.push(h.clone());
+                    h
+                }
+                None => http.clone(),
+            };
+            let (planned, settings) = (d.clone(), settings.clone());
             let reports_outbound = outbound[di];
             // Built for the device's current address: the configured one at open, a new one after it moved
             // (the hooks' callback address is the one this machine uses towards that address).
@@ -355,6 +385,7 @@ impl Controller {
             })),
             closing,
             http: http.clone(),
+            tls_http,
             queue,
             wake,
             updates: Default::default(),
@@ -942,6 +973,9 @@ impl Controller {
         // return at once.
         self.closing.store(true, Ordering::Relaxed);
         self.http.shutdown();
+        for h in &self.tls_http {
+            h.shutdown();
+        }
         drop(running.stop_supervisor.take());
         // Dropping the senders ends each worker's loop once in-flight commands are answered.
         drop(
@@ -962,7 +996,11 @@ impl Controller {
 }
 
 /// The devices that get a push channel: Gen2+ (RPC) network devices whose `Channel` (or the root's) is `auto`.
-fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::push::Target> {
+fn push_targets(
+    devices: &[Device],
+    settings: &Settings,
+    tls: &[Option<Arc<rustls::ClientConfig>>],
+) -> Vec<crate::actor::push::Target> {
     use crate::models::{ModelRef, OutputKind, Protocol};
     devices
         .iter()
@@ -990,6 +1028,8 @@ fn push_targets(devices: &[Device], settings: &Settings) -> Vec<crate::actor::pu
                     OutputKind::Light => "light",
                 },
                 tunnel: Default::default(),
+                // An HTTPS device's push channel is WSS, verified as its HTTPS requests are.
+                tls: tls.get(di).cloned().flatten(),
             })
         })
         .collect()
@@ -1023,6 +1063,8 @@ fn outbound_targets(
                 OutputKind::Light => "light",
             },
             tunnel,
+            // The device connects to us: nothing is dialed, so no client TLS.
+            tls: None,
         });
     }
     out

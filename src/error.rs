@@ -172,6 +172,20 @@ pub enum Error {
         /// Why, in words.
         message: String,
     },
+    /// The device's TLS certificate was refused (a device reached over HTTPS): not the pinned one (`CertSha256`,
+    /// or the one pinned at first use in the trust file), or not valid under `CaFile` (issuer, dates, host
+    /// name). Nothing was sent to it; the device is offline until a trusted certificate answers. The message
+    /// says how to accept a new certificate (`sdctl trust DEVICE`, [`crate::trust_certificate`]).
+    Certificate {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// What was wrong and how to fix it.
+        message: String,
+        /// SHA-256 fingerprint (`AB:CD:…`) of the certificate the device presented, when one was seen.
+        presented: Option<String>,
+        /// The fingerprint that was expected (pinned or configured), when one was.
+        expected: Option<String>,
+    },
     /// The controller has been closed.
     Closed,
     /// A local I/O failure outside device communication (reading a config file, spawning a thread).
@@ -214,7 +228,8 @@ impl Error {
             | Error::WorkerFailed { device, .. }
             | Error::WrongDevice { device, .. }
             | Error::Sleeping { device, .. }
-            | Error::Firmware { device, .. } => Some(device),
+            | Error::Firmware { device, .. }
+            | Error::Certificate { device, .. } => Some(device),
             _ => None,
         }
     }
@@ -350,6 +365,9 @@ impl fmt::Display for Error {
             Error::Firmware {
                 device, message, ..
             } => write!(f, "device {device}: firmware update: {message}"),
+            Error::Certificate {
+                device, message, ..
+            } => write!(f, "device {device}: TLS certificate refused: {message}"),
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }

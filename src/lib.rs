@@ -77,6 +77,7 @@ mod sleep;
 mod suggest;
 mod table;
 mod text;
+mod trust;
 mod untrusted_json;
 mod url;
 mod verbosity;
@@ -91,6 +92,8 @@ pub use discovery::{
     DiscoverOptions, Discovered, Finder, Lookup, MdnsFinder, discover, discover_with,
 };
 pub use driver::OutputAction;
+/// Certificate fingerprints as smartdev writes (`AB:CD:…`) and reads them (`CertSha256`).
+pub use driver::tls::{fingerprint as certificate_sha256, parse_fingerprint};
 /// Preview of the push channel's transport (RFC 6455 client, Shelly JSON-RPC and notifications over it): not
 /// wired into the drivers and not a stable API yet; public for the integration tests (`tests/ws_transport.rs`).
 #[doc(hidden)]
@@ -106,9 +109,10 @@ pub use mac::{ACCEPTED_SPELLINGS as MAC_SPELLINGS, Mac};
 pub use models::{ModelLibrary, PrintMode, SensorQuantity};
 pub use objects::{
     Attributes, Component, ComponentKind, Cover, CoverAction, CoverState, Device, Identity, Input,
-    Meter, Output, OutputChange, Sensor, TempProbe,
+    Meter, Output, OutputChange, Sensor, TempProbe, Transport,
 };
 pub use plan::MAX_TEMP_PROBES;
+pub use trust::{TrustChange, trust_certificate};
 pub use wake::WakeFlag;
 
 /// The library version (`Cargo.toml`).

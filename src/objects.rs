@@ -235,6 +235,19 @@ impl fmt::Display for ComponentKind {
     }
 }
 
+/// How a device is reached over the network (`Transport` in the device object).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub enum Transport {
+    /// Plain HTTP (and WebSocket for the push channel).
+    #[serde(rename = "http")]
+    Http,
+    /// HTTPS with the certificate verified (`Tls: true`, or `Hostname: https://…`). A device is never moved
+    /// to HTTP behind the user's back, nor to HTTPS because it reports Enhanced Security.
+    #[serde(rename = "https")]
+    Https,
+}
+
 /// A device and all its components, as last read.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -264,6 +277,8 @@ pub struct Device {
     /// configured with a `MAC` after it moved (its `port` too). `None` while no address is known (a device
     /// configured by its MAC alone, not found yet) and for simulated devices.
     pub address: Option<String>,
+    /// `http` or `https`: how the device is spoken to (`None` for simulated devices).
+    pub transport: Option<Transport>,
     /// Whether the device is simulated from a local JSON file.
     pub simulate: bool,
     /// Whether the device is expected to be offline at times (no warnings then).

@@ -263,7 +263,12 @@ fn plan_all(
                 }
                 (None, false) => None,
             },
-            port: cfg.port.unwrap_or(80),
+            port: cfg.port.unwrap_or(if cfg.tls { 443 } else { 80 }),
+            transport: (!cfg.simulate).then_some(if cfg.tls {
+                crate::objects::Transport::Https
+            } else {
+                crate::objects::Transport::Http
+            }),
             simulate: cfg.simulate,
             expect_offline: cfg.expect_offline,
             online: cfg.simulate,
@@ -1081,7 +1086,21 @@ impl Settings {
     /// Checks every installation rule (models, component counts, hostnames, unique names and IDs, probe
     /// limits, ...) without starting anything. Empty when `Controller::open` would accept the settings.
     pub fn check(&self) -> Vec<Problem> {
-        plan(self).err().unwrap_or_default()
+        let mut problems = plan(self).err().unwrap_or_default();
+        // HTTPS devices: a CA file that can be read, or a trust file for a certificate pinned at first use.
+        let mut stores = Vec::new();
+        for (i, cfg) in self.devices.iter().enumerate() {
+            if cfg.tls && !cfg.simulate {
+                let name = cfg
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("device {}", i + 1));
+                if let Err(why) = crate::driver::tls::trust_for(cfg, &name, self, &mut stores) {
+                    problems.push(Problem::new(format!("{}.Devices[{i}]", self.root_key), why));
+                }
+            }
+        }
+        problems
     }
 
     /// Components whose default ID or name differs from what sc-smart-device assigned for the same file (its

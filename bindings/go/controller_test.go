@@ -301,6 +301,7 @@ func TestSentinelCodesMatchTheLibrary(t *testing.T) {
 		"SD_AUTH": smartdev.ErrAuth, "SD_UNKNOWN": smartdev.ErrUnknown, "SD_IO": smartdev.ErrIO,
 		"SD_WRONG_DEVICE": smartdev.ErrWrongDevice, "SD_SLEEPING": smartdev.ErrSleeping,
 		"SD_FIRMWARE": smartdev.ErrFirmware,
+		"SD_CERTIFICATE": smartdev.ErrCertificate,
 	} {
 		se := e.(*smartdev.Error)
 		if got := smartdev.CodeName(se.Code); got != name {

@@ -102,6 +102,10 @@ var (
 	// started (nothing newer on offer, another update running, refused by the device, not back within the
 	// timeout, back with the old version). The message says which.
 	ErrFirmware = sentinel(C.SD_FIRMWARE, "the firmware update did not end with the new version")
+	// ErrCertificate: the device's TLS certificate was refused (an HTTPS device): not the pinned one, or not
+	// valid under the configured CA. The message names both fingerprints and how to accept a new certificate
+	// (sdctl trust DEVICE).
+	ErrCertificate = sentinel(C.SD_CERTIFICATE, "the device's TLS certificate was refused")
 	// ErrIO: a local I/O failure (a file, a socket, a thread).
 	ErrIO = sentinel(C.SD_IO, "local I/O failure")
 )

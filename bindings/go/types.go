@@ -119,6 +119,8 @@ type Device struct {
 	// Address is where the device is reached now: the configured Hostname, or where discovery found a device
 	// configured with a MAC after it moved; nil while no address is known (and for simulated devices).
 	Address *string `json:"Address"`
+	// Transport is "http" or "https" (Tls: true; the certificate verified); nil for simulated devices.
+	Transport *string `json:"Transport"`
 	// Simulate is true for a device simulated from a local JSON file.
 	Simulate bool `json:"Simulate"`
 	// ExpectOffline is true for a device expected to be offline at times.

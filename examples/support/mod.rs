@@ -28,7 +28,15 @@ pub fn maybe_child() {
     }
     let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1000);
     let latency: u64 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(20);
-    let specs = (0..n).map(|_| DeviceSpec::new("ShellyPlus1PM")).collect();
+    // `tls` after the latency: every device serves HTTPS (a self-signed certificate each).
+    let tls = args.get(4).map(String::as_str) == Some("tls");
+    let specs = (0..n)
+        .map(|_| {
+            let mut s = DeviceSpec::new("ShellyPlus1PM");
+            s.tls = tls;
+            s
+        })
+        .collect();
     let emu = Emulator::start(specs, &ModelLibrary::embedded()).expect("emulator");
     for i in 0..n {
         emu.set_latency(i, Duration::from_millis(latency));
@@ -113,9 +121,15 @@ pub struct EmuChild {
 impl EmuChild {
     /// Starts `n` ShellyPlus1PM devices answering after `latency_ms` in a child process.
     pub fn start(n: usize, latency_ms: u64) -> EmuChild {
+        Self::start_with(n, latency_ms, false)
+    }
+
+    /// [`EmuChild::start`], the devices serving HTTPS when `tls`.
+    pub fn start_with(n: usize, latency_ms: u64, tls: bool) -> EmuChild {
         let exe = std::env::current_exe().expect("current_exe");
         let mut child = Command::new(exe)
             .args([CHILD_FLAG, &n.to_string(), &latency_ms.to_string()])
+            .args(tls.then_some("tls"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -67,6 +67,8 @@ pub(crate) struct Target {
     pub(crate) output_type: &'static str,
     /// The live connection lent to the device's driver for its requests.
     pub(crate) tunnel: Arc<Tunnel>,
+    /// WSS: the device's TLS client configuration (its verifier is the one its HTTPS requests use).
+    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// Why the subscription's status is not from device `di`: its `sys.mac` is not the MAC the device is known
@@ -351,6 +353,7 @@ enum Slot {
 /// fragments being joined, and the heartbeat.
 struct Live {
     stream: mio::net::TcpStream,
+    tls: Option<crate::driver::ws::secure::Shared>,
     /// When it came up, and the failed attempts before it (kept until it has been up long enough).
     up_at: Instant,
     failures: u32,
@@ -687,6 +690,27 @@ impl Poller {
         let src = format!("{}-{}", self.src_prefix, t.id);
         let now = Instant::now();
         let rt = self.ctx.response_timeout;
+        let tls = match &t.tls {
+            // The name the certificate is checked against (under CaFile): the configured host, else the IP.
+            Some(config) => {
+                let name = match &self.hosts[ti] {
+                    Some((host, _)) => host.clone(),
+                    None => addr.ip().to_string(),
+                };
+                match rustls::pki_types::ServerName::try_from(name)
+                    .map_err(|e| e.to_string())
+                    .and_then(|n| {
+                        rustls::ClientConnection::new(config.clone(), n).map_err(|e| e.to_string())
+                    }) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        self.slots[ti] = Slot::Resolving { failures };
+                        return self.fail(ti, format!("TLS: {e}"));
+                    }
+                }
+            }
+            None => None,
+        };
         let started = Dial::start(
             addr,
             &host_header,
@@ -695,6 +719,7 @@ impl Poller {
             t.password.as_deref(),
             rt,
             now,
+            tls,
         )
         .and_then(|mut dial| {
             self.poll.registry().register(
@@ -777,6 +802,7 @@ impl Poller {
         }
         let Dialed {
             mut stream,
+            tls,
             buf,
             asm,
             challenge,
@@ -804,7 +830,7 @@ impl Poller {
                 Ok(w)
             });
         let writer = match writer {
-            Ok(w) => w,
+            Ok(w) => crate::driver::ws::secure::Writer::tls(w, tls.clone()),
             Err(e) => {
                 let _ = self.poll.registry().deregister(&mut stream);
                 self.fail(ti, e.to_string());
@@ -816,6 +842,7 @@ impl Poller {
             up_at: now,
             failures,
             stream,
+            tls,
             buf,
             asm,
             source,
@@ -912,7 +939,11 @@ impl Poller {
             let Some(Slot::Live(l)) = self.slots.get_mut(ti) else {
                 return false;
             };
-            match l.stream.read(scratch) {
+            let read = match &l.tls {
+                Some(conn) => crate::driver::ws::secure::read(conn, &mut l.stream, scratch),
+                None => l.stream.read(scratch),
+            };
+            match read {
                 Ok(0) => {
                     let mid = !l.buf.is_empty();
                     let why = if mid {

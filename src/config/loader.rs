@@ -233,7 +233,7 @@ impl Normaliser {
                 list.iter()
                     .enumerate()
                     .filter_map(|(i, d)| {
-                        self.device(d.as_object()?, i, &format!("{rk}.Devices[{i}]"))
+                        self.device(d.as_object()?, i, &format!("{rk}.Devices[{i}]"), base)
                     })
                     .collect()
             })
@@ -264,6 +264,21 @@ impl Normaliser {
                 .get("FollowMoves")
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
+            ca_file: root
+                .get("CaFile")
+                .and_then(Value::as_str)
+                .map(|f| resolve(base, f)),
+            trust_file: match root.get("TrustFile").and_then(Value::as_str) {
+                Some(f) => Some(resolve(base, f)),
+                None if source != "<string>" => {
+                    let name = Path::new(source)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "smartdev".into());
+                    Some(base.join(format!("{name}.trust.json")))
+                }
+                None => None,
+            },
             refresh_interval: (!refresh.is_zero()).then_some(refresh),
             simulation_folder: resolve(
                 base,
@@ -504,8 +519,39 @@ impl Normaliser {
         }
     }
 
-    fn device(&mut self, m: &Map<String, Value>, index: usize, at: &str) -> Option<DeviceConfig> {
+    fn device(
+        &mut self,
+        m: &Map<String, Value>,
+        index: usize,
+        at: &str,
+        base: &Path,
+    ) -> Option<DeviceConfig> {
         let str_of = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+        // `Hostname: https://host` says Tls; the scheme is not part of the address.
+        let (hostname, https) = match str_of("Hostname") {
+            Some(h) => match h.strip_prefix("https://") {
+                Some(rest) => (Some(rest.trim_end_matches('/').to_string()), true),
+                None => (Some(h), false),
+            },
+            None => (None, false),
+        };
+        let tls_key = m.get("Tls").and_then(Value::as_bool);
+        if https && tls_key == Some(false) {
+            self.problem(
+                format!("{at}.Tls"),
+                "Tls is false but Hostname starts with https://: drop one of them",
+            );
+        }
+        let cert_sha256 = match m.get("CertSha256").and_then(Value::as_str) {
+            Some(t) => match crate::driver::tls::parse_fingerprint(t) {
+                Ok(f) => Some(f),
+                Err(why) => {
+                    self.problem(format!("{at}.CertSha256"), why);
+                    None
+                }
+            },
+            None => None,
+        };
         let bool_of = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
         if m.get("Tasmota").is_some_and(|v| !v.is_null()) {
             log::warn!("{at}.Tasmota: this key has no effect and is accepted only for older files");
@@ -569,8 +615,14 @@ impl Normaliser {
             name: str_of("Name"),
             id: m.get("ID").and_then(Value::as_i64),
             model: str_of("Model").unwrap_or_default(),
-            hostname: str_of("Hostname"),
+            hostname,
             mac,
+            tls: https || tls_key.unwrap_or(false),
+            ca_file: m
+                .get("CaFile")
+                .and_then(Value::as_str)
+                .map(|f| resolve(base, f)),
+            cert_sha256,
             port: m.get("Port").and_then(Value::as_u64).map(|p| p as u16),
             simulate: bool_of("Simulate"),
             expect_offline: bool_of("ExpectOffline"),

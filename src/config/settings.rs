@@ -44,6 +44,12 @@ pub struct Settings {
     /// every missing device at once) when it does not answer at its address, and followed to where it answers
     /// with that MAC. Default true.
     pub follow_moves: bool,
+    /// `CaFile` at the root, resolved against the config file's folder: the CA that verifies devices reached
+    /// over HTTPS (unless a device names its own `CaFile` or a `CertSha256`).
+    pub ca_file: Option<PathBuf>,
+    /// `TrustFile`, or by default `<config file name>.trust.json` beside the config file (`None` for settings
+    /// not read from a file): where certificates pinned at first use are kept.
+    pub trust_file: Option<PathBuf>,
     /// `RefreshInterval`: period of background refreshes; `None` when 0 (off). Default 30 s.
     pub refresh_interval: Option<Duration>,
     /// `SimulationFileFolder`, resolved against the config file's folder. Default `simulation_files`.
@@ -195,6 +201,12 @@ pub struct DeviceConfig {
     pub mac: Option<crate::mac::Mac>,
     /// `Port` (default 80).
     pub port: Option<u16>,
+    /// `Tls`, or a `Hostname` written `https://…`: HTTPS to the device (default port 443).
+    pub tls: bool,
+    /// The device's own `CaFile`, resolved against the config file's folder.
+    pub ca_file: Option<PathBuf>,
+    /// `CertSha256`, in the canonical spelling `AB:CD:…`.
+    pub cert_sha256: Option<String>,
     /// `Simulate`.
     pub simulate: bool,
     /// `ExpectOffline`.
@@ -261,6 +273,8 @@ impl Settings {
             retry_delay: Duration::from_secs(2),
             ping_allowed: true,
             follow_moves: true,
+            ca_file: None,
+            trust_file: None,
             refresh_interval: Some(Duration::from_secs(30)),
             simulation_folder: PathBuf::from("simulation_files"),
             webhooks: WebhookSettings::default(),

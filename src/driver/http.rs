@@ -87,6 +87,8 @@ enum Failure {
     Body(String),
     /// An answer over [`MAX_BODY`]: not what a device sends.
     TooLarge,
+    /// The device's TLS certificate was refused (HTTPS devices).
+    Certificate(super::tls::Refusal),
 }
 
 impl Failure {
@@ -94,13 +96,20 @@ impl Failure {
         match self {
             Failure::Timeout | Failure::Connection(_) => true,
             Failure::Status(code, _) => *code >= 500 || *code == 429,
-            Failure::Redirect(..) | Failure::Body(_) | Failure::TooLarge => false,
+            Failure::Redirect(..)
+            | Failure::Body(_)
+            | Failure::TooLarge
+            | Failure::Certificate(_) => false,
         }
     }
 
     /// Whether the failure says the device could not be reached (as opposed to answering badly).
     fn unreachable(&self) -> bool {
-        matches!(self, Failure::Timeout | Failure::Connection(_))
+        // A refused certificate counts as unreachable: whatever answered is not trusted to be the device.
+        matches!(
+            self,
+            Failure::Timeout | Failure::Connection(_) | Failure::Certificate(_)
+        )
     }
 }
 
@@ -128,6 +137,23 @@ impl Http {
         let agent = ureq::Agent::with_parts(
             agent_config(settings),
             ureq::unversioned::transport::DefaultConnector::default(),
+            super::resolve::LiteralFirst::default(),
+        );
+        Self::with_agent(agent, settings, closing)
+    }
+
+    /// Like [`Http::new`], for a device reached over HTTPS and verified by `tls` (`driver/tls.rs`). The agent
+    /// is the device's own; the closing flag is the controller's.
+    pub(crate) fn with_tls(
+        settings: &Settings,
+        closing: Arc<AtomicBool>,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> Self {
+        use ureq::unversioned::transport::{Connector, TcpConnector};
+        let connector = ().chain(TcpConnector::default()).chain(super::tls::TlsConnector(tls));
+        let agent = ureq::Agent::with_parts(
+            agent_config(settings),
+            connector,
             super::resolve::LiteralFirst::default(),
         );
         Self::with_agent(agent, settings, closing)
@@ -387,6 +413,12 @@ fn final_error(dev: &Device, what: &str, f: Failure, attempts: u32) -> Error {
             device,
             message: format!("{what}: the answer is not valid JSON: {m}"),
         },
+        Failure::Certificate(r) => Error::Certificate {
+            device,
+            message: r.to_string(),
+            presented: r.presented().map(str::to_string),
+            expected: r.expected().map(str::to_string),
+        },
         Failure::TooLarge => Error::Device {
             device,
             message: format!(
@@ -400,6 +432,9 @@ fn final_error(dev: &Device, what: &str, f: Failure, attempts: u32) -> Error {
 fn classify(e: ureq::Error) -> Failure {
     match e {
         ureq::Error::Timeout(_) => Failure::Timeout,
+        ureq::Error::Io(io) if super::tls::refusal_of(&io).is_some() => {
+            Failure::Certificate(super::tls::refusal_of(&io).expect("checked"))
+        }
         ureq::Error::Io(io) => match io.kind() {
             ErrorKind::TimedOut | ErrorKind::WouldBlock => Failure::Timeout,
             ErrorKind::ConnectionRefused => Failure::Connection("connection refused".into()),

@@ -17,6 +17,7 @@ pub(crate) mod simulated;
 mod switching;
 pub(crate) mod tasmota;
 mod tasmota_firmware;
+pub(crate) mod tls;
 pub mod ws;
 
 use std::sync::Arc;
@@ -384,8 +385,16 @@ pub(crate) fn for_device(
     }
     // A sleeping device needs no address: it reports through the outbound WebSocket (its driver takes the
     // reports, and has no address to ask).
+    let scheme = match dev.transport {
+        Some(crate::objects::Transport::Https) => "https",
+        _ => "http",
+    };
     let base = match dev.hostname.as_deref() {
-        Some(host) => format!("http://{}:{}", crate::hostname::url_host(host), dev.port),
+        Some(host) => format!(
+            "{scheme}://{}:{}",
+            crate::hostname::url_host(host),
+            dev.port
+        ),
         None if dev.sleeping => String::new(),
         None => return Ok(Box::new(Unaddressed)),
     };

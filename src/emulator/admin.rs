@@ -18,8 +18,10 @@
 //! does, or let it sleep; answers its period, whether it is held, its outbound server and reports so far).
 //! `GET|POST firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old][&download_ms=N][&restart_ms=N]`
 //! (the versions on offer, an empty one: none; how the next updates end; how long download and restart take).
+//! `GET|POST cert[?ca=true][&expired=true][&names=A;B]` (HTTPS devices: the fingerprint served, or a new
+//! certificate: self-signed or signed by the emulator's CA, `GET /ca`).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -39,11 +41,16 @@ fn bad(msg: impl Into<String>) -> Failure {
 pub(crate) struct Admin {
     devices: Arc<Vec<Arc<Device>>>,
     announcer: Arc<Announcer>,
+    ca: OnceLock<Arc<super::CertAuthority>>,
 }
 
 impl Admin {
     pub(crate) fn new(devices: Arc<Vec<Arc<Device>>>, announcer: Arc<Announcer>) -> Self {
-        Admin { devices, announcer }
+        Admin {
+            devices,
+            announcer,
+            ca: OnceLock::new(),
+        }
     }
 
     /// `GET|POST /devices/<i>/announce[?on=true|false]`: the device's mDNS records and whether it is announced.
@@ -113,6 +120,44 @@ impl Admin {
         Ok(json!({"address": new.ip().to_string(), "port": new.port()}))
     }
 
+    /// The emulator's own CA (made at the first use), which signs certificates with `cert?ca=true`.
+    fn ca(&self) -> Arc<super::CertAuthority> {
+        self.ca
+            .get_or_init(|| Arc::new(super::CertAuthority::new("smartdev emulator CA")))
+            .clone()
+    }
+
+    /// `GET cert`: the fingerprint served; `POST cert[?ca=true][&expired=true][&names=A;B]`: serve a new one.
+    fn cert(&self, index: &str, req: &Request) -> Result<Value, Failure> {
+        let dev = self.device(index)?;
+        let tls = dev.tls.as_ref().ok_or_else(|| {
+            bad(format!(
+                "device {index} serves plain HTTP (start it with tls)"
+            ))
+        })?;
+        if req.method == "GET" {
+            return Ok(json!({"sha256": tls.fingerprint()}));
+        }
+        method(req, "POST")?;
+        let flag = |k: &str| matches!(req.param(k).as_deref(), Some("true" | "1"));
+        let spec = super::CertSpec {
+            issuer: flag("ca").then(|| self.ca()),
+            names: req
+                .param("names")
+                .map(|n| {
+                    n.split(';')
+                        .filter(|x| !x.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            expired: flag("expired"),
+        };
+        let fp = tls.set(&spec).map_err(bad)?;
+        dev.ws.drop_all();
+        Ok(json!({"sha256": fp}))
+    }
+
     fn device(&self, index: &str) -> Result<&Device, Failure> {
         index
             .parse::<usize>()
@@ -137,6 +182,11 @@ impl Admin {
             }
             ["devices", i, "announce"] => self.announce(i, req),
             ["devices", i, "move"] => self.relocate(i, req),
+            ["devices", i, "cert"] => self.cert(i, req),
+            ["ca"] => {
+                method(req, "GET")?;
+                Ok(json!({"pem": self.ca().pem()}))
+            }
             ["devices", i, action] => {
                 let dev = self.device(i)?;
                 device_action(dev, action, req)

@@ -33,6 +33,9 @@ pub(crate) fn device_info(dev: &Device, s: &DeviceState) -> Value {
         m.insert("auth_en".into(), json!(false));
         m.insert("auth_domain".into(), Value::Null);
     }
+    if dev.enhanced_security {
+        m.insert("enhanced_security".into(), json!(true));
+    }
     if let Some(p) = profile(dev, s) {
         m.insert("profile".into(), json!(p));
     }

@@ -320,6 +320,10 @@ pub(crate) struct Device {
     firmware: Mutex<Firmware>,
     /// Itself, for the thread an update's restart runs on.
     me: Weak<Device>,
+    /// HTTPS: the certificate it serves ([`super::DeviceSpec::tls`]).
+    pub tls: Option<super::cert::DeviceTls>,
+    /// Reports Enhanced Security ([`super::DeviceSpec::enhanced_security`]).
+    pub enhanced_security: bool,
 }
 
 impl Device {
@@ -350,6 +354,11 @@ impl Device {
             firmware: Mutex::new(Firmware::new(ident.family, &spec.firmware)),
             me: Weak::new(),
             ident,
+            tls: spec.tls.then(|| {
+                super::cert::DeviceTls::new(&super::cert::CertSpec::default())
+                    .expect("a self-signed certificate")
+            }),
+            enhanced_security: spec.enhanced_security,
         }
     }
 

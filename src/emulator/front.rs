@@ -29,11 +29,28 @@ impl Service for Device {
         }
     }
 
+    fn tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.tls.as_ref().map(|t| t.config())
+    }
+
+    fn upgrade_tls(
+        self: Arc<Self>,
+        req: &Request,
+        stream: super::server::TlsStream,
+    ) -> Option<super::server::TlsStream> {
+        if self.ident.family != Family::Rpc || !ws::is_upgrade(req) {
+            return Some(stream);
+        }
+        let rustls::StreamOwned { conn, sock } = stream;
+        ws::accept(self, req, ws::WsStream::tls(sock, conn));
+        None
+    }
+
     fn upgrade(self: Arc<Self>, req: &Request, stream: TcpStream) -> Option<TcpStream> {
         if self.ident.family != Family::Rpc || !ws::is_upgrade(req) {
             return Some(stream);
         }
-        ws::accept(self, req, stream);
+        ws::accept(self, req, ws::WsStream::plain(stream));
         None
     }
 }

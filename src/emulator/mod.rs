@@ -52,6 +52,7 @@ mod admin;
 mod announce;
 mod api;
 mod auth;
+mod cert;
 mod components;
 mod cover;
 mod device;
@@ -95,6 +96,7 @@ use faults::NetControl;
 use server::{Server, Service};
 
 pub use auth::{AuthMode, AuthStats};
+pub use cert::{CertAuthority, CertSpec};
 pub use cover::{CoverReport, CoverState};
 pub use firmware::{FirmwareSpec, UpdateOutcome};
 pub use sensors::AddonSensor;
@@ -162,6 +164,13 @@ pub struct DeviceSpec {
     /// The firmware it runs, the versions on offer and how an update goes (download, restart); changeable at
     /// runtime with [`Emulator::set_firmware_offer`] and [`Emulator::set_update_outcome`].
     pub firmware: FirmwareSpec,
+    /// Serve HTTPS and WSS with a self-signed certificate for `localhost` and `127.0.0.1`
+    /// made at start; [`Emulator::certificate_sha256`] gives its fingerprint and [`Emulator::set_certificate`]
+    /// switches it.
+    pub tls: bool,
+    /// Shelly Gen2+: report `"enhanced_security": true` in `/shelly` and `Shelly.GetDeviceInfo`, as firmware
+    /// 2.0 does with Enhanced Security on (which does not mean it serves HTTPS: see `tls`).
+    pub enhanced_security: bool,
 }
 
 impl Default for DeviceSpec {
@@ -187,6 +196,8 @@ impl Default for DeviceSpec {
             tasmota_old_auth: false,
             sleep: None,
             firmware: FirmwareSpec::default(),
+            tls: false,
+            enhanced_security: false,
         }
     }
 }
@@ -617,6 +628,30 @@ impl Emulator {
     /// one after another; URL tokens like `${...}` are sent as written. Returns how many calls were delivered.
     pub fn fire_event(&self, device: usize, event: &str, component_id: usize) -> usize {
         self.dev(device).fire_event(event, component_id)
+    }
+
+    /// The SHA-256 fingerprint (`AB:CD:…`) of the certificate device `device` serves; `None` when it serves
+    /// plain HTTP ([`DeviceSpec::tls`]).
+    pub fn certificate_sha256(&self, device: usize) -> Option<String> {
+        self.dev(device).tls.as_ref().map(|t| t.fingerprint())
+    }
+
+    /// Makes device `device` serve another certificate from its next connection on (a new self-signed one,
+    /// an expired one, one for other names, one signed by a CA), and ends its WebSocket connections, as the
+    /// reboot that new TLS material needs does; returns its fingerprint. Only for a device
+    /// started with [`DeviceSpec::tls`].
+    pub fn set_certificate(&self, device: usize, spec: &CertSpec) -> crate::Result<String> {
+        let tls = self.dev(device).tls.as_ref().ok_or_else(|| {
+            crate::Error::InvalidArgument(format!(
+                "emulator: device {device} serves plain HTTP; start it with tls to give it a certificate"
+            ))
+        })?;
+        let fp = tls
+            .set(spec)
+            .map_err(|e| crate::Error::InvalidArgument(format!("emulator: certificate: {e}")))?;
+        // New TLS material takes a reboot on the device: its connections end.
+        self.dev(device).ws.drop_all();
+        Ok(fp)
     }
 
     /// Sets (or with `None` removes) a device's password at runtime; see [`DeviceSpec::password`]. Issued

@@ -130,6 +130,39 @@ pub(crate) trait Service: Send + Sync {
     fn upgrade(self: Arc<Self>, _req: &Request, stream: TcpStream) -> Option<TcpStream> {
         Some(stream)
     }
+    /// [`Service::upgrade`] over TLS (WSS): takes over the connection and its TLS state; gives them back
+    /// when the request is not one it upgrades.
+    fn upgrade_tls(self: Arc<Self>, _req: &Request, stream: TlsStream) -> Option<TlsStream> {
+        Some(stream)
+    }
+    /// The TLS configuration when the port serves HTTPS (read per connection: a certificate switched at
+    /// runtime is served from the next connection on).
+    fn tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+        None
+    }
+}
+
+/// A connection as the request reader and response writer see it: plain TCP or TLS over it.
+trait Conn: Read + Write {
+    /// Ends our side (TLS: `close_notify` first).
+    fn close_write(&mut self) -> io::Result<()>;
+}
+
+impl Conn for TcpStream {
+    fn close_write(&mut self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+/// A TLS connection as the server reads it.
+pub(crate) type TlsStream = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+
+impl Conn for TlsStream {
+    fn close_write(&mut self) -> io::Result<()> {
+        self.conn.send_close_notify();
+        self.flush()?;
+        self.sock.shutdown(Shutdown::Write)
+    }
 }
 
 /// A running port.
@@ -268,13 +301,47 @@ fn accept(
     }
 }
 
-fn serve(mut stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
+fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     // Our own wake-up connection, or a client that raced a fault change: close without reading.
     if !matches!(net.phase(Instant::now()), Phase::Serve(_)) {
         return;
     }
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
+    let Some(tls) = service.tls() else {
+        return serve_on(stream, service, net);
+    };
+    // HTTPS: the handshake happens at the first read.
+    match rustls::ServerConnection::new(tls) {
+        Ok(conn) => serve_tls(rustls::StreamOwned::new(conn, stream), service, net),
+        Err(e) => log::debug!("emulator: TLS: {e}"),
+    }
+}
+
+fn serve_tls(mut stream: TlsStream, service: &Arc<dyn Service>, net: &NetControl) {
+    let request = match read_request(&mut stream) {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(e) => {
+            log::trace!("emulator: TLS handshake failed, or a bad or idle request: {e}");
+            return;
+        }
+    };
+    let stream = if request.header("upgrade").is_some() {
+        match Arc::clone(service).upgrade_tls(&request, stream) {
+            Some(s) => s,
+            None => {
+                net.count("ws /rpc".into());
+                return;
+            }
+        }
+    } else {
+        stream
+    };
+    respond(stream, &request, service, net, |s| net.hold(s.sock));
+}
+
+fn serve_on(mut stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     let request = match read_request(&mut stream) {
         Ok(Some(r)) => r,
         Ok(None) => return,
@@ -283,7 +350,7 @@ fn serve(mut stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
             return;
         }
     };
-    let mut stream = if request.header("upgrade").is_some() {
+    let stream = if request.header("upgrade").is_some() {
         match Arc::clone(service).upgrade(&request, stream) {
             Some(s) => s,
             None => {
@@ -294,7 +361,18 @@ fn serve(mut stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     } else {
         stream
     };
-    let key = service.key(&request);
+    respond(stream, &request, service, net, |s| net.hold(s));
+}
+
+/// Answers one request, with the port's fault and latency; `hold` keeps a blackholed connection open.
+fn respond<S: Conn>(
+    mut stream: S,
+    request: &Request,
+    service: &Arc<dyn Service>,
+    net: &NetControl,
+    hold: impl FnOnce(S),
+) {
+    let key = service.key(request);
     // The scope may name a query too (`GET /relay/0?turn`): matched against the key plus the raw query.
     let (fault, latency) = if request.query.is_empty() {
         net.for_request(&key)
@@ -304,7 +382,7 @@ fn serve(mut stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     net.count(key);
     let (response, truncate) = match fault {
         Fault::Blackhole => {
-            net.hold(stream);
+            hold(stream);
             return;
         }
         Fault::Http500 => (Response::text(500, "Internal Server Error"), false),
@@ -317,8 +395,8 @@ fn serve(mut stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
             },
             false,
         ),
-        Fault::TruncatedBody => (handle(&**service, &request), true),
-        _ => (handle(&**service, &request), false),
+        Fault::TruncatedBody => (handle(&**service, request), true),
+        _ => (handle(&**service, request), false),
     };
     net.sleep(latency);
     if let Err(e) = write_response(&mut stream, &response, truncate) {
@@ -336,7 +414,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
+fn fill(stream: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
     let mut chunk = [0u8; 4096];
     let n = stream.read(&mut chunk)?;
     if n == 0 {
@@ -347,7 +425,7 @@ fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
 }
 
 /// Reads one request; `None` when the peer sent nothing usable (e.g. our own wake-up connection).
-fn read_request(stream: &mut TcpStream) -> io::Result<Option<Request>> {
+fn read_request(stream: &mut (impl Read + Write)) -> io::Result<Option<Request>> {
     let mut buf = Vec::with_capacity(1024);
     let head_end = loop {
         if let Some(p) = find(&buf, b"\r\n\r\n") {
@@ -417,7 +495,7 @@ fn read_request(stream: &mut TcpStream) -> io::Result<Option<Request>> {
     Ok(Some(req))
 }
 
-fn read_chunked(stream: &mut TcpStream, mut raw: Vec<u8>) -> io::Result<Vec<u8>> {
+fn read_chunked(stream: &mut impl Read, mut raw: Vec<u8>) -> io::Result<Vec<u8>> {
     let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_string());
     let mut out = Vec::new();
     let mut pos = 0;
@@ -461,7 +539,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// `truncate` announces the whole length but sends only half the body, then closes.
-fn write_response(stream: &mut TcpStream, r: &Response, truncate: bool) -> io::Result<()> {
+fn write_response(stream: &mut impl Conn, r: &Response, truncate: bool) -> io::Result<()> {
     let len = r.body.len();
     let (announced, sent) = if truncate {
         (len.max(len / 2 + 1), len / 2)
@@ -482,5 +560,5 @@ fn write_response(stream: &mut TcpStream, r: &Response, truncate: bool) -> io::R
     out.extend_from_slice(&r.body[..sent]);
     stream.write_all(&out)?;
     stream.flush()?;
-    stream.shutdown(Shutdown::Write)
+    stream.close_write()
 }

@@ -139,13 +139,116 @@ fn comparable(mut status: Map<String, Value>) -> Map<String, Value> {
 }
 
 /// Whether a request asks for a WebSocket upgrade.
+/// A WebSocket connection's byte stream: the socket, or TLS over it (WSS). Clones share the socket and the
+/// TLS state: the reader thread reads the socket without holding the TLS lock (it blocks there) and feeds what
+/// came to rustls under it; the writer encrypts and writes under it.
+pub(crate) struct WsStream {
+    tcp: TcpStream,
+    tls: Option<Arc<Mutex<rustls::ServerConnection>>>,
+    /// Plaintext decrypted and not read yet.
+    pending: Vec<u8>,
+}
+
+impl WsStream {
+    pub(crate) fn plain(tcp: TcpStream) -> WsStream {
+        WsStream {
+            tcp,
+            tls: None,
+            pending: Vec::new(),
+        }
+    }
+
+    pub(crate) fn tls(tcp: TcpStream, conn: rustls::ServerConnection) -> WsStream {
+        WsStream {
+            tcp,
+            tls: Some(Arc::new(Mutex::new(conn))),
+            pending: Vec::new(),
+        }
+    }
+
+    fn try_clone(&self) -> io::Result<WsStream> {
+        Ok(WsStream {
+            tcp: self.tcp.try_clone()?,
+            tls: self.tls.clone(),
+            pending: Vec::new(),
+        })
+    }
+
+    fn shutdown(&self) -> io::Result<()> {
+        self.tcp.shutdown(Shutdown::Both)
+    }
+}
+
+impl Read for WsStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(tls) = self.tls.clone() else {
+            return self.tcp.read(buf);
+        };
+        loop {
+            if !self.pending.is_empty() {
+                let n = buf.len().min(self.pending.len());
+                buf[..n].copy_from_slice(&self.pending[..n]);
+                self.pending.drain(..n);
+                return Ok(n);
+            }
+            {
+                // What rustls already holds (e.g. read with the upgrade request).
+                let mut conn = lock(&tls);
+                match conn.reader().read(buf) {
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return Ok(0),
+                }
+            }
+            let mut raw = [0u8; 8192];
+            let n = self.tcp.read(&mut raw)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            let mut conn = lock(&tls);
+            let mut rest = &raw[..n];
+            while !rest.is_empty() {
+                conn.read_tls(&mut rest)?;
+                conn.process_new_packets()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let mut chunk = [0u8; 8192];
+                loop {
+                    match conn.reader().read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(m) => self.pending.extend_from_slice(&chunk[..m]),
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Write for WsStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let Some(tls) = &self.tls else {
+            return self.tcp.write(buf);
+        };
+        let mut conn = lock(tls);
+        conn.writer().write_all(buf)?;
+        while conn.wants_write() {
+            conn.write_tls(&mut self.tcp)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
 pub(crate) fn is_upgrade(req: &Request) -> bool {
     req.header("upgrade")
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 /// Answers an upgrade request on `/rpc` and starts the connection's threads; anything wrong gets a 400.
-pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
+pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: WsStream) {
     let key = req.header("sec-websocket-key").unwrap_or("");
     let connection_ok = req.header("connection").is_some_and(|v| {
         v.split(',')
@@ -171,8 +274,8 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
     }
     if dev.ws.hold_upgrades.load(Ordering::SeqCst) {
         // Kept open and never answered, until released or the client gives up.
-        if stream.set_nonblocking(true).is_ok() {
-            lock(&dev.ws.held).push(stream);
+        if stream.tcp.set_nonblocking(true).is_ok() {
+            lock(&dev.ws.held).push(stream.tcp);
         }
         return;
     }
@@ -180,12 +283,12 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
         accept_key(key)
     );
-    let _ = stream.set_read_timeout(None);
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = stream.tcp.set_read_timeout(None);
+    let _ = stream.tcp.set_write_timeout(Some(WRITE_TIMEOUT));
     if stream.write_all(answer.as_bytes()).is_err() {
         return;
     }
-    let (Ok(reader), Ok(cut)) = (stream.try_clone(), stream.try_clone()) else {
+    let (Ok(reader), Ok(cut)) = (stream.try_clone(), stream.tcp.try_clone()) else {
         return;
     };
     let (tx, rx) = crossbeam_channel::bounded(QUEUE);
@@ -237,7 +340,7 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: TcpStream) {
 
 fn write_loop(
     dev: &Device,
-    mut stream: TcpStream,
+    mut stream: WsStream,
     rx: &Receiver<Vec<u8>>,
     src: &Mutex<Option<String>>,
 ) {
@@ -271,7 +374,7 @@ fn write_loop(
             break;
         }
     }
-    let _ = stream.shutdown(Shutdown::Both);
+    let _ = stream.shutdown();
 }
 
 /// One flood frame: a `NotifyStatus` whose power changes every time, padded to about `bytes`.
@@ -287,7 +390,7 @@ fn flood_frame(dev: &Device, dst: &str, n: u64, bytes: usize) -> Vec<u8> {
 
 fn read_loop(
     dev: &Device,
-    mut stream: TcpStream,
+    mut stream: WsStream,
     tx: &Sender<Vec<u8>>,
     src: &Mutex<Option<String>>,
 ) {

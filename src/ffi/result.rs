@@ -65,13 +65,16 @@ pub enum sd_result {
     /// update running, refused by the device, not back in time, back with the old version); the message says
     /// which.
     SD_FIRMWARE = 310,
+    /// The device's TLS certificate was refused (HTTPS devices): not the pinned one, or not valid under the
+    /// configured CA. The message names the fingerprints and how to accept a new certificate (`sdctl trust`).
+    SD_CERTIFICATE = 311,
     /// A local I/O failure (a file, a socket, a thread).
     SD_IO = 400,
 }
 
 impl sd_result {
     /// Every code, for `sd_result_name` (a new variant must be added here and to `name`).
-    pub(crate) const ALL: [sd_result; 24] = [
+    pub(crate) const ALL: [sd_result; 25] = [
         sd_result::SD_OK,
         sd_result::SD_NULL_PARAMETER,
         sd_result::SD_INVALID_PARAMETER,
@@ -95,6 +98,7 @@ impl sd_result {
         sd_result::SD_WRONG_DEVICE,
         sd_result::SD_SLEEPING,
         sd_result::SD_FIRMWARE,
+        sd_result::SD_CERTIFICATE,
         sd_result::SD_IO,
     ];
 
@@ -118,6 +122,7 @@ impl sd_result {
             Error::WrongDevice { .. } => sd_result::SD_WRONG_DEVICE,
             Error::Sleeping { .. } => sd_result::SD_SLEEPING,
             Error::Firmware { .. } => sd_result::SD_FIRMWARE,
+            Error::Certificate { .. } => sd_result::SD_CERTIFICATE,
             Error::Closed => sd_result::SD_CLOSED,
             Error::Io { .. } => sd_result::SD_IO,
         }
@@ -149,6 +154,7 @@ impl sd_result {
             sd_result::SD_WRONG_DEVICE => c"SD_WRONG_DEVICE",
             sd_result::SD_SLEEPING => c"SD_SLEEPING",
             sd_result::SD_FIRMWARE => c"SD_FIRMWARE",
+            sd_result::SD_CERTIFICATE => c"SD_CERTIFICATE",
             sd_result::SD_IO => c"SD_IO",
         }
     }

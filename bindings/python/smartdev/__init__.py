@@ -58,6 +58,7 @@ from .errors import (
     CODE_NAMES,
     CODE_TO_CLASS,
     AuthError,
+    CertificateError,
     ClosedError,
     ConfigError,
     DeviceError,

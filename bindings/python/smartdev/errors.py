@@ -38,6 +38,7 @@ __all__ = [
     "WrongDeviceError",
     "SleepingError",
     "FirmwareError",
+    "CertificateError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
@@ -74,6 +75,7 @@ CODE_NAMES: Dict[int, str] = {
     308: "SD_WRONG_DEVICE",
     309: "SD_SLEEPING",
     310: "SD_FIRMWARE",
+    311: "SD_CERTIFICATE",
     400: "SD_IO",
 }
 
@@ -222,6 +224,15 @@ class SleepingError(SmartDevError):
     default_code = 309
 
 
+class CertificateError(SmartDevError):
+    """The device's TLS certificate was refused (``SD_CERTIFICATE``; a device reached over HTTPS): not the
+    pinned one (``CertSha256``, or pinned at first use), or not valid under the configured ``CaFile``. Nothing
+    was sent to it. The message names both fingerprints and how to accept a new certificate
+    (``sdctl trust DEVICE``)."""
+
+    default_code = 311
+
+
 class FirmwareError(SmartDevError):
     """A firmware update did not end with the device running the new version, or was not started
     (``SD_FIRMWARE``): nothing newer on offer, another update running (one device at a time unless
@@ -288,6 +299,7 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
     308: WrongDeviceError,
     309: SleepingError,
     310: FirmwareError,
+    311: CertificateError,
     400: SmartDevIOError,
 }
 

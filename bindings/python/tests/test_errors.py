@@ -45,6 +45,7 @@ class ErrorTableTest(unittest.TestCase):
             308: smartdev.WrongDeviceError,
             309: smartdev.SleepingError,
             310: smartdev.FirmwareError,
+            311: smartdev.CertificateError,
             400: smartdev.SmartDevIOError,
         }
         self.assertEqual(CODE_TO_CLASS, expected)

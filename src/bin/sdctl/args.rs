@@ -21,6 +21,9 @@ commands:
   cover COVER open|close|stop|position N   move a cover (N: 0 closed to 100 open; needs a calibrated cover);
                                            prints its state right after the command
   check                                    validate the configuration and print every problem
+  trust DEVICE [SHA256]                    accept the TLS certificate an HTTPS device presents now in place
+                                           of the one pinned at first use (after it was refused as changed);
+                                           with SHA256, only a certificate with that fingerprint
   events [--count N] [--timeout SECS]      run the webhook listener (even when the configuration leaves
                                            it off) and print one JSON line per event
   discover [--timeout SECS] [--yaml]       find Shelly and Tasmota devices on the local network (mDNS, then
@@ -73,6 +76,10 @@ pub enum Command {
         action: CoverAction,
     },
     Check,
+    Trust {
+        device: String,
+        expect: Option<String>,
+    },
     Events {
         count: Option<u64>,
         timeout: Option<f64>,
@@ -245,6 +252,14 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             );
         }
         ["check"] => Command::Check,
+        ["trust", d] => Command::Trust {
+            device: d.to_string(),
+            expect: None,
+        },
+        ["trust", d, fp] => Command::Trust {
+            device: d.to_string(),
+            expect: Some(fp.to_string()),
+        },
         ["events"] => Command::Events { count, timeout },
         ["discover"] => Command::Discover { timeout },
         ["firmware", device] | ["firmware", device, "check"] => Command::Firmware {

@@ -23,7 +23,7 @@ usage: sdctl emulate [--admin-port P] [--models FILE] [--listen-on ADDR] [--anno
 
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
           [,sensors=NAME:QUANTITY;...][,id=X][,mac=M][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
-          [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth][,version=V][,stable=V][,beta=V]
+          [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth][,version=V][,stable=V][,beta=V][,tls][,es]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
   profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
@@ -53,8 +53,12 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
   stable, beta
               newer firmware on offer (Tasmota: stable is what Upgrade 1 installs); an update downloads for 1 s,
               restarts for 2 s, then runs it
+  tls         serve HTTPS and WSS with a self-signed certificate for localhost and 127.0.0.1; its
+              SHA-256 fingerprint is printed (configure it as CertSha256, or let first use pin it)
+  es          Gen2+: report Enhanced Security (enhanced_security: true) as firmware 2.0 does; alone it
+              does not mean HTTPS
 
-Prints `MODEL <id> http://127.0.0.1:<port>` per device and `admin http://127.0.0.1:<port>`, then serves until
+Prints `MODEL <id> http://127.0.0.1:<port>` per device (tls: `https://…` and `sha256=<fingerprint>`) and `admin http://127.0.0.1:<port>`, then serves until
 killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes, webhooks, profiles,
 covers, sensors and lights:
   GET /devices   POST /devices/<i>/fault?kind=none|blackhole|refuse|http500|malformed|truncated|flapping&ms=P
@@ -69,6 +73,8 @@ covers, sensors and lights:
   POST /devices/<i>/input_type?id=N&type=switch|button   POST /devices/<i>/press?id=N[&kind=single|double|triple|long]
   GET|POST /devices/<i>/light?id=N[&state=true&brightness=P]   POST /devices/<i>/frequency?id=N&hz=F
   GET|POST /devices/<i>/announce[?on=true|false] (mDNS records; withdraw or restore the announcement)
+  GET|POST /devices/<i>/cert[?ca=true][&expired=true][&names=A;B] (tls devices: the fingerprint, or a new
+       certificate: self-signed, or signed by the emulator's CA whose PEM GET /ca returns)
   POST /devices/<i>/move[?address=A][&port=P] (the device leaves its address, as after a DHCP lease change:
        a new address keeps the port unless P is given; no address: a free port; GET /devices/<i> says where)
   GET|POST /devices/<i>/firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old]
@@ -137,11 +143,19 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 spec.tasmota_old_auth = true;
                 continue;
             }
+            "tls" => {
+                spec.tls = true;
+                continue;
+            }
+            "es" => {
+                spec.enhanced_security = true;
+                continue;
+            }
             _ => {}
         }
-        let (k, v) = opt
-            .split_once('=')
-            .ok_or_else(|| format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth)"))?;
+        let (k, v) = opt.split_once('=').ok_or_else(|| {
+            format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth, tls, es)")
+        })?;
         match k {
             "profile" if !v.is_empty() => spec.profile = Some(v.to_string()),
             "shutters" => spec.shutters = number("shutters", v)?,
@@ -201,7 +215,7 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 return Err(format!(
                     "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
                      sensors, id, mac, reports, latency, password, user, fw, nonce_life, sleep, md5, oldauth, \
-                     version, stable or beta"
+                     version, stable, beta, tls or es"
                 ));
             }
         }
@@ -317,13 +331,23 @@ pub fn run(args: &[String]) -> ExitCode {
         if let Some(l) = d.latency {
             emu.set_latency(i, l);
         }
-        let _ = writeln!(
-            out,
-            "{} {} http://127.0.0.1:{}",
-            d.spec.model,
-            emu.device_id(i),
-            emu.port(i)
-        );
+        match emu.certificate_sha256(i) {
+            Some(fp) => writeln!(
+                out,
+                "{} {} https://127.0.0.1:{} sha256={fp}",
+                d.spec.model,
+                emu.device_id(i),
+                emu.port(i)
+            ),
+            None => writeln!(
+                out,
+                "{} {} http://127.0.0.1:{}",
+                d.spec.model,
+                emu.device_id(i),
+                emu.port(i)
+            ),
+        }
+        .ok();
     }
     let _ = writeln!(out, "admin http://127.0.0.1:{}", emu.admin_port());
     let _ = out.flush();
@@ -370,6 +394,20 @@ mod tests {
                 fw.beta.as_deref()
             ),
             (Some("1.4.4"), Some("1.5.0"), Some("1.6.0-b1"))
+        );
+    }
+
+    #[test]
+    fn tls_options_parse() {
+        let o = parse(&args("ShellyPlus1PM,tls,es,password=p Shelly1PMG3")).unwrap();
+        let d = &o.devices;
+        assert!(d[0].spec.tls && d[0].spec.enhanced_security);
+        assert_eq!(d[0].spec.password.as_deref(), Some("p"));
+        assert!(!d[1].spec.tls && !d[1].spec.enhanced_security);
+        assert!(
+            parse(&args("ShellyPlus1PM,tsl"))
+                .unwrap_err()
+                .contains("tls, es")
         );
     }
 

@@ -186,6 +186,28 @@ fn run(args: &Args) -> Result<Done, Error> {
             return Ok(Done::Yes);
         }
         Command::Check => return check(args),
+        Command::Trust { device, expect } => {
+            let settings = load(args)?;
+            init_logging(args, &settings)?;
+            let change = smartdev::trust_certificate(&settings, device, expect.as_deref())?;
+            if args.json {
+                print_json(&serde_json::json!({
+                    "Device": change.device,
+                    "Previous": change.previous,
+                    "Accepted": change.accepted,
+                    "TrustFile": change.file.display().to_string(),
+                }))?;
+            } else {
+                print_text(&format!(
+                    "{}: certificate SHA-256 {} trusted (was {}) in {}",
+                    change.device,
+                    change.accepted,
+                    change.previous.as_deref().unwrap_or("none"),
+                    change.file.display()
+                ));
+            }
+            return Ok(Done::Yes);
+        }
         Command::Discover { timeout } => return discover(args, *timeout),
         _ => {}
     }

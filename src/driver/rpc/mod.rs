@@ -484,7 +484,7 @@ mod tests {
         let tunnel = Arc::new(Tunnel::default());
         let status = json!({"switch:0": {"id": 0, "output": true, "apower": 12.5}, "input:0": {"id": 0, "state": false}});
         tunnel.attach(
-            ours,
+            crate::driver::ws::secure::Writer::plain(ours),
             "me".into(),
             None,
             Some((status, std::time::Instant::now())),

@@ -261,7 +261,11 @@ impl Rpc {
                 );
                 Err(Error::WrongDevice {
                     device: dev.label(),
-                    address: self.base.trim_start_matches("http://").to_string(),
+                    address: self
+                        .base
+                        .trim_start_matches("http://")
+                        .trim_start_matches("https://")
+                        .to_string(),
                     expected: known.to_string(),
                     configured: false,
                     found: seen.to_string(),

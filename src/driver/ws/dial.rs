@@ -56,6 +56,8 @@ pub(crate) struct Share {
 pub(crate) struct Dialed {
     /// The socket (non-blocking, still registered with the poller that drove it).
     pub(crate) stream: mio::net::TcpStream,
+    /// WSS: the TLS state over it.
+    pub(crate) tls: Option<super::secure::Shared>,
     /// Bytes read past the answer, and a message being joined.
     pub(crate) buf: Vec<u8>,
     pub(crate) asm: Assembler,
@@ -68,6 +70,7 @@ pub(crate) struct Dialed {
 /// One connection being made.
 pub(crate) struct Dial {
     stream: mio::net::TcpStream,
+    tls: Option<super::secure::Shared>,
     addr: SocketAddr,
     phase: Phase,
     /// The current step's deadline, and the timeout each step gets.
@@ -94,7 +97,9 @@ pub(crate) struct Dial {
 
 impl Dial {
     /// Starts the TCP connect to `addr` (`host` is the `Host` header value); the call is `method` with our
-    /// `src`, answering challenges with `password`. Every step must finish within `step` of its start.
+    /// `src`, answering challenges with `password`. Every step must finish within `step` of its start. With
+    /// `tls` (WSS) the TLS handshake runs within the upgrade's step, the upgrade request waiting in rustls.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         addr: SocketAddr,
         host: &str,
@@ -103,10 +108,12 @@ impl Dial {
         password: Option<&str>,
         step: Duration,
         now: Instant,
+        tls: Option<rustls::ClientConnection>,
     ) -> io::Result<Dial> {
         let stream = mio::net::TcpStream::connect(addr)?;
         Ok(Dial {
             stream,
+            tls: tls.map(|c| std::sync::Arc::new(std::sync::Mutex::new(c))),
             addr,
             phase: Phase::Tcp,
             deadline: now + step,
@@ -212,7 +219,11 @@ impl Dial {
                 return Ok(Progress::More);
             }
             let want = scratch.len().min(share.bytes);
-            match self.stream.read(&mut scratch[..want]) {
+            let read = match &self.tls {
+                Some(conn) => super::secure::read(conn, &mut self.stream, &mut scratch[..want]),
+                None => self.stream.read(&mut scratch[..want]),
+            };
+            match read {
                 Ok(0) => return Err(self.ended()),
                 Ok(n) => {
                     self.buf.extend_from_slice(&scratch[..n]);
@@ -220,7 +231,7 @@ impl Dial {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.waiting(now),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("WebSocket I/O failed: {e}")),
+                Err(e) => return Err(io_failed(&e)),
             }
         }
     }
@@ -250,14 +261,18 @@ impl Dial {
     /// Writes what is pending; false when the socket cannot take it all now.
     fn flush(&mut self) -> Result<bool, String> {
         while !self.out.is_empty() {
-            match self.stream.write(&self.out) {
+            let written = match &self.tls {
+                Some(conn) => super::secure::write(conn, &mut self.stream, &self.out),
+                None => self.stream.write(&self.out),
+            };
+            match written {
                 Ok(0) => return Err("the socket took no bytes".into()),
                 Ok(n) => {
                     self.out.drain(..n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("WebSocket I/O failed: {e}")),
+                Err(e) => return Err(io_failed(&e)),
             }
         }
         Ok(true)
@@ -412,11 +427,20 @@ impl Dial {
     pub(crate) fn into_dialed(self) -> Dialed {
         Dialed {
             stream: self.stream,
+            tls: self.tls,
             buf: self.buf,
             asm: self.asm,
             challenge: self.challenge,
             queued: self.queued,
         }
+    }
+}
+
+/// A failed read or write in words; a refused certificate says so.
+fn io_failed(e: &io::Error) -> String {
+    match crate::driver::tls::refusal_of(e) {
+        Some(r) => format!("TLS certificate refused: {r}"),
+        None => format!("WebSocket I/O failed: {e}"),
     }
 }
 
@@ -539,6 +563,7 @@ mod tests {
             password,
             STEP,
             Instant::now(),
+            None,
         )
         .unwrap()
     }

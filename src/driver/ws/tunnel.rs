@@ -14,8 +14,6 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::io::Write as _;
-use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -111,7 +109,7 @@ impl Answer {
 }
 
 struct Link {
-    stream: TcpStream,
+    stream: super::secure::Writer,
     src: String,
     masks: RandomState,
     sent: u64,
@@ -148,7 +146,7 @@ impl Tunnel {
     /// when that request was sent.
     pub(crate) fn attach(
         &self,
-        stream: TcpStream,
+        stream: super::secure::Writer,
         src: String,
         challenge: Option<(FrameChallenge, u32)>,
         status: Option<(Value, Instant)>,
@@ -356,7 +354,7 @@ impl Tunnel {
                 }
                 // Silent for a whole timeout: end it, the poller reconnects; HTTP meanwhile.
                 if let Some(l) = g.link.take() {
-                    let _ = l.stream.shutdown(Shutdown::Both);
+                    l.stream.shutdown();
                 }
                 Sent::Lost(format!(
                     "no answer over the WebSocket within {:.1} s",
@@ -418,9 +416,9 @@ fn write_locked(g: &mut Inner, opcode: Opcode, payload: &[u8]) -> bool {
     let wire = frame::encode(opcode, true, payload, Some([m[0], m[1], m[2], m[3]]));
     // The socket is non-blocking (the poller's); a request of a few hundred bytes fits its send buffer, and
     // one that does not fit whole breaks the framing, so the connection is given up.
-    let ok = matches!((&link.stream).write(&wire), Ok(n) if n == wire.len());
+    let ok = link.stream.write_now(&wire);
     if !ok {
-        let _ = link.stream.shutdown(Shutdown::Both);
+        link.stream.shutdown();
         g.link = None;
         g.pending = None;
     }
@@ -429,10 +427,11 @@ fn write_locked(g: &mut Inner, opcode: Opcode, payload: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::secure::Writer;
     use super::*;
     use serde_json::json;
     use std::io::Read as _;
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
 
     /// A tunnel attached to one end of a loopback connection; the other end is returned.
     fn attached(status: Option<Value>) -> (Tunnel, TcpStream) {
@@ -441,7 +440,7 @@ mod tests {
         let ours = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (theirs, _) = l.accept().unwrap();
         let t = Tunnel::default();
-        t.attach(ours, "me".into(), None, status);
+        t.attach(Writer::plain(ours), "me".into(), None, status);
         (t, theirs)
     }
 
@@ -458,7 +457,7 @@ mod tests {
         let asked = Instant::now();
         t.reading();
         t.attach(
-            _peer.try_clone().unwrap(),
+            Writer::plain(_peer.try_clone().unwrap()),
             "me".into(),
             None,
             Some((json!({}), asked)),
@@ -471,7 +470,7 @@ mod tests {
         t.reading();
         let asked = Instant::now();
         t.attach(
-            _peer.try_clone().unwrap(),
+            Writer::plain(_peer.try_clone().unwrap()),
             "me".into(),
             None,
             Some((json!({"a": 1}), asked)),

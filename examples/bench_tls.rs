@@ -1,0 +1,90 @@
+//! HTTPS against HTTP: open and read N emulated ShellyPlus1PM devices (run in a child process, so CPU time is
+//! the library's process alone), once over HTTP and once over HTTPS (a self-signed certificate per device,
+//! pinned at first use in a temporary trust file). Devices close every connection, as real ones do, so every
+//! HTTPS request pays a full handshake.
+//!
+//! `cargo run --release --example bench_tls -- [N=100] [ROUNDS=20]`
+//!
+//! Prints per transport: `open` wall time, `refresh_all` median wall time, and the controller process's CPU per
+//! request (utime + stime over every request of the rounds), then the HTTPS/HTTP CPU ratio.
+
+mod support;
+
+use std::time::Instant;
+
+use smartdev::{Controller, Settings};
+use support::{EmuChild, quantile};
+
+struct Figures {
+    open_ms: f64,
+    refresh_ms: f64,
+    cpu_us_per_request: f64,
+}
+
+fn run(n: usize, rounds: usize, tls: bool, dir: &std::path::Path) -> Figures {
+    let emu = EmuChild::start_with(n, 0, tls);
+    let trust = dir.join(format!("trust-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&trust);
+    let mut yaml = format!(
+        "SmartDevices:\n  Channel: http\n  RefreshInterval: 0\n  PingAllowed: false\n  FollowMoves: false\n  TrustFile: {}\n  Devices:\n",
+        trust.display()
+    );
+    for (i, p) in emu.ports.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {p}, Tls: {tls}}}\n"
+        ));
+    }
+    let settings = Settings::from_yaml_str(&yaml).expect("settings");
+    let t = Instant::now();
+    let ctl = Controller::open(settings, None).expect("open");
+    let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+    assert!(
+        ctl.devices().iter().all(|d| d.online),
+        "every device online after open"
+    );
+    let cpu0 = support::cpu_ticks();
+    let mut walls = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        ctl.refresh_all().expect("refresh_all");
+        walls.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let ticks = support::cpu_ticks() - cpu0;
+    let requests = (n * rounds) as f64;
+    drop(ctl);
+    emu.stop();
+    let _ = std::fs::remove_file(&trust);
+    walls.sort_by(f64::total_cmp);
+    Figures {
+        open_ms,
+        refresh_ms: quantile(&walls, 0.5),
+        // 100 clock ticks per second on Linux.
+        cpu_us_per_request: ticks as f64 * 10_000.0 / requests,
+    }
+}
+
+fn main() {
+    support::maybe_child();
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let (n, rounds) = (arg(1, 100), arg(2, 20));
+    let dir = std::env::temp_dir();
+    println!(
+        "{n} ShellyPlus1PM in a child process, {rounds} refresh_all rounds; {} cores, load average {}",
+        support::cores(),
+        support::load_average()
+    );
+    let http = run(n, rounds, false, &dir);
+    let https = run(n, rounds, true, &dir);
+    for (name, f) in [("http", &http), ("https", &https)] {
+        println!(
+            "{name:5}: open {:7.1} ms   refresh_all median {:7.1} ms   CPU {:7.1} µs per request",
+            f.open_ms, f.refresh_ms, f.cpu_us_per_request
+        );
+    }
+    println!(
+        "HTTPS / HTTP: CPU per request {:.2}×, refresh_all {:.2}×",
+        https.cpu_us_per_request / http.cpu_us_per_request,
+        https.refresh_ms / http.refresh_ms
+    );
+}
