@@ -300,7 +300,7 @@ func TestSentinelCodesMatchTheLibrary(t *testing.T) {
 		"SD_SIMULATION": smartdev.ErrSimulation, "SD_WORKER_FAILED": smartdev.ErrWorkerFailed,
 		"SD_AUTH": smartdev.ErrAuth, "SD_UNKNOWN": smartdev.ErrUnknown, "SD_IO": smartdev.ErrIO,
 		"SD_WRONG_DEVICE": smartdev.ErrWrongDevice, "SD_SLEEPING": smartdev.ErrSleeping,
-		"SD_FIRMWARE": smartdev.ErrFirmware,
+		"SD_FIRMWARE":    smartdev.ErrFirmware,
 		"SD_CERTIFICATE": smartdev.ErrCertificate,
 	} {
 		se := e.(*smartdev.Error)
