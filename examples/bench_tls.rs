@@ -3,7 +3,11 @@
 //! pinned at first use in a temporary trust file). Devices close every connection, as real ones do, so every
 //! HTTPS request pays a full handshake.
 //!
-//! `cargo run --release --example bench_tls -- [N=100] [ROUNDS=20]`
+//! `cargo run --release --example bench_tls -- [N=100] [ROUNDS=20] [LATENCY_MS=0] [PIN=first-use|sha256]`
+//!
+//! `LATENCY_MS`: each device answers that much later (the goal is stated for 1,000 devices × 20 ms).
+//! `PIN`: how certificates are verified: pinned at first use in a trust file (default) or `CertSha256` per
+//! device (nothing written).
 //!
 //! Prints per transport: `open` wall time, `refresh_all` median wall time, and the controller process's CPU per
 //! request (utime + stime over every request of the rounds), then the HTTPS/HTTP CPU ratio.
@@ -21,8 +25,15 @@ struct Figures {
     cpu_us_per_request: f64,
 }
 
-fn run(n: usize, rounds: usize, tls: bool, dir: &std::path::Path) -> Figures {
-    let emu = EmuChild::start_with(n, 0, tls);
+fn run(
+    n: usize,
+    rounds: usize,
+    latency_ms: u64,
+    tls: bool,
+    sha256: bool,
+    dir: &std::path::Path,
+) -> Figures {
+    let emu = EmuChild::start_with(n, latency_ms, tls);
     let trust = dir.join(format!("trust-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&trust);
     let mut yaml = format!(
@@ -30,8 +41,12 @@ fn run(n: usize, rounds: usize, tls: bool, dir: &std::path::Path) -> Figures {
         trust.display()
     );
     for (i, p) in emu.ports.iter().enumerate() {
+        let pin = match emu.fingerprints.get(i) {
+            Some(f) if tls && sha256 => format!(", CertSha256: \"{f}\""),
+            _ => String::new(),
+        };
         yaml.push_str(&format!(
-            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {p}, Tls: {tls}}}\n"
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {p}, Tls: {tls}{pin}}}\n"
         ));
     }
     let settings = Settings::from_yaml_str(&yaml).expect("settings");
@@ -67,15 +82,21 @@ fn main() {
     support::maybe_child();
     let args: Vec<String> = std::env::args().collect();
     let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
-    let (n, rounds) = (arg(1, 100), arg(2, 20));
+    let (n, rounds, latency) = (arg(1, 100), arg(2, 20), arg(3, 0) as u64);
+    let sha256 = args.get(4).is_some_and(|a| a == "sha256");
     let dir = std::env::temp_dir();
     println!(
-        "{n} ShellyPlus1PM in a child process, {rounds} refresh_all rounds; {} cores, load average {}",
+        "{n} ShellyPlus1PM in a child process ({latency} ms latency), {rounds} refresh_all rounds, {}; {} cores, load average {}",
+        if sha256 {
+            "CertSha256"
+        } else {
+            "pinned at first use"
+        },
         support::cores(),
         support::load_average()
     );
-    let http = run(n, rounds, false, &dir);
-    let https = run(n, rounds, true, &dir);
+    let http = run(n, rounds, latency, false, sha256, &dir);
+    let https = run(n, rounds, latency, true, sha256, &dir);
     for (name, f) in [("http", &http), ("https", &https)] {
         println!(
             "{name:5}: open {:7.1} ms   refresh_all median {:7.1} ms   CPU {:7.1} µs per request",
@@ -83,8 +104,9 @@ fn main() {
         );
     }
     println!(
-        "HTTPS / HTTP: CPU per request {:.2}×, refresh_all {:.2}×",
+        "HTTPS / HTTP: CPU per request {:.2}×, open {:.2}×, refresh_all {:.2}×",
         https.cpu_us_per_request / http.cpu_us_per_request,
+        https.open_ms / http.open_ms,
         https.refresh_ms / http.refresh_ms
     );
 }

@@ -200,7 +200,7 @@ impl Controller {
         // HTTPS devices: their TLS client configuration (verifier), for HTTPS and WSS alike.
         let mut problems = Vec::new();
         let mut trust_stores = Vec::new();
-        let tls_configs: Vec<Option<Arc<rustls::ClientConfig>>> = devices
+        let tls_configs: Vec<Option<Arc<crate::driver::tls::DeviceTls>>> = devices
             .iter()
             .zip(&settings.devices)
             .map(|(d, cfg)| {
@@ -999,7 +999,7 @@ impl Controller {
 fn push_targets(
     devices: &[Device],
     settings: &Settings,
-    tls: &[Option<Arc<rustls::ClientConfig>>],
+    tls: &[Option<Arc<crate::driver::tls::DeviceTls>>],
 ) -> Vec<crate::actor::push::Target> {
     use crate::models::{ModelRef, OutputKind, Protocol};
     devices

@@ -45,6 +45,9 @@ pub fn maybe_child() {
     let ports: Vec<String> = (0..n).map(|i| emu.port(i).to_string()).collect();
     writeln!(out, "ports {}", ports.join(" ")).unwrap();
     writeln!(out, "admin {}", emu.admin_port()).unwrap();
+    // HTTPS devices' certificate fingerprints (for `CertSha256`), else an empty list.
+    let prints: Vec<String> = (0..n).filter_map(|i| emu.certificate_sha256(i)).collect();
+    writeln!(out, "fingerprints {}", prints.join(" ")).unwrap();
     out.flush().unwrap();
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
@@ -116,6 +119,8 @@ pub struct EmuChild {
     stdout: BufReader<ChildStdout>,
     pub ports: Vec<u16>,
     pub admin_port: u16,
+    /// Per device, its certificate's SHA-256 fingerprint (HTTPS devices; empty otherwise).
+    pub fingerprints: Vec<String>,
 }
 
 impl EmuChild {
@@ -148,7 +153,17 @@ impl EmuChild {
         line.clear();
         stdout.read_line(&mut line).unwrap();
         let admin_port = line.trim().strip_prefix("admin ").unwrap().parse().unwrap();
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        let fingerprints = line
+            .trim_end()
+            .strip_prefix("fingerprints")
+            .unwrap_or_else(|| panic!("emulator child: {line:?}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect();
         EmuChild {
+            fingerprints,
             child,
             stdin,
             stdout,

@@ -68,7 +68,7 @@ pub(crate) struct Target {
     /// The live connection lent to the device's driver for its requests.
     pub(crate) tunnel: Arc<Tunnel>,
     /// WSS: the device's TLS client configuration (its verifier is the one its HTTPS requests use).
-    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
+    pub(crate) tls: Option<Arc<crate::driver::tls::DeviceTls>>,
 }
 
 /// Why the subscription's status is not from device `di`: its `sys.mac` is not the MAC the device is known
@@ -700,7 +700,7 @@ impl Poller {
                 match rustls::pki_types::ServerName::try_from(name)
                     .map_err(|e| e.to_string())
                     .and_then(|n| {
-                        rustls::ClientConnection::new(config.clone(), n).map_err(|e| e.to_string())
+                        rustls::ClientConnection::new(config.config(), n).map_err(|e| e.to_string())
                     }) {
                     Ok(c) => Some(c),
                     Err(e) => {

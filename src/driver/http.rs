@@ -147,7 +147,7 @@ impl Http {
     pub(crate) fn with_tls(
         settings: &Settings,
         closing: Arc<AtomicBool>,
-        tls: Arc<rustls::ClientConfig>,
+        tls: Arc<super::tls::DeviceTls>,
     ) -> Self {
         use ureq::unversioned::transport::{Connector, TcpConnector};
         let connector = ().chain(TcpConnector::default()).chain(super::tls::TlsConnector(tls));
