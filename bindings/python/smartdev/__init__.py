@@ -128,6 +128,7 @@ __all__ = [
     "WrongDeviceError",
     "SleepingError",
     "FirmwareError",
+    "CertificateError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
