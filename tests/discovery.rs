@@ -293,6 +293,7 @@ fn configured_serialises_as_false_or_the_name() {
         hostname: "x".into(),
         firmware: None,
         auth_required: None,
+        cert_sha256: None,
         configured: Some(Configured::No),
     };
     assert_eq!(serde_json::to_value(&d).unwrap()["Configured"], false);
@@ -374,4 +375,69 @@ fn announcements_are_switched_per_device_through_the_api_and_the_admin_endpoint(
     assert!(emu.announced(0));
     let r = common::raw_http::request(admin, "POST", "/devices/1/announce?on=maybe", None);
     assert!(r.text().contains("on=true or on=false"), "{}", r.text());
+}
+
+/// A device that serves HTTPS only (firmware 2.0 with a certificate) is confirmed over HTTPS after its HTTP
+/// answer fails, reported with its certificate's fingerprint, and the YAML block discovery prints opens it with
+/// that certificate pinned: a device behind a certificate goes from `sdctl discover --yaml` to working.
+#[test]
+fn an_https_only_device_is_confirmed_with_its_fingerprint_and_its_yaml_block_opens_it() {
+    let mut tls = DeviceSpec::new("ShellyPlus1PM");
+    tls.tls = true;
+    let emu = emulator(vec![tls, DeviceSpec::new("ShellyPlus1PM")]);
+    let heard = vec![
+        announcement(
+            SHELLY_SERVICE,
+            "ShellyPlus1PM-AAAAAAAAAAA1",
+            emu.port(0),
+            &[("gen", "2")],
+        ),
+        announcement(
+            SHELLY_SERVICE,
+            "ShellyPlus1PM-AAAAAAAAAAA2",
+            emu.port(1),
+            &[("gen", "2")],
+        ),
+    ];
+    let found = confirm_all(&heard, TIMEOUT, &ModelLibrary::embedded());
+    assert_eq!(found.len(), 2, "{found:#?}");
+    let at = |port: u16| -> &Discovered { found.iter().find(|d| d.port == port).unwrap() };
+    let secure = at(emu.port(0));
+    assert_eq!(secure.cert_sha256, emu.certificate_sha256(0));
+    assert!(secure.cert_sha256.is_some());
+    assert_eq!(
+        secure.mac_address.as_deref(),
+        Some(mac_of(&emu, 0).as_str())
+    );
+    assert_eq!(secure.model.as_deref(), Some("ShellyPlus1PM"));
+    assert_eq!(
+        at(emu.port(1)).cert_sha256,
+        None,
+        "a plain device answered over HTTP"
+    );
+    let json = serde_json::to_value(secure).unwrap();
+    assert_eq!(
+        json["CertSha256"],
+        serde_json::json!(emu.certificate_sha256(0))
+    );
+
+    let secure_only: Vec<Discovered> = found
+        .iter()
+        .filter(|d| d.port == emu.port(0))
+        .cloned()
+        .collect();
+    let yaml = smartdev::discovery::yaml(&secure_only);
+    assert!(yaml.contains("Tls: true"), "{yaml}");
+    assert!(yaml.contains(&format!("Port: {}", emu.port(0))), "{yaml}");
+    // The printed block, as pasted (with the settings a test needs), opens the device over HTTPS.
+    let pasted = yaml.replace(
+        "SmartDevices:\n",
+        "SmartDevices:\n  PingAllowed: false\n  FollowMoves: false\n  Channel: http\n",
+    );
+    let settings =
+        smartdev::Settings::from_yaml_str(&pasted).unwrap_or_else(|e| panic!("{e}\n{pasted}"));
+    let ctl = smartdev::Controller::open(settings, None).unwrap();
+    let d = &ctl.devices()[0];
+    assert!(d.online, "{:?}", d.last_error);
+    assert_eq!(serde_json::to_value(d).unwrap()["Transport"], "https");
 }

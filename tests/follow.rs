@@ -71,6 +71,7 @@ fn found(mac: &str, port: u16) -> Discovered {
         hostname: format!("emulated-{port}"),
         firmware: None,
         auth_required: Some(false),
+        cert_sha256: None,
         configured: None,
     }
 }

@@ -36,6 +36,9 @@ type Discovered struct {
 	Firmware *string `json:"Firmware"`
 	// AuthRequired says whether the device asks for a password (nil: it did not say).
 	AuthRequired *bool `json:"AuthRequired"`
+	// CertSha256 is the SHA-256 fingerprint of the certificate of a device that answered over HTTPS (nil: over
+	// HTTP); check it against the device's web page and configure it as CertSha256 with Tls: true.
+	CertSha256 *string `json:"CertSha256"`
 	// Configured is false or the configured device's name (Controller.Discover only; nil from Discover).
 	Configured any `json:"Configured,omitempty"`
 }

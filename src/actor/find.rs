@@ -289,6 +289,7 @@ mod tests {
             hostname: "x".into(),
             firmware: None,
             auth_required: None,
+            cert_sha256: None,
             configured: None,
         }
     }

@@ -73,6 +73,7 @@ mod tests {
             hostname: hostname.into(),
             firmware: None,
             auth_required: None,
+            cert_sha256: None,
             configured: None,
         }
     }

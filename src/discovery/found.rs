@@ -1,4 +1,4 @@
-//! [`Discovered`]: a device that announced itself and confirmed what it is over HTTP.
+//! [`Discovered`]: a device that announced itself and confirmed what it is over HTTP or HTTPS.
 
 use serde::{Serialize, Serializer};
 use std::net::IpAddr;
@@ -28,6 +28,10 @@ pub struct Discovered {
     pub firmware: Option<String>,
     /// Whether the device asks for a password (`None` when it did not say).
     pub auth_required: Option<bool>,
+    /// Answered over HTTPS (a device with a certificate, firmware 2.0): the SHA-256 fingerprint
+    /// (`AB:CD:…`) of the certificate it presented, to be checked against the device's web page and
+    /// configured as `CertSha256`. `None`: it answered over HTTP.
+    pub cert_sha256: Option<String>,
     /// Only from [`Controller::discover`](crate::Controller::discover): whether the configuration already has
     /// the device. Absent from the free function's results.
     #[serde(skip_serializing_if = "Option::is_none")]

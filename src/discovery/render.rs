@@ -52,10 +52,11 @@ pub fn table(found: &[Discovered]) -> String {
 
 fn address(d: &Discovered) -> String {
     let host = crate::hostname::url_host(&d.address.to_string());
-    if d.port == 80 {
-        host
-    } else {
-        format!("{host}:{}", d.port)
+    match (d.cert_sha256.is_some(), d.port) {
+        (false, 80) => host,
+        (false, port) => format!("{host}:{port}"),
+        (true, 443) => format!("https://{host}"),
+        (true, port) => format!("https://{host}:{port}"),
     }
 }
 
@@ -78,7 +79,8 @@ fn scalar(s: &str) -> String {
     }
 }
 
-/// A configuration to paste: one device block (`Name`, `Model`, `Hostname`, `Port` when not 80, `MAC`) per
+/// A configuration to paste: one device block (`Name`, `Model`, `Hostname`, `Port` when not the scheme's
+/// default, `MAC`, and for a device that answered over HTTPS `Tls` and `CertSha256`) per
 /// device not yet configured; configured ones appear as comments. Devices whose model the library does not
 /// know get a comment instead of a block, with the fix.
 pub fn yaml(found: &[Discovered]) -> String {
@@ -113,11 +115,20 @@ pub fn yaml(found: &[Discovered]) -> String {
             "      Hostname: {}\n",
             scalar(&d.address.to_string())
         ));
-        if d.port != 80 {
+        let default_port = if d.cert_sha256.is_some() { 443 } else { 80 };
+        if d.port != default_port {
             s.push_str(&format!("      Port: {}\n", d.port));
         }
         if let Some(mac) = &d.mac_address {
             s.push_str(&format!("      MAC: {}\n", scalar(mac)));
+        }
+        if let Some(cert) = &d.cert_sha256 {
+            s.push_str("      Tls: true\n");
+            s.push_str("      # the certificate it presented; check it against the device's web page before trusting it\n");
+            s.push_str(&format!(
+                "      CertSha256: {}\n",
+                serde_json::to_string(cert).unwrap_or_default()
+            ));
         }
         if d.auth_required == Some(true) {
             s.push_str("      # the device asks for a password: add Password: env:NAME (NAME: an environment variable holding it)\n");

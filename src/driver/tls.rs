@@ -123,6 +123,10 @@ pub(crate) enum Trust {
         /// The device's name, its key in the file.
         name: String,
     },
+    /// Discovery only (`discovery/confirm.rs`): a candidate's one `GET /shelly` over HTTPS, as unauthenticated as
+    /// the same request over HTTP. Any certificate is taken for that request and its fingerprint written here,
+    /// to be shown and offered as `CertSha256`; nothing is ever switched or read for a configured device this way.
+    Observe(Arc<Mutex<Option<String>>>),
 }
 
 /// Why a certificate was refused; carried through rustls and ureq to the HTTP layer as the source of an
@@ -282,6 +286,7 @@ impl fmt::Debug for TrustDebug {
             Trust::Ca { .. } => "Ca",
             Trust::Pin(_) => "Pin",
             Trust::FirstUse { .. } => "FirstUse",
+            Trust::Observe(_) => "Observe",
         })
     }
 }
@@ -318,6 +323,10 @@ impl ServerCertVerifier for Verifier {
                 .check(name, &presented)
                 .map(|()| ServerCertVerified::assertion())
                 .map_err(refuse),
+            Trust::Observe(seen) => {
+                *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(presented);
+                Ok(ServerCertVerified::assertion())
+            }
         }
     }
 

@@ -252,7 +252,8 @@ def discover(timeout: float = 3.0) -> List[Dict[str, Any]]:
     a private or link-local address, then confirms each with one HTTP request (2 s more for each 32 candidates). Needs no
     configuration; sends multicast. Each device is a dict with ``MacAddress`` (``"AA:BB:CC:DD:EE:FF"`` or
     ``None``), ``Model``, ``ReportedModel``, ``Generation``, ``Address``, ``Port``, ``Name``, ``Hostname``,
-    ``Firmware`` and ``AuthRequired``.
+    ``Firmware``, ``AuthRequired`` and ``CertSha256`` (a device that answered over HTTPS: its certificate's
+    fingerprint; ``None`` over HTTP).
 
     Raises:
         InvalidArgumentError: ``timeout`` is not between 0.001 and 600 seconds.
