@@ -6,12 +6,11 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct};
+use rustls::ClientConnection;
+use rustls::pki_types::ServerName;
 
 use crate::config::Settings;
-use crate::driver::tls::{TrustStore, fingerprint, parse_fingerprint, provider};
+use crate::driver::tls::{Trust, TrustStore, client_config, parse_fingerprint};
 use crate::error::{Error, Result};
 
 /// What [`trust_certificate`] changed.
@@ -115,58 +114,6 @@ pub fn trust_certificate(
     })
 }
 
-/// Records the certificate; the handshake signature is still checked with its key.
-#[derive(Debug)]
-struct Recorder(Mutex<Option<String>>);
-
-impl ServerCertVerifier for Recorder {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(fingerprint(end_entity));
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &provider().signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &provider().signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
 /// The fingerprint of the certificate `host:port` presents, after a complete handshake.
 fn presented(
     host: &str,
@@ -182,17 +129,12 @@ fn presented(
         .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
     let _ = sock.set_read_timeout(Some(timeout));
     let _ = sock.set_write_timeout(Some(timeout));
-    let recorder = Arc::new(Recorder(Mutex::new(None)));
-    let config = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(recorder.clone())
-        .with_no_client_auth();
+    // Any certificate is taken here: this is how the user sees what the device presents, to accept it.
+    let seen = Arc::new(Mutex::new(None));
+    let tls = client_config(Trust::Observe(seen.clone()))?;
     let name = ServerName::try_from(host.to_string())
         .map_err(|_| format!("{host} is not a valid TLS name"))?;
-    let mut conn =
-        ClientConnection::new(Arc::new(config), name).map_err(|e| format!("TLS: {e}"))?;
+    let mut conn = ClientConnection::new(tls.config(), name).map_err(|e| format!("TLS: {e}"))?;
     while conn.is_handshaking() {
         conn.complete_io(&mut sock)
             .map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
@@ -200,9 +142,7 @@ fn presented(
     conn.send_close_notify();
     let _ = conn.complete_io(&mut sock);
     let _ = sock.flush();
-    recorder
-        .0
-        .lock()
+    seen.lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone()
         .ok_or_else(|| format!("{addr} presented no certificate"))

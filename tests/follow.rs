@@ -118,10 +118,16 @@ fn a_mac_only_device_opens_offline_and_is_found_shortly_after_with_its_push_chan
         "{shown}"
     );
 
-    ctl.change_output(name("Kitchen Lamp"), true).unwrap();
-    assert!(emu.output(0, 0));
     // The push channel followed it: a change on the device reaches the snapshot with no read asked
     // (RefreshInterval 0).
+    switch_then_see_a_change_on_the_device(&emu, &ctl);
+}
+
+/// Switches Kitchen Lamp on (it must reach emulated device 0), waits until the device's push channel is
+/// subscribed again, then turns the output off on the device and waits for the snapshot to show it.
+fn switch_then_see_a_change_on_the_device(emu: &Emulator, ctl: &Controller) {
+    ctl.change_output(name("Kitchen Lamp"), true).unwrap();
+    assert!(emu.output(0, 0));
     assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
     emu.set_output(0, 0, false);
     assert!(eventually(LIMIT, || ctl
@@ -355,14 +361,7 @@ fn a_device_moved_through_the_emulator_is_followed_with_its_push_channel() {
         "{:?}",
         ctl.device(name("Kitchen")).unwrap()
     );
-    ctl.change_output(name("Kitchen Lamp"), true).unwrap();
-    assert!(emu.output(0, 0));
-    // The push channel reconnected to the new address: a change there reaches the snapshot.
-    assert!(eventually(LIMIT, || emu.ws_subscribed(0) == 1));
-    emu.set_output(0, 0, false);
-    assert!(eventually(LIMIT, || ctl
-        .output(name("Kitchen Lamp"))
-        .unwrap()
-        .state
-        == Some(false)));
+    // The switch reaches the device at its new address, and the push channel subscribes there again (the
+    // move ended its connection).
+    switch_then_see_a_change_on_the_device(&emu, &ctl);
 }

@@ -123,9 +123,10 @@ pub(crate) enum Trust {
         /// The device's name, its key in the file.
         name: String,
     },
-    /// Discovery only (`discovery/confirm.rs`): a candidate's one `GET /shelly` over HTTPS, as unauthenticated as
-    /// the same request over HTTP. Any certificate is taken for that request and its fingerprint written here,
-    /// to be shown and offered as `CertSha256`; nothing is ever switched or read for a configured device this way.
+    /// Showing what a device presents, never trusting it: discovery's one `GET /shelly` over HTTPS (as
+    /// unauthenticated as the same request over HTTP) and `sdctl trust` (the handshake whose certificate the user
+    /// accepts). Any certificate is taken and its fingerprint written here; the handshake signature is still
+    /// checked with its key. Nothing is ever switched or read for a configured device this way.
     Observe(Arc<Mutex<Option<String>>>),
 }
 

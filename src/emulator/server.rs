@@ -143,14 +143,26 @@ pub(crate) trait Service: Send + Sync {
 }
 
 /// A connection as the request reader and response writer see it: plain TCP or TLS over it.
-trait Conn: Read + Write {
+trait Conn: Read + Write + Sized {
     /// Ends our side (TLS: `close_notify` first).
     fn close_write(&mut self) -> io::Result<()>;
+    /// Hands a connection asking for an upgrade to the service; back when it is not one it upgrades.
+    fn upgrade(self, service: &Arc<dyn Service>, req: &Request) -> Option<Self>;
+    /// Keeps a blackholed connection open (its socket).
+    fn hold(self, net: &NetControl);
 }
 
 impl Conn for TcpStream {
     fn close_write(&mut self) -> io::Result<()> {
         self.shutdown(Shutdown::Write)
+    }
+
+    fn upgrade(self, service: &Arc<dyn Service>, req: &Request) -> Option<Self> {
+        Arc::clone(service).upgrade(req, self)
+    }
+
+    fn hold(self, net: &NetControl) {
+        net.hold(self);
     }
 }
 
@@ -162,6 +174,14 @@ impl Conn for TlsStream {
         self.conn.send_close_notify();
         self.flush()?;
         self.sock.shutdown(Shutdown::Write)
+    }
+
+    fn upgrade(self, service: &Arc<dyn Service>, req: &Request) -> Option<Self> {
+        Arc::clone(service).upgrade_tls(req, self)
+    }
+
+    fn hold(self, net: &NetControl) {
+        net.hold(self.sock);
     }
 }
 
@@ -313,22 +333,24 @@ fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     };
     // HTTPS: the handshake happens at the first read.
     match rustls::ServerConnection::new(tls) {
-        Ok(conn) => serve_tls(rustls::StreamOwned::new(conn, stream), service, net),
+        Ok(conn) => serve_on(rustls::StreamOwned::new(conn, stream), service, net),
         Err(e) => log::debug!("emulator: TLS: {e}"),
     }
 }
 
-fn serve_tls(mut stream: TlsStream, service: &Arc<dyn Service>, net: &NetControl) {
+/// Reads one request (over TLS the handshake happens at this first read) and answers it, or hands the
+/// connection to the service for an upgrade.
+fn serve_on<S: Conn>(mut stream: S, service: &Arc<dyn Service>, net: &NetControl) {
     let request = match read_request(&mut stream) {
         Ok(Some(r)) => r,
         Ok(None) => return,
         Err(e) => {
-            log::trace!("emulator: TLS handshake failed, or a bad or idle request: {e}");
+            log::trace!("emulator: failed handshake, or a bad or idle request: {e}");
             return;
         }
     };
     let stream = if request.header("upgrade").is_some() {
-        match Arc::clone(service).upgrade_tls(&request, stream) {
+        match stream.upgrade(service, &request) {
             Some(s) => s,
             None => {
                 net.count("ws /rpc".into());
@@ -338,30 +360,7 @@ fn serve_tls(mut stream: TlsStream, service: &Arc<dyn Service>, net: &NetControl
     } else {
         stream
     };
-    respond(stream, &request, service, net, |s| net.hold(s.sock));
-}
-
-fn serve_on(mut stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
-    let request = match read_request(&mut stream) {
-        Ok(Some(r)) => r,
-        Ok(None) => return,
-        Err(e) => {
-            log::trace!("emulator: bad or idle request: {e}");
-            return;
-        }
-    };
-    let stream = if request.header("upgrade").is_some() {
-        match Arc::clone(service).upgrade(&request, stream) {
-            Some(s) => s,
-            None => {
-                net.count("ws /rpc".into());
-                return;
-            }
-        }
-    } else {
-        stream
-    };
-    respond(stream, &request, service, net, |s| net.hold(s));
+    respond(stream, &request, service, net, |s| s.hold(net));
 }
 
 /// Answers one request, with the port's fault and latency; `hold` keeps a blackholed connection open.
