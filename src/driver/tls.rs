@@ -230,7 +230,7 @@ fn ca_words(e: &rustls::Error, file: &Path, host: &str) -> String {
             ),
             C::UnknownIssuer => format!("the device's certificate is not signed by a CA in {ca}"),
             C::BadSignature => format!("the device's certificate has a bad signature (CaFile {ca})"),
-            other => format!("the device's certificate was refused ({other:?}; CaFile {ca})"),
+            other => format!("the device's certificate was refused ({other}; CaFile {ca})"),
         },
         other => format!("the device's certificate was refused: {other}"),
     }
