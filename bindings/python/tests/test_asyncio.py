@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import threading
 import unittest
 import urllib.request
@@ -18,7 +17,7 @@ from typing import Any, Awaitable, Dict, List, TypeVar
 from smartdev import ClosedError, Controller, InvalidArgumentError
 
 from .support import SimulatedCase
-from .test_emulator import SDCTL_BIN, start_emulator
+from .test_emulator import SDCTL_BIN, start_emulator, stop_emulator
 from .test_webhooks import HOOK, get
 
 #: Seconds after which a wait that should end counts as hung (not a speed requirement).
@@ -212,18 +211,7 @@ class AsyncEventsTest(SimulatedCase):
 class AsyncEmulatorTest(unittest.TestCase):
     def test_a_pushed_device_event_reaches_async_for(self) -> None:
         proc, ports, admin = start_emulator("ShellyPlus1PM")
-
-        def stop() -> None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
-
-        self.addCleanup(stop)
+        self.addCleanup(stop_emulator, proc)
         yaml = (
             "SmartDevices:\n  PingAllowed: false\n  Devices:\n"
             f"    - {{Name: Pump, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {ports[0]}}}\n"

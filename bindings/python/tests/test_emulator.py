@@ -41,6 +41,25 @@ def start_emulator(*devices: str) -> Tuple["subprocess.Popen[bytes]", List[int],
         raise
 
 
+def stop_emulator(proc: "subprocess.Popen[bytes]") -> None:
+    """Ends an emulator :func:`start_emulator` started (killed when it does not stop within 10 s)."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def post_admin(admin: int, path: str) -> bytes:
+    """``POST`` to the emulator's admin endpoint; returns the answer's body."""
+    req = urllib.request.Request(f"http://127.0.0.1:{admin}{path}", data=b"", method="POST")
+    with urllib.request.urlopen(req, timeout=5) as answer:
+        return answer.read()  # type: ignore[no-any-return]
+
+
 @unittest.skipUnless(SDCTL_BIN, "SDCTL_BIN is not set")
 class EmulatorTest(unittest.TestCase):
     def setUp(self) -> None:
@@ -49,19 +68,10 @@ class EmulatorTest(unittest.TestCase):
         self.port = ports[0]
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_emulator(self.proc)
 
     def post_admin(self, path: str) -> bytes:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.admin}{path}", data=b"", method="POST")
-        with urllib.request.urlopen(req, timeout=5) as answer:
-            return answer.read()  # type: ignore[no-any-return]
+        return post_admin(self.admin, path)
 
     def yaml(self) -> str:
         return (

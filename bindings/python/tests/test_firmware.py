@@ -6,13 +6,11 @@ Skipped unless ``SDCTL_BIN`` names the ``sdctl`` binary (``cargo test --test pyt
 
 from __future__ import annotations
 
-import subprocess
 import unittest
-import urllib.request
 
 from smartdev import Controller, FirmwareError, InvalidArgumentError
 
-from .test_emulator import SDCTL_BIN, start_emulator
+from .test_emulator import SDCTL_BIN, post_admin, start_emulator, stop_emulator
 
 
 @unittest.skipUnless(SDCTL_BIN, "SDCTL_BIN is not set")
@@ -27,19 +25,10 @@ class FirmwareTest(unittest.TestCase):
         self.post_admin("/devices/1/firmware?version=1.4.4&stable=&beta=")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_emulator(self.proc)
 
     def post_admin(self, path: str) -> bytes:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.admin}{path}", data=b"", method="POST")
-        with urllib.request.urlopen(req, timeout=5) as answer:
-            return answer.read()  # type: ignore[no-any-return]
+        return post_admin(self.admin, path)
 
     def yaml(self) -> str:
         return (
