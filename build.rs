@@ -9,6 +9,7 @@
 //! reason, so `cargo test` reports them as ignored instead of passing them without running them (the stable
 //! test harness has no skip at run time). Checked when this script runs (a build from scratch, or after
 //! `touch build.rs`); a binary built as root and run as another user fails those tests, saying so.
+//! Likewise `cfg(smartdev_no_mosquitto)` when Mosquitto is not installed (tests against a real broker).
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -17,6 +18,13 @@ fn main() {
         println!("cargo:rustc-cfg=smartdev_no_netns");
         println!(
             "cargo:warning=tests on network namespaces will be ignored: {why} (they need root and ip(8))"
+        );
+    }
+    println!("cargo:rustc-check-cfg=cfg(smartdev_no_mosquitto)");
+    if !mosquitto_installed() {
+        println!("cargo:rustc-cfg=smartdev_no_mosquitto");
+        println!(
+            "cargo:warning=tests against a real MQTT broker will be ignored: mosquitto is not installed (apt-get install mosquitto mosquitto-clients; .ci/run does)"
         );
     }
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
@@ -33,6 +41,23 @@ fn main() {
         major
     };
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libsmartdev.so.{abi}");
+}
+
+/// Whether the broker tests can run: `mosquitto`, `mosquitto_passwd`, `mosquitto_pub` and `mosquitto_sub` are
+/// on the PATH (or in /usr/sbin, where Debian puts the broker).
+fn mosquitto_installed() -> bool {
+    let path = std::env::var("PATH").unwrap_or_default() + ":/usr/sbin:/usr/bin";
+    [
+        "mosquitto",
+        "mosquitto_passwd",
+        "mosquitto_pub",
+        "mosquitto_sub",
+    ]
+    .iter()
+    .all(|b| {
+        path.split(':')
+            .any(|d| std::path::Path::new(d).join(b).is_file())
+    })
 }
 
 /// Whether tests can create network namespaces: Linux, root, and `ip` (iproute2).

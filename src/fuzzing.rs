@@ -102,6 +102,27 @@ pub fn outbound_ws(data: &[u8]) {
     }
 }
 
+/// Decodes bytes as a stream of MQTT packets (`mqtt/packet.rs`) from a broker, within a 4 KiB limit: never a
+/// panic, never a packet larger than the limit, and every packet decoded encodes back to bytes that decode to
+/// the same packet.
+pub fn mqtt_packets(data: &[u8]) {
+    use crate::mqtt::packet::{decode, to_bytes};
+    let mut at = 0;
+    while let Ok(Some((packet, used))) = decode(&data[at..], 4096) {
+        assert!(used > 0 && used <= 4096 + 5, "a packet beyond the limit");
+        let again = decode(&to_bytes(&packet), usize::MAX)
+            .ok()
+            .flatten()
+            .map(|(p, _)| p);
+        assert_eq!(
+            again.as_ref(),
+            Some(&packet),
+            "a packet that does not survive encoding"
+        );
+        at += used;
+    }
+}
+
 /// Feeds bytes to the webhook listener's request-head parser, whole and cut at every 64th position: a prefix
 /// must never contradict the whole (a complete head stays the same head; a refusal never becomes a head).
 pub fn webhook_http(data: &[u8]) {
@@ -565,6 +586,29 @@ mod tests {
         ];
         let seeds: Vec<&[u8]> = seeds.iter().map(Vec::as_slice).collect();
         run(&seeds, outbound_ws);
+    }
+
+    #[test]
+    fn mqtt_packets_never_panic() {
+        use crate::mqtt::packet::{Packet, Publish, to_bytes};
+        let publish = to_bytes(&Packet::Publish(Publish {
+            topic: "shellyplus1pm-a8032ab12345/events/rpc".into(),
+            payload: br#"{"method":"NotifyStatus","params":{"switch:0":{"output":true}}}"#.to_vec(),
+            qos: 1,
+            retain: false,
+            dup: false,
+            id: Some(3),
+        }));
+        let mut two = to_bytes(&Packet::ConnAck {
+            session_present: false,
+            code: 0,
+        });
+        two.extend_from_slice(&to_bytes(&Packet::SubAck {
+            id: 1,
+            codes: vec![1, 0],
+        }));
+        let seeds: Vec<&[u8]> = vec![&publish, &two, &[0xD0, 0x00], &[0x30, 0xFF, 0xFF, 0x7F]];
+        run(&seeds, mqtt_packets);
     }
 
     #[test]

@@ -46,6 +46,21 @@ impl CertAuthority {
     pub fn pem(&self) -> &str {
         &self.pem
     }
+
+    /// A server certificate signed by this CA for `names` (DNS names or IP addresses), and its private key:
+    /// `(certificate PEM, PKCS#8 key PEM)`, for servers other than an emulated device (a test's MQTT broker).
+    pub fn issue_pem(&self, names: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().expect("an ECDSA P-256 key");
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).expect("valid names");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "smartdev test server");
+        let cert = params
+            .signed_by(&key, &Issuer::from_params(&self.params, &self.key))
+            .expect("a certificate signed by the CA");
+        (cert.pem(), key.serialize_pem())
+    }
 }
 
 /// Which certificate an emulated device serves ([`crate::emulator::Emulator::set_certificate`]).

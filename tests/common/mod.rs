@@ -99,6 +99,7 @@ pub fn threads_named(prefix: &str) -> Vec<String> {
 }
 pub mod emu;
 pub mod hostile;
+pub mod mosquitto;
 pub mod netns;
 pub mod raw_http;
 
