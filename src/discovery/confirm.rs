@@ -97,7 +97,7 @@ fn get(url: &str, timeout: Duration, https: bool) -> Result<(Value, Option<Strin
                 })?;
         let connector =
             ().chain(TcpConnector::default())
-                .chain(crate::driver::tls::TlsConnector(tls));
+                .chain(crate::driver::tls_transport::TlsConnector(tls));
         ureq::Agent::with_parts(
             config,
             connector,

@@ -150,7 +150,9 @@ impl Http {
         tls: Arc<super::tls::DeviceTls>,
     ) -> Self {
         use ureq::unversioned::transport::{Connector, TcpConnector};
-        let connector = ().chain(TcpConnector::default()).chain(super::tls::TlsConnector(tls));
+        let connector =
+            ().chain(TcpConnector::default())
+                .chain(super::tls_transport::TlsConnector(tls));
         let agent = ureq::Agent::with_parts(
             agent_config(settings),
             connector,

@@ -18,6 +18,7 @@ mod switching;
 pub(crate) mod tasmota;
 mod tasmota_firmware;
 pub(crate) mod tls;
+pub(crate) mod tls_transport;
 pub mod ws;
 
 use std::sync::Arc;

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,18 +28,27 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, StreamOwned};
+use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore};
 use sha2::{Digest, Sha256};
-use ureq::unversioned::transport::{
-    Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, Transport,
-    TransportAdapter,
-};
 
 /// The crypto provider every TLS connection uses (ring).
 pub(crate) fn provider() -> Arc<CryptoProvider> {
     static P: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
-    P.get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
-        .clone()
+    P.get_or_init(|| {
+        let mut p = rustls::crypto::ring::default_provider();
+        // AES-128-GCM with SHA-256 first (Mozilla's order too): SHA-256 runs on the CPU's SHA extensions, where
+        // SHA-384 has none, and every TLS 1.2 record and key derivation hashes with the suite's hash. A device
+        // that insists on its own order still gets what it picks.
+        p.cipher_suites.sort_by_key(|s| {
+            let hash = match s {
+                rustls::SupportedCipherSuite::Tls12(s) => s.common.hash_provider.algorithm(),
+                rustls::SupportedCipherSuite::Tls13(s) => s.common.hash_provider.algorithm(),
+            };
+            hash != rustls::crypto::hash::HashAlgorithm::SHA256
+        });
+        Arc::new(p)
+    })
+    .clone()
 }
 
 /// The SHA-256 fingerprint of a DER certificate as `AB:CD:…` (32 pairs), the spelling `openssl x509
@@ -639,94 +648,30 @@ pub(crate) fn refusal_of(e: &std::io::Error) -> Option<Refusal> {
     }
 }
 
-/// Runs rustls over the chained (TCP) transport for `https` URLs.
-#[derive(Debug)]
-pub(crate) struct TlsConnector(pub Arc<DeviceTls>);
-
-impl<In: Transport> Connector<In> for TlsConnector {
-    type Out = Either<In, TlsTransport>;
-
-    fn connect(
-        &self,
-        details: &ConnectionDetails,
-        chained: Option<In>,
-    ) -> Result<Option<Self::Out>, ureq::Error> {
-        let Some(transport) = chained else {
-            return Ok(None);
-        };
-        if !details.needs_tls() || transport.is_tls() {
-            return Ok(Some(Either::A(transport)));
-        }
-        let host = details
-            .uri
-            .host()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let name = ServerName::try_from(host)
-            .map_err(|_| ureq::Error::Tls("the device's address is not a valid TLS name"))?;
-        let mut conn = ClientConnection::new(self.0.config(), name)
-            .map_err(|e| ureq::Error::Io(std::io::Error::other(e)))?;
-        let mut sock = TransportAdapter::new(transport.boxed(), details.current_time.clone());
-        // The handshake is bounded like the request (`ResponseTimeout`).
-        sock.set_timeout(details.timeout);
-        conn.complete_io(&mut sock).map_err(ureq::Error::from)?;
-        self.0.learn(&conn);
-        Ok(Some(Either::B(TlsTransport {
-            buffers: LazyBuffers::new(
-                details.config.input_buffer_size(),
-                details.config.output_buffer_size(),
-            ),
-            stream: StreamOwned { conn, sock },
-        })))
-    }
-}
-
-/// An HTTPS connection to a device.
-pub(crate) struct TlsTransport {
-    buffers: LazyBuffers,
-    stream: StreamOwned<ClientConnection, TransportAdapter>,
-}
-
-impl fmt::Debug for TlsTransport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TlsTransport").finish()
-    }
-}
-
-impl Transport for TlsTransport {
-    fn buffers(&mut self) -> &mut dyn Buffers {
-        &mut self.buffers
-    }
-
-    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
-        self.stream.get_mut().set_timeout(timeout);
-        let output = &self.buffers.output()[..amount];
-        self.stream.write_all(output)?;
-        Ok(())
-    }
-
-    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
-        self.stream.get_mut().set_timeout(timeout);
-        let input = self.buffers.input_append_buf();
-        let amount = self.stream.read(input)?;
-        self.buffers.input_appended(amount);
-        Ok(amount > 0)
-    }
-
-    fn is_open(&mut self) -> bool {
-        self.stream.get_mut().get_mut().is_open()
-    }
-
-    fn is_tls(&self) -> bool {
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sha256_suites_are_offered_first_for_both_versions() {
+        use rustls::CipherSuite as C;
+        let order: Vec<C> = provider().cipher_suites.iter().map(|s| s.suite()).collect();
+        let at = |c: C| order.iter().position(|s| *s == c).unwrap();
+        assert!(at(C::TLS13_AES_128_GCM_SHA256) < at(C::TLS13_AES_256_GCM_SHA384));
+        assert!(
+            at(C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256)
+                < at(C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384)
+        );
+        assert!(
+            at(C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)
+                < at(C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384)
+        );
+        // Nothing was dropped: a device that prefers SHA-384 still finds it.
+        assert_eq!(
+            order.len(),
+            rustls::crypto::ring::default_provider().cipher_suites.len()
+        );
+    }
 
     #[test]
     fn fingerprints_are_read_in_every_common_spelling() {
