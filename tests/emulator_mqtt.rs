@@ -367,3 +367,140 @@ fn the_admin_endpoint_shows_and_drives_the_mqtt_client() {
             .contains("drop, pause or resume")
     );
 }
+
+fn tasmota(broker: &Broker, topic: &str, outputs: usize) -> DeviceSpec {
+    let mut spec = MqttSpec::new(&broker.address());
+    spec.topic = Some(topic.into());
+    let mut d = with_mqtt("Tasmota", spec);
+    d.outputs = Some(outputs);
+    d
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn tasmota_runs_commands_from_cmnd_and_answers_on_stat() {
+    let b = Broker::start();
+    let emu = start(vec![tasmota(&b, "plug", 1), tasmota(&b, "strip", 2)]);
+    let lwt = b.watch("tele/+/LWT");
+    let mut seen: Vec<String> = (0..2).filter_map(|_| lwt.next(LIMIT)).collect();
+    seen.sort();
+    assert_eq!(seen, ["tele/plug/LWT Online", "tele/strip/LWT Online"]);
+
+    // One relay says POWER, as the firmware does without SetOption26.
+    let stat = b.watch("stat/plug/#");
+    b.publish("cmnd/plug/POWER", "ON", false);
+    assert_eq!(
+        stat.next(LIMIT).as_deref(),
+        Some(r#"stat/plug/RESULT {"POWER":"ON"}"#)
+    );
+    assert_eq!(stat.next(LIMIT).as_deref(), Some("stat/plug/POWER ON"));
+    assert!(emu.output(0, 0));
+    // Switched another way (its button, HTTP): the same two messages.
+    emu.set_output(0, 0, false);
+    assert_eq!(
+        stat.next(LIMIT).as_deref(),
+        Some(r#"stat/plug/RESULT {"POWER":"OFF"}"#)
+    );
+    assert_eq!(stat.next(LIMIT).as_deref(), Some("stat/plug/POWER OFF"));
+
+    let stat2 = b.watch("stat/strip/#");
+    b.publish("cmnd/strip/POWER2", "toggle", false);
+    assert_eq!(
+        stat2.next(LIMIT).as_deref(),
+        Some(r#"stat/strip/RESULT {"POWER2":"ON"}"#)
+    );
+    assert_eq!(stat2.next(LIMIT).as_deref(), Some("stat/strip/POWER2 ON"));
+    assert!(emu.output(1, 1) && !emu.output(1, 0));
+    // An empty payload asks.
+    b.publish("cmnd/strip/Power2", "", false);
+    assert_eq!(
+        stat2.next(LIMIT).as_deref(),
+        Some(r#"stat/strip/RESULT {"POWER2":"ON"}"#)
+    );
+    assert_eq!(stat2.next(LIMIT).as_deref(), Some("stat/strip/POWER2 ON"));
+
+    // Status n on STATUS<n>; Status 0 one message per section; Status0 all in one.
+    b.publish("cmnd/strip/Status", "5", false);
+    let net = stat2.next_on("stat/strip/STATUS5", LIMIT).unwrap();
+    assert_eq!(json_of(&net)["StatusNET"]["Mac"], json!(emu.mac(1)));
+    b.publish("cmnd/strip/Status", "0", false);
+    let mut topics = Vec::new();
+    while let Some(line) = stat2.next(LIMIT) {
+        let topic = line.split(' ').next().unwrap().to_string();
+        topics.push(topic.clone());
+        if topic == "stat/strip/STATUS11" {
+            break;
+        }
+    }
+    assert_eq!(
+        topics.first().map(String::as_str),
+        Some("stat/strip/STATUS")
+    );
+    assert!(
+        topics.contains(&"stat/strip/STATUS6".to_string()),
+        "{topics:?}"
+    );
+    b.publish("cmnd/strip/Status0", "", false);
+    let all = json_of(&stat2.next_on("stat/strip/STATUS0", LIMIT).unwrap());
+    assert_eq!(all["StatusMQT"]["MqttHost"], "127.0.0.1");
+    assert_eq!(all["StatusMQT"]["MqttCount"], 1);
+    assert_eq!(
+        all["Status"]["Topic"],
+        json!(emu.device_id(1).replace('-', "_"))
+    );
+    b.publish("cmnd/strip/Frobnicate", "1", false);
+    assert_eq!(
+        stat2.next(LIMIT).as_deref(),
+        Some(r#"stat/strip/RESULT {"Command":"Unknown"}"#)
+    );
+    // The group topic reaches every device.
+    b.publish("cmnd/tasmotas/POWER1", "ON", false);
+    assert!(eventually(LIMIT, || emu.output(0, 0) && emu.output(1, 0)));
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn tasmota_telemetry_follows_tele_period_on_the_emulator_clock() {
+    let b = Broker::start();
+    // Watched before the device exists: its first telemetry, right after connecting, is seen too.
+    let tele = b.watch("tele/meter/+");
+    let clock = EmuClock::manual();
+    let emu = Emulator::start_with_clock(
+        vec![tasmota(&b, "meter", 1)],
+        &ModelLibrary::embedded(),
+        clock.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        tele.next_on("tele/meter/LWT", LIMIT).as_deref(),
+        Some("Online")
+    );
+    let state = json_of(&tele.next_on("tele/meter/STATE", LIMIT).unwrap());
+    assert_eq!(state["UptimeSec"], 0);
+    assert_eq!(state["POWER"], "OFF");
+    let sensor = json_of(&tele.next_on("tele/meter/SENSOR", LIMIT).unwrap());
+    assert!(sensor["ENERGY"]["Power"].is_number(), "{sensor}");
+
+    emu.set_output(0, 0, true);
+    emu.set_load(0, 0, 100.0);
+    clock.advance(Duration::from_secs(300));
+    let state = json_of(&tele.next_on("tele/meter/STATE", LIMIT).unwrap());
+    assert_eq!(state["UptimeSec"], 300, "one TelePeriod later, not before");
+    assert_eq!(state["POWER"], "ON");
+    let sensor = json_of(&tele.next_on("tele/meter/SENSOR", LIMIT).unwrap());
+    assert_eq!(sensor["ENERGY"]["Power"], 100);
+
+    // TelePeriod 10: published at once, then every 10 s of the clock.
+    b.publish("cmnd/meter/TelePeriod", "10", false);
+    let state = json_of(&tele.next_on("tele/meter/STATE", LIMIT).unwrap());
+    assert_eq!(state["UptimeSec"], 300);
+    clock.advance(Duration::from_secs(10));
+    let state = json_of(&tele.next_on("tele/meter/STATE", LIMIT).unwrap());
+    assert_eq!(state["UptimeSec"], 310);
+    let stat = b.watch("stat/meter/RESULT");
+    b.publish("cmnd/meter/TelePeriod", "", false);
+    assert_eq!(
+        stat.next_on("stat/meter/RESULT", LIMIT).as_deref(),
+        Some(r#"{"TelePeriod":10}"#)
+    );
+}
