@@ -504,3 +504,33 @@ fn tasmota_telemetry_follows_tele_period_on_the_emulator_clock() {
         Some(r#"{"TelePeriod":10}"#)
     );
 }
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn sdctl_emulate_puts_a_device_on_a_broker() {
+    use std::io::{BufRead, BufReader};
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let b = Broker::start();
+    let online = b.watch("lab/+/online");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args([
+            "emulate",
+            &format!("ShellyPlus1PM,mqtt={},topic=lab/relay", b.address()),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let _guard = Kill(child);
+    let first = out.lines().next().unwrap().unwrap();
+    let id = first.split(' ').nth(1).unwrap().to_string();
+    assert_eq!(online.next(LIMIT).as_deref(), Some("lab/relay/online true"));
+    let answer = call(&b, "lab/relay", "ctl", 1, "Shelly.GetDeviceInfo", json!({}));
+    assert_eq!(answer["src"], json!(id));
+}
