@@ -387,6 +387,11 @@ fn kind(p: &Packet) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ModelLibrary;
+    use crate::emulator::{DeviceSpec, Emulator, MqttSpec};
+    use std::net::TcpListener;
+
+    const GUARD: Duration = Duration::from_secs(10);
 
     #[test]
     fn jitter_adds_at_most_a_quarter() {
@@ -397,5 +402,181 @@ mod tests {
                 "{j:?}"
             );
         }
+    }
+
+    /// The broker's side of one connection, played by the test.
+    struct Peer {
+        s: TcpStream,
+        buf: Vec<u8>,
+    }
+
+    impl Peer {
+        fn accept(l: &TcpListener) -> Peer {
+            let (s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(GUARD)).unwrap();
+            Peer { s, buf: Vec::new() }
+        }
+
+        /// The next packet; `None` when the device closed the connection.
+        fn next(&mut self) -> Option<Packet> {
+            let mut chunk = [0u8; 4096];
+            loop {
+                if let Some((p, used)) = packet::decode(&self.buf, LIMIT).unwrap() {
+                    self.buf.drain(..used);
+                    return Some(p);
+                }
+                match self.s.read(&mut chunk) {
+                    Ok(0) | Err(_) => return None,
+                    Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+        }
+
+        fn send(&mut self, p: &Packet) {
+            self.s.write_all(&packet::to_bytes(p)).unwrap();
+        }
+
+        fn publish(&mut self) -> packet::Publish {
+            match self.next() {
+                Some(Packet::Publish(p)) => p,
+                other => panic!("expected a PUBLISH, got {other:?}"),
+            }
+        }
+    }
+
+    fn device(port: u16) -> (Emulator, String) {
+        let mut spec = MqttSpec::new(&format!("127.0.0.1:{port}"));
+        spec.keep_alive = Duration::from_secs(1);
+        spec.user = Some("u".into());
+        spec.password = Some("p".into());
+        let mut d = DeviceSpec::new("ShellyPlus1PM");
+        d.mqtt = Some(spec);
+        let emu = Emulator::start(vec![d], &ModelLibrary::embedded()).unwrap();
+        let id = emu.device_id(0).to_string();
+        (emu, id)
+    }
+
+    #[test]
+    fn the_client_speaks_mqtt_as_the_firmware_and_gives_up_a_silent_broker() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (emu, id) = device(l.local_addr().unwrap().port());
+        let mut b = Peer::accept(&l);
+        let Some(Packet::Connect(c)) = b.next() else {
+            panic!("no CONNECT");
+        };
+        assert_eq!(c.client_id, id);
+        assert_eq!((c.keep_alive, c.clean_session), (1, true));
+        assert_eq!(c.username.as_deref(), Some("u"));
+        assert_eq!(c.password.as_deref(), Some(&b"p"[..]));
+        let will = c.will.unwrap();
+        assert_eq!(will.topic, format!("{id}/online"));
+        assert_eq!(
+            (will.payload.as_slice(), will.qos, will.retain),
+            (&b"false"[..], 1, true)
+        );
+        b.send(&Packet::ConnAck {
+            session_present: false,
+            code: 0,
+        });
+        let Some(Packet::Subscribe { id: sub, filters }) = b.next() else {
+            panic!("no SUBSCRIBE");
+        };
+        let topics: Vec<&str> = filters.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            topics,
+            [
+                format!("{id}/rpc"),
+                format!("{id}/command"),
+                format!("{id}/command/+")
+            ]
+        );
+        assert!(filters.iter().all(|(_, q)| *q == 1));
+        let online = b.publish();
+        assert_eq!(
+            (online.topic.as_str(), online.payload.as_slice()),
+            (&*format!("{id}/online"), &b"true"[..])
+        );
+        assert!(online.retain && online.qos == 1 && online.id.is_some());
+        let full = b.publish();
+        assert_eq!(full.topic, format!("{id}/events/rpc"));
+        let frame: serde_json::Value = serde_json::from_slice(&full.payload).unwrap();
+        assert_eq!(frame["method"], "NotifyFullStatus");
+        assert_eq!(frame["params"]["mqtt"]["connected"], true);
+        assert!(!emu.mqtt_connected(0), "not before the SUBACK");
+        b.send(&Packet::SubAck {
+            id: sub,
+            codes: vec![1, 1, 1],
+        });
+        b.send(&Packet::PubAck(online.id.unwrap()));
+
+        // A request at QoS 1: acknowledged, then answered at QoS 1.
+        let req = br#"{"id":5,"src":"ctl","method":"Switch.Set","params":{"id":0,"on":true}}"#;
+        b.send(&Packet::Publish(packet::Publish {
+            topic: format!("{id}/rpc"),
+            payload: req.to_vec(),
+            qos: 1,
+            retain: false,
+            dup: false,
+            id: Some(77),
+        }));
+        let mut answered = false;
+        let mut acked = false;
+        while !(answered && acked) {
+            match b.next() {
+                Some(Packet::PubAck(77)) => acked = true,
+                Some(Packet::Publish(p)) if p.topic == "ctl/rpc" => {
+                    let v: serde_json::Value = serde_json::from_slice(&p.payload).unwrap();
+                    assert_eq!(v["result"]["was_on"], false);
+                    assert_eq!(p.qos, 1);
+                    answered = true;
+                }
+                // The switch's NotifyStatus, or a ping.
+                Some(Packet::Publish(_)) | Some(Packet::PingReq) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(emu.output(0, 0));
+        assert!(emu.mqtt_connected(0));
+
+        // Idle: a PINGREQ within the keep-alive; answered, the connection stays.
+        loop {
+            match b.next() {
+                Some(Packet::PingReq) => break,
+                Some(Packet::Publish(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        b.send(&Packet::PingResp);
+        // Not answered any more: the device gives the broker up and connects again.
+        loop {
+            match b.next() {
+                None => break,
+                Some(Packet::PingReq | Packet::Publish(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let mut again = Peer::accept(&l);
+        assert!(matches!(again.next(), Some(Packet::Connect(_))));
+        // A broker that answers with something else than a CONNACK is left at once.
+        again.send(&Packet::PingResp);
+        assert!(again.next().is_none());
+        assert_eq!(emu.mqtt_connects(0), 1);
+    }
+
+    #[test]
+    fn a_refused_login_is_retried_after_a_back_off() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (emu, _) = device(l.local_addr().unwrap().port());
+        let mut b = Peer::accept(&l);
+        assert!(matches!(b.next(), Some(Packet::Connect(_))));
+        b.send(&Packet::ConnAck {
+            session_present: false,
+            code: 5,
+        });
+        assert!(b.next().is_none(), "closed after the refusal");
+        let mut again = Peer::accept(&l);
+        assert!(matches!(again.next(), Some(Packet::Connect(_))));
+        assert_eq!(emu.mqtt_connects(0), 0);
+        assert!(!emu.mqtt_connected(0));
     }
 }
