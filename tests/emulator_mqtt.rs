@@ -534,3 +534,42 @@ fn sdctl_emulate_puts_a_device_on_a_broker() {
     let answer = call(&b, "lab/relay", "ctl", 1, "Shelly.GetDeviceInfo", json!({}));
     assert_eq!(answer["src"], json!(id));
 }
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn status_update_republishes_and_component_commands_switch() {
+    let b = Broker::start();
+    let emu = start(vec![with_mqtt(
+        "ShellyPlus2PM",
+        MqttSpec::new(&b.address()),
+    )]);
+    let id = emu.device_id(0).to_string();
+    let status = b.watch(&format!("{id}/status/+"));
+    b.publish(&format!("{id}/command"), "status_update", false);
+    let mut keys = Vec::new();
+    while !(keys.contains(&"switch:1".to_string()) && keys.contains(&"sys".to_string())) {
+        let line = status.next(LIMIT).expect("a status");
+        let (topic, payload) = line.split_once(' ').unwrap();
+        let key = topic.rsplit('/').next().unwrap().to_string();
+        if key == "switch:1" {
+            assert_eq!(json_of(payload)["output"], false);
+        }
+        keys.push(key);
+    }
+    assert!(keys.contains(&"mqtt".to_string()), "{keys:?}");
+
+    b.publish(&format!("{id}/command/switch:1"), "on", false);
+    assert!(eventually(LIMIT, || emu.output(0, 1)));
+    b.publish(&format!("{id}/command/switch:1"), "toggle", false);
+    assert!(eventually(LIMIT, || !emu.output(0, 1)));
+    let errors = b.watch(&format!("{id}/error/+"));
+    b.publish(&format!("{id}/command/switch:0"), "explode", false);
+    assert_eq!(
+        errors.next(LIMIT).as_deref(),
+        Some(format!("{id}/error/switch:0 unknown command explode").as_str())
+    );
+    b.publish(&format!("{id}/command/switch:0"), "status_update", false);
+    // The rest of the first round (wifi, ws) is skipped; its switch:0 was read above.
+    let one = status.next_on(&format!("{id}/status/switch:0"), LIMIT);
+    assert_eq!(json_of(&one.expect("switch:0 status"))["id"], 0);
+}
