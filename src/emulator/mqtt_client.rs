@@ -2,8 +2,8 @@
 //! CA, CONNECT with the family's last will, CONNACK), subscribe to the family's topics, announce itself, then
 //! keep the connection: PINGREQ when idle, PUBACK for what the broker delivers at QoS 1, the broker given up
 //! when it stays silent, and a reconnect after a back-off (1 s doubling to 30 s, plus up to 25 % jitter) when
-//! the connection ends. What each family publishes and answers is `mqtt_rpc.rs` (Shelly Gen2+) and
-//! `mqtt_tasmota.rs`.
+//! the connection ends. What each family publishes and answers is `mqtt_rpc.rs` (Shelly Gen2+),
+//! `mqtt_gen1.rs` and `mqtt_tasmota.rs`.
 //!
 //! Threads, per device with MQTT: `sd-emu-mqtt-<port>` (connects, then writes: the link's bounded queue and
 //! the pings) and, while connected, `sd-emu-mqttr-<port>` (reads and decodes packets of at most 64 KiB; a
@@ -21,7 +21,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use super::device::{Device, Family};
 use super::duplex::Duplex;
 use super::state::DeviceState;
-use super::{mqtt_rpc, mqtt_tasmota};
+use super::{mqtt_gen1, mqtt_rpc, mqtt_tasmota};
 use crate::mqtt::packet::{self, Connect, Packet, Will};
 
 /// The largest packet taken from the broker.
@@ -58,7 +58,7 @@ pub(crate) fn on_state(dev: &Device, s: &DeviceState) {
     match dev.ident.family {
         Family::Rpc => mqtt_rpc::on_state(dev, s),
         Family::Tasmota => mqtt_tasmota::on_state(dev, s),
-        Family::Gen1 => {}
+        Family::Gen1 => mqtt_gen1::on_state(dev, s),
     }
 }
 
@@ -72,28 +72,32 @@ pub(crate) fn on_event(dev: &Device, event: &str, cid: usize) {
 fn will(dev: &Device) -> Will {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::will(dev),
-        _ => mqtt_rpc::will(dev),
+        Family::Gen1 => mqtt_gen1::will(dev),
+        Family::Rpc => mqtt_rpc::will(dev),
     }
 }
 
 fn subscriptions(dev: &Device) -> Vec<String> {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::subscriptions(dev),
-        _ => mqtt_rpc::subscriptions(dev),
+        Family::Gen1 => mqtt_gen1::subscriptions(dev),
+        Family::Rpc => mqtt_rpc::subscriptions(dev),
     }
 }
 
 fn announce(dev: &Device) {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::on_connect(dev),
-        _ => mqtt_rpc::on_connect(dev),
+        Family::Gen1 => mqtt_gen1::on_connect(dev),
+        Family::Rpc => mqtt_rpc::on_connect(dev),
     }
 }
 
 fn deliver(dev: &Device, topic: &str, payload: &[u8]) {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::on_message(dev, topic, payload),
-        _ => mqtt_rpc::on_message(dev, topic, payload),
+        Family::Gen1 => mqtt_gen1::on_message(dev, topic, payload),
+        Family::Rpc => mqtt_rpc::on_message(dev, topic, payload),
     }
 }
 
