@@ -325,7 +325,7 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
             "id": if spec.is_some() { dev.mqtt.prefix.clone() } else { hostname.clone() },
             "reconnect_timeout_max": 30, "reconnect_timeout_min": 1, "clean_session": true,
             "keep_alive": spec.map_or(60, |m| m.keep_alive.as_secs()),
-            "max_qos": 1, "retain": false, "update_period": super::mqtt_gen1::UPDATE_PERIOD,
+            "max_qos": 1, "retain": false, "update_period": super::mqtt_link::GEN1_UPDATE_PERIOD,
         }),
     );
     m.insert(

@@ -264,6 +264,11 @@ fn write_loop(
         .map_or(Duration::from_secs(60), |s| s.keep_alive);
     let mut sent = Instant::now();
     loop {
+        // A stop that came while connecting found no queue to wake: seen here.
+        if dev.mqtt.stopping() {
+            let _ = stream.write_all(&packet::to_bytes(&Packet::Disconnect));
+            break;
+        }
         let idle = (sent + keep.mul_f64(0.75)).saturating_duration_since(Instant::now());
         let bytes = match rx.recv_timeout(idle) {
             Ok(b) => b,
@@ -284,10 +289,7 @@ fn write_loop(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         if bytes.is_empty() {
-            if dev.mqtt.stopping() {
-                let _ = stream.write_all(&packet::to_bytes(&Packet::Disconnect));
-                break;
-            }
+            // The reader ended, or the emulator stops (seen at the top).
             if ended.load(Ordering::SeqCst) {
                 break;
             }

@@ -14,8 +14,6 @@ use super::gen1;
 use super::state::{DeviceState, Source};
 use crate::mqtt::packet::Will;
 
-pub(crate) use super::mqtt_link::GEN1_UPDATE_PERIOD as UPDATE_PERIOD;
-
 fn topic(dev: &Device, rest: &str) -> String {
     format!("shellies/{}/{rest}", dev.mqtt.prefix)
 }
