@@ -470,19 +470,26 @@ impl State {
                     change,
                     reply,
                 } => {
-                    let r = self.confirm_identity().and_then(|()| {
-                        self.op(false, |dev, drv| {
-                            if index >= dev.outputs.len() {
-                                return Err(Error::NotFound {
-                                    kind: "output",
-                                    identity: format!("channel {index} of device {}", dev.label()),
-                                    hint: String::new(),
-                                });
-                            }
-                            drv.light(dev, index, &change)?;
-                            Ok(dev.outputs[index].clone())
-                        })
-                    });
+                    // A refusal sends nothing: not even the identity check a failure would cost later.
+                    let checked = self.driver.check_light(&self.device, index, &change);
+                    let r = checked
+                        .and_then(|()| self.confirm_identity())
+                        .and_then(|()| {
+                            self.op(false, |dev, drv| {
+                                if index >= dev.outputs.len() {
+                                    return Err(Error::NotFound {
+                                        kind: "output",
+                                        identity: format!(
+                                            "channel {index} of device {}",
+                                            dev.label()
+                                        ),
+                                        hint: String::new(),
+                                    });
+                                }
+                                drv.light(dev, index, &change)?;
+                                Ok(dev.outputs[index].clone())
+                            })
+                        });
                     let _ = reply.send(r);
                 }
             }

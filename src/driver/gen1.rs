@@ -325,11 +325,16 @@ impl Driver for Gen1 {
 
     /// `GET /light/N?turn=&brightness=&temp=&transition=` (white lights) or `GET /color/N?turn=&gain=&red=&green=
     /// &blue=&white=&transition=` (colour lights); the answer is the light's status.
+    fn check_light(&self, dev: &Device, _index: usize, change: &LightChange) -> Result<()> {
+        let caps = super::light_caps(dev, self.shape.light, &self.model.model)?;
+        change.check_caps(&caps, &dev.label(), &self.model.model)
+    }
+
     fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
         self.know_shape(dev)?;
         profile::check_has(dev, &self.shape, ComponentKind::Output, index)?;
+        self.check_light(dev, index, change)?;
         let caps = super::light_caps(dev, self.shape.light, &self.model.model)?;
-        change.check_caps(&caps, &dev.label(), &self.model.model)?;
         let mut q = Vec::new();
         if let Some(on) = change.on {
             q.push(format!("turn={}", if on { "on" } else { "off" }));

@@ -99,6 +99,12 @@ pub(crate) trait Driver: Send {
         })
     }
 
+    /// Whether the light can take `change` (its capabilities, its ranges), from what the driver knows without
+    /// I/O; the worker asks before anything else, so a refusal sends nothing (not even an identity check).
+    fn check_light(&self, dev: &Device, _index: usize, _change: &LightChange) -> Result<()> {
+        light_caps(dev, None, &dev.model).map(|_| ())
+    }
+
     /// Sets light output `index` (0-based channel) as `change` asks (already checked for ranges that need no
     /// device) and stores the light as the device reports it afterwards. Capabilities the light lacks are
     /// refused before anything is sent.
@@ -240,6 +246,10 @@ impl Driver for Unaddressed {
 
     fn cover(&mut self, dev: &mut Device, _: usize, _: CoverAction) -> Result<()> {
         Err(Self::error(dev))
+    }
+
+    fn check_light(&self, _: &Device, _: usize, _: &LightChange) -> Result<()> {
+        Ok(())
     }
 
     fn light(&mut self, dev: &mut Device, _: usize, _: &LightChange) -> Result<()> {

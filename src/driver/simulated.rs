@@ -266,9 +266,13 @@ impl Driver for Simulated {
     }
 
     /// A simulated light takes the change at once (a transition is not simulated).
-    fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
+    fn check_light(&self, dev: &Device, _index: usize, change: &LightChange) -> Result<()> {
         let caps = super::light_caps(dev, self.light, &dev.model)?;
-        change.check_caps(&caps, &dev.label(), &dev.model)?;
+        change.check_caps(&caps, &dev.label(), &dev.model)
+    }
+
+    fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
+        self.check_light(dev, index, change)?;
         self.transaction(dev, |me, dev, doc| {
             if !dev.online {
                 return Err(Self::offline(dev));

@@ -234,8 +234,7 @@ impl Driver for Tasmota {
 
     /// `ShutterOpen<n>`, `ShutterClose<n>`, `ShutterStop<n>` or `ShutterPosition<n> <pos>` (n = index + 1), then
     /// the shutter's state from the answer, or from `Status 10` when the answer does not carry it.
-    /// The change as separate commands (each answered, each an absolute set), then `State` for the result.
-    fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
+    fn check_light(&self, dev: &Device, index: usize, change: &LightChange) -> Result<()> {
         let model = "this Tasmota device";
         let n = dev.outputs.len();
         if self.light.is_none() || index + 1 != n {
@@ -254,6 +253,13 @@ impl Driver for Tasmota {
         if let Some(m) = tasmota_light::check_transition(change) {
             return Err(Error::InvalidArgument(m));
         }
+        Ok(())
+    }
+
+    /// The change as separate commands (each answered, each an absolute set), then `State` for the result.
+    fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
+        self.check_light(dev, index, change)?;
+        let n = dev.outputs.len();
         for cmnd in tasmota_light::commands(change, n) {
             self.command(dev, &cmnd)?;
         }

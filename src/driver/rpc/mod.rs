@@ -325,10 +325,15 @@ impl Driver for Rpc {
     }
 
     /// `Light.Set`, `CCT.Set`, `RGB.Set` or `RGBW.Set` with the parts given, then the component's status.
+    fn check_light(&self, dev: &Device, _index: usize, change: &LightChange) -> Result<()> {
+        let caps = super::light_caps(dev, self.shape.light, &self.model.model)?;
+        change.check_caps(&caps, &dev.label(), &self.model.model)
+    }
+
     fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
         profile::check_has(dev, &self.shape, crate::ComponentKind::Output, index)?;
+        self.check_light(dev, index, change)?;
         let caps = super::light_caps(dev, self.shape.light, &self.model.model)?;
-        change.check_caps(&caps, &dev.label(), &self.model.model)?;
         let mut p = serde_json::Map::new();
         p.insert("id".into(), index.into());
         if let Some(on) = change.on {
