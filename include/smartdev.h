@@ -1044,7 +1044,7 @@ enum sd_result sd_update_firmware(const struct sd_controller *ctl,
 /*
  Sets a light (the output by `name`, or by `id` when `name` is NULL) as `change` says and writes the output
  as the device reported it right after, as JSON (`Brightness`, `ColorTemperature`, `Rgb`, `White`; `null`
- what the light does not report). Out-of-range values give `SD_INVALID_ARGUMENT` with the range in the
+ what the light does not report). Out-of-range values give `SD_INVALID_PARAMETER` with the range in the
  message, a capability the light lacks (colour on a dimmer) `SD_UNSUPPORTED` naming it and the model;
  nothing is sent then. The size query (`buf` NULL, `len` 0) sets the light too: give a buffer of a few
  hundred bytes at once.

@@ -763,6 +763,35 @@ mod tests {
     }
 
     #[test]
+    fn light_capabilities_per_model_and_profile() {
+        let lib = ModelLibrary::embedded();
+        let comp = |m: &str, p: Option<&str>| {
+            let info = lib.get(m).unwrap();
+            let shape = info.shape_for(p).unwrap();
+            (shape.outputs, shape.output_component(), shape.light)
+        };
+        assert_eq!(comp("ShellyPlusRGBWPM", None).0, 4);
+        assert_eq!(comp("ShellyPlusRGBWPM", None).1, "light");
+        assert_eq!(comp("ShellyPlusRGBWPM", Some("rgb")).1, "rgb");
+        assert_eq!(comp("ShellyPlusRGBWPM", Some("rgbw")).0, 1);
+        assert_eq!(comp("ShellyPlusRGBWPM", Some("rgbw")).1, "rgbw");
+        assert_eq!(comp("ShellyDuoBulbG3", None).1, "cct");
+        let white = comp("ShellyBulb", Some("white")).2.unwrap();
+        assert_eq!((white.temperature, white.rgb), (Some([3000, 6500]), false));
+        assert_eq!(comp("ShellyDimmerG3", None).2, Some(LightCaps::dimmer()));
+        assert_eq!(comp("ShellyPlus1PM", None).1, "switch");
+        assert_eq!(comp("ShellyPlus1PM", None).2, None);
+        // A relay model with light capabilities, or an inverted range, is refused.
+        let mut bad = lib.get("ShellyPlus1PM").unwrap().clone();
+        bad.light = Some(LightCaps {
+            temperature: Some([6500, 2700]),
+            ..LightCaps::dimmer()
+        });
+        let p = bad.check().join("\n");
+        assert!(p.contains("output_kind") && p.contains("rising"), "{p}");
+    }
+
+    #[test]
     fn dimmers_have_light_outputs() {
         let lib = ModelLibrary::embedded();
         let g3 = lib.get("ShellyDimmerG3").unwrap();
