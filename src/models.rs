@@ -669,7 +669,11 @@ impl ModelLibrary {
                     continue;
                 }
                 let outputs = match m.output_kind {
-                    OutputKind::Light if m.outputs > 0 => format!("{} (lights)", m.outputs),
+                    OutputKind::Light if m.outputs > 0 => format!(
+                        "{} (lights: {})",
+                        m.outputs,
+                        m.light.unwrap_or_default().describe()
+                    ),
                     _ => m.outputs.to_string(),
                 };
                 let meters = match m.meter_source() {
