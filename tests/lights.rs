@@ -418,6 +418,13 @@ fn pushed_light_changes_are_events_and_reach_the_snapshot() {
         .unwrap()
         .brightness
         == Some(33.0)));
+    // A colour changed at the device reaches the snapshot from the notification.
+    e.emu
+        .set_light_color(0, 0, None, Some([1, 2, 3]), Some(255));
+    assert!(eventually(LIMIT, || {
+        let o = e.ctl.output(name("Strip Light")).unwrap();
+        (o.rgb, o.white) == (Some([1, 2, 3]), Some(100.0))
+    }));
     // And a set goes over the socket.
     let o = e
         .ctl
@@ -533,4 +540,41 @@ fn sdctl_light_sets_and_prints_with_units() {
         (v["State"].as_bool(), v["ColorTemperature"].as_f64()),
         (Some(false), Some(3000.0))
     );
+}
+
+/// The emulator answers light calls as firmware does: ranges refused with the firmware's errors, each
+/// component type only in the profile that has it.
+#[test]
+fn the_emulator_refuses_out_of_range_light_calls_as_firmware_does() {
+    use common::raw_http::request;
+    use serde_json::json;
+    let emu = smartdev::emulator::Emulator::start(
+        vec![
+            spec("ShellyDuoBulbG3", None),
+            spec("ShellyBulbDuo", None),
+            spec("ShellyPlusRGBWPM", Some("rgb")),
+        ],
+        &smartdev::ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let rpc = |port: u16, method: &str, params: serde_json::Value| {
+        let frame = json!({"id": 1, "src": "t", "method": method, "params": params});
+        request(port, "POST", "/rpc", Some(&frame.to_string())).json()
+    };
+    let r = rpc(emu.port(0), "CCT.Set", json!({"id": 0, "ct": 9000}));
+    assert_eq!(r["error"]["code"], -103, "{r}");
+    assert_eq!(r["error"]["message"], "Invalid argument 'ct'!");
+    let r = rpc(emu.port(0), "CCT.GetConfig", json!({"id": 0}));
+    assert_eq!(r["result"]["ct_range"], json!([2700, 6500]));
+    let r = rpc(emu.port(2), "RGB.Set", json!({"id": 0, "rgb": [1, 2]}));
+    assert_eq!(r["error"]["message"], "Invalid argument 'rgb'!");
+    // The rgbw component exists only in the rgbw profile: not found here, while CCT is unknown to the model.
+    let r = rpc(emu.port(2), "RGBW.GetStatus", json!({"id": 0}));
+    assert_eq!(r["error"]["code"], -105, "{r}");
+    let r = rpc(emu.port(2), "CCT.GetStatus", json!({"id": 0}));
+    assert_eq!(r["error"]["code"], -114, "{r}");
+    let r = request(emu.port(1), "GET", "/light/0?temp=9000", None);
+    assert_eq!((r.status, r.text().as_str()), (400, "Bad temp!"));
+    let r = request(emu.port(1), "GET", "/color/0?turn=on", None);
+    assert_eq!(r.status, 404, "a white light has no /color");
 }

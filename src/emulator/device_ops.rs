@@ -138,6 +138,34 @@ impl Device {
         Ok((s.outputs[n], s.brightness[n]))
     }
 
+    /// A light's colour as a local control would set it; `None` keeps a part. The temperature must be within
+    /// the light's range (a light without one keeps its value).
+    pub(crate) fn set_light_color(
+        &self,
+        n: usize,
+        ct: Option<u32>,
+        rgb: Option<[u8; 3]>,
+        white: Option<u8>,
+    ) -> Result<(), String> {
+        let mut s = self.state();
+        self.check("light", n, light_count(&s))?;
+        if let Some(k) = ct {
+            match s.layout.light.and_then(|c| c.temperature) {
+                Some([lo, hi]) if (lo..=hi).contains(&k) => s.ct[n] = k,
+                Some([lo, hi]) => return Err(format!("ct must be {lo}–{hi} K, got {k}")),
+                None => return Err("this light has no colour temperature".into()),
+            }
+        }
+        if let Some(rgb) = rgb {
+            s.rgb[n] = rgb;
+        }
+        if let Some(w) = white {
+            s.white[n] = w;
+        }
+        s.sources[n] = Source::Local;
+        Ok(())
+    }
+
     pub(crate) fn light_color(&self, n: usize) -> Result<(u32, [u8; 3], u8), String> {
         let s = self.state();
         self.check("light", n, light_count(&s))?;
