@@ -94,11 +94,6 @@
 #define SD_LOG_TRACE 5
 
 /*
- The longest transition any family takes (Gen1 `transition` up to 10 800 000 ms; Gen2+ the same as s).
- */
-#define MAX_TRANSITION_S 10800.0
-
-/*
  Result of every fallible `sd_` function. `SD_OK` is 0; numbers are grouped (1xx argument and usage, 2xx
  configuration and start-up, 3xx devices, 4xx local system) and never change meaning.
  */

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// The longest transition any family takes (Gen1 `transition` up to 10 800 000 ms; Gen2+ the same as s).
-pub const MAX_TRANSITION_S: f64 = 10_800.0;
+pub(crate) const MAX_TRANSITION_S: f64 = 10_800.0;
 
 /// What a light output can do besides on/off. In the model library as `"light": {"temperature": [2700, 6500],
 /// "rgb": true, "white": true}` (brightness is always there; absent fields are false/none).

@@ -514,8 +514,19 @@ fn component_action(dev: &Device, action: &str, req: &Request) -> Result<Value, 
             }
             let (on, brightness) = dev.light(id).map_err(bad)?;
             let (ct, rgb, white) = dev.light_color(id).map_err(bad)?;
-            Ok(json!({"state": on, "brightness": brightness, "ct": ct,
-                "rgb": crate::light::format_rgb(rgb), "white": white}))
+            // The colour parts the light has.
+            let caps = dev.state().layout.light.unwrap_or_default();
+            let mut v = json!({"state": on, "brightness": brightness});
+            if caps.temperature.is_some() {
+                v["ct"] = json!(ct);
+            }
+            if caps.rgb {
+                v["rgb"] = json!(crate::light::format_rgb(rgb));
+            }
+            if caps.white {
+                v["white"] = json!(white);
+            }
+            Ok(v)
         }
         _ => {
             dev.set_frequency(parsed(req, "id")?, number(req, "hz")?)
