@@ -278,6 +278,8 @@ typedef enum sd_cover_state {
    hot-path getters (last known). A state or value the device has not reported is `SD_UNKNOWN` (or a
    validity flag that is false), never `false` or 0.
  - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
+ - sd_set_light: brightness, colour temperature, RGB, white and transition of a light (`sd_light_change`);
+   writes the light as JSON as the device reports it after.
  - sd_open_cover / sd_close_cover / sd_stop_cover / sd_set_cover_position: move a cover.
  - sd_pull_event: take the oldest webhook event as JSON.
  - sd_discover: find devices on the local network (mDNS, each confirmed over HTTP) as a JSON array; with a
@@ -417,6 +419,62 @@ typedef struct sd_cover_reading {
    */
   bool has_calibrated;
 } sd_cover_reading;
+
+/*
+ A change to a light: each value is used only when its `set_*` flag is true. Units: `brightness` and
+ `white` in % (0–100), `temperature` in K (within the light's range), `rgb` red/green/blue 0–255,
+ `transition` in s.
+ */
+typedef struct sd_light_change {
+  /*
+   Use `on`.
+   */
+  bool set_on;
+  /*
+   Switch on (true) or off.
+   */
+  bool on;
+  /*
+   Use `brightness`.
+   */
+  bool set_brightness;
+  /*
+   Brightness in %.
+   */
+  double brightness;
+  /*
+   Use `temperature`.
+   */
+  bool set_temperature;
+  /*
+   Colour temperature in K.
+   */
+  uint32_t temperature;
+  /*
+   Use `rgb`.
+   */
+  bool set_rgb;
+  /*
+   Red, green, blue.
+   */
+  uint8_t rgb[3];
+  /*
+   Use `white`.
+   */
+  bool set_white;
+  /*
+   White channel in %.
+   */
+  double white;
+  /*
+   Use `transition`.
+   */
+  bool set_transition;
+  /*
+   Transition in s.
+   */
+  double transition;
+} sd_light_change;
 
 
 
@@ -977,6 +1035,26 @@ enum sd_result sd_update_firmware(const struct sd_controller *ctl,
                                   int channel,
                                   bool allow_concurrent,
                                   double timeout_seconds);
+
+/*
+ Sets a light (the output by `name`, or by `id` when `name` is NULL) as `change` says and writes the output
+ as the device reported it right after, as JSON (`Brightness`, `ColorTemperature`, `Rgb`, `White`; `null`
+ what the light does not report). Out-of-range values give `SD_INVALID_PARAMETER` with the range in the
+ message, a capability the light lacks (colour on a dimmer) `SD_UNSUPPORTED` naming it and the model;
+ nothing is sent then. The size query (`buf` NULL, `len` 0) sets the light too: give a buffer of a few
+ hundred bytes at once.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string; `change` valid; `buf` valid for `len` bytes (or NULL with
+ `len` 0); `needed` valid.
+ */
+enum sd_result sd_set_light(const struct sd_controller *ctl,
+                            const char *name,
+                            int64_t id,
+                            const struct sd_light_change *change,
+                            char *buf,
+                            size_t len,
+                            size_t *needed);
 
 #ifdef __cplusplus
 }  // extern "C"

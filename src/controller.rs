@@ -18,6 +18,7 @@ use crate::driver::http::Http;
 use crate::driver::{self, Liveness, OutputAction};
 use crate::error::{Error, Result};
 use crate::event::{EventFilter, WebhookEvent};
+use crate::light::LightChange;
 use crate::models::{ModelLibrary, PrintMode};
 use crate::objects::{
     Component, ComponentKind, Cover, CoverAction, Device, Identity, Input, Meter, Output,
@@ -818,6 +819,28 @@ impl Controller {
         rx.recv().map_err(|_| self.worker_gone(di))?
     }
 
+    /// Sets a light: on/off, brightness, colour temperature, RGB, white and the transition, each only if given
+    /// (see [`LightChange`]), and returns the output as the device reported it right after. Out-of-range values
+    /// and capabilities the light lacks (colour on a dimmer) are refused before anything is sent, with the range
+    /// or the model in the message.
+    pub fn set_light(&self, output: impl Into<Identity>, change: LightChange) -> Result<Output> {
+        change.check()?;
+        let output = &output.into();
+        let (di, ci) = self
+            .shared
+            .directory
+            .component(ComponentKind::Output, output)?;
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.sender(di)?
+            .send(Command::Light {
+                index: ci,
+                change,
+                reply,
+            })
+            .map_err(|_| Error::Closed)?;
+        rx.recv().map_err(|_| self.worker_gone(di))?
+    }
+
     /// All inputs of all devices, as last read.
     pub fn inputs(&self) -> Vec<Input> {
         self.collect(|d| d.inputs.clone())
@@ -1001,7 +1024,7 @@ fn push_targets(
     settings: &Settings,
     tls: &[Option<Arc<crate::driver::tls::DeviceTls>>],
 ) -> Vec<crate::actor::push::Target> {
-    use crate::models::{ModelRef, OutputKind, Protocol};
+    use crate::models::{ModelRef, Protocol};
     devices
         .iter()
         .zip(&settings.devices)
@@ -1023,10 +1046,7 @@ fn push_targets(
                 id: d.id,
                 label: d.label(),
                 password: cfg.password.as_ref().map(|p| p.expose().to_string()),
-                output_type: match m.output_kind {
-                    OutputKind::Switch => "switch",
-                    OutputKind::Light => "light",
-                },
+                output_type: output_component(m, d),
                 tunnel: Default::default(),
                 // An HTTPS device's push channel is WSS, verified as its HTTPS requests are.
                 tls: tls.get(di).cloned().flatten(),
@@ -1043,7 +1063,7 @@ fn outbound_targets(
     settings: &Settings,
     tunnels: &mut [Option<Arc<crate::driver::ws::tunnel::Tunnel>>],
 ) -> Vec<crate::actor::push::Target> {
-    use crate::models::{ModelRef, OutputKind};
+    use crate::models::ModelRef;
     let mut out = Vec::new();
     for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
         if !crate::sleep::outbound(settings, cfg) {
@@ -1058,16 +1078,21 @@ fn outbound_targets(
             id: d.id,
             label: d.label(),
             password: None,
-            output_type: match m.output_kind {
-                OutputKind::Switch => "switch",
-                OutputKind::Light => "light",
-            },
+            output_type: output_component(m, d),
             tunnel,
             // The device connects to us: nothing is dialed, so no client TLS.
             tls: None,
         });
     }
     out
+}
+
+/// The Gen2+ component type of a device's outputs in the profile it is in (`switch`, `light`, `cct`, `rgb`,
+/// `rgbw`).
+fn output_component(m: &crate::models::ModelInfo, d: &Device) -> &'static str {
+    m.shape_for(d.profile.as_deref())
+        .unwrap_or_else(|_| m.default_shape())
+        .output_component()
 }
 
 /// The addresses of the configured devices (what `AllowedSources: devices` accepts).

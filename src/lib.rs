@@ -66,6 +66,7 @@ mod firmware;
 #[doc(hidden)]
 pub mod fuzzing;
 mod hostname;
+pub mod light;
 mod log_scope;
 pub mod logging;
 mod mac;
@@ -108,6 +109,7 @@ pub use event::{
 pub use firmware::{
     FirmwareChannel, FirmwareInfo, FirmwareUpdate, UpdateFailure, UpdateOptions, UpdateProgress,
 };
+pub use light::{LightCaps, LightChange};
 pub use mac::{ACCEPTED_SPELLINGS as MAC_SPELLINGS, Mac};
 pub use models::{ModelLibrary, PrintMode, SensorQuantity};
 pub use objects::{

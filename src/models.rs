@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::light::LightCaps;
 
 const EMBEDDED: &str = include_str!("../models/vendor_models.json");
 
@@ -161,6 +162,9 @@ pub struct ProfileShape {
     /// Where this profile's meter readings come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meter_source: Option<MeterSource>,
+    /// What this profile's lights can do (the model's `light` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light: Option<LightCaps>,
 }
 
 /// The components a model has in one profile.
@@ -179,9 +183,16 @@ pub struct Shape {
     pub covers: usize,
     /// Where meter readings come from.
     pub meter_source: MeterSource,
+    /// What the outputs can do as lights; `None` when they are relays.
+    pub light: Option<LightCaps>,
 }
 
 impl Shape {
+    /// The Gen2+ component type of the outputs: `switch`, or a light's `light`, `cct`, `rgb` or `rgbw`.
+    pub fn output_component(&self) -> &'static str {
+        self.light.map_or("switch", |l| l.rpc_component())
+    }
+
     /// The output a meter measures, if the meter is part of an output.
     pub fn meter_output(&self, meter_index: usize) -> Option<usize> {
         match self.meter_source {
@@ -287,6 +298,9 @@ pub struct ModelInfo {
     /// Battery devices that sleep between reports: not answering is their normal state.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sleeps: bool,
+    /// What the lights of a light model can do in the default profile (a dimmer when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light: Option<LightCaps>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -337,7 +351,14 @@ impl ModelInfo {
             meters: self.meters,
             covers: self.covers,
             meter_source: self.meter_source(),
+            light: self.light_caps(None),
         }
+    }
+
+    /// What the lights can do in profile `p` (`None`: the default one); `None` for relay models.
+    fn light_caps(&self, p: Option<&ProfileShape>) -> Option<LightCaps> {
+        (self.output_kind == OutputKind::Light)
+            .then(|| p.and_then(|p| p.light).or(self.light).unwrap_or_default())
     }
 
     /// The shape in profile `name` (the default profile's name, or one of `profiles`), `None` when the model
@@ -366,6 +387,7 @@ impl ModelInfo {
             } else {
                 p.meter_source.unwrap_or(self.meter_source())
             },
+            light: self.light_caps(Some(p)),
         })
     }
 
@@ -433,6 +455,15 @@ impl ModelInfo {
         }
         if self.output_kind == OutputKind::Light && self.covers > 0 {
             p.push(format!("{m}: a light model cannot have covers"));
+        }
+        let lights = std::iter::once(self.light).chain(self.profiles.values().map(|p| p.light));
+        for caps in lights.flatten() {
+            if self.output_kind != OutputKind::Light {
+                p.push(format!(
+                    "{m}: light capabilities need \"output_kind\": \"light\""
+                ));
+            }
+            p.extend(caps.check().map(|e| format!("{m}: {e}")));
         }
         for name in self.profile_names() {
             if let Some(shape) = self.shape(name) {
@@ -638,7 +669,11 @@ impl ModelLibrary {
                     continue;
                 }
                 let outputs = match m.output_kind {
-                    OutputKind::Light if m.outputs > 0 => format!("{} (lights)", m.outputs),
+                    OutputKind::Light if m.outputs > 0 => format!(
+                        "{} (lights: {})",
+                        m.outputs,
+                        m.light.unwrap_or_default().describe()
+                    ),
                     _ => m.outputs.to_string(),
                 };
                 let meters = match m.meter_source() {
@@ -729,6 +764,35 @@ mod tests {
                 m.model
             );
         }
+    }
+
+    #[test]
+    fn light_capabilities_per_model_and_profile() {
+        let lib = ModelLibrary::embedded();
+        let comp = |m: &str, p: Option<&str>| {
+            let info = lib.get(m).unwrap();
+            let shape = info.shape_for(p).unwrap();
+            (shape.outputs, shape.output_component(), shape.light)
+        };
+        assert_eq!(comp("ShellyPlusRGBWPM", None).0, 4);
+        assert_eq!(comp("ShellyPlusRGBWPM", None).1, "light");
+        assert_eq!(comp("ShellyPlusRGBWPM", Some("rgb")).1, "rgb");
+        assert_eq!(comp("ShellyPlusRGBWPM", Some("rgbw")).0, 1);
+        assert_eq!(comp("ShellyPlusRGBWPM", Some("rgbw")).1, "rgbw");
+        assert_eq!(comp("ShellyDuoBulbG3", None).1, "cct");
+        let white = comp("ShellyBulb", Some("white")).2.unwrap();
+        assert_eq!((white.temperature, white.rgb), (Some([3000, 6500]), false));
+        assert_eq!(comp("ShellyDimmerG3", None).2, Some(LightCaps::dimmer()));
+        assert_eq!(comp("ShellyPlus1PM", None).1, "switch");
+        assert_eq!(comp("ShellyPlus1PM", None).2, None);
+        // A relay model with light capabilities, or an inverted range, is refused.
+        let mut bad = lib.get("ShellyPlus1PM").unwrap().clone();
+        bad.light = Some(LightCaps {
+            temperature: Some([6500, 2700]),
+            ..LightCaps::dimmer()
+        });
+        let p = bad.check().join("\n");
+        assert!(p.contains("output_kind") && p.contains("rising"), "{p}");
     }
 
     #[test]

@@ -492,6 +492,13 @@ pub struct Output {
     pub state: Option<bool>,
     /// Brightness in % of a dimmable light output; `None` for relays.
     pub brightness: Option<f64>,
+    /// Colour temperature in K of a tunable-white light; `None` for other outputs or until read.
+    #[serde(rename = "ColorTemperature")]
+    pub color_temperature: Option<f64>,
+    /// Red, green, blue (0–255 each) of a colour light; `None` for other outputs or until read.
+    pub rgb: Option<[u8; 3]>,
+    /// White channel in % of an RGBW light; `None` for other outputs or until read.
+    pub white: Option<f64>,
     /// Temperature of the switch in °C, where reported.
     pub temperature: Option<f64>,
     /// Whether a meter measures this output.

@@ -209,6 +209,15 @@ pub(crate) fn device_status(d: &Device) -> String {
         if o.brightness.is_some() {
             extra.push(format!("brightness {}", quantity(o.brightness, 0, "%")));
         }
+        if o.color_temperature.is_some() {
+            extra.push(format!("colour {}", quantity(o.color_temperature, 0, "K")));
+        }
+        if let Some(rgb) = o.rgb {
+            extra.push(format!("RGB {}", crate::light::format_rgb(rgb)));
+        }
+        if o.white.is_some() {
+            extra.push(format!("white {}", quantity(o.white, 0, "%")));
+        }
         if o.temperature.is_some() {
             extra.push(quantity(o.temperature, 1, "°C"));
         }

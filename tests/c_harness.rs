@@ -132,6 +132,13 @@ fn covers_sensors_and_unknown_states() {
 }
 
 #[test]
+fn lights_are_set_and_refused_with_their_reasons() {
+    each_build("sd_int_lights", |d| {
+        vec![("SD_TEST_DIR", d.path().display().to_string())]
+    });
+}
+
+#[test]
 fn an_unreachable_device_has_its_object() {
     each_build("sd_int_offline", |_| {
         vec![("SD_CLOSED_PORT", closed_port().to_string())]

@@ -174,6 +174,11 @@ sd_result sdgo_discovered(char *buf, size_t len, size_t *needed, char **err) {
   return done(sd_discovered(buf, len, needed), err);
 }
 
+sd_result sdgo_set_light(const sd_controller *c, const char *name, int64_t id, const sd_light_change *change,
+                         char *buf, size_t len, size_t *needed, char **err) {
+  return done(sd_set_light(c, name, id, change, buf, len, needed), err);
+}
+
 sd_result sdgo_check_firmware(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
                               size_t *needed, char **err) {
   return done(sd_check_firmware(c, name, id, buf, len, needed), err);

@@ -59,6 +59,8 @@ sd_result sdgo_set_cover_position(const sd_controller *c, const char *name, int6
                                   char **err);
 sd_result sdgo_is_device_online(const sd_controller *c, const char *name, int64_t id, bool *online, char **err);
 
+sd_result sdgo_set_light(const sd_controller *c, const char *name, int64_t id, const sd_light_change *change,
+                         char *buf, size_t len, size_t *needed, char **err);
 sd_result sdgo_check_firmware(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
                               size_t *needed, char **err);
 sd_result sdgo_update_firmware(const sd_controller *c, const char *name, int64_t id, int channel,

@@ -226,6 +226,12 @@ type Output struct {
 	State *bool `json:"State"`
 	// Brightness is the brightness in % of a dimmable light output; nil for relays.
 	Brightness *float64 `json:"Brightness"`
+	// ColorTemperature is the colour temperature in K of a tunable-white light; nil otherwise or until read.
+	ColorTemperature *float64 `json:"ColorTemperature"`
+	// Rgb is red, green, blue (0–255) of a colour light; nil otherwise or until read.
+	Rgb *[3]uint8 `json:"Rgb"`
+	// White is the white channel in % of an RGBW light; nil otherwise or until read.
+	White *float64 `json:"White"`
 	// Temperature is the temperature of the switch in °C, where reported.
 	Temperature *float64 `json:"Temperature"`
 	// HasMeter is whether a meter measures this output.

@@ -1371,11 +1371,16 @@ fn state_events(
                 "state",
                 ("input.toggle_on", "input.toggle_off"),
             ),
-            Some((k, n)) if k == t.output_type && k == "light" => (
+            Some((k, n)) if k == t.output_type && k != "switch" => (
                 ComponentKind::Output,
                 n,
                 "output",
-                ("light.on", "light.off"),
+                match k {
+                    "cct" => ("cct.on", "cct.off"),
+                    "rgb" => ("rgb.on", "rgb.off"),
+                    "rgbw" => ("rgbw.on", "rgbw.off"),
+                    _ => ("light.on", "light.off"),
+                },
             ),
             Some((k, n)) if k == t.output_type => (
                 ComponentKind::Output,

@@ -15,7 +15,7 @@ use super::restart::{Backoff, Gate, Now};
 pub(crate) use super::slot::{Slot, snapshot};
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
-use crate::objects::{Cover, CoverAction, Device, OutputChange};
+use crate::objects::{Cover, CoverAction, Device, Output, OutputChange};
 
 /// Worker threads mostly wait on sockets and parse small JSON bodies; 256 KiB is ample and keeps 1,000 workers
 /// cheap in address space.
@@ -50,6 +50,15 @@ pub(crate) enum Command {
         action: CoverAction,
         /// Where the result goes: the cover as the command left it (a later published read may be older).
         reply: Sender<Result<Cover>>,
+    },
+    /// Set light output `index` (brightness, colour, on/off).
+    Light {
+        /// Output channel (0-based).
+        index: usize,
+        /// What to change (ranges needing no device already checked).
+        change: crate::light::LightChange,
+        /// Where the result goes: the output as the command left it.
+        reply: Sender<Result<Output>>,
     },
     /// A step of a firmware update (`actor/update.rs`).
     Firmware(FirmwareOp),
@@ -379,6 +388,10 @@ impl State {
                         let _ = reply.send(Err(refused));
                         continue;
                     }
+                    Command::Light { reply, .. } => {
+                        let _ = reply.send(Err(refused));
+                        continue;
+                    }
                     // Updating a sleeping device is not supported: it would have to be awake throughout.
                     Command::Firmware(op) => {
                         op.refuse(refused);
@@ -450,6 +463,33 @@ impl State {
                             Ok(dev.covers[index].clone())
                         })
                     });
+                    let _ = reply.send(r);
+                }
+                Command::Light {
+                    index,
+                    change,
+                    reply,
+                } => {
+                    // A refusal sends nothing: not even the identity check a failure would cost later.
+                    let checked = self.driver.check_light(&self.device, index, &change);
+                    let r = checked
+                        .and_then(|()| self.confirm_identity())
+                        .and_then(|()| {
+                            self.op(false, |dev, drv| {
+                                if index >= dev.outputs.len() {
+                                    return Err(Error::NotFound {
+                                        kind: "output",
+                                        identity: format!(
+                                            "channel {index} of device {}",
+                                            dev.label()
+                                        ),
+                                        hint: String::new(),
+                                    });
+                                }
+                                drv.light(dev, index, &change)?;
+                                Ok(dev.outputs[index].clone())
+                            })
+                        });
                     let _ = reply.send(r);
                 }
             }

@@ -21,6 +21,7 @@ use super::switching::{Relay, SetAnswer};
 use super::{AuthProblem, Driver, OutputAction, identify, profile};
 use crate::clock;
 use crate::error::{Error, Result};
+use crate::light::{LightCaps, LightChange, rgb_from, white_from_byte, white_to_byte};
 use crate::models::{ModelInfo, OutputKind, SensorQuantity, Shape};
 use crate::objects::{ComponentKind, Cover, CoverAction, CoverState, Device, OutputChange};
 use crate::url::encode_component;
@@ -241,11 +242,12 @@ impl Gen1 {
         Ok(())
     }
 
-    /// `relay` or `light`: the path of the outputs.
+    /// `relay`, `light` or (colour lights) `color`: the path of the outputs.
     fn output_path(&self) -> &'static str {
-        match self.model.output_kind {
-            OutputKind::Switch => "relay",
-            OutputKind::Light => "light",
+        match self.shape.light {
+            None => "relay",
+            Some(l) if l.rgb => "color",
+            Some(_) => "light",
         }
     }
 
@@ -255,10 +257,10 @@ impl Gen1 {
             device: dev.label(),
             message: format!("{what}: the answer has no ison"),
         })?;
-        if self.model.output_kind == OutputKind::Light
+        if let Some(caps) = self.shape.light
             && let Some(o) = dev.outputs.get_mut(index)
         {
-            o.brightness = brightness(answer);
+            apply_light(o, Some(answer), caps);
         }
         Ok(on)
     }
@@ -321,6 +323,46 @@ impl Driver for Gen1 {
         super::switching::switch(self, dev, index, action)
     }
 
+    /// `GET /light/N?turn=&brightness=&temp=&transition=` (white lights) or `GET /color/N?turn=&gain=&red=&green=
+    /// &blue=&white=&transition=` (colour lights); the answer is the light's status.
+    fn check_light(&self, dev: &Device, _index: usize, change: &LightChange) -> Result<()> {
+        let caps = super::light_caps(dev, self.shape.light, &self.model.model)?;
+        change.check_caps(&caps, &dev.label(), &self.model.model)
+    }
+
+    fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
+        self.know_shape(dev)?;
+        profile::check_has(dev, &self.shape, ComponentKind::Output, index)?;
+        self.check_light(dev, index, change)?;
+        let caps = super::light_caps(dev, self.shape.light, &self.model.model)?;
+        let mut q = Vec::new();
+        if let Some(on) = change.on {
+            q.push(format!("turn={}", if on { "on" } else { "off" }));
+        }
+        if let Some(b) = change.brightness {
+            // Colour mode dims with `gain`.
+            let key = if caps.rgb { "gain" } else { "brightness" };
+            q.push(format!("{key}={}", b.round()));
+        }
+        if let Some(k) = change.temperature {
+            q.push(format!("temp={k}"));
+        }
+        if let Some([r, g, b]) = change.rgb {
+            q.push(format!("red={r}&green={g}&blue={b}"));
+        }
+        if let Some(w) = change.white {
+            q.push(format!("white={}", white_to_byte(w)));
+        }
+        if let Some(t) = change.transition {
+            q.push(format!("transition={}", (t * 1000.0).round()));
+        }
+        let path = format!("/{}/{index}?{}", self.output_path(), q.join("&"));
+        let answer = self.get(dev, &path)?;
+        let on = self.output_answer(dev, index, &answer)?;
+        dev.outputs[index].state = Some(on);
+        Ok(())
+    }
+
     /// `GET /roller/N?go=open|close|stop` or `?go=to_pos&roller_pos=P`; the answer is the roller's status.
     fn cover(&mut self, dev: &mut Device, index: usize, action: CoverAction) -> Result<()> {
         self.know_shape(dev)?;
@@ -377,9 +419,22 @@ impl Driver for Gen1 {
     }
 }
 
-/// A light's brightness in % (0..=100), where reported.
-fn brightness(light: &Value) -> Option<f64> {
-    num(light, &["brightness"]).filter(|b| (0.0..=100.0).contains(b))
+/// One `lights[N]` status (or a `/light/N`, `/color/N` answer) into a light output: brightness (`gain` in
+/// colour mode), `temp` (K), `red`/`green`/`blue`, `white` (0–255); what the light cannot have, or what is out of
+/// range, is `None`.
+fn apply_light(out: &mut crate::objects::Output, light: Option<&Value>, caps: LightCaps) {
+    let n = |k: &str| light.and_then(|l| num(l, &[k]));
+    let pct = |v: Option<f64>| v.filter(|b| (0.0..=100.0).contains(b));
+    out.brightness = pct(if caps.rgb {
+        n("gain").or(n("brightness"))
+    } else {
+        n("brightness")
+    })
+    .filter(|_| caps.brightness);
+    out.color_temperature =
+        n("temp").filter(|k| caps.temperature.is_some() && (1000.0..=10_000.0).contains(k));
+    out.rgb = rgb_from([n("red"), n("green"), n("blue")]).filter(|_| caps.rgb);
+    out.white = n("white").and_then(white_from_byte).filter(|_| caps.white);
 }
 
 /// Copies one `rollers[N]` status (a `/status` member or a `/roller/N` answer) into `c`; `None` (the device has
@@ -434,6 +489,7 @@ pub(crate) fn apply_status(
         OutputKind::Switch => "relays",
         OutputKind::Light => "lights",
     };
+    let caps = shape.light.unwrap_or_default();
     for (i, out) in dev.outputs.iter_mut().enumerate() {
         // An output the device does not have now (roller mode) has no state: unknown, not off.
         let o = s
@@ -441,10 +497,10 @@ pub(crate) fn apply_status(
             .and_then(|a| a.get(i))
             .filter(|_| i < shape.outputs);
         out.state = o.and_then(|r| flag(r, &["ison"]));
-        out.brightness = match model.output_kind {
-            OutputKind::Light => o.and_then(brightness),
-            OutputKind::Switch => None,
-        };
+        match model.output_kind {
+            OutputKind::Light => apply_light(out, o, caps),
+            OutputKind::Switch => apply_light(out, None, caps),
+        }
         out.temperature = temperature;
     }
     for (i, c) in dev.covers.iter_mut().enumerate() {

@@ -17,6 +17,7 @@ pub(crate) mod simulated;
 mod switching;
 pub(crate) mod tasmota;
 mod tasmota_firmware;
+mod tasmota_light;
 pub(crate) mod tls;
 pub(crate) mod tls_transport;
 pub mod ws;
@@ -28,6 +29,7 @@ use std::time::Duration;
 use crate::config::Settings;
 use crate::error::{Error, Result};
 use crate::firmware::{FirmwareChannel, FirmwareInfo};
+use crate::light::{LightCaps, LightChange};
 use crate::models::{ModelInfo, ModelRef};
 use crate::objects::{ComponentKind, CoverAction, Device, OutputChange};
 
@@ -95,6 +97,22 @@ pub(crate) trait Driver: Send {
         Err(Error::Unsupported {
             device: dev.label(),
             message: "this device's driver cannot move covers".into(),
+        })
+    }
+
+    /// Whether the light can take `change` (its capabilities, its ranges), from what the driver knows without
+    /// I/O; the worker asks before anything else, so a refusal sends nothing (not even an identity check).
+    fn check_light(&self, dev: &Device, _index: usize, _change: &LightChange) -> Result<()> {
+        light_caps(dev, None, &dev.model).map(|_| ())
+    }
+
+    /// Sets light output `index` (0-based channel) as `change` asks (already checked for ranges that need no
+    /// device) and stores the light as the device reports it afterwards. Capabilities the light lacks are
+    /// refused before anything is sent.
+    fn light(&mut self, dev: &mut Device, _index: usize, _change: &LightChange) -> Result<()> {
+        Err(Error::Unsupported {
+            device: dev.label(),
+            message: "this device's driver cannot set lights".into(),
         })
     }
 
@@ -183,6 +201,16 @@ pub(crate) trait Driver: Send {
     }
 }
 
+/// What the outputs of `dev` can do as lights, or why a light change is refused: they are relays.
+pub(crate) fn light_caps(dev: &Device, caps: Option<LightCaps>, model: &str) -> Result<LightCaps> {
+    caps.ok_or_else(|| Error::Unsupported {
+        device: dev.label(),
+        message: format!(
+            "the outputs of {model} are relays, not lights: brightness and colour cannot be set; use change_output to switch them"
+        ),
+    })
+}
+
 /// Firmware updates on a device whose driver has none (simulated, no address).
 fn no_firmware(dev: &Device) -> Error {
     Error::Unsupported {
@@ -218,6 +246,14 @@ impl Driver for Unaddressed {
     }
 
     fn cover(&mut self, dev: &mut Device, _: usize, _: CoverAction) -> Result<()> {
+        Err(Self::error(dev))
+    }
+
+    fn check_light(&self, _: &Device, _: usize, _: &LightChange) -> Result<()> {
+        Ok(())
+    }
+
+    fn light(&mut self, dev: &mut Device, _: usize, _: &LightChange) -> Result<()> {
         Err(Self::error(dev))
     }
 
@@ -382,7 +418,14 @@ pub(crate) fn for_device(
             .simulation_file
             .clone()
             .unwrap_or_else(|| crate::plan::simulation_file(settings, &dev.name));
-        return Ok(Box::new(simulated::Simulated::new(file)));
+        let light = match settings.models.resolve(&dev.model) {
+            Some(ModelRef::Vendor(m)) => m
+                .shape_for(dev.profile.as_deref())
+                .ok()
+                .and_then(|s| s.light),
+            _ => None,
+        };
+        return Ok(Box::new(simulated::Simulated::new(file).with_light(light)));
     }
     // A sleeping device needs no address: it reports through the outbound WebSocket (its driver takes the
     // reports, and has no address to ask).

@@ -275,6 +275,27 @@ fn number(v: &Value, path: &str) -> Result<Option<f64>, String> {
     }
 }
 
+/// A percentage (0–100) or null.
+fn percent(v: &Value, path: &str) -> Result<Option<f64>, String> {
+    let n = number(v, path)?;
+    if n.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
+        return Err(format!("{path}: expected 0 to 100 (%)"));
+    }
+    Ok(n)
+}
+
+/// `[r, g, b]` (0–255 each) or null.
+fn rgb(v: &Value, path: &str) -> Result<Option<[u8; 3]>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let parts = v.as_array().filter(|a| a.len() == 3);
+    let each = |i: usize| parts.and_then(|a| a[i].as_u64()).map(|n| n as f64);
+    crate::light::rgb_from([each(0), each(1), each(2)])
+        .map(Some)
+        .ok_or_else(|| bad(path, "[red, green, blue] with 0 to 255 each, or null", v))
+}
+
 fn cover_state(v: &Value, path: &str) -> Result<Option<CoverState>, String> {
     match v {
         Value::Null => Ok(None),
@@ -374,12 +395,23 @@ pub(crate) fn merge(
         }
     }
     for i in 0..dev.outputs.len() {
-        const OUTPUT: [&str; 3] = ["State", "Temperature", "Brightness"];
+        const OUTPUT: [&str; 6] = [
+            "State",
+            "Temperature",
+            "Brightness",
+            "ColorTemperature",
+            "Rgb",
+            "White",
+        ];
         for (f, v, path) in r.component_fields(ComponentKind::Output, i, &OUTPUT) {
+            let o = &mut dev.outputs[i];
             match f {
-                "State" => dev.outputs[i].state = Some(state(v, &path)?),
-                "Brightness" => dev.outputs[i].brightness = number(v, &path)?,
-                _ => dev.outputs[i].temperature = number(v, &path)?,
+                "State" => o.state = Some(state(v, &path)?),
+                "Brightness" => o.brightness = percent(v, &path)?,
+                "White" => o.white = percent(v, &path)?,
+                "ColorTemperature" => o.color_temperature = number(v, &path)?,
+                "Rgb" => o.rgb = rgb(v, &path)?,
+                _ => o.temperature = number(v, &path)?,
             }
         }
     }

@@ -15,6 +15,7 @@ use super::simfile::{self, MOCK_TIMESTAMP};
 use super::{Driver, OutputAction};
 use crate::clock;
 use crate::error::{Error, Result};
+use crate::light::{LightCaps, LightChange};
 use crate::objects::{ComponentKind, CoverAction, CoverState, Device, OutputChange};
 
 /// How often an update is redone when the file keeps changing under it (an editor saving in a loop) before
@@ -24,12 +25,20 @@ const MAX_ROUNDS: u32 = 5;
 /// Drives one simulated device.
 pub(crate) struct Simulated {
     file: PathBuf,
+    /// What its outputs can do as lights (its model's shape), `None` for relays.
+    light: Option<LightCaps>,
 }
 
 impl Simulated {
     /// A driver keeping its state in `file`.
     pub(crate) fn new(file: PathBuf) -> Self {
-        Simulated { file }
+        Simulated { file, light: None }
+    }
+
+    /// A driver for a device whose outputs are lights that can do `caps`.
+    pub(crate) fn with_light(mut self, caps: Option<LightCaps>) -> Self {
+        self.light = caps;
+        self
     }
 
     fn error(&self, dev: &Device, message: String) -> Error {
@@ -252,6 +261,48 @@ impl Driver for Simulated {
             if c.calibrated != Some(false) {
                 simfile::set(doc, ComponentKind::Cover, index, "Position", position.into());
             }
+            Ok(((), true))
+        })
+    }
+
+    /// A simulated light takes the change at once (a transition is not simulated).
+    fn check_light(&self, dev: &Device, _index: usize, change: &LightChange) -> Result<()> {
+        let caps = super::light_caps(dev, self.light, &dev.model)?;
+        change.check_caps(&caps, &dev.label(), &dev.model)
+    }
+
+    fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
+        self.check_light(dev, index, change)?;
+        self.transaction(dev, |me, dev, doc| {
+            if !dev.online {
+                return Err(Self::offline(dev));
+            }
+            me.advance_mock(dev, doc)?;
+            let o = &mut dev.outputs[index];
+            let mut set =
+                |field: &str, v: Value| simfile::set(doc, ComponentKind::Output, index, field, v);
+            if let Some(on) = change.on {
+                o.state = Some(on);
+                set("State", on.into());
+            }
+            if let Some(b) = change.brightness {
+                o.brightness = Some(b);
+                set("Brightness", json_number(Some(b)));
+            }
+            if let Some(k) = change.temperature {
+                o.color_temperature = Some(f64::from(k));
+                set("ColorTemperature", k.into());
+            }
+            if let Some(rgb) = change.rgb {
+                o.rgb = Some(rgb);
+                set("Rgb", serde_json::json!(rgb));
+            }
+            if let Some(w) = change.white {
+                o.white = Some(w);
+                set("White", json_number(Some(w)));
+            }
+            // Power of MockRate meters follows the new state.
+            me.advance_mock(dev, doc)?;
             Ok(((), true))
         })
     }

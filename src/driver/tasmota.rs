@@ -23,9 +23,11 @@ use super::Credentials;
 use super::http::Http;
 use super::json::{at, num, text};
 use super::switching::{Relay, SetAnswer};
+use super::tasmota_light;
 use super::{AuthProblem, Driver, OutputAction};
 use crate::clock;
 use crate::error::{Error, Result};
+use crate::light::LightChange;
 use crate::models::SensorQuantity;
 use crate::objects::{Cover, CoverAction, CoverState, Device, OutputChange};
 
@@ -38,6 +40,8 @@ pub(crate) struct Tasmota {
     missing_shutters: Vec<usize>,
     /// During the first contact at open of a device without `Covers`: the covers its shutters become.
     follow: Option<std::sync::Arc<crate::plan::Follow>>,
+    /// What its light can do, from the last status (`None`: it reports no light).
+    light: Option<crate::light::LightCaps>,
 }
 
 /// Texts for "on" and "off" in Tasmota's language builds, upper-case.
@@ -75,6 +79,7 @@ impl Tasmota {
             credentials,
             missing_shutters: Vec::new(),
             follow: None,
+            light: None,
         }
     }
 
@@ -144,7 +149,16 @@ impl Tasmota {
         if let Some(missing) = apply_status(dev, &status, &clock::rfc3339_now()) {
             self.missing_shutters = missing;
         }
+        self.take_light(dev, status.get("StatusSTS"));
         Ok(())
+    }
+
+    /// The light's capabilities and state from a `StatusSTS` or `State` object, on the last output.
+    fn take_light(&mut self, dev: &mut Device, sts: Option<&Value>) {
+        self.light = tasmota_light::caps(sts);
+        if let (Some(caps), Some(sts), Some(out)) = (self.light, sts, dev.outputs.last_mut()) {
+            tasmota_light::apply(out, sts, caps);
+        }
     }
 
     /// Why cover `index` cannot be moved: the device is not in shutter mode for it.
@@ -220,6 +234,45 @@ impl Driver for Tasmota {
 
     /// `ShutterOpen<n>`, `ShutterClose<n>`, `ShutterStop<n>` or `ShutterPosition<n> <pos>` (n = index + 1), then
     /// the shutter's state from the answer, or from `Status 10` when the answer does not carry it.
+    fn check_light(&self, dev: &Device, index: usize, change: &LightChange) -> Result<()> {
+        let model = "this Tasmota device";
+        let n = dev.outputs.len();
+        if self.light.is_none() || index + 1 != n {
+            let what = if self.light.is_none() {
+                "reports no light (no Dimmer in its status)".to_string()
+            } else {
+                format!("has its light on output channel {} (its last one)", n - 1)
+            };
+            return Err(Error::Unsupported {
+                device: dev.label(),
+                message: format!("{model} {what}; use change_output to switch relays"),
+            });
+        }
+        let caps = super::light_caps(dev, self.light, model)?;
+        change.check_caps(&caps, &dev.label(), model)?;
+        if let Some(m) = tasmota_light::check_transition(change) {
+            return Err(Error::InvalidArgument(m));
+        }
+        Ok(())
+    }
+
+    /// The change as separate commands (each answered, each an absolute set), then `State` for the result.
+    fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
+        self.check_light(dev, index, change)?;
+        let n = dev.outputs.len();
+        for cmnd in tasmota_light::commands(change, n) {
+            self.command(dev, &cmnd)?;
+        }
+        let state = self.command(dev, "State")?;
+        let power = text(&state, &[&format!("POWER{n}")])
+            .or_else(|| (n == 1).then(|| text(&state, &["POWER"])).flatten());
+        if let Some(on) = power.as_deref().and_then(power_text) {
+            dev.outputs[index].state = Some(on);
+        }
+        self.take_light(dev, Some(&state));
+        Ok(())
+    }
+
     fn cover(&mut self, dev: &mut Device, index: usize, action: CoverAction) -> Result<()> {
         if index >= dev.covers.len() {
             return Err(Error::Unsupported {

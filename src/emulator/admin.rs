@@ -8,7 +8,7 @@
 //! `GET|POST profile[?name=P]`, `GET cover?id=N`, `POST cover?id=N[&calibrated=B][&position=P]`,
 //! `POST sensor?quantity=temperature|humidity|voltage&id=N[&value=V]` (no value: not answering),
 //! `POST battery?percent=P`, `POST input_type?id=N&type=switch|button`,
-//! `POST press?id=N[&kind=single|double|triple|long]`, `GET|POST light?id=N[&state=B&brightness=P]`,
+//! `POST press?id=N[&kind=single|double|triple|long]`, `GET|POST light?id=N[&state=B&brightness=P&ct=K&rgb=RRGGBB&white=W]`,
 //! `POST frequency?id=N&hz=F`, `GET ws` (open WebSocket connections), `POST ws?action=drop|stall|release|hold|answer`
 //! (`hold`: upgrade requests from now on are left unanswered; `answer`: the held ones end),
 //! `GET|POST announce[?on=true|false]` (the device's mDNS records; withdraw or restore its announcement),
@@ -532,9 +532,35 @@ fn component_action(dev: &Device, action: &str, req: &Request) -> Result<Value, 
                     Some(_) => parsed(req, "brightness")?,
                 };
                 dev.set_light(id, on, brightness).map_err(bad)?;
+                let ct = match req.param("ct") {
+                    None => None,
+                    Some(_) => Some(parsed(req, "ct")?),
+                };
+                let rgb = match req.param("rgb") {
+                    None => None,
+                    Some(t) => Some(crate::light::parse_rgb(&t).map_err(|e| bad(e.to_string()))?),
+                };
+                let white = match req.param("white") {
+                    None => None,
+                    Some(_) => Some(parsed(req, "white")?),
+                };
+                dev.set_light_color(id, ct, rgb, white).map_err(bad)?;
             }
             let (on, brightness) = dev.light(id).map_err(bad)?;
-            Ok(json!({"state": on, "brightness": brightness}))
+            let (ct, rgb, white) = dev.light_color(id).map_err(bad)?;
+            // The colour parts the light has.
+            let caps = dev.state().layout.light.unwrap_or_default();
+            let mut v = json!({"state": on, "brightness": brightness});
+            if caps.temperature.is_some() {
+                v["ct"] = json!(ct);
+            }
+            if caps.rgb {
+                v["rgb"] = json!(crate::light::format_rgb(rgb));
+            }
+            if caps.white {
+                v["white"] = json!(white);
+            }
+            Ok(v)
         }
         _ => {
             dev.set_frequency(parsed(req, "id")?, number(req, "hz")?)

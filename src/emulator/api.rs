@@ -76,6 +76,25 @@ impl Emulator {
         or_panic(self.dev(device).light(light))
     }
 
+    /// Sets a light output's colour as a local control would: colour temperature in K (within the light's
+    /// range), red/green/blue, white 0–255; `None` keeps a part.
+    pub fn set_light_color(
+        &self,
+        device: usize,
+        light: usize,
+        ct: Option<u32>,
+        rgb: Option<[u8; 3]>,
+        white: Option<u8>,
+    ) {
+        or_panic(self.dev(device).set_light_color(light, ct, rgb, white));
+    }
+
+    /// A light output's colour as the device holds it: colour temperature in K, red/green/blue and white
+    /// (0–255); each is what the light reports only where it has that capability.
+    pub fn light_color(&self, device: usize, light: usize) -> (u32, [u8; 3], u8) {
+        or_panic(self.dev(device).light_color(light))
+    }
+
     /// A meter's mains frequency in Hz (default 50).
     pub fn set_frequency(&self, device: usize, meter: usize, hz: f64) {
         or_panic(self.dev(device).set_frequency(meter, hz));

@@ -239,8 +239,9 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
         );
     }
     if s.layout.lights {
+        let c = s.layout.output_component();
         for i in 0..s.outputs.len() {
-            m.insert(format!("light:{i}"), rpc_light::status(s, i));
+            m.insert(format!("{c}:{i}"), rpc_light::status(s, i));
         }
     }
     m.insert("mqtt".into(), json!({"connected": dev.mqtt.connected()}));
@@ -343,8 +344,9 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
         m.insert(format!("input:{i}"), input_config(i, s.input_types[i]));
     }
     if s.layout.lights {
+        let c = s.layout.output_component();
         for i in 0..s.outputs.len() {
-            m.insert(format!("light:{i}"), rpc_light::config(s, i));
+            m.insert(format!("{c}:{i}"), rpc_light::config(s, i));
         }
     }
     m.insert("mqtt".into(), mqtt_config(dev));

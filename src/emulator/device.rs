@@ -50,7 +50,11 @@ pub(crate) struct Identity {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Namespaces {
     pub switch: bool,
+    /// `Light`, `CCT`, `RGB`, `RGBW`.
     pub light: bool,
+    pub cct: bool,
+    pub rgb: bool,
+    pub rgbw: bool,
     pub cover: bool,
     pub em: bool,
     pub em1: bool,
@@ -65,7 +69,10 @@ impl Namespaces {
         let any = |f: &dyn Fn(&Shape) -> bool| shapes.iter().any(f);
         Namespaces {
             switch: !light && any(&|s| s.outputs > 0),
-            light: light && any(&|s| s.outputs > 0),
+            light: any(&|s| s.outputs > 0 && s.light.is_some_and(|l| l.rpc_component() == "light")),
+            cct: any(&|s| s.outputs > 0 && s.light.is_some_and(|l| l.rpc_component() == "cct")),
+            rgb: any(&|s| s.outputs > 0 && s.light.is_some_and(|l| l.rpc_component() == "rgb")),
+            rgbw: any(&|s| s.outputs > 0 && s.light.is_some_and(|l| l.rpc_component() == "rgbw")),
             cover: any(&|s| s.covers > 0),
             em: any(&|s| s.meter_source == MeterSource::Em),
             em1: any(&|s| s.meter_source == MeterSource::Em1),
@@ -133,8 +140,10 @@ impl Identity {
                 profile: None,
                 profiles: Default::default(),
                 sleeps: false,
+                light: None,
             };
-            let layout = Layout::tasmota(outputs, meters, spec.shutters);
+            let mut layout = Layout::tasmota(outputs, meters, spec.shutters);
+            layout.light = spec.tasmota_light;
             (info, Family::Tasmota, layout)
         } else {
             let Some(info) = models.get(&spec.model) else {
@@ -146,9 +155,13 @@ impl Identity {
                 };
                 return Err(format!("unknown model '{}'{hint}", spec.model));
             };
-            if spec.outputs.is_some() || spec.meters.is_some() || spec.shutters > 0 {
+            if spec.outputs.is_some()
+                || spec.meters.is_some()
+                || spec.shutters > 0
+                || spec.tasmota_light.is_some()
+            {
                 return Err(format!(
-                    "device {index} ({}): outputs, meters and shutters apply to Tasmota only; a Shelly model has \
+                    "device {index} ({}): outputs, meters, shutters and tasmota_light apply to Tasmota only; a Shelly model has \
                      fixed counts (choose a profile instead)",
                     spec.model
                 ));

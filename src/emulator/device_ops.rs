@@ -123,11 +123,7 @@ impl Device {
 
     pub(crate) fn set_light(&self, n: usize, on: bool, brightness: u8) -> Result<(), String> {
         let mut s = self.state();
-        self.check(
-            "light",
-            n,
-            if s.layout.lights { s.outputs.len() } else { 0 },
-        )?;
+        self.check("light", n, light_count(&s))?;
         if brightness > 100 {
             return Err(format!("brightness must be 0–100, got {brightness}"));
         }
@@ -138,12 +134,42 @@ impl Device {
 
     pub(crate) fn light(&self, n: usize) -> Result<(bool, u8), String> {
         let s = self.state();
-        self.check(
-            "light",
-            n,
-            if s.layout.lights { s.outputs.len() } else { 0 },
-        )?;
+        self.check("light", n, light_count(&s))?;
         Ok((s.outputs[n], s.brightness[n]))
+    }
+
+    /// A light's colour as a local control would set it; `None` keeps a part. The temperature must be within
+    /// the light's range (a light without one keeps its value).
+    pub(crate) fn set_light_color(
+        &self,
+        n: usize,
+        ct: Option<u32>,
+        rgb: Option<[u8; 3]>,
+        white: Option<u8>,
+    ) -> Result<(), String> {
+        let mut s = self.state();
+        self.check("light", n, light_count(&s))?;
+        if let Some(k) = ct {
+            match s.layout.light.and_then(|c| c.temperature) {
+                Some([lo, hi]) if (lo..=hi).contains(&k) => s.ct[n] = k,
+                Some([lo, hi]) => return Err(format!("ct must be {lo}–{hi} K, got {k}")),
+                None => return Err("this light has no colour temperature".into()),
+            }
+        }
+        if let Some(rgb) = rgb {
+            s.rgb[n] = rgb;
+        }
+        if let Some(w) = white {
+            s.white[n] = w;
+        }
+        s.sources[n] = Source::Local;
+        Ok(())
+    }
+
+    pub(crate) fn light_color(&self, n: usize) -> Result<(u32, [u8; 3], u8), String> {
+        let s = self.state();
+        self.check("light", n, light_count(&s))?;
+        Ok((s.ct[n], s.rgb[n], s.white[n]))
     }
 
     pub(crate) fn set_frequency(&self, meter: usize, hz: f64) -> Result<(), String> {
@@ -152,5 +178,14 @@ impl Device {
         finite("hz", hz)?;
         s.meters[meter].freq = hz;
         Ok(())
+    }
+}
+
+/// How many outputs are lights: every output of a Shelly light model, the last one of a Tasmota light.
+fn light_count(s: &super::state::DeviceState) -> usize {
+    if s.layout.lights || s.layout.light.is_some() {
+        s.outputs.len()
+    } else {
+        0
     }
 }

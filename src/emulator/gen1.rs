@@ -31,7 +31,9 @@ pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
             } else if let Some(n) = path.strip_prefix("/roller/") {
                 gen1_outputs::roller(dev, n, req)
             } else if let Some(n) = path.strip_prefix("/light/") {
-                gen1_outputs::light(dev, n, req)
+                gen1_outputs::light(dev, n, req, false)
+            } else if let Some(n) = path.strip_prefix("/color/") {
+                gen1_outputs::light(dev, n, req, true)
             } else {
                 Response::text(404, "Not Found")
             }

@@ -29,18 +29,47 @@ pub(crate) fn relay_json(s: &DeviceState, i: usize) -> Value {
     })
 }
 
+/// A light as `/status` `lights[]`, `/light/N` and `/color/N` show it: colour mode (RGBW2, Bulb) reports
+/// `red`, `green`, `blue`, `white` (0–255) and `gain` as its brightness; white mode `brightness` and, on
+/// tunable-white lights (Duo, Bulb in white mode), `temp` in K.
 pub(crate) fn light_json(s: &DeviceState, i: usize) -> Value {
-    json!({
+    let caps = s.layout.light.unwrap_or_default();
+    let mut v = json!({
         "ison": s.outputs[i],
         "source": relay_source(s.sources[i]),
         "has_timer": false,
         "timer_started": 0,
         "timer_duration": 0,
         "timer_remaining": 0,
-        "mode": "white",
-        "brightness": s.brightness[i],
+        "mode": if caps.rgb { "color" } else { "white" },
         "transition": 0,
-    })
+    });
+    if caps.rgb {
+        let [r, g, b] = s.rgb[i];
+        v["red"] = json!(r);
+        v["green"] = json!(g);
+        v["blue"] = json!(b);
+        v["white"] = json!(s.white[i]);
+        v["gain"] = json!(s.brightness[i]);
+        v["effect"] = json!(0);
+    } else {
+        v["brightness"] = json!(s.brightness[i]);
+        if caps.temperature.is_some() {
+            v["temp"] = json!(s.ct[i]);
+        }
+    }
+    v
+}
+
+/// A whole-number query parameter within `lo..=hi`; `Err` is the firmware's `Bad <name>!` answer.
+fn param_in(req: &Request, name: &str, lo: u32, hi: u32) -> Result<Option<u32>, Response> {
+    match req.param(name) {
+        None => Ok(None),
+        Some(v) => match v.parse::<u32>() {
+            Ok(v) if (lo..=hi).contains(&v) => Ok(Some(v)),
+            _ => Err(Response::text(400, &format!("Bad {name}!"))),
+        },
+    }
 }
 
 /// A roller as `/status` `rollers[]` and `/roller/N` show it: `state` is the motion (`open`, `close`, `stop`).
@@ -99,10 +128,16 @@ pub(crate) fn relay(dev: &Device, n: &str, req: &Request) -> Response {
     Response::json_whole(200, &relay_json(&s, i))
 }
 
-/// `/light/N?turn=on|off|toggle&brightness=B` on dimmers.
-pub(crate) fn light(dev: &Device, n: &str, req: &Request) -> Response {
+/// `/light/N?turn=on|off|toggle&brightness=B&temp=K&transition=MS` on white lights, `/color/N?turn=&gain=&red=
+/// &green=&blue=&white=&transition=` on colour lights (`color` says which path was asked).
+pub(crate) fn light(dev: &Device, n: &str, req: &Request, color: bool) -> Response {
     let mut s = dev.state();
-    let count = if s.layout.lights { s.outputs.len() } else { 0 };
+    let caps = s.layout.light.unwrap_or_default();
+    let count = if s.layout.lights && caps.rgb == color {
+        s.outputs.len()
+    } else {
+        0
+    };
     let Some(i) = n.parse::<usize>().ok().filter(|i| *i < count) else {
         return Response::text(404, "Not Found");
     };
@@ -110,15 +145,45 @@ pub(crate) fn light(dev: &Device, n: &str, req: &Request) -> Response {
         Ok(on) => on,
         Err(refused) => return refused,
     };
-    let brightness = match req.param("brightness") {
-        None => None,
-        Some(b) => match b.parse::<u8>() {
-            Ok(b) if b <= 100 => Some(b),
-            _ => return Response::text(400, "Bad brightness!"),
-        },
+    let (lo, hi) = caps.temperature.map_or((0, 0), |[lo, hi]| (lo, hi));
+    let parsed = (|| {
+        let level = if color { "gain" } else { "brightness" };
+        Ok::<_, Response>((
+            param_in(req, level, 0, 100)?,
+            if caps.temperature.is_some() {
+                param_in(req, "temp", lo, hi)?
+            } else {
+                None
+            },
+            [
+                param_in(req, "red", 0, 255)?,
+                param_in(req, "green", 0, 255)?,
+                param_in(req, "blue", 0, 255)?,
+            ],
+            param_in(req, "white", 0, 255)?,
+            param_in(req, "transition", 0, 10_800_000)?,
+        ))
+    })();
+    let (level, temp, rgb, white, _transition) = match parsed {
+        Ok(p) => p,
+        Err(refused) => return refused,
     };
-    if let Some(b) = brightness {
-        s.brightness[i] = b;
+    // The transition is not emulated: the target is reached at once.
+    if let Some(b) = level {
+        s.brightness[i] = b as u8;
+    }
+    if let Some(k) = temp {
+        s.ct[i] = k;
+    }
+    if color {
+        for (c, v) in rgb.iter().enumerate() {
+            if let Some(v) = v {
+                s.rgb[i][c] = *v as u8;
+            }
+        }
+        if let Some(w) = white {
+            s.white[i] = w as u8;
+        }
     }
     if let Some(on) = on {
         s.set_output(i, on, Source::Remote);

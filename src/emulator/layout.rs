@@ -2,6 +2,7 @@
 //! how meters and covers are wired: which output or cover a meter's load follows, which relays drive a shutter.
 
 use super::cover::Direction;
+use crate::light::LightCaps;
 use crate::models::{MeterSource, ModelInfo, OutputKind, SensorQuantity, Shape};
 
 /// What a meter's load follows.
@@ -34,8 +35,10 @@ pub(crate) struct Layout {
     pub profile: Option<String>,
     pub inputs: usize,
     pub outputs: usize,
-    /// Outputs are dimmable lights (`light:N`, Gen1 `lights[]`).
+    /// Outputs are dimmable lights (`light:N`, `cct:N`, `rgb:N`, `rgbw:N`; Gen1 `lights[]`).
     pub lights: bool,
+    /// What the lights can do (Shelly: every output; Tasmota: the last output).
+    pub light: Option<LightCaps>,
     pub covers: usize,
     pub meters: usize,
     pub meter_source: MeterSource,
@@ -51,6 +54,14 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// The Gen2+ component type of the outputs (`switch`, `light`, `cct`, `rgb`, `rgbw`).
+    pub(crate) fn output_component(&self) -> &'static str {
+        match self.light {
+            Some(l) if self.lights => l.rpc_component(),
+            _ => "switch",
+        }
+    }
+
     /// A Shelly model in one of its profiles.
     pub(crate) fn shelly(info: &ModelInfo, shape: &Shape) -> Layout {
         let meter_links = (0..shape.meters)
@@ -80,6 +91,7 @@ impl Layout {
             inputs: shape.inputs,
             outputs: shape.outputs,
             lights: info.output_kind == OutputKind::Light,
+            light: shape.light,
             covers: shape.covers,
             meters: shape.meters,
             meter_source: shape.meter_source,
@@ -98,6 +110,7 @@ impl Layout {
             inputs: 0,
             outputs,
             lights: false,
+            light: None,
             covers: shutters,
             meters,
             meter_source: MeterSource::None,

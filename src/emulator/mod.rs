@@ -85,6 +85,7 @@ mod sleeper;
 mod source;
 mod state;
 mod tasmota;
+mod tasmota_light;
 mod tasmota_shutter;
 mod update;
 mod webhooks;
@@ -176,6 +177,9 @@ pub struct DeviceSpec {
     /// made at start; [`Emulator::certificate_sha256`] gives its fingerprint and [`Emulator::set_certificate`]
     /// switches it.
     pub tls: bool,
+    /// Tasmota: the last output is a light that can do this (it reports `Dimmer`, and `CT`, `Color`, `White` as
+    /// the capabilities say). `None`: relays only.
+    pub tasmota_light: Option<crate::light::LightCaps>,
     /// Shelly Gen2+: report `"enhanced_security": true` in `/shelly` and `Shelly.GetDeviceInfo`, as firmware
     /// 2.0 does with Enhanced Security on (which does not mean it serves HTTPS: see `tls`).
     pub enhanced_security: bool,
@@ -209,6 +213,7 @@ impl Default for DeviceSpec {
             sleep: None,
             firmware: FirmwareSpec::default(),
             tls: false,
+            tasmota_light: None,
             enhanced_security: false,
             mqtt: None,
         }

@@ -166,7 +166,10 @@ fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, Rpc
         "shelly" | "sys" => general(dev, &lower, p),
         "switch" if ns.switch => switch(dev, &lower, p),
         "cover" if ns.cover => rpc_cover::call(dev, &lower, p),
-        "light" if ns.light => rpc_light::call(dev, &lower, p),
+        "light" if ns.light => rpc_light::call(dev, "light", &lower, p),
+        "cct" if ns.cct => rpc_light::call(dev, "cct", &lower, p),
+        "rgb" if ns.rgb => rpc_light::call(dev, "rgb", &lower, p),
+        "rgbw" if ns.rgbw => rpc_light::call(dev, "rgbw", &lower, p),
         "input" => input(dev, &lower, p),
         "temperature" | "humidity" | "voltmeter" | "devicepower" => {
             rpc_sensors::call(dev, &lower, p)
@@ -271,7 +274,10 @@ fn methods(dev: &Device) -> Vec<&'static str> {
         ],
     );
     add(ns.cover, rpc_cover::METHODS);
-    add(ns.light, rpc_light::METHODS);
+    add(ns.light, rpc_light::LIGHT);
+    add(ns.cct, rpc_light::CCT);
+    add(ns.rgb, rpc_light::RGB);
+    add(ns.rgbw, rpc_light::RGBW);
     add(
         s.layout.inputs > 0,
         &["Input.GetStatus", "Input.GetConfig", "Input.SetConfig"],

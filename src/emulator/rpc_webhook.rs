@@ -67,7 +67,7 @@ fn check_target(
     let sensor = |q| sensors::by_id(&s.sensors, q, cid).is_some();
     let ok = match event.split('.').next() {
         Some("input") => cid < s.inputs.len() as u64,
-        Some("switch" | "light") => cid < s.outputs.len() as u64,
+        Some("switch" | "light" | "cct" | "rgb" | "rgbw") => cid < s.outputs.len() as u64,
         Some("cover") => cid < s.covers.len() as u64,
         Some("temperature") => sensor(SensorQuantity::Temperature),
         Some("humidity") => sensor(SensorQuantity::Humidity),
@@ -184,10 +184,12 @@ pub(crate) fn supported_events(s: &DeviceState) -> Vec<(&'static str, Value)> {
         }
     }
     if l.outputs > 0 {
-        let pair = if l.lights {
-            ["light.on", "light.off"]
-        } else {
-            ["switch.on", "switch.off"]
+        let pair = match l.output_component() {
+            "light" => ["light.on", "light.off"],
+            "cct" => ["cct.on", "cct.off"],
+            "rgb" => ["rgb.on", "rgb.off"],
+            "rgbw" => ["rgbw.on", "rgbw.off"],
+            _ => ["switch.on", "switch.off"],
         };
         for e in pair {
             v.push((e, json!({})));

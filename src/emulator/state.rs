@@ -147,6 +147,12 @@ pub(crate) struct DeviceState {
     pub sources: Vec<Source>,
     /// Light outputs: brightness in percent.
     pub brightness: Vec<u8>,
+    /// Light outputs: colour temperature in K (within the light's range).
+    pub ct: Vec<u32>,
+    /// Light outputs: red, green, blue.
+    pub rgb: Vec<[u8; 3]>,
+    /// Light outputs: white channel, 0–255.
+    pub white: Vec<u8>,
     pub inputs: Vec<bool>,
     pub input_types: Vec<InputType>,
     pub meters: Vec<Meter>,
@@ -173,6 +179,9 @@ impl DeviceState {
             outputs: Vec::new(),
             sources: Vec::new(),
             brightness: Vec::new(),
+            ct: Vec::new(),
+            rgb: Vec::new(),
+            white: Vec::new(),
             inputs: Vec::new(),
             input_types: Vec::new(),
             meters: Vec::new(),
@@ -197,6 +206,14 @@ impl DeviceState {
         self.outputs = vec![false; l.outputs];
         self.sources = vec![Source::Init; l.outputs];
         self.brightness = vec![50; l.outputs];
+        // Mid-range white, full-white colour: what a new bulb shows.
+        let ct = l
+            .light
+            .and_then(|c| c.temperature)
+            .map_or(4000, |[lo, hi]| (lo + hi) / 200 * 100);
+        self.ct = vec![ct; l.outputs];
+        self.rgb = vec![[255, 255, 255]; l.outputs];
+        self.white = vec![0; l.outputs];
         self.inputs = vec![false; l.inputs];
         self.input_types = vec![InputType::Switch; l.inputs];
         self.meters = (0..l.meters).map(|_| Meter::new()).collect();

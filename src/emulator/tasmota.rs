@@ -9,7 +9,7 @@ use super::firmware::Track;
 use super::sensors::{Origin, dew_point};
 use super::server::{Request, Response};
 use super::state::{DeviceState, MeterView, Source, round};
-use super::tasmota_shutter;
+use super::{tasmota_light, tasmota_shutter};
 use crate::models::SensorQuantity;
 
 /// Where `Upgrade 1` downloads from (`OtaUrl`).
@@ -53,6 +53,8 @@ pub(crate) fn run(dev: &Device, cmnd: &str) -> Value {
         n if n.starts_with("shutter") => {
             tasmota_shutter::command(dev, n, arg).unwrap_or_else(unknown)
         }
+        "dimmer" | "ct" | "color" | "color1" | "color2" | "white" | "fade" | "fade2" | "speed"
+        | "speed2" => tasmota_light::command(dev, &name, arg).unwrap_or_else(unknown),
         _ => name
             .strip_prefix("power")
             .and_then(|n| power(dev, n, arg))
@@ -462,6 +464,7 @@ fn sts(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     for i in 0..s.outputs.len() {
         m.insert(power_key(s, i), json!(power_text(s, i)));
     }
+    tasmota_light::insert_state(s, &mut m);
     m.insert(
         "Wifi".into(),
         json!({

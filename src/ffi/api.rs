@@ -51,6 +51,8 @@ use crate::{
 ///   hot-path getters (last known). A state or value the device has not reported is `SD_UNKNOWN` (or a
 ///   validity flag that is false), never `false` or 0.
 /// - sd_change_output / sd_toggle_output: switch a relay; report the new state and whether it changed.
+/// - sd_set_light: brightness, colour temperature, RGB, white and transition of a light (`sd_light_change`);
+///   writes the light as JSON as the device reports it after.
 /// - sd_open_cover / sd_close_cover / sd_stop_cover / sd_set_cover_position: move a cover.
 /// - sd_pull_event: take the oldest webhook event as JSON.
 /// - sd_discover: find devices on the local network (mDNS, each confirmed over HTTP) as a JSON array; with a

@@ -7,10 +7,12 @@
 mod api;
 mod boundary;
 mod firmware;
+mod light;
 mod log;
 mod result;
 
 pub use api::*;
 pub use firmware::*;
+pub use light::*;
 pub use log::*;
 pub use result::sd_result;

@@ -85,6 +85,25 @@ class MeterReading(Structure):
     ]
 
 
+class LightChangeStruct(Structure):
+    """``struct sd_light_change``: each value is used only when its ``set_*`` flag is true."""
+
+    _fields_ = [
+        ("set_on", c_bool),
+        ("on", c_bool),
+        ("set_brightness", c_bool),
+        ("brightness", c_double),
+        ("set_temperature", c_bool),
+        ("temperature", c_uint32),
+        ("set_rgb", c_bool),
+        ("rgb", c_uint8 * 3),
+        ("set_white", c_bool),
+        ("white", c_double),
+        ("set_transition", c_bool),
+        ("transition", c_double),
+    ]
+
+
 _ctl = c_void_p  # const sd_controller *
 _buf = ctypes.c_char_p  # char * (a create_string_buffer is accepted)
 _size_p = POINTER(c_size_t)
@@ -110,6 +129,7 @@ _PROTOTYPES = {
     "sd_discover": (c_int, [_ctl, c_uint32, _buf, c_size_t, _size_p]),
     "sd_discovered": (c_int, [_buf, c_size_t, _size_p]),
     "sd_component": (c_int, [_ctl, c_int, c_char_p, c_int64, _buf, c_size_t, _size_p]),
+    "sd_set_light": (c_int, [_ctl, c_char_p, c_int64, POINTER(LightChangeStruct), _buf, c_size_t, _size_p]),
     "sd_change_output": (c_int, [_ctl, c_char_p, c_int64, c_bool, _bool_p, _bool_p]),
     "sd_toggle_output": (c_int, [_ctl, c_char_p, c_int64, _bool_p, _bool_p]),
     "sd_refresh_all": (c_int, [_ctl, _size_p]),

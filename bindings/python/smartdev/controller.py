@@ -684,6 +684,49 @@ class Controller:
         self._call("sd_toggle_output", *_identity(identity), byref(new), byref(changed))
         return bool(new.value), bool(changed.value)
 
+    def set_light(
+        self,
+        identity: Identity,
+        *,
+        on: Optional[bool] = None,
+        brightness: Optional[float] = None,
+        temperature: Optional[int] = None,
+        rgb: Optional[Tuple[int, int, int]] = None,
+        white: Optional[float] = None,
+        transition: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        """Sets a light (device I/O): only the parts given change. ``brightness`` and ``white`` in % (0–100),
+        ``temperature`` in K (within the light's range), ``rgb`` as ``(red, green, blue)`` 0–255,
+        ``transition`` in s. Returns the output's dict as the device reported it right after
+        (``Brightness``, ``ColorTemperature``, ``Rgb``, ``White``; ``None`` what the light does not report).
+
+        Raises: InvalidArgumentError (out of range: the message gives the range; nothing given),
+        UnsupportedError (a capability the light lacks, e.g. colour on a dimmer: the message names the model),
+        NotFoundError, DeviceError, DeviceTimeoutError, ...
+        """
+        ch = _native.LightChangeStruct()
+        if on is not None:
+            if not isinstance(on, bool):
+                raise TypeError(f"on must be a bool, not {type(on).__name__}")
+            ch.set_on, ch.on = True, on
+        if brightness is not None:
+            ch.set_brightness, ch.brightness = True, float(brightness)
+        if temperature is not None:
+            if not isinstance(temperature, int) or not 0 <= temperature < 2**32:
+                raise InvalidArgumentError(f"temperature must be whole K, e.g. 3000, not {temperature!r}")
+            ch.set_temperature, ch.temperature = True, temperature
+        if rgb is not None:
+            parts = tuple(rgb)
+            if len(parts) != 3 or not all(isinstance(v, int) and 0 <= v <= 255 for v in parts):
+                raise InvalidArgumentError(f"rgb must be three whole numbers 0 to 255, not {rgb!r}")
+            ch.set_rgb = True
+            ch.rgb[:] = parts
+        if white is not None:
+            ch.set_white, ch.white = True, float(white)
+        if transition is not None:
+            ch.set_transition, ch.transition = True, float(transition)
+        return self._json_call("sd_set_light", *_identity(identity), byref(ch))  # type: ignore[no-any-return]
+
     # -- covers --------------------------------------------------------------------------------------------
 
     def _move_cover(self, name: str, identity: Identity, *args: Any) -> Dict[str, Any]:

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use smartdev::{ComponentKind, CoverAction, Identity};
+use smartdev::{ComponentKind, CoverAction, Identity, LightChange};
 
 pub const USAGE: &str = "\
 usage: sdctl [--config FILE] [--schema FILE]... [--models FILE] [--json] [--name] [--listen] [--verbose] <command>
@@ -20,6 +20,10 @@ commands:
   set OUTPUT on|off|toggle                 switch an output; prints the new state and whether it changed
   cover COVER open|close|stop|position N   move a cover (N: 0 closed to 100 open; needs a calibrated cover);
                                            prints its state right after the command
+  light OUTPUT [on|off] [--brightness P] [--temp K] [--rgb RRGGBB] [--white P] [--transition S]
+                                           set a light: brightness and white in % (0–100), colour temperature
+                                           in K (within the light's range), colour as hex RRGGBB, transition in
+                                           s; prints the light as the device reports it right after
   check                                    validate the configuration and print every problem
   trust DEVICE [SHA256]                    accept the TLS certificate an HTTPS device presents now in place
                                            of the one pinned at first use (after it was refused as changed);
@@ -74,6 +78,10 @@ pub enum Command {
     Cover {
         cover: String,
         action: CoverAction,
+    },
+    Light {
+        output: String,
+        change: LightChange,
     },
     Check,
     Trust {
@@ -133,6 +141,8 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut count = None;
     let mut timeout = None;
     let mut beta = false;
+    let mut light = LightChange::new();
+    let mut light_options = false;
     // `--config=FILE` is the same as `--config FILE`.
     let expanded: Vec<String> = raw
         .into_iter()
@@ -172,6 +182,33 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
                     return Err(format!("--timeout needs seconds ≥ 0, not '{v}'"));
                 }
                 timeout = Some(secs);
+            }
+            "--brightness" | "--white" | "--transition" => {
+                let v = value(&a)?;
+                let n: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|n: &f64| n.is_finite())
+                    .ok_or_else(|| format!("{a} needs a number, not '{v}'"))?;
+                light = match a.as_str() {
+                    "--brightness" => light.brightness(n),
+                    "--white" => light.white(n),
+                    _ => light.transition(n),
+                };
+                light_options = true;
+            }
+            "--temp" => {
+                let v = value("--temp")?;
+                let k = v.parse().map_err(|_| {
+                    format!("--temp needs a colour temperature in whole K, e.g. 3000, not '{v}'")
+                })?;
+                light = light.temperature(k);
+                light_options = true;
+            }
+            "--rgb" => {
+                let v = value("--rgb")?;
+                light = light.rgb(smartdev::light::parse_rgb(&v).map_err(|e| e.to_string())?);
+                light_options = true;
             }
             "--help" | "-h" => args.command = Some(Command::Help),
             "--version" | "-V" => args.command = Some(Command::Version),
@@ -251,6 +288,20 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
                     .into(),
             );
         }
+        ["light", output] => Command::Light {
+            output: output.to_string(),
+            change: light,
+        },
+        ["light", output, on @ ("on" | "off")] => Command::Light {
+            output: output.to_string(),
+            change: light.on(*on == "on"),
+        },
+        ["light", ..] => {
+            return Err(
+                "light needs an output, then on or off and/or --brightness P, --temp K, --rgb RRGGBB, --white P, --transition S; e.g. light Lamp on --brightness 40"
+                    .into(),
+            );
+        }
         ["check"] => Command::Check,
         ["trust", d] => Command::Trust {
             device: d.to_string(),
@@ -284,6 +335,11 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
     };
     if detailed && !matches!(command, Command::Models { .. }) {
         return Err("--detailed only applies to models".into());
+    }
+    if light_options && !matches!(command, Command::Light { .. }) {
+        return Err(
+            "--brightness, --temp, --rgb, --white and --transition only apply to light".into(),
+        );
     }
     if count.is_some() && !matches!(command, Command::Events { .. }) {
         return Err("--count only applies to events".into());

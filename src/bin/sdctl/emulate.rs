@@ -83,7 +83,8 @@ covers, sensors and lights:
   GET /devices/<i>/cover?id=N   POST /devices/<i>/cover?id=N[&calibrated=true|false][&position=P]
   POST /devices/<i>/sensor?quantity=temperature|humidity|voltage&id=N[&value=V]   POST /devices/<i>/battery?percent=P
   POST /devices/<i>/input_type?id=N&type=switch|button   POST /devices/<i>/press?id=N[&kind=single|double|triple|long]
-  GET|POST /devices/<i>/light?id=N[&state=true&brightness=P]   POST /devices/<i>/frequency?id=N&hz=F
+  GET|POST /devices/<i>/light?id=N[&state=true&brightness=P&ct=K&rgb=RRGGBB&white=0-255]
+  POST /devices/<i>/frequency?id=N&hz=F
   GET|POST /devices/<i>/announce[?on=true|false] (mDNS records; withdraw or restore the announcement)
   GET|POST /devices/<i>/cert[?ca=true][&expired=true][&names=A;B] (tls devices: the fingerprint, or a new
        certificate: self-signed, or signed by the emulator's CA whose PEM GET /ca returns)

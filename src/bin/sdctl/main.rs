@@ -336,6 +336,14 @@ fn run(args: &Args) -> Result<Done, Error> {
             *timeout,
             args.json,
         )?,
+        Command::Light { output, change } => {
+            let o = ctl.set_light(args.identity(output), *change)?;
+            if args.json {
+                print_json(&o)?;
+            } else {
+                println!("{}", describe_light(&o));
+            }
+        }
         Command::Cover { cover, action } => {
             let c = ctl.move_cover(args.identity(cover), *action)?;
             if args.json {
@@ -427,6 +435,30 @@ fn offline(dev: &smartdev::Device) -> Error {
 }
 
 /// `Blind (ID: 1): opening, position 40 %`; what the device has not reported is said to be unknown.
+/// `Lamp (ID: 3): on, brightness 40 %, colour 3000 K`: what the light reports; a part it does not report is
+/// left out, and an unknown state or brightness says so.
+fn describe_light(o: &smartdev::Output) -> String {
+    let mut parts = vec![match o.state {
+        Some(true) => "on".to_string(),
+        Some(false) => "off".to_string(),
+        None => "state unknown".to_string(),
+    }];
+    parts.push(match o.brightness {
+        Some(b) => format!("brightness {b:.0} %"),
+        None => "brightness unknown".to_string(),
+    });
+    if let Some(k) = o.color_temperature {
+        parts.push(format!("colour {k:.0} K"));
+    }
+    if let Some(rgb) = o.rgb {
+        parts.push(format!("RGB {}", smartdev::light::format_rgb(rgb)));
+    }
+    if let Some(w) = o.white {
+        parts.push(format!("white {w:.0} %"));
+    }
+    format!("{} (ID: {}): {}", o.name, o.id, parts.join(", "))
+}
+
 fn describe_cover(c: &smartdev::Cover) -> String {
     let state = c.state.map_or("state unknown", |s| s.as_str());
     let position = match (c.position, c.calibrated) {

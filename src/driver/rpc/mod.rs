@@ -38,7 +38,8 @@ use super::{Driver, OutputAction};
 use crate::clock;
 use crate::driver::profile;
 use crate::error::{Error, Result};
-use crate::models::{ModelInfo, OutputKind, Shape};
+use crate::light::{LightChange, white_to_byte};
+use crate::models::{ModelInfo, Shape};
 use crate::objects::{CoverAction, Device, OutputChange};
 use crate::webhook::install::HookPlan;
 
@@ -179,13 +180,10 @@ impl Rpc {
     /// switched to another profile since (it reboots into it, and the push channel sends the new full status).
     /// `/shelly` is asked again, which reports the new profile (log, `ConfigMismatch`).
     fn recheck_profile(&mut self, dev: &mut Device, status: &serde_json::Value) -> Result<()> {
-        let outputs = match self.model.output_kind {
-            OutputKind::Switch => "switch:0",
-            OutputKind::Light => "light:0",
-        };
+        let outputs = format!("{}:0", self.shape.output_component());
         if self.model.profiles.is_empty()
             || self.recheck_off
-            || status_fits(&self.shape, status, outputs)
+            || status_fits(&self.shape, status, &outputs)
         {
             return Ok(());
         }
@@ -205,19 +203,23 @@ impl Rpc {
         self.hooks.as_ref().is_some_and(|p| !p.wanted.is_empty())
     }
 
-    /// RPC component type of the outputs (`Switch` or `Light`).
+    /// An RPC method of the outputs' component type (`Switch`, `Light`, `CCT`, `RGB` or `RGBW`).
     fn output_method(&self, verb: &str) -> String {
-        match self.model.output_kind {
-            OutputKind::Switch => format!("Switch.{verb}"),
-            OutputKind::Light => format!("Light.{verb}"),
-        }
+        let t = match self.shape.output_component() {
+            "switch" => "Switch",
+            "light" => "Light",
+            "cct" => "CCT",
+            "rgb" => "RGB",
+            _ => "RGBW",
+        };
+        format!("{t}.{verb}")
     }
 }
 
 impl Relay for Rpc {
     fn reports_previous(&self) -> bool {
-        // `Switch.Set` answers `was_on`; `Light.Set` answers null.
-        self.model.output_kind == OutputKind::Switch
+        // `Switch.Set` answers `was_on`; `Light.Set` (and `CCT`, `RGB`, `RGBW`) answer null.
+        self.shape.light.is_none()
     }
 
     fn output_state(&mut self, dev: &mut Device, index: usize) -> Result<bool> {
@@ -232,7 +234,7 @@ impl Relay for Rpc {
     fn set_output(&mut self, dev: &mut Device, index: usize, on: bool) -> Result<SetAnswer> {
         let method = self.output_method("Set");
         let result = self.call(dev, &method, Some(json!({"id": index, "on": on})))?;
-        if self.model.output_kind == OutputKind::Light {
+        if self.shape.light.is_some() {
             return Ok(SetAnswer { was: None, now: on });
         }
         let was = flag(&result, &["was_on"]).ok_or_else(|| Error::Device {
@@ -320,6 +322,50 @@ impl Driver for Rpc {
     ) -> Result<OutputChange> {
         profile::check_has(dev, &self.shape, crate::ComponentKind::Output, index)?;
         super::switching::switch(self, dev, index, action)
+    }
+
+    /// `Light.Set`, `CCT.Set`, `RGB.Set` or `RGBW.Set` with the parts given, then the component's status.
+    fn check_light(&self, dev: &Device, _index: usize, change: &LightChange) -> Result<()> {
+        let caps = super::light_caps(dev, self.shape.light, &self.model.model)?;
+        change.check_caps(&caps, &dev.label(), &self.model.model)
+    }
+
+    fn light(&mut self, dev: &mut Device, index: usize, change: &LightChange) -> Result<()> {
+        profile::check_has(dev, &self.shape, crate::ComponentKind::Output, index)?;
+        self.check_light(dev, index, change)?;
+        let caps = super::light_caps(dev, self.shape.light, &self.model.model)?;
+        let mut p = serde_json::Map::new();
+        p.insert("id".into(), index.into());
+        if let Some(on) = change.on {
+            p.insert("on".into(), on.into());
+        }
+        if let Some(b) = change.brightness {
+            p.insert("brightness".into(), b.round().into());
+        }
+        if let Some(k) = change.temperature {
+            p.insert("ct".into(), k.into());
+        }
+        if let Some(rgb) = change.rgb {
+            p.insert("rgb".into(), json!(rgb));
+        }
+        if let Some(w) = change.white {
+            p.insert("white".into(), white_to_byte(w).into());
+        }
+        if let Some(t) = change.transition {
+            p.insert("transition_duration".into(), t.into());
+        }
+        let set = self.output_method("Set");
+        self.call(dev, &set, Some(serde_json::Value::Object(p)))?;
+        let method = self.output_method("GetStatus");
+        let status = self.call(dev, &method, Some(json!({ "id": index })))?;
+        let temperature = dev.outputs[index].temperature;
+        status::apply_light(&mut dev.outputs[index], Some(&status), caps);
+        // The component's own status carries its temperature as the full status does.
+        let t = super::json::num(&status, &["temperature", "tC"]);
+        dev.outputs[index].temperature = t
+            .or(temperature)
+            .filter(|_| self.model.temperature_monitoring);
+        Ok(())
     }
 
     fn cover(&mut self, dev: &mut Device, index: usize, action: CoverAction) -> Result<()> {

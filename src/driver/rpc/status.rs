@@ -5,8 +5,28 @@
 use serde_json::Value;
 
 use crate::driver::json::{at, flag, num, text};
-use crate::models::{MeterSource, ModelInfo, OutputKind, SensorQuantity, Shape};
-use crate::objects::{CoverState, Device};
+use crate::light::{LightCaps, rgb_from, white_from_byte};
+use crate::models::{MeterSource, ModelInfo, SensorQuantity, Shape};
+use crate::objects::{CoverState, Device, Output};
+
+/// A `light:N`, `cct:N`, `rgb:N` or `rgbw:N` status into an output: what the light cannot have, or the status
+/// does not give in range, is `None`.
+pub(crate) fn apply_light(out: &mut Output, s: Option<&Value>, caps: LightCaps) {
+    let n = |k: &str| s.and_then(|s| num(s, &[k]));
+    if s.is_some() {
+        out.state = s.and_then(|s| flag(s, &["output"]));
+    }
+    out.brightness = n("brightness").filter(|b| caps.brightness && (0.0..=100.0).contains(b));
+    out.color_temperature =
+        n("ct").filter(|k| caps.temperature.is_some() && (1000.0..=10_000.0).contains(k));
+    let rgb = |i: usize| {
+        s.and_then(|s| s.get("rgb"))
+            .and_then(|a| a.get(i))
+            .and_then(Value::as_f64)
+    };
+    out.rgb = rgb_from([rgb(0), rgb(1), rgb(2)]).filter(|_| caps.rgb);
+    out.white = n("white").and_then(white_from_byte).filter(|_| caps.white);
+}
 
 /// Copies a `Shelly.GetStatus` result into the device. `shape` is what the device is now (its reported
 /// profile). Values the device does not report become `None`.
@@ -32,18 +52,15 @@ pub(crate) fn apply_status(
         input.state = flag(s, &[&format!("input:{i}"), "state"]);
     }
     let mut temps = Vec::new();
-    let output_type = match model.output_kind {
-        OutputKind::Switch => "switch",
-        OutputKind::Light => "light",
-    };
+    let output_type = shape.output_component();
     for (i, out) in dev.outputs.iter_mut().enumerate() {
         let key = format!("{output_type}:{i}");
         // A switch the device does not have (cover profile) has no state: unknown, not off.
         out.state = flag(s, &[&key, "output"]);
-        out.brightness = match model.output_kind {
-            OutputKind::Light => num(s, &[&key, "brightness"]),
-            OutputKind::Switch => None,
-        };
+        match shape.light {
+            Some(caps) => apply_light(out, s.get(&key), caps),
+            None => apply_light(out, None, LightCaps::dimmer()),
+        }
         out.temperature =
             num(s, &[&key, "temperature", "tC"]).filter(|_| model.temperature_monitoring);
         temps.extend(out.temperature);
