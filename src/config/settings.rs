@@ -301,6 +301,32 @@ impl Settings {
         cfg.channel.unwrap_or(self.channel)
     }
 
+    /// How each device is reached, for `sdctl check`: its name (or `Devices[i]`) and `mqtt`, `auto` (Gen2+
+    /// WebSocket, HTTP while it is down), `http` or `simulated`.
+    pub fn device_channels(&self) -> Vec<(String, &'static str)> {
+        use crate::models::{ModelRef, Protocol};
+        self.devices
+            .iter()
+            .map(|cfg| {
+                let name = cfg
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("Devices[{}]", cfg.index));
+                let gen2 = matches!(
+                    self.models.resolve(&cfg.model),
+                    Some(ModelRef::Vendor(m)) if m.protocol == Protocol::Rpc
+                );
+                let channel = match self.channel_of(cfg) {
+                    _ if cfg.simulate => "simulated",
+                    Channel::Mqtt => "mqtt",
+                    Channel::Auto if gen2 => "auto",
+                    _ => "http",
+                };
+                (name, channel)
+            })
+            .collect()
+    }
+
     /// Settings with every default and no devices; handy for tests and programmatic set-up.
     pub fn with_defaults(devices: Vec<DeviceConfig>) -> Self {
         Settings {

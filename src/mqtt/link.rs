@@ -113,11 +113,6 @@ impl Link {
         (!g.up).then(|| self.down_text(&g))
     }
 
-    /// Whether the connection is up (connected and subscribed).
-    pub(crate) fn up(&self) -> bool {
-        self.lock().up
-    }
-
     /// Waits until the first attempt ended (up, or failed with a reason), at most `timeout`.
     pub(crate) fn wait_settled(&self, timeout: Duration) {
         let end = Instant::now() + timeout;

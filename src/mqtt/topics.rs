@@ -22,8 +22,6 @@ pub(crate) enum Kind {
     Online,
     /// Gen2+ `<prefix>/events/rpc`.
     Events,
-    /// Gen2+ answer on `<ClientId>/<ID>/rpc`.
-    Answer,
     /// Tasmota `stat/…/<last level>` (`RESULT`, `STATUS0`, `STATUS10`, `POWER1`…).
     Stat(String),
     /// Tasmota `tele/…/<last level>` (`STATE`, `SENSOR`; others are ignored).
