@@ -14,6 +14,9 @@
 //! `GET|POST announce[?on=true|false]` (the device's mDNS records; withdraw or restore its announcement),
 //! `POST move[?address=A][&port=P]` (the device leaves its address for another, as after a DHCP lease change;
 //! without a port it keeps its port at a new address, else takes a free one),
+//! `GET mqtt` (the MQTT client: server, topic, client id, connected, connects, paused), `POST mqtt?action=drop|pause|resume`
+//! (cut the broker connection without DISCONNECT, so the broker publishes the will, and reconnect after the
+//! back-off; stay away; come back),
 //! `GET|POST sleep[?action=wake|hold|release]` (a sleeping device: wake it now, hold it awake as its button
 //! does, or let it sleep; answers its period, whether it is held, its outbound server and reports so far).
 //! `GET|POST firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old][&download_ms=N][&restart_ms=N]`
@@ -33,6 +36,23 @@ use super::{Fault, InputType, Press};
 use crate::models::SensorQuantity;
 
 type Failure = (u16, String);
+
+/// `GET /devices/<i>/mqtt`: the MQTT client's state (the password is never shown).
+fn mqtt_state(dev: &Device) -> Value {
+    let m = &dev.mqtt;
+    let spec = m.spec.as_ref();
+    json!({
+        "enabled": m.enabled(),
+        "server": spec.map(|s| s.server.clone()),
+        "topic": spec.map(|_| m.prefix.clone()),
+        "client_id": m.client_id,
+        "user": spec.and_then(|s| s.user.clone()),
+        "tls": spec.is_some_and(|s| s.ca_file.is_some()),
+        "connected": m.subscribed(),
+        "connects": m.connects(),
+        "paused": m.paused(),
+    })
+}
 
 fn bad(msg: impl Into<String>) -> Failure {
     (400, msg.into())
@@ -334,6 +354,20 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
             let mac = crate::mac::Mac::parse(&param(req, "value")?).map_err(bad)?;
             dev.set_mac(mac);
             Ok(json!({"mac": dev.mac_colon()}))
+        }
+        ("mqtt", "GET") => Ok(mqtt_state(dev)),
+        ("mqtt", "POST") => {
+            match param(req, "action")?.as_str() {
+                "drop" => dev.mqtt.drop_connection(),
+                "pause" => dev.mqtt.set_paused(true),
+                "resume" => dev.mqtt.set_paused(false),
+                other => {
+                    return Err(bad(format!(
+                        "mqtt action '{other}' is not drop, pause or resume"
+                    )));
+                }
+            }
+            Ok(mqtt_state(dev))
         }
         ("ws", "GET") => Ok(json!({"connections": dev.ws.connections()})),
         ("ws", "POST") => {

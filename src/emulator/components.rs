@@ -243,7 +243,7 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
             m.insert(format!("light:{i}"), rpc_light::status(s, i));
         }
     }
-    m.insert("mqtt".into(), json!({"connected": false}));
+    m.insert("mqtt".into(), json!({"connected": dev.mqtt.connected()}));
     if src == MeterSource::Pm1 {
         for i in 0..s.meters.len() {
             m.insert(format!("pm1:{i}"), pm1(i, &s.meter(i)));
@@ -282,6 +282,26 @@ pub(crate) fn switch_config(s: &DeviceState, i: usize) -> Value {
         o.insert("current_limit".into(), json!(16.0));
     }
     c
+}
+
+/// `MQTT.GetConfig` (and `mqtt` in `Shelly.GetConfig`), as firmware 1.x reports it; `pass` is never returned.
+pub(crate) fn mqtt_config(dev: &Device) -> Value {
+    let m = &dev.mqtt;
+    let spec = m.spec.as_ref();
+    json!({
+        "enable": spec.is_some(),
+        "server": spec.map(|s| s.server.clone()),
+        "client_id": m.client_id,
+        "user": spec.and_then(|s| s.user.clone()),
+        // A CA file stands for one uploaded with `Shelly.PutUserCA`.
+        "ssl_ca": spec.and_then(|s| s.ca_file.as_ref()).map(|_| "user_ca.pem"),
+        "topic_prefix": m.prefix,
+        "rpc_ntf": true,
+        "status_ntf": false,
+        "use_client_cert": false,
+        "enable_rpc": true,
+        "enable_control": true,
+    })
 }
 
 pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
@@ -327,10 +347,7 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
             m.insert(format!("light:{i}"), rpc_light::config(s, i));
         }
     }
-    m.insert(
-        "mqtt".into(),
-        json!({"enable": false, "server": null, "client_id": id.id, "topic_prefix": id.id}),
-    );
+    m.insert("mqtt".into(), mqtt_config(dev));
     if src == MeterSource::Pm1 {
         for i in 0..s.meters.len() {
             m.insert(

@@ -14,6 +14,7 @@ pub(crate) use super::family::Family;
 use super::faults::NetControl;
 use super::firmware::Firmware;
 use super::layout::{self, Layout, MeterFields};
+use super::mqtt_link::MqttLink;
 use super::sensors;
 use super::server;
 use super::state::{DeviceState, Extras, Source};
@@ -168,6 +169,9 @@ impl Identity {
                 spec.model
             ));
         }
+        if let Some(m) = &spec.mqtt {
+            check_mqtt(index, spec, family, m)?;
+        }
         if spec.sleep.is_some_and(|p| p.is_zero()) {
             return Err(format!(
                 "device {index} ({}): sleep must be at least 1 second",
@@ -247,6 +251,43 @@ impl Identity {
     }
 }
 
+/// What the MQTT client cannot do or was given wrong, before anything starts.
+fn check_mqtt(
+    index: usize,
+    spec: &DeviceSpec,
+    family: Family,
+    m: &super::MqttSpec,
+) -> Result<(), String> {
+    let at = format!("device {index} ({})", spec.model);
+    if family == Family::Gen1 {
+        return Err(format!(
+            "{at}: mqtt: Shelly Gen1 over MQTT is not emulated; use a Gen2+ model or Tasmota"
+        ));
+    }
+    if spec.sleep.is_some() {
+        return Err(format!("{at}: mqtt and sleep together are not emulated"));
+    }
+    m.host_port().map_err(|e| format!("{at}: {e}"))?;
+    if let Some(t) = &m.topic {
+        let forbidden = t.starts_with('$') || t.contains(['#', '+', '%', '?']);
+        if !crate::mqtt::packet::valid_topic(t) || forbidden || t.len() > 300 {
+            return Err(format!(
+                "{at}: mqtt topic '{t}' cannot be a topic prefix: 1 to 300 characters, no #, +, %, ? and \
+                 not starting with $"
+            ));
+        }
+    }
+    if m.keep_alive.as_secs() == 0 || m.keep_alive.as_secs() > 65_535 {
+        return Err(format!(
+            "{at}: mqtt keep_alive must be between 1 s and 65535 s"
+        ));
+    }
+    if let Some(ca) = &m.ca_file {
+        crate::driver::tls::load_ca(ca).map_err(|e| format!("{at}: mqtt_ca: {e}"))?;
+    }
+    Ok(())
+}
+
 fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -288,8 +329,8 @@ fn mac_from_id(id: &str) -> String {
     format!("{}{tail}", &base[..12 - tail.len()])
 }
 
-/// How a device tells its WebSocket clients of a change or an event (`ws::NOTIFY`): handed in by `mod.rs`, so
-/// this module stays below the front ends that render what is sent.
+/// How a device tells its WebSocket clients and its MQTT broker of a change or an event (`NOTIFY` in `mod.rs`):
+/// handed in by `mod.rs`, so this module stays below the front ends that render what is sent.
 #[derive(Clone, Copy)]
 pub(crate) struct Notify {
     /// After every access to the state, with the state lock held.
@@ -324,6 +365,8 @@ pub(crate) struct Device {
     pub tls: Option<super::cert::DeviceTls>,
     /// Reports Enhanced Security ([`super::DeviceSpec::enhanced_security`]).
     pub enhanced_security: bool,
+    /// Its MQTT client's side ([`super::DeviceSpec::mqtt`]).
+    pub mqtt: MqttLink,
 }
 
 impl Device {
@@ -340,6 +383,15 @@ impl Device {
             probes: spec.probes.clone(),
             sensors: spec.sensors.clone(),
             travel: spec.cover_travel.as_secs_f64(),
+        };
+        let mqtt = match ident.family {
+            // Tasmota: `%topic%` is `tasmota_XXXXXX`, the client `DVES_XXXXXX` (`MqttClient`).
+            Family::Tasmota => MqttLink::new(
+                spec.mqtt.clone(),
+                &ident.id.replace('-', "_"),
+                &format!("DVES_{}", &ident.mac[6..]),
+            ),
+            _ => MqttLink::new(spec.mqtt.clone(), &ident.id, &ident.id),
         };
         Device {
             index,
@@ -359,6 +411,7 @@ impl Device {
                     .expect("a self-signed certificate")
             }),
             enhanced_security: spec.enhanced_security,
+            mqtt,
         }
     }
 

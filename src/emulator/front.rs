@@ -42,7 +42,7 @@ impl Service for Device {
             return Some(stream);
         }
         let rustls::StreamOwned { conn, sock } = stream;
-        ws::accept(self, req, ws::WsStream::tls(sock, conn));
+        ws::accept(self, req, ws::Duplex::tls(sock, conn));
         None
     }
 
@@ -50,7 +50,7 @@ impl Service for Device {
         if self.ident.family != Family::Rpc || !ws::is_upgrade(req) {
             return Some(stream);
         }
-        ws::accept(self, req, ws::WsStream::plain(stream));
+        ws::accept(self, req, ws::Duplex::plain(stream));
         None
     }
 }

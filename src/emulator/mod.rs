@@ -57,6 +57,7 @@ mod components;
 mod cover;
 mod device;
 mod device_ops;
+mod duplex;
 mod family;
 mod faults;
 mod fields;
@@ -66,6 +67,11 @@ mod front;
 mod gen1;
 mod gen1_outputs;
 mod layout;
+mod mqtt_client;
+mod mqtt_link;
+mod mqtt_rpc;
+mod mqtt_tasmota;
+mod notify;
 mod rpc;
 mod rpc_cover;
 mod rpc_light;
@@ -99,6 +105,7 @@ pub use auth::{AuthMode, AuthStats};
 pub use cert::{CertAuthority, CertSpec};
 pub use cover::{CoverReport, CoverState};
 pub use firmware::{FirmwareSpec, UpdateOutcome};
+pub use mqtt_link::MqttSpec;
 pub use sensors::AddonSensor;
 pub use state::InputType;
 
@@ -171,6 +178,10 @@ pub struct DeviceSpec {
     /// Shelly Gen2+: report `"enhanced_security": true` in `/shelly` and `Shelly.GetDeviceInfo`, as firmware
     /// 2.0 does with Enhanced Security on (which does not mean it serves HTTPS: see `tls`).
     pub enhanced_security: bool,
+    /// Shelly Gen2+ and Tasmota: be the MQTT client of this broker as the firmware is (last will, `online`
+    /// announcements, RPC or commands on its topics, notifications and telemetry), besides serving HTTP.
+    /// `None`: no MQTT. Shelly Gen1 over MQTT is not emulated.
+    pub mqtt: Option<MqttSpec>,
 }
 
 impl Default for DeviceSpec {
@@ -198,9 +209,22 @@ impl Default for DeviceSpec {
             firmware: FirmwareSpec::default(),
             tls: false,
             enhanced_security: false,
+            mqtt: None,
         }
     }
 }
+
+/// How a device tells its WebSocket clients and its MQTT broker of changes and events.
+const NOTIFY: device::Notify = device::Notify {
+    state: |dev, s| {
+        dev.ws.on_state(dev, s);
+        mqtt_client::on_state(dev, s);
+    },
+    event: |dev, event, cid| {
+        dev.ws.on_event(dev, event, cid);
+        mqtt_client::on_event(dev, event, cid);
+    },
+};
 
 /// Default [`DeviceSpec::cover_travel`] (private: cbindgen would put a public const into the C header).
 const DEFAULT_COVER_TRAVEL: Duration = Duration::from_secs(20);
@@ -295,6 +319,8 @@ pub struct Emulator {
     announcer: Arc<announce::Announcer>,
     /// Wakes sleeping devices (only when there are some).
     sleeper: Option<sleeper::Sleeper>,
+    /// Sends Tasmota telemetry over MQTT (only when a Tasmota device has MQTT).
+    telemetry: Option<mqtt_tasmota::Telemetry>,
 }
 
 impl Emulator {
@@ -383,7 +409,7 @@ impl Emulator {
             .map(|(i, (((ident, layout), (port, _)), spec))| {
                 // The device knows its own `Arc`: an update's restart runs on a thread of its own.
                 Arc::new_cyclic(|me| {
-                    let dev = Device::new(i, ident, layout, spec, clock.clone(), ws::NOTIFY)
+                    let dev = Device::new(i, ident, layout, spec, clock.clone(), NOTIFY)
                         .with_self(me.clone());
                     dev.net.set_local((address, *port).into());
                     dev
@@ -406,6 +432,7 @@ impl Emulator {
             admin: None,
             announcer: Arc::clone(&announcer),
             sleeper: None,
+            telemetry: None,
         };
         // On an error below, dropping `emu` stops what already runs.
         for (dev, (port, listener)) in devices.iter().zip(listeners) {
@@ -432,6 +459,14 @@ impl Emulator {
         );
         emu.sleeper = sleeper::Sleeper::start(Arc::clone(&devices))
             .map_err(io("emulator: starting the sleeper thread".into()))?;
+        for dev in devices.iter() {
+            mqtt_client::start(dev).map_err(io(format!(
+                "emulator: starting the MQTT client of device {}",
+                dev.index
+            )))?;
+        }
+        emu.telemetry = mqtt_tasmota::Telemetry::start(&devices)
+            .map_err(io("emulator: starting the MQTT telemetry thread".into()))?;
         Ok(emu)
     }
 
@@ -769,9 +804,54 @@ impl Emulator {
         self.dev(device).ws_out.reports()
     }
 
+    /// Whether a device's MQTT client is connected to its broker and subscribed to its topics (the broker
+    /// confirmed them: a request published from now on reaches the device); false without MQTT.
+    pub fn mqtt_connected(&self, device: usize) -> bool {
+        self.dev(device).mqtt.subscribed()
+    }
+
+    /// Connections a device's broker accepted so far (a reconnect counts again).
+    pub fn mqtt_connects(&self, device: usize) -> u64 {
+        self.dev(device).mqtt.connects()
+    }
+
+    /// A device's MQTT topic: Shelly Gen2+ its `topic_prefix` (default the device id), Tasmota its `%topic%`
+    /// (default `tasmota_XXXXXX`); `None` without MQTT.
+    pub fn mqtt_topic(&self, device: usize) -> Option<&str> {
+        let m = &self.dev(device).mqtt;
+        m.enabled().then_some(m.prefix.as_str())
+    }
+
+    /// A device's MQTT client id (Shelly: the device id; Tasmota: `DVES_XXXXXX`).
+    pub fn mqtt_client_id(&self, device: usize) -> &str {
+        &self.dev(device).mqtt.client_id
+    }
+
+    /// Cuts a device's broker connection without DISCONNECT, as a lost network or a power cut does: the broker
+    /// publishes its last will; the device connects again after its back-off (1 s at first) and announces
+    /// itself again.
+    pub fn mqtt_drop(&self, device: usize) {
+        self.dev(device).mqtt.drop_connection();
+    }
+
+    /// Pauses (`true`: the connection is cut as by [`Emulator::mqtt_drop`] and the device stays away) or
+    /// resumes (`false`: it connects again at once) a device's MQTT client.
+    pub fn mqtt_pause(&self, device: usize, paused: bool) {
+        self.dev(device).mqtt.set_paused(paused);
+    }
+
     fn shutdown(&mut self) {
         if let Some(s) = self.sleeper.take() {
             s.stop();
+        }
+        if let Some(t) = self.telemetry.take() {
+            t.stop();
+        }
+        for d in self.devices.iter() {
+            d.mqtt.begin_stop();
+        }
+        for d in self.devices.iter() {
+            d.mqtt.join();
         }
         self.announcer.stop();
         for s in self.servers.iter().chain(&self.admin) {

@@ -30,6 +30,8 @@ const METHODS: &[&str] = &[
     "Ws.GetConfig",
     "Ws.SetConfig",
     "Ws.GetStatus",
+    "MQTT.GetConfig",
+    "MQTT.GetStatus",
     "Webhook.List",
     "Webhook.Create",
     "Webhook.Update",
@@ -174,6 +176,11 @@ fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, Rpc
         "pm1" if ns.pm1 => meters(dev, &lower, p),
         "webhook" => rpc_webhook::call(dev, &lower, p),
         "ws" => ws(dev, &lower, p),
+        "mqtt" => match lower.as_str() {
+            "mqtt.getconfig" => Ok(super::components::mqtt_config(dev)),
+            "mqtt.getstatus" => Ok(json!({"connected": dev.mqtt.connected()})),
+            _ => Err(RpcError::unknown()),
+        },
         _ => Err(RpcError::unknown()),
     };
     result.map_err(|e| e.or_unknown(method))

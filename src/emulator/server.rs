@@ -326,6 +326,7 @@ fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     if !matches!(net.phase(Instant::now()), Phase::Serve(_)) {
         return;
     }
+    let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
     let Some(tls) = service.tls() else {

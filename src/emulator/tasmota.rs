@@ -38,14 +38,16 @@ fn unknown() -> Value {
     json!({"Command": "Unknown"})
 }
 
-fn run(dev: &Device, cmnd: &str) -> Value {
+/// Runs one command (`Power1 on`, `Status 0`...) and returns its answer; over HTTP (`/cm`) and MQTT alike.
+pub(crate) fn run(dev: &Device, cmnd: &str) -> Value {
     let (name, arg) = cmnd
         .split_once(char::is_whitespace)
         .map_or((cmnd, ""), |(n, a)| (n, a.trim()));
     let name = name.to_ascii_lowercase();
     match name.as_str() {
         "status" => status(dev, arg),
-        "state" => Value::Object(sts(&dev.state())),
+        "state" => Value::Object(sts(dev, &dev.state())),
+        "teleperiod" => tele_period(dev, arg),
         "otaurl" => json!({ "OtaUrl": OTA_URL }),
         "upgrade" | "upload" => upgrade(dev, arg),
         n if n.starts_with("shutter") => {
@@ -98,8 +100,28 @@ fn power(dev: &Device, digits: &str, arg: &str) -> Option<Value> {
     Some(Value::Object(m))
 }
 
+/// `TelePeriod [seconds]`: the MQTT telemetry period (10–3600, 0 off, 1 the default 300); setting it
+/// also sends telemetry now.
+fn tele_period(dev: &Device, arg: &str) -> Value {
+    let period = if arg.is_empty() {
+        dev.mqtt.tele_period()
+    } else {
+        match arg.parse::<u64>() {
+            Ok(n) => dev.mqtt.set_tele_period(n, dev.clock.instant()),
+            Err(_) => dev.mqtt.tele_period(),
+        }
+    };
+    json!({ "TelePeriod": period })
+}
+
+/// `tele/<topic>/STATE` and `tele/<topic>/SENSOR`: what `State` and `Status 10` answer.
+pub(crate) fn telemetry(dev: &Device) -> (Value, Value) {
+    let s = dev.state();
+    (Value::Object(sts(dev, &s)), Value::Object(sns(&s)))
+}
+
 /// Single-relay devices answer `POWER`, others `POWER<n>`.
-fn power_key(s: &DeviceState, i: usize) -> String {
+pub(crate) fn power_key(s: &DeviceState, i: usize) -> String {
     if s.outputs.len() == 1 {
         "POWER".into()
     } else {
@@ -107,7 +129,7 @@ fn power_key(s: &DeviceState, i: usize) -> String {
     }
 }
 
-fn power_text(s: &DeviceState, i: usize) -> &str {
+pub(crate) fn power_text(s: &DeviceState, i: usize) -> &str {
     &s.power_text[usize::from(!s.outputs[i])]
 }
 
@@ -219,7 +241,18 @@ fn status_main(dev: &Device, s: &DeviceState) -> Map<String, Value> {
 fn sections(dev: &Device, s: &DeviceState) -> Vec<(&'static str, Map<String, Value>)> {
     let id = &dev.ident;
     let now = s.now();
-    let tail = &id.mac[6..];
+    let (mqtt_host, mqtt_port) = dev
+        .mqtt
+        .spec
+        .as_ref()
+        .and_then(|m| m.host_port().ok())
+        .unwrap_or((String::new(), 1883));
+    let mqtt_user = dev
+        .mqtt
+        .spec
+        .as_ref()
+        .and_then(|m| m.user.clone())
+        .unwrap_or_else(|| "DVES_USER".into());
     let mut v = vec![
         (
             "StatusPRM",
@@ -242,7 +275,7 @@ fn sections(dev: &Device, s: &DeviceState) -> Vec<(&'static str, Map<String, Val
             "StatusLOG",
             obj(json!({
                 "SerialLog": 2, "WebLog": 2, "MqttLog": 0, "SysLog": 0, "LogHost": "", "LogPort": 514,
-                "SSId": ["emulator", ""], "TelePeriod": 300, "Resolution": "558180C0",
+                "SSId": ["emulator", ""], "TelePeriod": dev.mqtt.tele_period(), "Resolution": "558180C0",
                 "SetOption": ["00008009", "2805C80001000600003C5A0A000000000000", "00000080", "00006000", "00004000", "00000000"],
             })),
         ),
@@ -267,8 +300,8 @@ fn sections(dev: &Device, s: &DeviceState) -> Vec<(&'static str, Map<String, Val
         (
             "StatusMQT",
             obj(json!({
-                "MqttHost": "", "MqttPort": 1883, "MqttClientMask": "DVES_%06X",
-                "MqttClient": format!("DVES_{tail}"), "MqttUser": "DVES_USER", "MqttCount": 0,
+                "MqttHost": mqtt_host, "MqttPort": mqtt_port, "MqttClientMask": "DVES_%06X",
+                "MqttClient": dev.mqtt.client_id, "MqttUser": mqtt_user, "MqttCount": dev.mqtt.connects(),
                 "MAX_PACKET_SIZE": 1200, "KEEPALIVE": 30, "SOCKET_TIMEOUT": 4,
             })),
         ),
@@ -290,7 +323,7 @@ fn sections(dev: &Device, s: &DeviceState) -> Vec<(&'static str, Map<String, Val
         ));
     }
     v.push(("StatusSNS", sns(s)));
-    v.push(("StatusSTS", sts(s)));
+    v.push(("StatusSTS", sts(dev, s)));
     v
 }
 
@@ -414,7 +447,7 @@ fn energy(s: &DeviceState) -> Map<String, Value> {
     m
 }
 
-fn sts(s: &DeviceState) -> Map<String, Value> {
+fn sts(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     let up = s.uptime();
     let mut m = obj(json!({
         "Time": datetime(s.now()),
@@ -424,7 +457,7 @@ fn sts(s: &DeviceState) -> Map<String, Value> {
         "SleepMode": "Dynamic",
         "Sleep": 50,
         "LoadAvg": 19,
-        "MqttCount": 0,
+        "MqttCount": dev.mqtt.connects(),
     }));
     for i in 0..s.outputs.len() {
         m.insert(power_key(s, i), json!(power_text(s, i)));

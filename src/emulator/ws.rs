@@ -11,7 +11,7 @@
 //! requests unanswered.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -21,13 +21,14 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use serde_json::{Map, Value, json};
 
 use super::Fault;
-use super::device::{Device, Notify};
+use super::device::Device;
+pub(crate) use super::duplex::Duplex;
 use super::faults::Phase;
 use super::server::{Request, Response};
 use super::state::DeviceState;
 pub(crate) use super::ws_hub::WsHub;
 use super::ws_hub::{Client, lock};
-use super::{auth, components, rpc};
+use super::{auth, notify, rpc};
 use crate::driver::ws::accept_key;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 
@@ -37,16 +38,8 @@ const QUEUE: usize = 64;
 const MAX_CLIENTS: usize = 16;
 /// How long a blocked write may take before the connection is given up.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Status keys that change with time alone: not worth a notification.
-const VOLATILE: &[&str] = &["aenergy", "ret_aenergy"];
 /// Threads only parse small frames.
 const STACK: usize = 256 * 1024;
-
-/// The device's hook into its hub (`Device::new`): notifications are rendered here, above the device.
-pub(crate) const NOTIFY: Notify = Notify {
-    state: |dev, s| dev.ws.on_state(dev, s),
-    event: |dev, event, cid| dev.ws.on_event(dev, event, cid),
-};
 
 impl WsHub {
     /// Called with the state lock held after every access to the state: notifies what changed.
@@ -54,49 +47,9 @@ impl WsHub {
         if !self.subscribed.load(Ordering::SeqCst) {
             return;
         }
-        let now = comparable(components::status(dev, s));
-        let mut last = lock(&self.last);
-        let Some(prev) = last.as_ref() else {
-            *last = Some(now);
-            return;
-        };
-        // A component that appeared or went (a profile switch) cannot be said as changed fields: the whole
-        // status goes out as `NotifyFullStatus`, which replaces what the client knew.
-        let same_components = prev.len() == now.len() && now.keys().all(|k| prev.contains_key(k));
-        if !same_components {
-            *last = Some(now);
-            drop(last);
-            let mut full = components::status(dev, s);
-            full.insert("ts".into(), json!(round2(dev.clock.unix())));
-            self.broadcast(&dev.ident.id, "NotifyFullStatus", &Value::Object(full));
-            return;
+        if let Some((method, params)) = notify::status_change(dev, s, &self.last) {
+            self.broadcast(&dev.ident.id, method, &params);
         }
-        let mut changed = Map::new();
-        for (key, value) in &now {
-            let Value::Object(fields) = value else {
-                continue;
-            };
-            let before = prev.get(key).and_then(Value::as_object);
-            let mut diff = Map::new();
-            for (k, v) in fields {
-                if before.and_then(|b| b.get(k)) != Some(v) {
-                    diff.insert(k.clone(), v.clone());
-                }
-            }
-            if !diff.is_empty() {
-                if let Some(id) = fields.get("id") {
-                    diff.insert("id".into(), id.clone());
-                }
-                changed.insert(key.clone(), Value::Object(diff));
-            }
-        }
-        *last = Some(now);
-        drop(last);
-        if changed.is_empty() {
-            return;
-        }
-        changed.insert("ts".into(), json!(round2(dev.clock.unix())));
-        self.broadcast(&dev.ident.id, "NotifyStatus", &Value::Object(changed));
     }
 
     /// A fired event (webhook form `input.button_push`, component id).
@@ -104,151 +57,22 @@ impl WsHub {
         if !self.subscribed.load(Ordering::SeqCst) {
             return;
         }
-        let (kind, name) = event.split_once('.').unwrap_or(("sys", event));
-        let name = match name {
-            "button_push" => "single_push",
-            "button_doublepush" => "double_push",
-            "button_triplepush" => "triple_push",
-            "button_longpush" => "long_push",
-            other => other,
-        };
-        let ts = round2(dev.clock.unix());
-        let events =
-            json!([{"component": format!("{kind}:{cid}"), "id": cid, "event": name, "ts": ts}]);
         self.broadcast(
             &dev.ident.id,
             "NotifyEvent",
-            &json!({"ts": ts, "events": events}),
+            &notify::event(dev, event, cid),
         );
     }
 }
 
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
-/// The status without what changes by itself (`sys`, energy counters and data components).
-fn comparable(mut status: Map<String, Value>) -> Map<String, Value> {
-    status.retain(|k, _| k != "sys" && !k.starts_with("emdata") && !k.starts_with("em1data"));
-    for v in status.values_mut() {
-        if let Value::Object(o) = v {
-            o.retain(|k, _| !VOLATILE.contains(&k.as_str()));
-        }
-    }
-    status
-}
-
 /// Whether a request asks for a WebSocket upgrade.
-/// A WebSocket connection's byte stream: the socket, or TLS over it (WSS). Clones share the socket and the
-/// TLS state: the reader thread reads the socket without holding the TLS lock (it blocks there) and feeds what
-/// came to rustls under it; the writer encrypts and writes under it.
-pub(crate) struct WsStream {
-    tcp: TcpStream,
-    tls: Option<Arc<Mutex<rustls::ServerConnection>>>,
-    /// Plaintext decrypted and not read yet.
-    pending: Vec<u8>,
-}
-
-impl WsStream {
-    pub(crate) fn plain(tcp: TcpStream) -> WsStream {
-        WsStream {
-            tcp,
-            tls: None,
-            pending: Vec::new(),
-        }
-    }
-
-    pub(crate) fn tls(tcp: TcpStream, conn: rustls::ServerConnection) -> WsStream {
-        WsStream {
-            tcp,
-            tls: Some(Arc::new(Mutex::new(conn))),
-            pending: Vec::new(),
-        }
-    }
-
-    fn try_clone(&self) -> io::Result<WsStream> {
-        Ok(WsStream {
-            tcp: self.tcp.try_clone()?,
-            tls: self.tls.clone(),
-            pending: Vec::new(),
-        })
-    }
-
-    fn shutdown(&self) -> io::Result<()> {
-        self.tcp.shutdown(Shutdown::Both)
-    }
-}
-
-impl Read for WsStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let Some(tls) = self.tls.clone() else {
-            return self.tcp.read(buf);
-        };
-        loop {
-            if !self.pending.is_empty() {
-                let n = buf.len().min(self.pending.len());
-                buf[..n].copy_from_slice(&self.pending[..n]);
-                self.pending.drain(..n);
-                return Ok(n);
-            }
-            {
-                // What rustls already holds (e.g. read with the upgrade request).
-                let mut conn = lock(&tls);
-                match conn.reader().read(buf) {
-                    Ok(n) => return Ok(n),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return Ok(0),
-                }
-            }
-            let mut raw = [0u8; 8192];
-            let n = self.tcp.read(&mut raw)?;
-            if n == 0 {
-                return Ok(0);
-            }
-            let mut conn = lock(&tls);
-            let mut rest = &raw[..n];
-            while !rest.is_empty() {
-                conn.read_tls(&mut rest)?;
-                conn.process_new_packets()
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                let mut chunk = [0u8; 8192];
-                loop {
-                    match conn.reader().read(&mut chunk) {
-                        Ok(0) => break,
-                        Ok(m) => self.pending.extend_from_slice(&chunk[..m]),
-                        Err(_) => break,
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl Write for WsStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let Some(tls) = &self.tls else {
-            return self.tcp.write(buf);
-        };
-        let mut conn = lock(tls);
-        conn.writer().write_all(buf)?;
-        while conn.wants_write() {
-            conn.write_tls(&mut self.tcp)?;
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.tcp.flush()
-    }
-}
-
 pub(crate) fn is_upgrade(req: &Request) -> bool {
     req.header("upgrade")
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 /// Answers an upgrade request on `/rpc` and starts the connection's threads; anything wrong gets a 400.
-pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: WsStream) {
+pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
     let key = req.header("sec-websocket-key").unwrap_or("");
     let connection_ok = req.header("connection").is_some_and(|v| {
         v.split(',')
@@ -340,7 +164,7 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: WsStream) {
 
 fn write_loop(
     dev: &Device,
-    mut stream: WsStream,
+    mut stream: Duplex,
     rx: &Receiver<Vec<u8>>,
     src: &Mutex<Option<String>>,
 ) {
@@ -388,12 +212,7 @@ fn flood_frame(dev: &Device, dst: &str, n: u64, bytes: usize) -> Vec<u8> {
     frame::encode(Opcode::Text, true, frame.to_string().as_bytes(), None)
 }
 
-fn read_loop(
-    dev: &Device,
-    mut stream: WsStream,
-    tx: &Sender<Vec<u8>>,
-    src: &Mutex<Option<String>>,
-) {
+fn read_loop(dev: &Device, mut stream: Duplex, tx: &Sender<Vec<u8>>, src: &Mutex<Option<String>>) {
     let mut buf: Vec<u8> = Vec::new();
     let mut asm = Assembler::default();
     let mut chunk = [0u8; 8192];

@@ -232,6 +232,71 @@ impl Broker {
         assert!(ok.success(), "mosquitto_pub to {topic} failed");
     }
 
+    /// Subscribes with `mosquitto_sub` to `filter` and returns once the subscription is active, so nothing
+    /// published afterwards is missed (unlike [`Broker::take`], which may subscribe late): it subscribes to a
+    /// probe topic of its own too, publishes to it until the probe comes back, and skips probes afterwards.
+    pub fn watch(&self, filter: &str) -> Watch {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let probe = format!(
+            "smartdev-watch/{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let mut args = vec![
+            "-h".to_string(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            self.port.to_string(),
+            "-v".into(),
+            "-q".into(),
+            "1".into(),
+            "-t".into(),
+            filter.into(),
+            "-t".into(),
+            probe.clone(),
+        ];
+        args.extend(self.client_args());
+        let mut child = Command::new("mosquitto_sub")
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mosquitto_sub (Debian package mosquitto-clients)");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let w = Watch {
+            child,
+            rx,
+            probe: probe.clone(),
+            early: std::cell::RefCell::new(Vec::new()),
+        };
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            self.publish(&probe, "probe", false);
+            // Messages of the filter that came first (retained ones) are kept for `next`.
+            while let Ok(line) = w.rx.recv_timeout(Duration::from_millis(200)) {
+                if line.starts_with(&format!("{probe} ")) {
+                    return w;
+                }
+                w.early.borrow_mut().push(line);
+            }
+        }
+        panic!(
+            "mosquitto_sub did not subscribe to {filter}; broker log:\n{}",
+            self.log_text()
+        );
+    }
+
     fn client_args(&self) -> Vec<String> {
         let mut a = Vec::new();
         if let Some((u, p)) = &self.opts.login {
@@ -241,6 +306,55 @@ impl Broker {
             a.extend(["--cafile".to_string(), self.ca_file().display().to_string()]);
         }
         a
+    }
+}
+
+/// A running `mosquitto_sub` ([`Broker::watch`]); killed on drop.
+pub struct Watch {
+    child: Child,
+    rx: std::sync::mpsc::Receiver<String>,
+    probe: String,
+    /// Lines that came while waiting for the probe.
+    early: std::cell::RefCell<Vec<String>>,
+}
+
+impl Watch {
+    /// The next message as `topic payload` (probes skipped); `None` when none came within `limit` (a hang
+    /// guard).
+    pub fn next(&self, limit: Duration) -> Option<String> {
+        {
+            let mut early = self.early.borrow_mut();
+            if !early.is_empty() {
+                return Some(early.remove(0));
+            }
+        }
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let line = self.rx.recv_timeout(left).ok()?;
+            if !line.starts_with(&format!("{} ", self.probe)) {
+                return Some(line);
+            }
+        }
+    }
+
+    /// The next message whose topic is `topic`, skipping others; its payload.
+    pub fn next_on(&self, topic: &str, limit: Duration) -> Option<String> {
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let line = self.next(left)?;
+            if let Some(payload) = line.strip_prefix(topic).and_then(|r| r.strip_prefix(' ')) {
+                return Some(payload.to_string());
+            }
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use smartdev::ModelLibrary;
 use smartdev::discovery::Interfaces;
-use smartdev::emulator::{AddonSensor, AuthMode, DeviceSpec, Emulator};
+use smartdev::emulator::{AddonSensor, AuthMode, DeviceSpec, Emulator, MqttSpec};
 use smartdev::models::{SensorQuantity, is_tasmota};
 
 pub const USAGE: &str = "\
@@ -24,6 +24,7 @@ usage: sdctl emulate [--admin-port P] [--models FILE] [--listen-on ADDR] [--anno
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
           [,sensors=NAME:QUANTITY;...][,id=X][,mac=M][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
           [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth][,version=V][,stable=V][,beta=V][,tls][,es]
+          [,mqtt=HOST:PORT[,topic=T][,mqtt_user=U,mqtt_pass=P][,mqtt_ca=FILE]]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
   profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
@@ -57,6 +58,16 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
               SHA-256 fingerprint is printed (configure it as CertSha256, or let first use pin it)
   es          Gen2+: report Enhanced Security (enhanced_security: true) as firmware 2.0 does; alone it
               does not mean HTTPS
+  mqtt        Gen2+ and Tasmota: also be the MQTT client of this broker, as the firmware is (it keeps serving
+              HTTP). Gen2+: client id = device id, will <prefix>/online false, RPC on <prefix>/rpc answered on
+              <src>/rpc, notifications on <prefix>/events/rpc. Tasmota: will tele/<topic>/LWT Offline,
+              commands on cmnd/<topic>/..., answers on stat/<topic>/..., telemetry every TelePeriod (300 s).
+              Reconnects after 1 s doubling to 30 s when the broker goes away
+  topic       with mqtt: Gen2+ the topic prefix (default the device id), Tasmota the topic (default
+              tasmota_XXXXXX)
+  mqtt_user, mqtt_pass
+              with mqtt: the broker login
+  mqtt_ca     with mqtt: connect over TLS, checking the broker against the CA certificates in this PEM file
 
 Prints `MODEL <id> http://127.0.0.1:<port>` per device (tls: `https://…` and `sha256=<fingerprint>`) and `admin http://127.0.0.1:<port>`, then serves until
 killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes, webhooks, profiles,
@@ -77,6 +88,8 @@ covers, sensors and lights:
        certificate: self-signed, or signed by the emulator's CA whose PEM GET /ca returns)
   POST /devices/<i>/move[?address=A][&port=P] (the device leaves its address, as after a DHCP lease change:
        a new address keeps the port unless P is given; no address: a free port; GET /devices/<i> says where)
+  GET /devices/<i>/mqtt   POST /devices/<i>/mqtt?action=drop|pause|resume (cut the broker connection
+       without DISCONNECT: the broker publishes the will, the device reconnects; stay away; come back)
   GET|POST /devices/<i>/firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old]
        [&download_ms=N][&restart_ms=N] (firmware on offer, an empty one: none; how the next updates end)";
 
@@ -133,6 +146,12 @@ fn parse_device(text: &str) -> Result<Device, String> {
     let mut spec = DeviceSpec::new(model);
     spec.port = port;
     let mut latency = None;
+    let mut mqtt: Option<MqttSpec> = None;
+    // The options that refine `mqtt=`, in any order around it.
+    let mut topic = None;
+    let mut mqtt_user = None;
+    let mut mqtt_pass = None;
+    let mut mqtt_ca = None;
     for opt in parts {
         match opt {
             "md5" => {
@@ -204,6 +223,11 @@ fn parse_device(text: &str) -> Result<Device, String> {
             "version" if !v.is_empty() => spec.firmware.version = Some(v.to_string()),
             "stable" if !v.is_empty() => spec.firmware.stable = Some(v.to_string()),
             "beta" if !v.is_empty() => spec.firmware.beta = Some(v.to_string()),
+            "mqtt" => mqtt = Some(MqttSpec::new(v)),
+            "topic" => topic = Some(v.to_string()),
+            "mqtt_user" => mqtt_user = Some(v.to_string()),
+            "mqtt_pass" => mqtt_pass = Some(v.to_string()),
+            "mqtt_ca" => mqtt_ca = Some(std::path::PathBuf::from(v)),
             "nonce_life" => {
                 let secs: u64 = number("nonce_life", v)?;
                 if secs == 0 {
@@ -215,11 +239,35 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 return Err(format!(
                     "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
                      sensors, id, mac, reports, latency, password, user, fw, nonce_life, sleep, md5, oldauth, \
-                     version, stable, beta, tls or es"
+                     version, stable, beta, tls, es, mqtt, topic, mqtt_user, mqtt_pass or mqtt_ca"
                 ));
             }
         }
     }
+    match mqtt.as_mut() {
+        Some(m) => {
+            m.topic = topic.filter(|t| !t.is_empty());
+            m.user = mqtt_user.filter(|u| !u.is_empty());
+            m.password = mqtt_pass;
+            m.ca_file = mqtt_ca;
+            if m.password.is_some() && m.user.is_none() {
+                return Err(
+                    "mqtt_pass needs mqtt_user (MQTT sends a password only with a user)".into(),
+                );
+            }
+        }
+        None if topic.is_some()
+            || mqtt_user.is_some()
+            || mqtt_pass.is_some()
+            || mqtt_ca.is_some() =>
+        {
+            return Err(
+                "topic, mqtt_user, mqtt_pass and mqtt_ca need mqtt=HOST:PORT (the broker)".into(),
+            );
+        }
+        None => {}
+    }
+    spec.mqtt = mqtt;
     Ok(Device { spec, latency })
 }
 
@@ -409,6 +457,35 @@ mod tests {
                 .unwrap_err()
                 .contains("tls, es")
         );
+    }
+
+    #[test]
+    fn mqtt_options_parse() {
+        let o = parse(&args(
+            "ShellyPlus1PM,mqtt=127.0.0.1:1883 Tasmota,topic=plug,mqtt=broker:8883,mqtt_user=u,mqtt_pass=p,mqtt_ca=/tmp/ca.pem Shelly1PMG3",
+        ))
+        .unwrap();
+        let d = &o.devices;
+        let m = d[0].spec.mqtt.as_ref().unwrap();
+        assert_eq!(m.server, "127.0.0.1:1883");
+        assert_eq!((m.topic.as_deref(), m.user.as_deref()), (None, None));
+        let m = d[1].spec.mqtt.as_ref().unwrap();
+        assert_eq!(m.server, "broker:8883");
+        assert_eq!(m.topic.as_deref(), Some("plug"));
+        assert_eq!(
+            (m.user.as_deref(), m.password.as_deref()),
+            (Some("u"), Some("p"))
+        );
+        assert_eq!(
+            m.ca_file.as_deref(),
+            Some(std::path::Path::new("/tmp/ca.pem"))
+        );
+        assert!(d[2].spec.mqtt.is_none());
+        let e = parse(&args("ShellyPlus1PM,topic=x")).unwrap_err();
+        assert!(e.contains("need mqtt=HOST:PORT"), "{e}");
+        let e = parse(&args("ShellyPlus1PM,mqtt=h:1,mqtt_pass=p")).unwrap_err();
+        assert!(e.contains("mqtt_pass needs mqtt_user"), "{e}");
+        assert!(USAGE.contains("mqtt=HOST:PORT[,topic=T]"));
     }
 
     #[test]

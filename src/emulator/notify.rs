@@ -1,0 +1,114 @@
+//! The Gen2+ notifications a state change or an event makes (`NotifyStatus` with the changed fields,
+//! `NotifyFullStatus` when a component appeared or went, `NotifyEvent`), built once for every channel that
+//! carries them: the WebSocket connections (`ws.rs`) and the MQTT client (`mqtt_rpc.rs`). Each channel keeps
+//! its own last status to measure changes against.
+
+use std::sync::Mutex;
+
+use serde_json::{Map, Value, json};
+
+use super::components;
+use super::device::Device;
+use super::state::DeviceState;
+
+/// Status keys that change with time alone: not worth a notification.
+const VOLATILE: &[&str] = &["aenergy", "ret_aenergy"];
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The status without what changes by itself (`sys`, energy counters and data components).
+fn comparable(mut status: Map<String, Value>) -> Map<String, Value> {
+    status.retain(|k, _| k != "sys" && !k.starts_with("emdata") && !k.starts_with("em1data"));
+    for v in status.values_mut() {
+        if let Value::Object(o) = v {
+            o.retain(|k, _| !VOLATILE.contains(&k.as_str()));
+        }
+    }
+    status
+}
+
+/// The whole status with `ts` (`NotifyFullStatus` params); `last` starts over from it.
+pub(crate) fn full_status(
+    dev: &Device,
+    s: &DeviceState,
+    last: &Mutex<Option<Map<String, Value>>>,
+) -> Value {
+    let status = components::status(dev, s);
+    *lock(last) = Some(comparable(status.clone()));
+    let mut full = status;
+    full.insert("ts".into(), json!(round2(dev.clock.unix())));
+    Value::Object(full)
+}
+
+/// What changed since `last` as a notification (method, params), `last` moved on; `None` when nothing did
+/// (or `last` was empty: the status now is what later changes are measured against).
+pub(crate) fn status_change(
+    dev: &Device,
+    s: &DeviceState,
+    last: &Mutex<Option<Map<String, Value>>>,
+) -> Option<(&'static str, Value)> {
+    let now = comparable(components::status(dev, s));
+    let mut last = lock(last);
+    let Some(prev) = last.as_ref() else {
+        *last = Some(now);
+        return None;
+    };
+    // A component that appeared or went (a profile switch) cannot be said as changed fields: the whole
+    // status goes out as `NotifyFullStatus`, which replaces what the client knew.
+    let same_components = prev.len() == now.len() && now.keys().all(|k| prev.contains_key(k));
+    if !same_components {
+        *last = Some(now);
+        drop(last);
+        let mut full = components::status(dev, s);
+        full.insert("ts".into(), json!(round2(dev.clock.unix())));
+        return Some(("NotifyFullStatus", Value::Object(full)));
+    }
+    let mut changed = Map::new();
+    for (key, value) in &now {
+        let Value::Object(fields) = value else {
+            continue;
+        };
+        let before = prev.get(key).and_then(Value::as_object);
+        let mut diff = Map::new();
+        for (k, v) in fields {
+            if before.and_then(|b| b.get(k)) != Some(v) {
+                diff.insert(k.clone(), v.clone());
+            }
+        }
+        if !diff.is_empty() {
+            if let Some(id) = fields.get("id") {
+                diff.insert("id".into(), id.clone());
+            }
+            changed.insert(key.clone(), Value::Object(diff));
+        }
+    }
+    *last = Some(now);
+    drop(last);
+    if changed.is_empty() {
+        return None;
+    }
+    changed.insert("ts".into(), json!(round2(dev.clock.unix())));
+    Some(("NotifyStatus", Value::Object(changed)))
+}
+
+/// `NotifyEvent` params for a fired event (webhook form `input.button_push`, component id).
+pub(crate) fn event(dev: &Device, event: &str, cid: usize) -> Value {
+    let (kind, name) = event.split_once('.').unwrap_or(("sys", event));
+    let name = match name {
+        "button_push" => "single_push",
+        "button_doublepush" => "double_push",
+        "button_triplepush" => "triple_push",
+        "button_longpush" => "long_push",
+        other => other,
+    };
+    let ts = round2(dev.clock.unix());
+    let events =
+        json!([{"component": format!("{kind}:{cid}"), "id": cid, "event": name, "ts": ts}]);
+    json!({"ts": ts, "events": events})
+}
