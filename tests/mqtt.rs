@@ -123,3 +123,170 @@ fn tasmota_is_read_and_switched_over_mqtt() {
     assert!(toggled.state && toggled.did_change && emu.output(0, 0));
     ctl.close();
 }
+
+/// The events queued so far, as `(event, channel)`.
+fn events(ctl: &Controller, out: &mut Vec<(String, EventChannel)>) {
+    while let Some(e) = ctl.pull_webhook_event() {
+        out.push((e.event, e.channel));
+    }
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn gen2_notifications_reach_the_snapshot_and_the_events_exactly_once() {
+    let b = Broker::start();
+    let emu = devices(&b, &["ShellyPlus1PM"], |_| {});
+    let wake = smartdev::WakeFlag::new();
+    let mqtt = format!("Host: 127.0.0.1, Port: {}, ClientId: ctl-a", b.port);
+    let ctl = Controller::open(settings(&emu, &mqtt, &[PLUS], ""), Some(wake.clone())).unwrap();
+    assert_eq!(state(&ctl, "Hall Light"), Some(false));
+    emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || state(&ctl, "Hall Light") == Some(true)));
+    emu.set_input(0, 0, true);
+    assert!(eventually(LIMIT, || {
+        ctl.input(Identity::name("Hall In")).unwrap().state == Some(true)
+    }));
+    emu.set_load(0, 0, 17.0);
+    assert!(eventually(LIMIT, || {
+        ctl.device("Hall").unwrap().meters[0].power == Some(17.0)
+    }));
+    assert_eq!(emu.fire_event(0, "input.button_push", 0), 0, "no webhooks are installed over MQTT");
+    assert!(wake.wait(LIMIT), "the wake flag is set");
+    let mut got = Vec::new();
+    assert!(eventually(LIMIT, || {
+        events(&ctl, &mut got);
+        got.len() >= 3
+    }));
+    // A last change: once its event is in, a twin of any earlier one would be in too (one queue, in order).
+    emu.set_output(0, 0, false);
+    assert!(eventually(LIMIT, || {
+        events(&ctl, &mut got);
+        got.iter().any(|(e, _)| e == "switch.off")
+    }));
+    let names: Vec<&str> = got.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(
+        names,
+        ["switch.on", "input.toggle_on", "input.button_push", "switch.off"],
+        "{got:?}"
+    );
+    assert!(got.iter().all(|(_, c)| *c == EventChannel::Mqtt), "{got:?}");
+    ctl.close();
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn tasmota_changes_and_telemetry_reach_the_snapshot() {
+    let b = Broker::start();
+    let clock = smartdev::emulator::EmuClock::manual();
+    let mut d = DeviceSpec::new("Tasmota");
+    d.mqtt = Some(MqttSpec::new(&b.address()));
+    let emu = Emulator::start_with_clock(vec![d], &ModelLibrary::embedded(), clock.clone()).unwrap();
+    assert!(eventually(LIMIT, || emu.mqtt_connected(0)));
+    let ctl = open(&emu, &b, &[PLUG]);
+    assert_eq!(state(&ctl, "Plug Relay"), Some(false));
+    // A relay switched at the device: its `stat/…/RESULT` is the news.
+    emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || state(&ctl, "Plug Relay") == Some(true)));
+    // Power comes with the telemetry (every TelePeriod, 300 s by default, on the emulator's clock).
+    emu.set_load(0, 0, 1234.0);
+    let power = || ctl.device("Plug").unwrap().meters[0].power;
+    assert_ne!(power(), Some(1234.0));
+    clock.advance(Duration::from_secs(300));
+    assert!(eventually(LIMIT, || power() == Some(1234.0)), "{:?}", power());
+    ctl.close();
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn a_last_will_takes_the_device_offline_and_its_return_reads_it_again() {
+    let b = Broker::start();
+    let emu = devices(&b, &["ShellyPlus1PM", "Tasmota"], |_| {});
+    let ctl = open(&emu, &b, &[PLUS, PLUG]);
+    let online = |name: &str| ctl.device(name).unwrap().online;
+    assert!(online("Hall") && online("Plug"));
+    for i in 0..2 {
+        emu.mqtt_pause(i, true);
+    }
+    assert!(eventually(LIMIT, || !online("Hall") && !online("Plug")));
+    for name in ["Hall", "Plug"] {
+        let why = ctl.device(name).unwrap().last_error.unwrap_or_default();
+        assert!(why.contains("announced itself offline"), "{name}: {why}");
+    }
+    // Changed while away: the read at its return sees it.
+    emu.set_output(0, 0, true);
+    emu.set_output(1, 0, true);
+    for i in 0..2 {
+        emu.mqtt_pause(i, false);
+    }
+    assert!(eventually(LIMIT, || online("Hall") && online("Plug")));
+    assert!(eventually(LIMIT, || state(&ctl, "Hall Light") == Some(true)
+        && state(&ctl, "Plug Relay") == Some(true)));
+    ctl.close();
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn a_broker_restart_loses_no_acknowledged_command_and_the_reread_sees_what_changed() {
+    let mut b = Broker::start();
+    let emu = devices(&b, &["ShellyPlus1PM", "Tasmota"], |_| {});
+    let ctl = open(&emu, &b, &[PLUS, PLUG]);
+    let acked = ctl.change_output(Identity::name("Hall Light"), true).unwrap();
+    assert!(acked.state);
+    b.kill();
+    let online = |name: &str| ctl.device(name).unwrap().online;
+    assert!(eventually(LIMIT, || !online("Hall") && !online("Plug")));
+    // Refused, not acknowledged, while the broker is away: it says why.
+    let e = ctl
+        .change_output(Identity::name("Plug Relay"), true)
+        .unwrap_err();
+    assert!(e.to_string().contains("MQTT broker"), "{e}");
+    // Changed meanwhile, where nobody was listening.
+    emu.set_output(1, 0, true);
+    emu.set_output(0, 0, false);
+    emu.set_output(0, 0, true);
+    b.restart();
+    assert!(eventually(LIMIT, || emu.mqtt_connected(0) && emu.mqtt_connected(1)));
+    assert!(eventually(LIMIT, || online("Hall") && online("Plug")));
+    assert!(eventually(LIMIT, || state(&ctl, "Plug Relay") == Some(true)));
+    assert_eq!(state(&ctl, "Hall Light"), Some(true));
+    assert!(emu.output(0, 0), "the acknowledged command stands");
+    // Commands work again.
+    let off = ctl.change_output(Identity::name("Plug Relay"), false).unwrap();
+    assert!(off.did_change && !emu.output(1, 0));
+    ctl.close();
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn two_controllers_on_one_broker_get_their_own_answers() {
+    let b = Broker::start();
+    let emu = devices(&b, &["ShellyPlus1PM", "ShellyPlus1PM"], |_| {});
+    let second = "Name: Porch, Model: ShellyPlus1PM, Outputs: [{Name: Porch Light}]";
+    let with = |id: &str, blocks: &[&str]| {
+        let mqtt = format!("Host: 127.0.0.1, Port: {}, ClientId: {id}", b.port);
+        Controller::open(settings(&emu, &mqtt, blocks, ""), None).unwrap()
+    };
+    // Both name their first device ID 1: the client ids keep their answers apart.
+    let a = with("site-a", &[PLUS]);
+    let c = with("site-b", &[PLUS, second]);
+    std::thread::scope(|s| {
+        let (a, c) = (&a, &c);
+        let one = s.spawn(move || {
+            for i in 0..20 {
+                let on = i % 2 == 0;
+                let r = a.change_output(Identity::name("Hall Light"), on).unwrap();
+                assert_eq!(r.state, on);
+            }
+        });
+        for _ in 0..20 {
+            c.read_device("Hall").unwrap();
+        }
+        one.join().unwrap();
+    });
+    assert!(a.device("Hall").unwrap().online && c.device("Hall").unwrap().online);
+    // A switch through one controller is news to the other one (the device notifies both).
+    c.change_output(Identity::name("Hall Light"), true).unwrap();
+    assert!(eventually(LIMIT, || state(&a, "Hall Light") == Some(true)));
+    a.close();
+    c.close();
+}
