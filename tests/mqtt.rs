@@ -290,3 +290,169 @@ fn two_controllers_on_one_broker_get_their_own_answers() {
     a.close();
     c.close();
 }
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn a_broker_with_a_login_and_a_wrong_password_says_what_to_fix() {
+    let b = Broker::start_with(BrokerOptions {
+        login: Some(("site".into(), "s3cret-pw".into())),
+        ..BrokerOptions::default()
+    });
+    let emu = devices(&b, &["ShellyPlus1PM"], |s| {
+        s.user = Some("site".into());
+        s.password = Some("s3cret-pw".into());
+    });
+    let right = format!(
+        "Host: 127.0.0.1, Port: {}, User: site, Password: s3cret-pw",
+        b.port
+    );
+    let s = settings(&emu, &right, &[PLUS], "");
+    let shown = format!("{s:?}");
+    assert!(!shown.contains("s3cret-pw"), "Debug shows no password: {shown}");
+    let ctl = Controller::open(s, None).unwrap();
+    assert!(ctl.device("Hall").unwrap().online);
+    ctl.close();
+
+    let wrong = format!(
+        "Host: 127.0.0.1, Port: {}, User: site, Password: not-it",
+        b.port
+    );
+    let ctl = Controller::open(settings(&emu, &wrong, &[PLUS], ""), None).unwrap();
+    let dev = ctl.device("Hall").unwrap();
+    assert!(!dev.online);
+    let why = dev.last_error.unwrap_or_default();
+    assert!(
+        why.contains("refused") && why.contains("Mqtt: User and Password"),
+        "{why}"
+    );
+    assert!(!why.contains("not-it"), "{why}");
+    ctl.close();
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn a_broker_over_tls_is_verified_against_its_ca() {
+    let b = Broker::start_with(BrokerOptions {
+        tls: true,
+        ..BrokerOptions::default()
+    });
+    let ca = b.ca_file();
+    let emu = devices(&b, &["ShellyPlus1PM", "Tasmota"], |s| {
+        s.ca_file = Some(ca.clone());
+    });
+    let mqtt = format!(
+        "Host: 127.0.0.1, Port: {}, Tls: true, CaFile: '{}'",
+        b.port,
+        ca.display()
+    );
+    let ctl = Controller::open(settings(&emu, &mqtt, &[PLUS, PLUG], ""), None).unwrap();
+    assert!(ctl.device("Hall").unwrap().online);
+    assert!(ctl.device("Plug").unwrap().online);
+    let on = ctl.change_output(Identity::name("Plug Relay"), true).unwrap();
+    assert!(on.did_change && emu.output(1, 0));
+    emu.set_output(0, 0, true);
+    assert!(eventually(LIMIT, || state(&ctl, "Hall Light") == Some(true)));
+    ctl.close();
+
+    // Another CA: the broker's certificate is refused, and the message says so.
+    let dir = common::TempDir::new("other-ca");
+    let other = dir.write(
+        "ca.pem",
+        &smartdev::emulator::CertAuthority::new("someone else").pem(),
+    );
+    let mqtt = format!(
+        "Host: 127.0.0.1, Port: {}, Tls: true, CaFile: '{}'",
+        b.port,
+        other.display()
+    );
+    let ctl = Controller::open(settings(&emu, &mqtt, &[PLUS], ""), None).unwrap();
+    let why = ctl.device("Hall").unwrap().last_error.unwrap_or_default();
+    assert!(why.contains("certificate"), "{why}");
+    ctl.close();
+}
+
+/// Publishes every line of `lines` as one message on `topic` (one `mosquitto_pub` process).
+fn flood(b: &Broker, topic: &str, lines: usize, line: &str) -> std::process::Child {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("mosquitto_pub")
+        .args(["-h", "127.0.0.1", "-p", &b.port.to_string(), "-t", topic, "-l"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("mosquitto_pub");
+    let mut stdin = child.stdin.take().unwrap();
+    let text: String = (0..lines).map(|_| format!("{line}\n")).collect();
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(text.as_bytes());
+    });
+    child
+}
+
+/// Kills a child process when dropped (also on panic).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn hostile_payloads_on_device_topics_change_nothing_and_a_flood_delays_no_other_device() {
+    let b = Broker::start();
+    let emu = devices(&b, &["ShellyPlus1PM", "Tasmota"], |_| {});
+    let ctl = open(&emu, &b, &[PLUS, PLUG]);
+    let hall = emu.mqtt_topic(0).unwrap().to_string();
+    let plug = emu.mqtt_topic(1).unwrap().to_string();
+    let deep = "[".repeat(100_000);
+    let huge = format!(
+        r#"{{"method":"NotifyStatus","params":{{"switch:0":{{"output":true}},"x":"{}"}}}}"#,
+        "x".repeat(100_000)
+    );
+    let hostile = [
+        (format!("{hall}/events/rpc"), huge.as_str()),
+        (format!("{hall}/events/rpc"), deep.as_str()),
+        (format!("{hall}/events/rpc"), "not json"),
+        (
+            format!("{hall}/events/rpc"),
+            r#"{"method":"NotifyStatus","params":{"switch:0":{"output":"yes"},"input:99":{"state":true}}}"#,
+        ),
+        (format!("{hall}/events/rpc"), r#"{"method":"NotifyStatus","params":[]}"#),
+        (format!("{hall}/online"), "maybe"),
+        ("ctl-a/1/rpc".to_string(), r#"{"id":"x","result":{}}"#),
+        ("ctl-a/1/rpc".to_string(), r#"{"id":99999,"result":{"was_on":true}}"#),
+        ("ctl-a/1/rpc".to_string(), deep.as_str()),
+        (format!("stat/{plug}/RESULT"), r#"{"POWER1":5,"POWER9999999999999":"ON"}"#),
+        (format!("stat/{plug}/RESULT"), deep.as_str()),
+        (format!("tele/{plug}/STATE"), "[]"),
+        (format!("tele/{plug}/SENSOR"), r#"{"ENERGY":{"Power":"lots","Total":[1,2,{}]}}"#),
+        (format!("tele/{plug}/LWT"), "Sideways"),
+    ];
+    for (topic, payload) in &hostile {
+        b.publish(topic, payload, false);
+    }
+    // Still served, still right.
+    assert_eq!(state(&ctl, "Hall Light"), Some(false));
+    let on = ctl.change_output(Identity::name("Hall Light"), true).unwrap();
+    assert!(on.did_change && emu.output(0, 0));
+    let plug_on = ctl.change_output(Identity::name("Plug Relay"), true).unwrap();
+    assert!(plug_on.did_change);
+    assert!(ctl.device("Hall").unwrap().online && ctl.device("Plug").unwrap().online);
+
+    // One device floods its notification topic; the other's change still arrives meanwhile.
+    let _flood = Reaped(flood(
+        &b,
+        &format!("{hall}/events/rpc"),
+        200_000,
+        r#"{"method":"NotifyStatus","params":{"switch:0":{"id":0,"apower":1.0}}}"#,
+    ));
+    emu.set_output(1, 0, false);
+    assert!(eventually(LIMIT, || state(&ctl, "Plug Relay") == Some(false)));
+    // And the flooder's own state is caught up once it is read.
+    emu.set_output(0, 0, false);
+    assert!(eventually(LIMIT, || {
+        ctl.read_device("Hall").is_ok() && state(&ctl, "Hall Light") == Some(false)
+    }));
+    ctl.close();
+}

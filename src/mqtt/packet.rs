@@ -108,7 +108,10 @@ pub(crate) fn connack_reason(code: u8) -> &'static str {
         2 => "the broker refused the client id (set Mqtt: ClientId to another value)",
         3 => "the broker is unavailable",
         4 => "the broker refused the user name or password (check Mqtt: User and Password)",
-        5 => "the broker says this client is not authorised (check the broker's ACL for this user)",
+        // Mosquitto answers a wrong password with 5, not 4.
+        5 => {
+            "the broker says this client is not authorised (check Mqtt: User and Password, then the broker's ACL for this user)"
+        }
         _ => "an unknown refusal code",
     }
 }
