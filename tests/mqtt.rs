@@ -456,3 +456,126 @@ fn hostile_payloads_on_device_topics_change_nothing_and_a_flood_delays_no_other_
     }));
     ctl.close();
 }
+
+/// Configuration problems of the MQTT channel, each with its fix (no broker needed).
+#[test]
+fn mqtt_configuration_problems_name_the_fix() {
+    let load = |root: &str, device: &str| {
+        Settings::from_yaml_str(&format!(
+            "SmartDevices:\n{root}  Devices:\n    - {{Name: X, {device}}}\n"
+        ))
+    };
+    // Schema problems fail the load; installation rules are `check`'s (and `open`'s).
+    let problem = |root: &str, device: &str| match load(root, device) {
+        Ok(s) => {
+            let found: Vec<String> = s.check().iter().map(|p| p.to_string()).collect();
+            assert!(!found.is_empty(), "accepted: {root} {device}");
+            found.join("\n")
+        }
+        Err(e) => e.to_string(),
+    };
+    let broker = "  Mqtt: {Host: broker.local}\n";
+    // No Hostname needed; the default topics come from the MAC.
+    let s = load(
+        broker,
+        "Model: ShellyPlus1PM, Channel: mqtt, MAC: A8:03:2A:B1:23:45",
+    )
+    .unwrap();
+    let m = s.mqtt.as_ref().unwrap();
+    assert_eq!((m.port, m.keep_alive), (1883, Duration::from_secs(30)));
+    assert!(m.client_id.starts_with("smartdev-"), "{}", m.client_id);
+    assert!(s.check().is_empty(), "{:?}", s.check());
+    assert_eq!(s.device_channels(), [("X".to_string(), "mqtt")]);
+    let e = problem("", "Model: ShellyPlus1PM, Channel: mqtt, MqttTopic: x");
+    assert!(e.contains("add an Mqtt block"), "{e}");
+    let e = problem(broker, "Model: ShellyPlus1PM, Channel: mqtt");
+    assert!(e.contains("MqttTopic") && e.contains("MAC"), "{e}");
+    let e = problem(broker, "Model: ShellyPlus1PM, Channel: mqtt, MqttTopic: 'a/+/b'");
+    assert!(e.contains("not a usable MQTT topic"), "{e}");
+    let e = problem(broker, "Model: Shelly1, Channel: mqtt, MqttTopic: shelly1-x");
+    assert!(e.contains("Gen1") && e.contains("Channel: http"), "{e}");
+    let e = problem(
+        broker,
+        "Model: Tasmota, Channel: mqtt, MqttTopic: p, MqttFullTopic: '%topic%/x'",
+    );
+    assert!(e.contains("%prefix%"), "{e}");
+    let e = problem(
+        "  Mqtt: {Host: broker.local, Tls: true}\n",
+        "Model: Tasmota, Channel: mqtt, MqttTopic: p",
+    );
+    assert!(e.contains("CaFile"), "{e}");
+    let e = problem(
+        "  Mqtt: {Host: broker.local, ClientId: 'a/b'}\n",
+        "Model: Tasmota, Channel: mqtt, MqttTopic: p",
+    );
+    assert!(e.contains("ClientId"), "{e}");
+    let e = problem(
+        "  Mqtt: {Host: broker.local, Pasword: x}\n",
+        "Model: Tasmota, Channel: mqtt, MqttTopic: p",
+    );
+    assert!(e.contains("Password"), "did you mean: {e}");
+    // TLS moves the default port.
+    let s = load(
+        "  Mqtt: {Host: broker.local, Tls: true, CaFile: ca.pem}\n",
+        "Model: Tasmota, Channel: mqtt, MqttTopic: p",
+    )
+    .unwrap();
+    assert_eq!(s.mqtt.unwrap().port, 8883);
+}
+
+fn sdctl(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args(args)
+        .output()
+        .expect("sdctl runs")
+}
+
+/// sdctl goes through the Controller, so every command works over MQTT; `check` says who uses which channel
+/// and never shows the password.
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn sdctl_checks_reads_and_switches_over_mqtt() {
+    let b = Broker::start_with(BrokerOptions {
+        login: Some(("site".into(), "pw-9f2".into())),
+        ..BrokerOptions::default()
+    });
+    let emu = devices(&b, &["ShellyPlus1PM", "Tasmota"], |s| {
+        s.user = Some("site".into());
+        s.password = Some("pw-9f2".into());
+    });
+    let dir = common::TempDir::new("mqtt-cli");
+    let cfg = dir.write(
+        "c.yaml",
+        &format!(
+            "SmartDevices:\n  ResponseTimeout: 2\n  Mqtt: {{Host: 127.0.0.1, Port: {}, User: site, Password: pw-9f2, ClientId: cli}}\n  Devices:\n    - {{{PLUS}, Channel: mqtt, MqttTopic: '{}'}}\n    - {{{PLUG}, Channel: mqtt, MqttTopic: '{}'}}\n    - {{Name: Sim, Model: Tasmota, Simulate: true}}\n",
+            b.port,
+            emu.mqtt_topic(0).unwrap(),
+            emu.mqtt_topic(1).unwrap()
+        ),
+    );
+    let cfg = cfg.to_str().unwrap();
+    let o = sdctl(&["--config", cfg, "check"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(&format!(
+            "channel mqtt (broker 127.0.0.1:{}, client id cli, user site): Hall, Plug",
+            b.port
+        )) && out.contains("channel simulated: Sim"),
+        "{out}"
+    );
+    assert!(!out.contains("pw-9f2"), "{out}");
+    let o = sdctl(&["--config", cfg, "--json", "status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for d in &all.as_array().unwrap()[..2] {
+        assert_eq!(d["Online"], true, "{d}");
+        assert_eq!(d["Transport"], "mqtt", "{d}");
+    }
+    let o = sdctl(&["--config", cfg, "set", "Plug Relay", "on"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(emu.output(1, 0));
+    let o = sdctl(&["--config", cfg, "set", "Hall Light", "toggle"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(emu.output(0, 0));
+}

@@ -353,6 +353,12 @@ impl Normaliser {
             None => default_client_id(source),
         };
         let keep_alive = secs(m.get("KeepAlive"), 30.0);
+        if tls && m.get("CaFile").and_then(Value::as_str).is_none() {
+            self.problem(
+                format!("{at}.Tls"),
+                "Tls needs CaFile: the PEM file of the CA that signed the broker's certificate (it is always verified)",
+            );
+        }
         MqttSettings {
             host,
             port: m
