@@ -58,7 +58,8 @@ fn open(emu: &Emulator, b: &Broker, blocks: &[&str]) -> Controller {
 }
 
 const PLUS: &str = "Name: Hall, Model: ShellyPlus1PM, Inputs: [{Name: Hall In, Webhooks: true}], Outputs: [{Name: Hall Light, Webhooks: true}]";
-const PLUG: &str = "Name: Plug, Model: Tasmota, Outputs: [{Name: Plug Relay}], Meters: [{Name: Plug Meter}]";
+const PLUG: &str =
+    "Name: Plug, Model: Tasmota, Outputs: [{Name: Plug Relay}], Meters: [{Name: Plug Meter}]";
 
 fn state(ctl: &Controller, output: &str) -> Option<bool> {
     ctl.output(Identity::name(output)).unwrap().state
@@ -83,10 +84,14 @@ fn gen2_is_read_and_switched_over_mqtt() {
     );
     assert_eq!(state(&ctl, "Hall Light"), Some(true));
     assert_eq!(dev.meters[0].power, Some(42.5));
-    let off = ctl.change_output(Identity::name("Hall Light"), false).unwrap();
+    let off = ctl
+        .change_output(Identity::name("Hall Light"), false)
+        .unwrap();
     assert!(!off.state && off.did_change);
     assert!(!emu.output(0, 0), "the device switched");
-    let again = ctl.change_output(Identity::name("Hall Light"), false).unwrap();
+    let again = ctl
+        .change_output(Identity::name("Hall Light"), false)
+        .unwrap();
     assert!(!again.state && !again.did_change);
     let toggled = ctl.toggle_output(Identity::name("Hall Light")).unwrap();
     assert!(toggled.state && toggled.did_change && emu.output(0, 0));
@@ -114,10 +119,14 @@ fn tasmota_is_read_and_switched_over_mqtt() {
     assert_eq!(dev.mac_address, Some(emu.mac(0)));
     assert_eq!(state(&ctl, "Plug Relay"), Some(true));
     assert_eq!(dev.meters[0].power, Some(230.0));
-    let off = ctl.change_output(Identity::name("Plug Relay"), false).unwrap();
+    let off = ctl
+        .change_output(Identity::name("Plug Relay"), false)
+        .unwrap();
     assert!(!off.state && off.did_change);
     assert!(!emu.output(0, 0));
-    let again = ctl.change_output(Identity::name("Plug Relay"), false).unwrap();
+    let again = ctl
+        .change_output(Identity::name("Plug Relay"), false)
+        .unwrap();
     assert!(!again.state && !again.did_change);
     let toggled = ctl.toggle_output(Identity::name("Plug Relay")).unwrap();
     assert!(toggled.state && toggled.did_change && emu.output(0, 0));
@@ -150,7 +159,11 @@ fn gen2_notifications_reach_the_snapshot_and_the_events_exactly_once() {
     assert!(eventually(LIMIT, || {
         ctl.device("Hall").unwrap().meters[0].power == Some(17.0)
     }));
-    assert_eq!(emu.fire_event(0, "input.button_push", 0), 0, "no webhooks are installed over MQTT");
+    assert_eq!(
+        emu.fire_event(0, "input.button_push", 0),
+        0,
+        "no webhooks are installed over MQTT"
+    );
     assert!(wake.wait(LIMIT), "the wake flag is set");
     let mut got = Vec::new();
     assert!(eventually(LIMIT, || {
@@ -166,7 +179,12 @@ fn gen2_notifications_reach_the_snapshot_and_the_events_exactly_once() {
     let names: Vec<&str> = got.iter().map(|(e, _)| e.as_str()).collect();
     assert_eq!(
         names,
-        ["switch.on", "input.toggle_on", "input.button_push", "switch.off"],
+        [
+            "switch.on",
+            "input.toggle_on",
+            "input.button_push",
+            "switch.off"
+        ],
         "{got:?}"
     );
     assert!(got.iter().all(|(_, c)| *c == EventChannel::Mqtt), "{got:?}");
@@ -180,7 +198,8 @@ fn tasmota_changes_and_telemetry_reach_the_snapshot() {
     let clock = smartdev::emulator::EmuClock::manual();
     let mut d = DeviceSpec::new("Tasmota");
     d.mqtt = Some(MqttSpec::new(&b.address()));
-    let emu = Emulator::start_with_clock(vec![d], &ModelLibrary::embedded(), clock.clone()).unwrap();
+    let emu =
+        Emulator::start_with_clock(vec![d], &ModelLibrary::embedded(), clock.clone()).unwrap();
     assert!(eventually(LIMIT, || emu.mqtt_connected(0)));
     let ctl = open(&emu, &b, &[PLUG]);
     assert_eq!(state(&ctl, "Plug Relay"), Some(false));
@@ -192,7 +211,11 @@ fn tasmota_changes_and_telemetry_reach_the_snapshot() {
     let power = || ctl.device("Plug").unwrap().meters[0].power;
     assert_ne!(power(), Some(1234.0));
     clock.advance(Duration::from_secs(300));
-    assert!(eventually(LIMIT, || power() == Some(1234.0)), "{:?}", power());
+    assert!(
+        eventually(LIMIT, || power() == Some(1234.0)),
+        "{:?}",
+        power()
+    );
     ctl.close();
 }
 
@@ -219,7 +242,8 @@ fn a_last_will_takes_the_device_offline_and_its_return_reads_it_again() {
         emu.mqtt_pause(i, false);
     }
     assert!(eventually(LIMIT, || online("Hall") && online("Plug")));
-    assert!(eventually(LIMIT, || state(&ctl, "Hall Light") == Some(true)
+    assert!(eventually(LIMIT, || state(&ctl, "Hall Light")
+        == Some(true)
         && state(&ctl, "Plug Relay") == Some(true)));
     ctl.close();
 }
@@ -230,7 +254,9 @@ fn a_broker_restart_loses_no_acknowledged_command_and_the_reread_sees_what_chang
     let mut b = Broker::start();
     let emu = devices(&b, &["ShellyPlus1PM", "Tasmota"], |_| {});
     let ctl = open(&emu, &b, &[PLUS, PLUG]);
-    let acked = ctl.change_output(Identity::name("Hall Light"), true).unwrap();
+    let acked = ctl
+        .change_output(Identity::name("Hall Light"), true)
+        .unwrap();
     assert!(acked.state);
     b.kill();
     let online = |name: &str| ctl.device(name).unwrap().online;
@@ -251,7 +277,9 @@ fn a_broker_restart_loses_no_acknowledged_command_and_the_reread_sees_what_chang
     assert_eq!(state(&ctl, "Hall Light"), Some(true));
     assert!(emu.output(0, 0), "the acknowledged command stands");
     // Commands work again.
-    let off = ctl.change_output(Identity::name("Plug Relay"), false).unwrap();
+    let off = ctl
+        .change_output(Identity::name("Plug Relay"), false)
+        .unwrap();
     assert!(off.did_change && !emu.output(1, 0));
     ctl.close();
 }
@@ -308,7 +336,10 @@ fn a_broker_with_a_login_and_a_wrong_password_says_what_to_fix() {
     );
     let s = settings(&emu, &right, &[PLUS], "");
     let shown = format!("{s:?}");
-    assert!(!shown.contains("s3cret-pw"), "Debug shows no password: {shown}");
+    assert!(
+        !shown.contains("s3cret-pw"),
+        "Debug shows no password: {shown}"
+    );
     let ctl = Controller::open(s, None).unwrap();
     assert!(ctl.device("Hall").unwrap().online);
     ctl.close();
@@ -348,7 +379,9 @@ fn a_broker_over_tls_is_verified_against_its_ca() {
     let ctl = Controller::open(settings(&emu, &mqtt, &[PLUS, PLUG], ""), None).unwrap();
     assert!(ctl.device("Hall").unwrap().online);
     assert!(ctl.device("Plug").unwrap().online);
-    let on = ctl.change_output(Identity::name("Plug Relay"), true).unwrap();
+    let on = ctl
+        .change_output(Identity::name("Plug Relay"), true)
+        .unwrap();
     assert!(on.did_change && emu.output(1, 0));
     emu.set_output(0, 0, true);
     assert!(eventually(LIMIT, || state(&ctl, "Hall Light") == Some(true)));
@@ -358,7 +391,7 @@ fn a_broker_over_tls_is_verified_against_its_ca() {
     let dir = common::TempDir::new("other-ca");
     let other = dir.write(
         "ca.pem",
-        &smartdev::emulator::CertAuthority::new("someone else").pem(),
+        smartdev::emulator::CertAuthority::new("someone else").pem(),
     );
     let mqtt = format!(
         "Host: 127.0.0.1, Port: {}, Tls: true, CaFile: '{}'",
@@ -375,7 +408,15 @@ fn a_broker_over_tls_is_verified_against_its_ca() {
 fn flood(b: &Broker, topic: &str, lines: usize, line: &str) -> std::process::Child {
     use std::io::Write as _;
     let mut child = std::process::Command::new("mosquitto_pub")
-        .args(["-h", "127.0.0.1", "-p", &b.port.to_string(), "-t", topic, "-l"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &b.port.to_string(),
+            "-t",
+            topic,
+            "-l",
+        ])
         .stdin(std::process::Stdio::piped())
         .spawn()
         .expect("mosquitto_pub");
@@ -418,15 +459,27 @@ fn hostile_payloads_on_device_topics_change_nothing_and_a_flood_delays_no_other_
             format!("{hall}/events/rpc"),
             r#"{"method":"NotifyStatus","params":{"switch:0":{"output":"yes"},"input:99":{"state":true}}}"#,
         ),
-        (format!("{hall}/events/rpc"), r#"{"method":"NotifyStatus","params":[]}"#),
+        (
+            format!("{hall}/events/rpc"),
+            r#"{"method":"NotifyStatus","params":[]}"#,
+        ),
         (format!("{hall}/online"), "maybe"),
         ("ctl-a/1/rpc".to_string(), r#"{"id":"x","result":{}}"#),
-        ("ctl-a/1/rpc".to_string(), r#"{"id":99999,"result":{"was_on":true}}"#),
+        (
+            "ctl-a/1/rpc".to_string(),
+            r#"{"id":99999,"result":{"was_on":true}}"#,
+        ),
         ("ctl-a/1/rpc".to_string(), deep.as_str()),
-        (format!("stat/{plug}/RESULT"), r#"{"POWER1":5,"POWER9999999999999":"ON"}"#),
+        (
+            format!("stat/{plug}/RESULT"),
+            r#"{"POWER1":5,"POWER9999999999999":"ON"}"#,
+        ),
         (format!("stat/{plug}/RESULT"), deep.as_str()),
         (format!("tele/{plug}/STATE"), "[]"),
-        (format!("tele/{plug}/SENSOR"), r#"{"ENERGY":{"Power":"lots","Total":[1,2,{}]}}"#),
+        (
+            format!("tele/{plug}/SENSOR"),
+            r#"{"ENERGY":{"Power":"lots","Total":[1,2,{}]}}"#,
+        ),
         (format!("tele/{plug}/LWT"), "Sideways"),
     ];
     for (topic, payload) in &hostile {
@@ -434,9 +487,13 @@ fn hostile_payloads_on_device_topics_change_nothing_and_a_flood_delays_no_other_
     }
     // Still served, still right.
     assert_eq!(state(&ctl, "Hall Light"), Some(false));
-    let on = ctl.change_output(Identity::name("Hall Light"), true).unwrap();
+    let on = ctl
+        .change_output(Identity::name("Hall Light"), true)
+        .unwrap();
     assert!(on.did_change && emu.output(0, 0));
-    let plug_on = ctl.change_output(Identity::name("Plug Relay"), true).unwrap();
+    let plug_on = ctl
+        .change_output(Identity::name("Plug Relay"), true)
+        .unwrap();
     assert!(plug_on.did_change);
     assert!(ctl.device("Hall").unwrap().online && ctl.device("Plug").unwrap().online);
 
@@ -490,9 +547,15 @@ fn mqtt_configuration_problems_name_the_fix() {
     assert!(e.contains("add an Mqtt block"), "{e}");
     let e = problem(broker, "Model: ShellyPlus1PM, Channel: mqtt");
     assert!(e.contains("MqttTopic") && e.contains("MAC"), "{e}");
-    let e = problem(broker, "Model: ShellyPlus1PM, Channel: mqtt, MqttTopic: 'a/+/b'");
+    let e = problem(
+        broker,
+        "Model: ShellyPlus1PM, Channel: mqtt, MqttTopic: 'a/+/b'",
+    );
     assert!(e.contains("not a usable MQTT topic"), "{e}");
-    let e = problem(broker, "Model: Shelly1, Channel: mqtt, MqttTopic: shelly1-x");
+    let e = problem(
+        broker,
+        "Model: Shelly1, Channel: mqtt, MqttTopic: shelly1-x",
+    );
     assert!(e.contains("Gen1") && e.contains("Channel: http"), "{e}");
     let e = problem(
         broker,
@@ -566,16 +629,31 @@ fn sdctl_checks_reads_and_switches_over_mqtt() {
     );
     assert!(!out.contains("pw-9f2"), "{out}");
     let o = sdctl(&["--config", cfg, "--json", "status"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for d in &all.as_array().unwrap()[..2] {
         assert_eq!(d["Online"], true, "{d}");
         assert_eq!(d["Transport"], "mqtt", "{d}");
     }
     let o = sdctl(&["--config", cfg, "set", "Plug Relay", "on"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(emu.output(1, 0));
     let o = sdctl(&["--config", cfg, "set", "Hall Light", "toggle"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(emu.output(0, 0));
 }

@@ -163,12 +163,11 @@ fn tls_config(settings: &MqttSettings) -> Result<Arc<rustls::ClientConfig>, Stri
         "Mqtt: Tls needs CaFile (the CA that signed the broker's certificate)".to_string()
     })?;
     let roots = crate::driver::tls::load_ca(path)?;
-    let config =
-        rustls::ClientConfig::builder_with_provider(crate::driver::tls::provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+    let config = rustls::ClientConfig::builder_with_provider(crate::driver::tls::provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     Ok(Arc::new(config))
 }
 
@@ -368,7 +367,9 @@ impl Poller {
             if self.stop.load(Ordering::SeqCst) {
                 break;
             }
-            let timeout = self.next_due().map(|at| at.saturating_duration_since(Instant::now()));
+            let timeout = self
+                .next_due()
+                .map(|at| at.saturating_duration_since(Instant::now()));
             if let Err(e) = self.poll.poll(&mut events, timeout)
                 && e.kind() != io::ErrorKind::Interrupted
             {
@@ -465,10 +466,9 @@ impl Poller {
                 "no CONNACK within {:.1} s (is it an MQTT broker, with Tls as configured?)",
                 response.as_secs_f64()
             )),
-            Conn::Subscribing { deadline, .. } if now >= *deadline => Some(format!(
-                "no SUBACK within {:.1} s",
-                response.as_secs_f64()
-            )),
+            Conn::Subscribing { deadline, .. } if now >= *deadline => {
+                Some(format!("no SUBACK within {:.1} s", response.as_secs_f64()))
+            }
             Conn::Up(s) => match s.ping_sent {
                 Some(at) if now >= at + response => Some(format!(
                     "no PINGRESP within {:.1} s",
@@ -543,7 +543,9 @@ impl Poller {
             Some(Err(why)) => return Err(why.clone()),
             Some(Ok(config)) => {
                 let name = rustls::pki_types::ServerName::try_from(self.settings.host.clone())
-                    .map_err(|e| format!("'{}' is not a TLS server name: {e}", self.settings.host))?;
+                    .map_err(|e| {
+                        format!("'{}' is not a TLS server name: {e}", self.settings.host)
+                    })?;
                 let mut conn = rustls::ClientConnection::new(config.clone(), name)
                     .map_err(|e| format!("TLS: {e}"))?;
                 // Our outbox bounds what waits; rustls must not refuse part of a packet.
@@ -928,10 +930,9 @@ impl Poller {
             if !self.admit(ti) {
                 return;
             }
-            if let (Ok(Value::Object(frame)), Some(r)) = (
-                crate::untrusted_json::parse(payload),
-                &self.targets[ti].rpc,
-            ) && let Some(n) = frame.get("id").and_then(Value::as_u64)
+            if let (Ok(Value::Object(frame)), Some(r)) =
+                (crate::untrusted_json::parse(payload), &self.targets[ti].rpc)
+                && let Some(n) = frame.get("id").and_then(Value::as_u64)
             {
                 r.tunnel.deliver(n, frame);
             }
@@ -1052,10 +1053,9 @@ impl Poller {
                 }) else {
                     continue;
                 };
-                if let (Some(n @ 1..), Some(on)) = (
-                    n,
-                    v.as_str().and_then(crate::driver::tasmota::power_text),
-                ) {
+                if let (Some(n @ 1..), Some(on)) =
+                    (n, v.as_str().and_then(crate::driver::tasmota::power_text))
+                {
                     states.push((n - 1, on));
                 }
             }

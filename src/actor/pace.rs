@@ -86,5 +86,4 @@ mod tests {
         assert!((0..3).all(|_| b.take(later)), "refilled to its burst");
         assert!(!b.take(later));
     }
-
 }

@@ -1386,7 +1386,8 @@ fn queue(ctx: &Context, hook: Hook, origin: Origin, source: IpAddr) {
     let Some(names) = ctx.shared.resolve(&hook, source, origin) else {
         return;
     };
-    ctx.queue.push(routing::event(hook, names, source.to_string(), ctx.channel));
+    ctx.queue
+        .push(routing::event(hook, names, source.to_string(), ctx.channel));
     if let Some(w) = &ctx.wake {
         w.set();
     }

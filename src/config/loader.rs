@@ -324,7 +324,13 @@ impl Normaliser {
     /// The `Mqtt` block. The default client id is `smartdev-` + 8 hex digits of a hash of this host's name and
     /// the configuration's path: the same controller gets the same id after a restart (the broker then
     /// replaces a half-dead old session at once), two controllers on two machines or with two files get two.
-    fn mqtt(&mut self, m: &Map<String, Value>, at: &str, source: &str, base: &Path) -> MqttSettings {
+    fn mqtt(
+        &mut self,
+        m: &Map<String, Value>,
+        at: &str,
+        source: &str,
+        base: &Path,
+    ) -> MqttSettings {
         let tls = m.get("Tls").and_then(Value::as_bool).unwrap_or(false);
         let host = m
             .get("Host")

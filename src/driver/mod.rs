@@ -389,7 +389,8 @@ pub(crate) fn for_device(
         let http = http.clone();
         return Ok(match settings.models.resolve(&dev.model) {
             Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rpc => {
-                let mut rpc = rpc::Rpc::new(http, String::new(), m.clone(), None, credentials, tunnel);
+                let mut rpc =
+                    rpc::Rpc::new(http, String::new(), m.clone(), None, credentials, tunnel);
                 rpc.mqtt = Some(port);
                 Box::new(rpc)
             }

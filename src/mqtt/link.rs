@@ -255,11 +255,17 @@ impl Port {
             .link
             .publish(&self.topics.command(command), payload.as_bytes())
         {
-            self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
             return Err(why);
         }
         let got = answer.wait(timeout);
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         match got {
             Ok(Some(v)) => Ok(Some(v)),
             Ok(None) => Err(self
@@ -284,7 +290,12 @@ impl Port {
 
     /// The poller: the connection ended; a waiting command learns it at once.
     pub(crate) fn cancel(&self) {
-        if let Some(w) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(w) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
             w.answer.put(None);
         }
     }

@@ -245,10 +245,7 @@ mod tests {
         let t = for_device(&c, Family::Tasmota).unwrap();
         assert_eq!(t.command("Status0"), "home/plug/cmnd/Status0");
         assert_eq!(
-            t.routes()
-                .iter()
-                .map(Route::filter)
-                .collect::<Vec<_>>(),
+            t.routes().iter().map(Route::filter).collect::<Vec<_>>(),
             ["home/plug/tele/LWT", "home/plug/stat/+", "home/plug/tele/+"]
         );
         c.mqtt_full_topic = Some("home/%topic%".into());

@@ -165,7 +165,12 @@ impl Tunnel {
 
     /// The `sd-mqtt` poller: the broker connection is up (and subscribed to `<src>/rpc`); requests go to
     /// `topic` (`<prefix>/rpc`) through `link`. No status comes with it: the first read asks the device.
-    pub(crate) fn attach_mqtt(&self, link: Arc<crate::mqtt::link::Link>, topic: String, src: String) {
+    pub(crate) fn attach_mqtt(
+        &self,
+        link: Arc<crate::mqtt::link::Link>,
+        topic: String,
+        src: String,
+    ) {
         let mut g = self.lock();
         if g.next_id < FIRST_ID {
             g.next_id = FIRST_ID;
