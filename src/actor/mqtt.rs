@@ -1152,7 +1152,7 @@ mod tests {
             panic!("too large")
         };
         // Only the first bytes have come: enough to tell.
-        let o = oversized(&big[..20], length).unwrap();
+        let o = oversized(&big[..30], length).unwrap();
         assert_eq!(o.header + length, big.len());
         assert_eq!(o.topic, "plug/events/rpc");
         assert_eq!(o.ack, Some(77));
