@@ -657,3 +657,39 @@ fn sdctl_checks_reads_and_switches_over_mqtt() {
     );
     assert!(emu.output(0, 0));
 }
+
+/// The README's "Devices behind a broker" example is valid as pasted (with its CA file beside it and its
+/// password variable set), and `sdctl check` lists its devices on the MQTT channel without the password.
+#[test]
+fn the_readme_broker_example_is_valid() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .find("## Devices behind a broker")
+        .expect("README has the broker section");
+    let start = section + readme[section..].find("```yaml\n").unwrap() + 8;
+    let end = start + readme[start..].find("```").unwrap();
+    let dir = common::TempDir::new("mqtt-readme");
+    dir.write(
+        "broker-ca.pem",
+        smartdev::emulator::CertAuthority::new("readme CA").pem(),
+    );
+    let cfg = dir.write("devices.yaml", &readme[start..end]);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args(["--config", cfg.to_str().unwrap(), "check"])
+        .env("SMARTDEV_MQTT_PASSWORD", "readme-pw-1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("channel mqtt (broker broker.example.net:8883 over TLS, client id smartdev-site-1, user smartdev-site-1): Hall, Barn, Plug, Pump"),
+        "{out}"
+    );
+    assert!(!out.contains("readme-pw-1"), "{out}");
+}
