@@ -479,7 +479,13 @@ impl Controller {
             .settings
             .devices
             .iter()
-            .map(|c| c.mac.filter(|_| !c.simulate))
+            // Devices behind the broker are reached by topic, never at an address.
+            .map(|c| {
+                c.mac.filter(|_| {
+                    !c.simulate
+                        && controller.settings.channel_of(c) != crate::config::Channel::Mqtt
+                })
+            })
             .collect();
         if controller.settings.follow_moves && macs.iter().any(Option::is_some) {
             let finder = finder.unwrap_or_else(|| {

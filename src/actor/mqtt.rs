@@ -240,7 +240,7 @@ impl Session {
     fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.last_sent = Instant::now();
         match &self.tls {
-            Some(conn) => secure::write(conn, &mut self.tcp, bytes).map(|_| ()),
+            Some(conn) => tls_written(secure::write(conn, &mut self.tcp, bytes)),
             None => {
                 self.outbuf.extend_from_slice(bytes);
                 self.flush()
@@ -255,7 +255,7 @@ impl Session {
     /// Writes what waits as far as the socket takes it.
     fn flush(&mut self) -> io::Result<()> {
         if let Some(conn) = &self.tls {
-            return secure::write(conn, &mut self.tcp, &[]).map(|_| ());
+            return tls_written(secure::write(conn, &mut self.tcp, &[]));
         }
         while !self.outbuf.is_empty() {
             match self.tcp.write(&self.outbuf) {
@@ -1082,6 +1082,15 @@ impl Poller {
         };
         self.targets[ti].port.telemetry(state, body);
         self.ask_read(ti);
+    }
+}
+
+/// A TLS write's outcome: what the socket did not take yet stays in rustls (sent at the next flush), also
+/// while the TCP connect is still under way.
+fn tls_written(r: io::Result<usize>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
+        r => r.map(|_| ()),
     }
 }
 
