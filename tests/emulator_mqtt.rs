@@ -295,8 +295,13 @@ fn mqtt_options_that_cannot_work_are_refused_at_start() {
         Ok(_) => panic!("accepted"),
         Err(e) => e.to_string(),
     };
-    let e = refused(with_mqtt("Shelly1", MqttSpec::new("127.0.0.1:1883")));
-    assert!(e.contains("Gen1 over MQTT is not emulated"), "{e}");
+    let mut sleepy = with_mqtt("ShellyHTG3", MqttSpec::new("127.0.0.1:1883"));
+    sleepy.sleep = Some(Duration::from_secs(60));
+    let e = refused(sleepy);
+    assert!(
+        e.contains("mqtt and sleep together are not emulated"),
+        "{e}"
+    );
     let mut bad = MqttSpec::new("127.0.0.1:1883");
     bad.topic = Some("a/#".into());
     let e = refused(with_mqtt("ShellyPlus1PM", bad));
@@ -533,4 +538,105 @@ fn sdctl_emulate_puts_a_device_on_a_broker() {
     assert_eq!(online.next(LIMIT).as_deref(), Some("lab/relay/online true"));
     let answer = call(&b, "lab/relay", "ctl", 1, "Shelly.GetDeviceInfo", json!({}));
     assert_eq!(answer["src"], json!(id));
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn status_update_republishes_and_component_commands_switch() {
+    let b = Broker::start();
+    let emu = start(vec![with_mqtt(
+        "ShellyPlus2PM",
+        MqttSpec::new(&b.address()),
+    )]);
+    let id = emu.device_id(0).to_string();
+    let status = b.watch(&format!("{id}/status/+"));
+    b.publish(&format!("{id}/command"), "status_update", false);
+    let mut keys = Vec::new();
+    while !(keys.contains(&"switch:1".to_string()) && keys.contains(&"sys".to_string())) {
+        let line = status.next(LIMIT).expect("a status");
+        let (topic, payload) = line.split_once(' ').unwrap();
+        let key = topic.rsplit('/').next().unwrap().to_string();
+        if key == "switch:1" {
+            assert_eq!(json_of(payload)["output"], false);
+        }
+        keys.push(key);
+    }
+    assert!(keys.contains(&"mqtt".to_string()), "{keys:?}");
+
+    b.publish(&format!("{id}/command/switch:1"), "on", false);
+    assert!(eventually(LIMIT, || emu.output(0, 1)));
+    b.publish(&format!("{id}/command/switch:1"), "toggle", false);
+    assert!(eventually(LIMIT, || !emu.output(0, 1)));
+    let errors = b.watch(&format!("{id}/error/+"));
+    b.publish(&format!("{id}/command/switch:0"), "explode", false);
+    assert_eq!(
+        errors.next(LIMIT).as_deref(),
+        Some(format!("{id}/error/switch:0 unknown command explode").as_str())
+    );
+    b.publish(&format!("{id}/command/switch:0"), "status_update", false);
+    // The rest of the first round (wifi, ws) is skipped; its switch:0 was read above.
+    let one = status.next_on(&format!("{id}/status/switch:0"), LIMIT);
+    assert_eq!(json_of(&one.expect("switch:0 status"))["id"], 0);
+}
+
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn a_gen1_device_speaks_the_shellies_topics() {
+    let b = Broker::start();
+    let all = b.watch("shellies/#");
+    let clock = EmuClock::manual();
+    let mut spec = MqttSpec::new(&b.address());
+    spec.topic = Some("shed".into());
+    let emu = Emulator::start_with_clock(
+        vec![with_mqtt("Shelly2.5", spec)],
+        &ModelLibrary::embedded(),
+        clock.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        all.next_on("shellies/shed/online", LIMIT).as_deref(),
+        Some("true")
+    );
+    let announce = json_of(&all.next_on("shellies/announce", LIMIT).unwrap());
+    assert_eq!(announce["id"], "shed");
+    assert_eq!(announce["mac"], json!(emu.mac(0).replace(':', "")));
+    assert_eq!(
+        all.next_on("shellies/shed/relay/1", LIMIT).as_deref(),
+        Some("off")
+    );
+    assert_eq!(
+        all.next_on("shellies/shed/relay/1/energy", LIMIT)
+            .as_deref(),
+        Some("0")
+    );
+    let info = json_of(&all.next_on("shellies/shed/info", LIMIT).unwrap());
+    assert_eq!(info["mqtt"]["connected"], true);
+    assert!(eventually(LIMIT, || emu.mqtt_connected(0)));
+
+    b.publish("shellies/shed/relay/1/command", "on", false);
+    assert_eq!(
+        all.next_on("shellies/shed/relay/1", LIMIT).as_deref(),
+        Some("on")
+    );
+    assert!(emu.output(0, 1));
+    emu.set_input(0, 0, true);
+    assert_eq!(
+        all.next_on("shellies/shed/input/0", LIMIT).as_deref(),
+        Some("1")
+    );
+
+    // Every update_period (30 s) of the emulator clock: everything again, energy in watt-minutes.
+    emu.set_load(0, 1, 120.0);
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(
+        all.next_on("shellies/shed/relay/1/power", LIMIT).as_deref(),
+        Some("120.00")
+    );
+    assert_eq!(
+        all.next_on("shellies/shed/relay/1/energy", LIMIT)
+            .as_deref(),
+        Some("60")
+    );
+    b.publish("shellies/command", "announce", false);
+    assert!(all.next_on("shellies/shed/announce", LIMIT).is_some());
 }

@@ -14,7 +14,7 @@ pub(crate) use super::family::Family;
 use super::faults::NetControl;
 use super::firmware::Firmware;
 use super::layout::{self, Layout, MeterFields};
-use super::mqtt_link::MqttLink;
+use super::mqtt_link::{self, MqttLink};
 use super::sensors;
 use super::server;
 use super::state::{DeviceState, Extras, Source};
@@ -170,7 +170,7 @@ impl Identity {
             ));
         }
         if let Some(m) = &spec.mqtt {
-            check_mqtt(index, spec, family, m)?;
+            check_mqtt(index, spec, m)?;
         }
         if spec.sleep.is_some_and(|p| p.is_zero()) {
             return Err(format!(
@@ -252,18 +252,8 @@ impl Identity {
 }
 
 /// What the MQTT client cannot do or was given wrong, before anything starts.
-fn check_mqtt(
-    index: usize,
-    spec: &DeviceSpec,
-    family: Family,
-    m: &super::MqttSpec,
-) -> Result<(), String> {
+fn check_mqtt(index: usize, spec: &DeviceSpec, m: &super::MqttSpec) -> Result<(), String> {
     let at = format!("device {index} ({})", spec.model);
-    if family == Family::Gen1 {
-        return Err(format!(
-            "{at}: mqtt: Shelly Gen1 over MQTT is not emulated; use a Gen2+ model or Tasmota"
-        ));
-    }
     if spec.sleep.is_some() {
         return Err(format!("{at}: mqtt and sleep together are not emulated"));
     }
@@ -390,8 +380,15 @@ impl Device {
                 spec.mqtt.clone(),
                 &ident.id.replace('-', "_"),
                 &format!("DVES_{}", &ident.mac[6..]),
+                mqtt_link::DEFAULT_TELE_PERIOD,
             ),
-            _ => MqttLink::new(spec.mqtt.clone(), &ident.id, &ident.id),
+            Family::Gen1 => MqttLink::new(
+                spec.mqtt.clone(),
+                &ident.id,
+                &ident.id,
+                mqtt_link::GEN1_UPDATE_PERIOD,
+            ),
+            Family::Rpc => MqttLink::new(spec.mqtt.clone(), &ident.id, &ident.id, 0),
         };
         Device {
             index,

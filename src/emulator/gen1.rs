@@ -138,7 +138,8 @@ fn hhmm(unix: f64) -> String {
     format!("{:02}:{:02}", secs / 3600 % 24, secs / 60 % 60)
 }
 
-fn status(dev: &Device, s: &DeviceState) -> Value {
+/// `/status` (also `info` over MQTT).
+pub(crate) fn status(dev: &Device, s: &DeviceState) -> Value {
     let now = s.now();
     let mut m = Map::new();
     m.insert(
@@ -149,7 +150,7 @@ fn status(dev: &Device, s: &DeviceState) -> Value {
         "cloud".into(),
         json!({"enabled": false, "connected": false}),
     );
-    m.insert("mqtt".into(), json!({"connected": false}));
+    m.insert("mqtt".into(), json!({"connected": dev.mqtt.connected()}));
     m.insert("time".into(), json!(hhmm(now)));
     m.insert("unixtime".into(), json!(now as i64));
     m.insert("serial".into(), json!(1));
@@ -314,9 +315,18 @@ fn settings(dev: &Device, s: &DeviceState) -> Value {
         "wifi_sta".into(),
         json!({"enabled": true, "ssid": "emulator", "ipv4_method": "dhcp", "ip": null}),
     );
+    let spec = dev.mqtt.spec.as_ref();
     m.insert(
         "mqtt".into(),
-        json!({"enable": false, "server": "", "id": hostname}),
+        json!({
+            "enable": spec.is_some(),
+            "server": spec.map_or(String::new(), |m| m.server.clone()),
+            "user": spec.and_then(|m| m.user.clone()).unwrap_or_default(),
+            "id": if spec.is_some() { dev.mqtt.prefix.clone() } else { hostname.clone() },
+            "reconnect_timeout_max": 30, "reconnect_timeout_min": 1, "clean_session": true,
+            "keep_alive": spec.map_or(60, |m| m.keep_alive.as_secs()),
+            "max_qos": 1, "retain": false, "update_period": super::mqtt_link::GEN1_UPDATE_PERIOD,
+        }),
     );
     m.insert(
         "coiot".into(),

@@ -68,6 +68,7 @@ mod gen1;
 mod gen1_outputs;
 mod layout;
 mod mqtt_client;
+mod mqtt_gen1;
 mod mqtt_link;
 mod mqtt_rpc;
 mod mqtt_tasmota;
@@ -178,9 +179,9 @@ pub struct DeviceSpec {
     /// Shelly Gen2+: report `"enhanced_security": true` in `/shelly` and `Shelly.GetDeviceInfo`, as firmware
     /// 2.0 does with Enhanced Security on (which does not mean it serves HTTPS: see `tls`).
     pub enhanced_security: bool,
-    /// Shelly Gen2+ and Tasmota: be the MQTT client of this broker as the firmware is (last will, `online`
-    /// announcements, RPC or commands on its topics, notifications and telemetry), besides serving HTTP.
-    /// `None`: no MQTT. Shelly Gen1 over MQTT is not emulated.
+    /// Be the MQTT client of this broker as the firmware is (last will, `online` announcements, RPC or
+    /// commands on its topics, notifications and telemetry; Shelly Gen2+, Gen1 relays and inputs, Tasmota),
+    /// besides serving HTTP. `None`: no MQTT. Not with `sleep`.
     pub mqtt: Option<MqttSpec>,
 }
 

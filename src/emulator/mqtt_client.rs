@@ -2,8 +2,8 @@
 //! CA, CONNECT with the family's last will, CONNACK), subscribe to the family's topics, announce itself, then
 //! keep the connection: PINGREQ when idle, PUBACK for what the broker delivers at QoS 1, the broker given up
 //! when it stays silent, and a reconnect after a back-off (1 s doubling to 30 s, plus up to 25 % jitter) when
-//! the connection ends. What each family publishes and answers is `mqtt_rpc.rs` (Shelly Gen2+) and
-//! `mqtt_tasmota.rs`.
+//! the connection ends. What each family publishes and answers is `mqtt_rpc.rs` (Shelly Gen2+),
+//! `mqtt_gen1.rs` and `mqtt_tasmota.rs`.
 //!
 //! Threads, per device with MQTT: `sd-emu-mqtt-<port>` (connects, then writes: the link's bounded queue and
 //! the pings) and, while connected, `sd-emu-mqttr-<port>` (reads and decodes packets of at most 64 KiB; a
@@ -21,7 +21,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use super::device::{Device, Family};
 use super::duplex::Duplex;
 use super::state::DeviceState;
-use super::{mqtt_rpc, mqtt_tasmota};
+use super::{mqtt_gen1, mqtt_rpc, mqtt_tasmota};
 use crate::mqtt::packet::{self, Connect, Packet, Will};
 
 /// The largest packet taken from the broker.
@@ -58,7 +58,7 @@ pub(crate) fn on_state(dev: &Device, s: &DeviceState) {
     match dev.ident.family {
         Family::Rpc => mqtt_rpc::on_state(dev, s),
         Family::Tasmota => mqtt_tasmota::on_state(dev, s),
-        Family::Gen1 => {}
+        Family::Gen1 => mqtt_gen1::on_state(dev, s),
     }
 }
 
@@ -72,28 +72,32 @@ pub(crate) fn on_event(dev: &Device, event: &str, cid: usize) {
 fn will(dev: &Device) -> Will {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::will(dev),
-        _ => mqtt_rpc::will(dev),
+        Family::Gen1 => mqtt_gen1::will(dev),
+        Family::Rpc => mqtt_rpc::will(dev),
     }
 }
 
 fn subscriptions(dev: &Device) -> Vec<String> {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::subscriptions(dev),
-        _ => mqtt_rpc::subscriptions(dev),
+        Family::Gen1 => mqtt_gen1::subscriptions(dev),
+        Family::Rpc => mqtt_rpc::subscriptions(dev),
     }
 }
 
 fn announce(dev: &Device) {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::on_connect(dev),
-        _ => mqtt_rpc::on_connect(dev),
+        Family::Gen1 => mqtt_gen1::on_connect(dev),
+        Family::Rpc => mqtt_rpc::on_connect(dev),
     }
 }
 
 fn deliver(dev: &Device, topic: &str, payload: &[u8]) {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::on_message(dev, topic, payload),
-        _ => mqtt_rpc::on_message(dev, topic, payload),
+        Family::Gen1 => mqtt_gen1::on_message(dev, topic, payload),
+        Family::Rpc => mqtt_rpc::on_message(dev, topic, payload),
     }
 }
 
@@ -260,6 +264,11 @@ fn write_loop(
         .map_or(Duration::from_secs(60), |s| s.keep_alive);
     let mut sent = Instant::now();
     loop {
+        // A stop that came while connecting found no queue to wake: seen here.
+        if dev.mqtt.stopping() {
+            let _ = stream.write_all(&packet::to_bytes(&Packet::Disconnect));
+            break;
+        }
         let idle = (sent + keep.mul_f64(0.75)).saturating_duration_since(Instant::now());
         let bytes = match rx.recv_timeout(idle) {
             Ok(b) => b,
@@ -280,10 +289,7 @@ fn write_loop(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         if bytes.is_empty() {
-            if dev.mqtt.stopping() {
-                let _ = stream.write_all(&packet::to_bytes(&Packet::Disconnect));
-                break;
-            }
+            // The reader ended, or the emulator stops (seen at the top).
             if ended.load(Ordering::SeqCst) {
                 break;
             }
@@ -387,6 +393,11 @@ fn kind(p: &Packet) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ModelLibrary;
+    use crate::emulator::{DeviceSpec, Emulator, MqttSpec};
+    use std::net::TcpListener;
+
+    const GUARD: Duration = Duration::from_secs(10);
 
     #[test]
     fn jitter_adds_at_most_a_quarter() {
@@ -397,5 +408,181 @@ mod tests {
                 "{j:?}"
             );
         }
+    }
+
+    /// The broker's side of one connection, played by the test.
+    struct Peer {
+        s: TcpStream,
+        buf: Vec<u8>,
+    }
+
+    impl Peer {
+        fn accept(l: &TcpListener) -> Peer {
+            let (s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(GUARD)).unwrap();
+            Peer { s, buf: Vec::new() }
+        }
+
+        /// The next packet; `None` when the device closed the connection.
+        fn next(&mut self) -> Option<Packet> {
+            let mut chunk = [0u8; 4096];
+            loop {
+                if let Some((p, used)) = packet::decode(&self.buf, LIMIT).unwrap() {
+                    self.buf.drain(..used);
+                    return Some(p);
+                }
+                match self.s.read(&mut chunk) {
+                    Ok(0) | Err(_) => return None,
+                    Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+        }
+
+        fn send(&mut self, p: &Packet) {
+            self.s.write_all(&packet::to_bytes(p)).unwrap();
+        }
+
+        fn publish(&mut self) -> packet::Publish {
+            match self.next() {
+                Some(Packet::Publish(p)) => p,
+                other => panic!("expected a PUBLISH, got {other:?}"),
+            }
+        }
+    }
+
+    fn device(port: u16) -> (Emulator, String) {
+        let mut spec = MqttSpec::new(&format!("127.0.0.1:{port}"));
+        spec.keep_alive = Duration::from_secs(1);
+        spec.user = Some("u".into());
+        spec.password = Some("p".into());
+        let mut d = DeviceSpec::new("ShellyPlus1PM");
+        d.mqtt = Some(spec);
+        let emu = Emulator::start(vec![d], &ModelLibrary::embedded()).unwrap();
+        let id = emu.device_id(0).to_string();
+        (emu, id)
+    }
+
+    #[test]
+    fn the_client_speaks_mqtt_as_the_firmware_and_gives_up_a_silent_broker() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (emu, id) = device(l.local_addr().unwrap().port());
+        let mut b = Peer::accept(&l);
+        let Some(Packet::Connect(c)) = b.next() else {
+            panic!("no CONNECT");
+        };
+        assert_eq!(c.client_id, id);
+        assert_eq!((c.keep_alive, c.clean_session), (1, true));
+        assert_eq!(c.username.as_deref(), Some("u"));
+        assert_eq!(c.password.as_deref(), Some(&b"p"[..]));
+        let will = c.will.unwrap();
+        assert_eq!(will.topic, format!("{id}/online"));
+        assert_eq!(
+            (will.payload.as_slice(), will.qos, will.retain),
+            (&b"false"[..], 1, true)
+        );
+        b.send(&Packet::ConnAck {
+            session_present: false,
+            code: 0,
+        });
+        let Some(Packet::Subscribe { id: sub, filters }) = b.next() else {
+            panic!("no SUBSCRIBE");
+        };
+        let topics: Vec<&str> = filters.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            topics,
+            [
+                format!("{id}/rpc"),
+                format!("{id}/command"),
+                format!("{id}/command/+")
+            ]
+        );
+        assert!(filters.iter().all(|(_, q)| *q == 1));
+        let online = b.publish();
+        assert_eq!(
+            (online.topic.as_str(), online.payload.as_slice()),
+            (&*format!("{id}/online"), &b"true"[..])
+        );
+        assert!(online.retain && online.qos == 1 && online.id.is_some());
+        let full = b.publish();
+        assert_eq!(full.topic, format!("{id}/events/rpc"));
+        let frame: serde_json::Value = serde_json::from_slice(&full.payload).unwrap();
+        assert_eq!(frame["method"], "NotifyFullStatus");
+        assert_eq!(frame["params"]["mqtt"]["connected"], true);
+        assert!(!emu.mqtt_connected(0), "not before the SUBACK");
+        b.send(&Packet::SubAck {
+            id: sub,
+            codes: vec![1, 1, 1],
+        });
+        b.send(&Packet::PubAck(online.id.unwrap()));
+
+        // A request at QoS 1: acknowledged, then answered at QoS 1.
+        let req = br#"{"id":5,"src":"ctl","method":"Switch.Set","params":{"id":0,"on":true}}"#;
+        b.send(&Packet::Publish(packet::Publish {
+            topic: format!("{id}/rpc"),
+            payload: req.to_vec(),
+            qos: 1,
+            retain: false,
+            dup: false,
+            id: Some(77),
+        }));
+        let mut answered = false;
+        let mut acked = false;
+        while !(answered && acked) {
+            match b.next() {
+                Some(Packet::PubAck(77)) => acked = true,
+                Some(Packet::Publish(p)) if p.topic == "ctl/rpc" => {
+                    let v: serde_json::Value = serde_json::from_slice(&p.payload).unwrap();
+                    assert_eq!(v["result"]["was_on"], false);
+                    assert_eq!(p.qos, 1);
+                    answered = true;
+                }
+                // The switch's NotifyStatus, or a ping.
+                Some(Packet::Publish(_)) | Some(Packet::PingReq) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(emu.output(0, 0));
+        assert!(emu.mqtt_connected(0));
+
+        // Idle: a PINGREQ within the keep-alive; answered, the connection stays.
+        loop {
+            match b.next() {
+                Some(Packet::PingReq) => break,
+                Some(Packet::Publish(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        b.send(&Packet::PingResp);
+        // Not answered any more: the device gives the broker up and connects again.
+        loop {
+            match b.next() {
+                None => break,
+                Some(Packet::PingReq | Packet::Publish(_)) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let mut again = Peer::accept(&l);
+        assert!(matches!(again.next(), Some(Packet::Connect(_))));
+        // A broker that answers with something else than a CONNACK is left at once.
+        again.send(&Packet::PingResp);
+        assert!(again.next().is_none());
+        assert_eq!(emu.mqtt_connects(0), 1);
+    }
+
+    #[test]
+    fn a_refused_login_is_retried_after_a_back_off() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (emu, _) = device(l.local_addr().unwrap().port());
+        let mut b = Peer::accept(&l);
+        assert!(matches!(b.next(), Some(Packet::Connect(_))));
+        b.send(&Packet::ConnAck {
+            session_present: false,
+            code: 5,
+        });
+        assert!(b.next().is_none(), "closed after the refusal");
+        let mut again = Peer::accept(&l);
+        assert!(matches!(again.next(), Some(Packet::Connect(_))));
+        assert_eq!(emu.mqtt_connects(0), 0);
+        assert!(!emu.mqtt_connected(0));
     }
 }

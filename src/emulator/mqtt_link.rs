@@ -17,14 +17,17 @@ use crate::mqtt::packet::{self, Packet, Publish};
 
 /// Tasmota's default `TelePeriod`, seconds.
 pub(crate) const DEFAULT_TELE_PERIOD: u64 = 300;
+/// Shelly Gen1's `update_period`, seconds.
+pub(crate) const GEN1_UPDATE_PERIOD: u64 = 30;
 
 /// An emulated device as the MQTT client of a broker, as the firmware is (see [`super::DeviceSpec::mqtt`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MqttSpec {
     /// The broker, `host:port` (`host` alone: port 1883, or 8883 with `ca_file`).
     pub server: String,
-    /// Shelly Gen2+: the `topic_prefix` (default the device id, e.g. `shellyplus1pm-a8032ab12345`); Tasmota:
-    /// the `%topic%` (default `tasmota_XXXXXX`, the last 6 hex digits of the MAC).
+    /// Shelly Gen2+: the `topic_prefix` (default the device id, e.g. `shellyplus1pm-a8032ab12345`); Gen1: the
+    /// `<id>` of `shellies/<id>/…` (default the device id, e.g. `shelly1-34945472A643`); Tasmota: the `%topic%`
+    /// (default `tasmota_XXXXXX`, the last 6 hex digits of the MAC).
     pub topic: Option<String>,
     /// Broker user name.
     pub user: Option<String>,
@@ -125,8 +128,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl MqttLink {
-    /// A link for `spec` (`None`: the device speaks no MQTT) with its prefix and client id resolved.
-    pub(crate) fn new(spec: Option<MqttSpec>, default_prefix: &str, client_id: &str) -> MqttLink {
+    /// A link for `spec` (`None`: the device speaks no MQTT) with its prefix and client id resolved, publishing
+    /// its periodic values every `period` seconds (Tasmota `TelePeriod`, Gen1 `update_period`).
+    pub(crate) fn new(
+        spec: Option<MqttSpec>,
+        default_prefix: &str,
+        client_id: &str,
+        period: u64,
+    ) -> MqttLink {
         let prefix = spec
             .as_ref()
             .and_then(|s| s.topic.clone())
@@ -143,10 +152,7 @@ impl MqttLink {
             live: Mutex::new(None),
             next_id: Mutex::new(0),
             last: Mutex::new(None),
-            tele: Mutex::new(Tele {
-                period: DEFAULT_TELE_PERIOD,
-                next: None,
-            }),
+            tele: Mutex::new(Tele { period, next: None }),
             thread: Mutex::new(None),
         }
     }
@@ -364,7 +370,7 @@ mod tests {
 
     #[test]
     fn tele_period_follows_the_firmware_rules() {
-        let l = MqttLink::new(None, "tasmota_A1B2C3", "DVES_A1B2C3");
+        let l = MqttLink::new(None, "tasmota_A1B2C3", "DVES_A1B2C3", DEFAULT_TELE_PERIOD);
         let now = Instant::now();
         assert_eq!(l.tele_period(), 300);
         assert!(!l.tele_due(now), "nothing scheduled before a connection");
@@ -379,7 +385,7 @@ mod tests {
 
     #[test]
     fn publishing_needs_a_connection() {
-        let l = MqttLink::new(Some(MqttSpec::new("127.0.0.1:1")), "p", "c");
+        let l = MqttLink::new(Some(MqttSpec::new("127.0.0.1:1")), "p", "c", 300);
         assert!(!l.publish("p/online", b"true", true));
         let (tx, rx) = crossbeam_channel::bounded(2);
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use super::device::{Device, Family};
 use super::state::DeviceState;
-use super::tasmota;
+use super::{mqtt_gen1, tasmota};
 use crate::mqtt::packet::Will;
 
 /// Longest command payload taken.
@@ -206,18 +206,19 @@ fn telemetry(dev: &Device) {
     );
 }
 
-/// The thread that sends telemetry when due; [`Telemetry::stop`] ends it.
+/// The thread that sends Tasmota telemetry and Gen1 updates when due; [`Telemetry::stop`] ends it.
 pub(crate) struct Telemetry {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
 
 impl Telemetry {
-    /// Starts the thread when a Tasmota device has MQTT.
+    /// Starts the thread when a Tasmota or Gen1 device has MQTT (Gen1 publishes its values every
+    /// `update_period`).
     pub(crate) fn start(devices: &[Arc<Device>]) -> std::io::Result<Option<Telemetry>> {
         let tasmotas: Vec<Arc<Device>> = devices
             .iter()
-            .filter(|d| d.ident.family == Family::Tasmota && d.mqtt.enabled())
+            .filter(|d| d.ident.family != Family::Rpc && d.mqtt.enabled())
             .cloned()
             .collect();
         if tasmotas.is_empty() {
@@ -232,7 +233,10 @@ impl Telemetry {
                 while !flag.load(Ordering::SeqCst) {
                     for d in &tasmotas {
                         if d.mqtt.connected() && d.mqtt.tele_due(d.clock.instant()) {
-                            telemetry(d);
+                            match d.ident.family {
+                                Family::Gen1 => mqtt_gen1::update(d),
+                                _ => telemetry(d),
+                            }
                         }
                     }
                     std::thread::sleep(LOOK);

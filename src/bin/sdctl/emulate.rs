@@ -58,13 +58,14 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
               SHA-256 fingerprint is printed (configure it as CertSha256, or let first use pin it)
   es          Gen2+: report Enhanced Security (enhanced_security: true) as firmware 2.0 does; alone it
               does not mean HTTPS
-  mqtt        Gen2+ and Tasmota: also be the MQTT client of this broker, as the firmware is (it keeps serving
-              HTTP). Gen2+: client id = device id, will <prefix>/online false, RPC on <prefix>/rpc answered on
-              <src>/rpc, notifications on <prefix>/events/rpc. Tasmota: will tele/<topic>/LWT Offline,
-              commands on cmnd/<topic>/..., answers on stat/<topic>/..., telemetry every TelePeriod (300 s).
-              Reconnects after 1 s doubling to 30 s when the broker goes away
-  topic       with mqtt: Gen2+ the topic prefix (default the device id), Tasmota the topic (default
-              tasmota_XXXXXX)
+  mqtt        also be the MQTT client of this broker, as the firmware is (it keeps serving HTTP). Gen2+:
+              client id = device id, will <prefix>/online false, RPC on <prefix>/rpc answered on <src>/rpc,
+              notifications on <prefix>/events/rpc. Gen1: shellies/<id>/online, relay/<n>[/power|/energy],
+              input/<n>, relay/<n>/command, every 30 s. Tasmota: will tele/<topic>/LWT Offline, commands on
+              cmnd/<topic>/..., answers on stat/<topic>/..., telemetry every TelePeriod (300 s). Reconnects
+              after 1 s doubling to 30 s when the broker goes away
+  topic       with mqtt: Gen2+ the topic prefix (default the device id), Gen1 the <id> of shellies/<id>
+              (default the device id), Tasmota the topic (default tasmota_XXXXXX)
   mqtt_user, mqtt_pass
               with mqtt: the broker login
   mqtt_ca     with mqtt: connect over TLS, checking the broker against the CA certificates in this PEM file
