@@ -35,7 +35,9 @@ fn main() {
         Some("gen2") => gen2(arg(2, 1000) as usize, arg(3, 300) as usize, false),
         Some("gen2-http") => gen2(arg(2, 1000) as usize, 0, true),
         Some("tasmota") => tasmota(arg(2, 1000) as usize, arg(3, 60)),
-        _ => eprintln!("usage: bench_mqtt gen2 [N] [SAMPLES] | gen2-http [N] | tasmota [N] [SECONDS]"),
+        _ => eprintln!(
+            "usage: bench_mqtt gen2 [N] [SAMPLES] | gen2-http [N] | tasmota [N] [SECONDS]"
+        ),
     }
 }
 
@@ -214,15 +216,16 @@ fn settings(devs: &Devices, broker: u16, model: &str, http: bool) -> Settings {
                 "    - {{{block}, Channel: http, Hostname: 127.0.0.1, Port: {p}}}\n"
             ));
         } else {
-            yaml.push_str(&format!("    - {{{block}, Channel: mqtt, MqttTopic: '{t}'}}\n"));
+            yaml.push_str(&format!(
+                "    - {{{block}, Channel: mqtt, MqttTopic: '{t}'}}\n"
+            ));
         }
     }
     Settings::from_yaml_str(&yaml).unwrap()
 }
 
 fn memory_and_threads() {
-    let mut by_name = support::threads_by_name();
-    by_name.sort_by(|a, b| b.1.cmp(&a.1));
+    let by_name = support::threads_by_name();
     let names: Vec<String> = by_name.iter().map(|(n, c)| format!("{n} {c}")).collect();
     println!(
         "threads: {} ({})",
@@ -366,7 +369,11 @@ fn tasmota(n: usize, seconds: u64) {
         .map(|(k, v)| format!("{k} {:.0} ms", v as f64 / 1e6))
         .collect();
     println!("  by thread: {}", by.join(", "));
-    let power = ctl.devices().iter().filter(|d| d.meters[0].power.is_some()).count();
+    let power = ctl
+        .devices()
+        .iter()
+        .filter(|d| d.meters[0].power.is_some())
+        .count();
     println!("  devices with a power reading: {power}/{n}");
     ctl.close();
 }

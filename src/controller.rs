@@ -482,8 +482,7 @@ impl Controller {
             // Devices behind the broker are reached by topic, never at an address.
             .map(|c| {
                 c.mac.filter(|_| {
-                    !c.simulate
-                        && controller.settings.channel_of(c) != crate::config::Channel::Mqtt
+                    !c.simulate && controller.settings.channel_of(c) != crate::config::Channel::Mqtt
                 })
             })
             .collect();
