@@ -4,9 +4,9 @@
 //! It connects (TCP, TLS with the `Mqtt` block's `CaFile`, CONNECT with a clean session, keep-alive, user and
 //! password), subscribes to every MQTT device's topics (`mqtt/topics.rs`) and to `<ClientId>/+/rpc`, where
 //! Gen2+ devices answer us; then the link is up, each Gen2+ device's `Tunnel` carries its requests, and every
-//! device is read again (whatever changed while we were away). Idle, it sends PINGREQ every `KeepAlive`; no
-//! PINGRESP within a `ResponseTimeout`, an error or the broker closing ends the connection, and it reconnects
-//! after 1 s doubling to 30 s plus jitter (the wait starts over once a connection stayed up 10 s).
+//! device is read again (whatever changed while we were away). Quiet either way for `KeepAlive`, it sends
+//! PINGREQ; no PINGRESP within a `ResponseTimeout`, an error or the broker closing ends the connection, and it
+//! reconnects after 1 s doubling to 30 s plus jitter (the wait starts over once a connection stayed up 10 s).
 //!
 //! What arrives goes where the push channel's goes: answers to the tunnel by id (Gen2+) or to the command
 //! waiting in the device's `Port` (Tasmota); `NotifyStatus`/`NotifyFullStatus`/`NotifyEvent` through
@@ -225,12 +225,19 @@ struct Session {
     /// The socket may hold more (a turn stopped at its byte share).
     more: bool,
     last_sent: Instant,
+    /// When the broker last sent anything: a broker gone silent is pinged even while we keep sending.
+    last_heard: Instant,
     ping_sent: Option<Instant>,
     up_at: Instant,
     next_id: u16,
 }
 
 impl Session {
+    /// The start of the quiet the keep-alive measures: since we last sent, or since the broker last did.
+    fn idle_since(&self) -> Instant {
+        self.last_sent.min(self.last_heard)
+    }
+
     fn packet_id(&mut self) -> u16 {
         self.next_id = self.next_id.wrapping_add(1).max(1);
         self.next_id
@@ -394,7 +401,7 @@ impl Poller {
             Conn::Up(s) if s.more => Some(Instant::now()),
             Conn::Up(s) => Some(match s.ping_sent {
                 Some(at) => at + self.response_timeout,
-                None => s.last_sent + self.keep_alive,
+                None => s.idle_since() + self.keep_alive,
             }),
         };
         for l in &self.limits {
@@ -474,7 +481,7 @@ impl Poller {
                     "no PINGRESP within {:.1} s",
                     response.as_secs_f64()
                 )),
-                None if now >= s.last_sent + keep_alive => {
+                None if now >= s.idle_since() + keep_alive => {
                     s.ping_sent = Some(now);
                     s.send_packet(&Packet::PingReq)
                         .err()
@@ -567,6 +574,7 @@ impl Poller {
             skip: 0,
             more: false,
             last_sent: now,
+            last_heard: now,
             ping_sent: None,
             up_at: now,
             next_id: 0,
@@ -608,6 +616,7 @@ impl Poller {
                 Err(e) => return Err(describe_io(&e)),
             };
             read += n;
+            s.last_heard = Instant::now();
             let mut chunk = &scratch[..n];
             if s.skip > 0 {
                 let k = s.skip.min(chunk.len());
