@@ -693,3 +693,51 @@ fn the_readme_broker_example_is_valid() {
     );
     assert!(!out.contains("readme-pw-1"), "{out}");
 }
+
+/// Covers over MQTT: a Gen2+ cover (RPC `Cover.*` through the broker) and a Tasmota shutter (`ShutterOpen1`,
+/// `ShutterPosition1` on `cmnd/…`), moved and read back on the emulator's clock.
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn covers_move_over_mqtt() {
+    use smartdev::{CoverAction, CoverState};
+    let b = Broker::start();
+    let clock = smartdev::emulator::EmuClock::manual();
+    let mut gen2 = DeviceSpec::new("Shelly2PMG4");
+    gen2.profile = Some("cover".into());
+    let mut tasmota = DeviceSpec::new("Tasmota");
+    tasmota.shutters = 1;
+    for d in [&mut gen2, &mut tasmota] {
+        d.mqtt = Some(MqttSpec::new(&b.address()));
+    }
+    let emu =
+        Emulator::start_with_clock(vec![gen2, tasmota], &ModelLibrary::embedded(), clock.clone())
+            .unwrap();
+    assert!(eventually(LIMIT, || emu.mqtt_connected(0) && emu.mqtt_connected(1)));
+    let ctl = open(
+        &emu,
+        &b,
+        &[
+            "Name: Blinds, Model: Shelly2PMG4, Profile: cover, Covers: [{Name: Terrace}]",
+            "Name: Shade, Model: Tasmota, Covers: [{Name: Awning}]",
+        ],
+    );
+    for (device, cover) in [("Blinds", "Terrace"), ("Shade", "Awning")] {
+        let c = ctl.cover(Identity::name(cover)).unwrap();
+        assert_eq!(c.position, Some(0.0), "{cover}: {c:?}");
+        let c = ctl
+            .move_cover(Identity::name(cover), CoverAction::Open)
+            .unwrap();
+        assert_eq!(c.state, Some(CoverState::Opening), "{cover}");
+        clock.advance(Duration::from_secs(60));
+        ctl.read_device(device).unwrap();
+        let c = ctl.cover(Identity::name(cover)).unwrap();
+        assert_eq!(c.position, Some(100.0), "{cover}: {c:?}");
+        ctl.move_cover(Identity::name(cover), CoverAction::Position(30))
+            .unwrap();
+        clock.advance(Duration::from_secs(60));
+        ctl.read_device(device).unwrap();
+        let c = ctl.cover(Identity::name(cover)).unwrap();
+        assert_eq!(c.position, Some(30.0), "{cover}: {c:?}");
+    }
+    ctl.close();
+}
