@@ -709,9 +709,12 @@ fn covers_move_over_mqtt() {
     for d in [&mut gen2, &mut tasmota] {
         d.mqtt = Some(MqttSpec::new(&b.address()));
     }
-    let emu =
-        Emulator::start_with_clock(vec![gen2, tasmota], &ModelLibrary::embedded(), clock.clone())
-            .unwrap();
+    let emu = Emulator::start_with_clock(
+        vec![gen2, tasmota],
+        &ModelLibrary::embedded(),
+        clock.clone(),
+    )
+    .unwrap();
     assert!(eventually(LIMIT, || emu.mqtt_connected(0) && emu.mqtt_connected(1)));
     let ctl = open(
         &emu,
@@ -739,5 +742,39 @@ fn covers_move_over_mqtt() {
         let c = ctl.cover(Identity::name(cover)).unwrap();
         assert_eq!(c.position, Some(30.0), "{cover}: {c:?}");
     }
+    ctl.close();
+}
+
+/// Thaws a frozen broker when dropped (also on panic), so its own drop can kill it.
+struct Thaw<'a>(&'a Broker);
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        self.0.freeze(false);
+    }
+}
+
+/// A broker that goes silent without closing anything (hung, or a path that drops packets): the keep-alive's
+/// unanswered PINGREQ ends the connection, the devices go offline with the reason, and when the broker answers
+/// again everything is reconnected and read.
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn a_silent_broker_is_found_out_by_the_keep_alive() {
+    let b = Broker::start();
+    let emu = devices(&b, &["ShellyPlus1PM"], |_| {});
+    let mqtt = format!(
+        "Host: 127.0.0.1, Port: {}, ClientId: ctl-k, KeepAlive: 5",
+        b.port
+    );
+    let ctl = Controller::open(settings(&emu, &mqtt, &[PLUS], ""), None).unwrap();
+    assert!(ctl.device("Hall").unwrap().online);
+    b.freeze(true);
+    let thaw = Thaw(&b);
+    assert!(eventually(LIMIT, || !ctl.device("Hall").unwrap().online));
+    let why = ctl.device("Hall").unwrap().last_error.unwrap_or_default();
+    assert!(why.contains("PINGRESP"), "{why}");
+    drop(thaw);
+    assert!(eventually(LIMIT, || emu.mqtt_connected(0)));
+    assert!(eventually(LIMIT, || ctl.device("Hall").unwrap().online));
     ctl.close();
 }
