@@ -628,6 +628,16 @@ fn sdctl_checks_reads_and_switches_over_mqtt() {
         "{out}"
     );
     assert!(!out.contains("pw-9f2"), "{out}");
+    let o = sdctl(&["--config", cfg, "--json", "check"]);
+    let checked: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        checked["Channels"],
+        serde_json::json!([
+            {"Device": "Hall", "Channel": "mqtt"},
+            {"Device": "Plug", "Channel": "mqtt"},
+            {"Device": "Sim", "Channel": "simulated"}
+        ])
+    );
     let o = sdctl(&["--config", cfg, "--json", "status"]);
     assert_eq!(
         o.status.code(),
