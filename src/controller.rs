@@ -146,6 +146,8 @@ struct Running {
     listener: Option<Listener>,
     /// The push channel's threads (`Channel: auto`), when some device uses it.
     push: Option<crate::actor::push::Push>,
+    /// `sd-mqtt` (`Channel: mqtt`), when some device uses it.
+    mqtt: Option<crate::actor::mqtt::Mqtt>,
     /// `sd-find`, when some device is configured with a `MAC` (it may move).
     find: Option<crate::actor::find::Find>,
 }
@@ -197,7 +199,7 @@ impl Controller {
         } else {
             None
         };
-        let port = listener.as_ref().map_or(0, |l| l.addr().port());
+        let listen_port = listener.as_ref().map_or(0, |l| l.addr().port());
         // HTTPS devices: their TLS client configuration (verifier), for HTTPS and WSS alike.
         let mut problems = Vec::new();
         let mut trust_stores = Vec::new();
@@ -225,6 +227,27 @@ impl Controller {
         for t in &push_targets {
             tunnels[t.di] = Some(t.tunnel.clone());
         }
+        // The MQTT channel: each device's port (and, Gen2+, its tunnel), and the connection, up before the
+        // workers' first contact goes through it.
+        let mqtt_ctx: Arc<std::sync::OnceLock<Arc<crate::actor::push::Context>>> = Arc::default();
+        let (mqtt_targets, ports) = mqtt_targets(&devices, &settings, &mut tunnels);
+        let mut mqtt = None;
+        if let (Some(m), Some(first)) = (&settings.mqtt, mqtt_targets.first()) {
+            let link = first.port.link.clone();
+            let started = crate::actor::mqtt::Mqtt::start(
+                m.clone(),
+                link.clone(),
+                mqtt_targets,
+                mqtt_ctx.clone(),
+                settings.response_timeout,
+            )
+            .map_err(|e| Error::Io {
+                context: "starting the MQTT thread".into(),
+                source: e,
+            })?;
+            link.wait_settled(settings.response_timeout + std::time::Duration::from_secs(1));
+            mqtt = Some(started);
+        }
         let outbound_targets = outbound_targets(&devices, &settings, &mut tunnels);
         let outbound: Vec<bool> = settings
             .devices
@@ -237,6 +260,7 @@ impl Controller {
         // Planned devices are in configuration order, so they pair with their configuration blocks.
         for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
             let tunnel = tunnels[di].clone();
+            let port = ports[di].clone();
             let credentials = driver::Credentials {
                 username: cfg.username.clone(),
                 password: cfg.password.clone(),
@@ -259,7 +283,7 @@ impl Controller {
                     here.hostname = host.map(str::to_string);
                     here.port = at;
                 }
-                let mut hooks = install::plan(&here, &settings.webhooks, port);
+                let mut hooks = install::plan(&here, &settings.webhooks, listen_port);
                 if let Some(h) = hooks.as_mut() {
                     h.outbound = reports_outbound;
                 }
@@ -270,6 +294,7 @@ impl Controller {
                     hooks,
                     credentials.clone(),
                     tunnel.clone(),
+                    port.clone(),
                 )
             });
             match factory(d.address.as_deref(), d.port) {
@@ -382,6 +407,7 @@ impl Controller {
                 stop_supervisor: None,
                 listener,
                 push: None,
+                mqtt,
                 find: None,
             })),
             closing,
@@ -396,11 +422,21 @@ impl Controller {
             return Err(e);
         }
         let ctx = Arc::new(crate::actor::push::Context {
+            channel: crate::event::EventChannel::Push,
             shared: controller.shared.clone(),
             queue: controller.queue.clone(),
             wake: controller.wake.clone(),
             response_timeout: controller.settings.response_timeout,
         });
+        // Notifications, telemetry and announcements reach the workers from now on (before, every device's
+        // first contact read its state).
+        let _ = mqtt_ctx.set(Arc::new(crate::actor::push::Context {
+            channel: crate::event::EventChannel::Mqtt,
+            shared: controller.shared.clone(),
+            queue: controller.queue.clone(),
+            wake: controller.wake.clone(),
+            response_timeout: controller.settings.response_timeout,
+        }));
         if !outbound_targets.is_empty() {
             let macs = outbound_targets
                 .iter()
@@ -444,7 +480,12 @@ impl Controller {
             .settings
             .devices
             .iter()
-            .map(|c| c.mac.filter(|_| !c.simulate))
+            // Devices behind the broker are reached by topic, never at an address.
+            .map(|c| {
+                c.mac.filter(|_| {
+                    !c.simulate && controller.settings.channel_of(c) != crate::config::Channel::Mqtt
+                })
+            })
             .collect();
         if controller.settings.follow_moves && macs.iter().any(Option::is_some) {
             let finder = finder.unwrap_or_else(|| {
@@ -992,6 +1033,9 @@ impl Controller {
         if let Some(mut p) = running.push.take() {
             p.stop();
         }
+        if let Some(mut m) = running.mqtt.take() {
+            m.stop();
+        }
         // Retry waits end early and requests on the wire are interrupted, so workers stuck on silent devices
         // return at once.
         self.closing.store(true, Ordering::Relaxed);
@@ -1053,6 +1097,73 @@ fn push_targets(
             })
         })
         .collect()
+}
+
+/// The devices on the MQTT channel (`Channel: mqtt`, Gen2+ and Tasmota; the configuration was checked), each
+/// with its `Port` on the one broker link, and (Gen2+) a tunnel for its requests, put in `tunnels`. The
+/// second list gives each device's port by configuration index.
+#[allow(clippy::type_complexity)]
+fn mqtt_targets(
+    devices: &[Device],
+    settings: &Settings,
+    tunnels: &mut [Option<Arc<crate::driver::ws::tunnel::Tunnel>>],
+) -> (
+    Vec<crate::actor::mqtt::Target>,
+    Vec<Option<Arc<crate::mqtt::link::Port>>>,
+) {
+    use crate::models::{ModelRef, OutputKind, Protocol};
+    use crate::mqtt::topics::Family;
+    let mut ports = vec![None; devices.len()];
+    let Some(m) = &settings.mqtt else {
+        return (Vec::new(), ports);
+    };
+    let link = Arc::new(crate::mqtt::link::Link::new(
+        m.client_id.clone(),
+        format!("{}:{}", crate::hostname::url_host(&m.host), m.port),
+    ));
+    let mut out = Vec::new();
+    for (di, (d, cfg)) in devices.iter().zip(&settings.devices).enumerate() {
+        if settings.channel_of(cfg) != crate::config::Channel::Mqtt || d.simulate {
+            continue;
+        }
+        let (family, output_type) = match settings.models.resolve(&d.model) {
+            Some(ModelRef::Vendor(m)) if m.protocol == Protocol::Rpc => (
+                Family::Rpc,
+                match m.output_kind {
+                    OutputKind::Switch => "switch",
+                    OutputKind::Light => "light",
+                },
+            ),
+            Some(ModelRef::Tasmota) => (Family::Tasmota, ""),
+            _ => continue,
+        };
+        let Ok(topics) = crate::mqtt::topics::for_device(cfg, family) else {
+            continue;
+        };
+        let port = Arc::new(crate::mqtt::link::Port::new(link.clone(), topics));
+        ports[di] = Some(port.clone());
+        let rpc = (family == Family::Rpc).then(|| {
+            let tunnel: Arc<crate::driver::ws::tunnel::Tunnel> = Arc::default();
+            tunnels[di] = Some(tunnel.clone());
+            crate::actor::push::Target {
+                di,
+                id: d.id,
+                label: d.label(),
+                password: None,
+                output_type,
+                tunnel,
+                tls: None,
+            }
+        });
+        out.push(crate::actor::mqtt::Target {
+            di,
+            id: d.id,
+            label: d.label(),
+            port,
+            rpc,
+        });
+    }
+    (out, ports)
 }
 
 /// The devices that report through the outbound WebSocket (`sleep::outbound`), each sharing the tunnel of its

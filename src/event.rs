@@ -119,6 +119,8 @@ pub enum EventChannel {
     Push,
     /// Raised by smartdev itself when a read of the device (a refresh) showed it (`device.profile_changed`).
     Read,
+    /// The MQTT broker (`Channel: mqtt`): a Gen2+ `NotifyEvent`, or a state change in a notification.
+    Mqtt,
 }
 
 /// Which events `pull_webhook_event_matching` takes: every given criterion must match.

@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 
 mod actor;
+mod answer;
 mod builder;
 mod clock;
 pub mod config;
@@ -71,8 +72,6 @@ mod log_scope;
 pub mod logging;
 mod mac;
 pub mod models;
-// The MQTT channel (issue 27) is built on these packets; until it lands only tests and fuzzing use them.
-#[allow(dead_code)]
 mod mqtt;
 mod objects;
 mod plan;

@@ -246,6 +246,9 @@ pub enum Transport {
     /// to HTTP behind the user's back, nor to HTTPS because it reports Enhanced Security.
     #[serde(rename = "https")]
     Https,
+    /// Through the MQTT broker of the `Mqtt` block (`Channel: mqtt`).
+    #[serde(rename = "mqtt")]
+    Mqtt,
 }
 
 /// A device and all its components, as last read.
@@ -277,7 +280,7 @@ pub struct Device {
     /// configured with a `MAC` after it moved (its `port` too). `None` while no address is known (a device
     /// configured by its MAC alone, not found yet) and for simulated devices.
     pub address: Option<String>,
-    /// `http` or `https`: how the device is spoken to (`None` for simulated devices).
+    /// `http`, `https` or `mqtt`: how the device is spoken to (`None` for simulated devices).
     pub transport: Option<Transport>,
     /// Whether the device is simulated from a local JSON file.
     pub simulate: bool,

@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use crate::config::{ComponentConfig, DeviceConfig, Settings};
+use crate::config::{Channel, ComponentConfig, DeviceConfig, Settings};
 use crate::error::Problem;
 use crate::models::{ModelRef, Protocol, SensorQuantity, Shape};
 use crate::objects::{ComponentKind, Cover, Device, Input, Meter, Output, Sensor, TempProbe};
@@ -264,7 +264,9 @@ fn plan_all(
                 (None, false) => None,
             },
             port: cfg.port.unwrap_or(if cfg.tls { 443 } else { 80 }),
-            transport: (!cfg.simulate).then_some(if cfg.tls {
+            transport: (!cfg.simulate).then_some(if settings.channel_of(cfg) == Channel::Mqtt {
+                crate::objects::Transport::Mqtt
+            } else if cfg.tls {
                 crate::objects::Transport::Https
             } else {
                 crate::objects::Transport::Http
@@ -369,9 +371,15 @@ fn plan_all(
                 ));
             }
         }
+        let mqtt = settings.channel_of(cfg) == Channel::Mqtt && !cfg.simulate;
+        if mqtt {
+            problems.extend(mqtt_problems(settings, cfg, &at));
+        }
         match (&cfg.hostname, cfg.simulate) {
             // With a MAC, discovery may find the address later; the device opens offline until then.
             (None, false) if cfg.mac.is_some() => {}
+            // Reached through the broker: no address needed.
+            (None, false) if mqtt => {}
             (None, false) => problems.push(Problem::new(
                 &at,
                 "Hostname is required for a real device (or give its MAC, or set Simulate: true)",
@@ -653,6 +661,40 @@ fn check_follow_names(
 
 /// Whether the configuration leaves the device's shape to the device: a Shelly model with profiles, no
 /// `Profile`, and no list of a kind whose count differs between the profiles; a Tasmota device without `Covers`.
+/// What is wrong with a real device on `Channel: mqtt`: no `Mqtt` block, a family that does not speak it
+/// here (Gen1), or no usable topic.
+fn mqtt_problems(settings: &Settings, cfg: &DeviceConfig, at: &str) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if settings.mqtt.is_none() {
+        out.push(Problem::new(
+            at,
+            format!(
+                "Channel: mqtt needs the broker: add an Mqtt block under {} (e.g. Mqtt: {{Host: broker.local}}), or set another Channel",
+                settings.root_key
+            ),
+        ));
+    }
+    let family = match settings.models.resolve(&cfg.model) {
+        Some(ModelRef::Tasmota) => crate::mqtt::topics::Family::Tasmota,
+        Some(ModelRef::Vendor(m)) if m.protocol == Protocol::Rpc => {
+            crate::mqtt::topics::Family::Rpc
+        }
+        Some(ModelRef::Vendor(_)) => {
+            out.push(Problem::new(
+                at,
+                "Channel: mqtt is for Shelly Gen2+ and Tasmota devices; smartdev speaks to Gen1 devices over HTTP only: set Channel: http for this device",
+            ));
+            return out;
+        }
+        // The unknown model is reported on its own.
+        None => return out,
+    };
+    if let Err(why) = crate::mqtt::topics::for_device(cfg, family) {
+        out.push(Problem::new(at, why));
+    }
+    out
+}
+
 fn shape_left_open(model: ModelRef<'_>, cfg: &DeviceConfig) -> bool {
     let info = match model {
         ModelRef::Tasmota => return cfg.covers.is_none(),

@@ -119,7 +119,8 @@ type Device struct {
 	// Address is where the device is reached now: the configured Hostname, or where discovery found a device
 	// configured with a MAC after it moved; nil while no address is known (and for simulated devices).
 	Address *string `json:"Address"`
-	// Transport is "http" or "https" (Tls: true; the certificate verified); nil for simulated devices.
+	// Transport is "http", "https" (Tls: true; the certificate verified) or "mqtt" (Channel: mqtt, through the
+	// broker); nil for simulated devices.
 	Transport *string `json:"Transport"`
 	// Simulate is true for a device simulated from a local JSON file.
 	Simulate bool `json:"Simulate"`
@@ -490,8 +491,8 @@ type Event struct {
 	Source string `json:"Source"`
 	// Params holds any other query or body fields.
 	Params map[string]interface{} `json:"Params"`
-	// Channel is how the event came: "webhook", or "push" (the device's WebSocket, Channel: auto); "read" for
-	// smartdev's own device.profile_changed noticed by a refresh.
+	// Channel is how the event came: "webhook", "push" (the device's WebSocket, Channel: auto) or "mqtt" (the
+	// broker, Channel: mqtt); "read" for smartdev's own device.profile_changed noticed by a refresh.
 	Channel string `json:"Channel"`
 }
 

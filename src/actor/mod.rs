@@ -3,7 +3,9 @@
 pub(crate) mod find;
 pub(crate) mod firmware_op;
 pub(crate) mod hook_inbox;
+pub(crate) mod mqtt;
 pub(crate) mod outbound;
+pub(crate) mod pace;
 pub(crate) mod peers;
 pub(crate) mod push;
 pub(crate) mod restart;

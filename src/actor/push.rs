@@ -23,7 +23,6 @@
 //! beyond that, never dropped.
 
 use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsFd as _;
 use std::sync::Arc;
@@ -37,6 +36,7 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::{Map, Value};
 
+use crate::actor::pace::Bucket;
 use crate::actor::worker;
 use crate::driver::ws::dial::{Dial, Dialed, Progress, Share};
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
@@ -87,6 +87,8 @@ fn foreign_mac(shared: &Shared, di: usize, status: &Value) -> Option<String> {
 
 /// What every push thread shares.
 pub(crate) struct Context {
+    /// The channel events are queued with: `push` (push poller, outbound WebSocket) or `mqtt`.
+    pub(crate) channel: crate::event::EventChannel,
     pub(crate) shared: Arc<Shared>,
     pub(crate) queue: Arc<EventQueue>,
     pub(crate) wake: Option<WakeFlag>,
@@ -134,53 +136,6 @@ const BYTES_PER_SECOND: f64 = 4.0 * 1024.0 * 1024.0;
 const RESUME: f64 = 0.25;
 /// How often a device held to its limits is logged (with what was held back meanwhile).
 const LIMIT_LOG_EVERY: Duration = Duration::from_secs(60);
-
-/// A token bucket.
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-    rate: f64,
-    burst: f64,
-}
-
-impl Bucket {
-    fn new(rate: f64, burst: f64, now: Instant) -> Bucket {
-        Bucket {
-            tokens: burst,
-            at: now,
-            rate,
-            burst,
-        }
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        self.at = now;
-    }
-
-    /// Takes a token if there is one.
-    fn take(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// When the next token is there.
-    fn next(&self) -> Instant {
-        self.holding(1.0)
-    }
-
-    /// When it holds `n` tokens.
-    fn holding(&self, n: f64) -> Instant {
-        let missing = (n - self.tokens).max(0.0);
-        self.at + Duration::from_secs_f64(missing / self.rate)
-    }
-}
 
 /// One device's limits, each a token bucket: what its socket may cost the poller a second (beyond it, parked),
 /// and what its notifications may make us do (worker wake-ups, reads that become requests). Wake-ups and
@@ -1144,17 +1099,9 @@ fn kept_failures(failures: u32, lived: Duration, young: Duration) -> u32 {
     if lived >= young { 0 } else { failures }
 }
 
-/// The wait before reconnect attempt `failures` + 1: 1 s doubling up to 5 min, plus up to a quarter more at
-/// random (so devices dropped together do not reconnect in step).
+/// The wait before reconnect attempt `failures` + 1: 1 s doubling up to 5 min, plus jitter (`pace::backoff`).
 fn backoff(failures: u32, jitter: &RandomState, salt: u64) -> Duration {
-    let base = BACKOFF_FIRST
-        .saturating_mul(1u32 << failures.min(16))
-        .min(BACKOFF_CAP);
-    let mut h = jitter.build_hasher();
-    h.write_u32(failures);
-    h.write_u64(salt);
-    let quarter = base.as_millis() as u64 / 4;
-    base + Duration::from_millis(h.finish() % quarter.max(1))
+    crate::actor::pace::backoff(failures, BACKOFF_FIRST, BACKOFF_CAP, jitter, salt)
 }
 
 /// Resolves a host name (on a resolver thread: it blocks).
@@ -1208,6 +1155,13 @@ fn split_key(key: &str) -> Option<(&str, usize)> {
 /// from the push channel (mirror, implied states and a read to the worker, events to the queue). The listener
 /// bounds what a connection may send; the inbox and the event queue bound the rest.
 pub(crate) fn notify_outbound(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
+    on_notification(t, ctx, n, source, None);
+}
+
+/// A notification from the device's `<prefix>/events/rpc` topic (`actor/mqtt.rs`): the same path as the push
+/// channel's (mirror, implied states and a read to the worker, events queued with `ctx.channel`, `mqtt`). The
+/// MQTT poller bounds what each device may send per turn and per second before this.
+pub(crate) fn notify_mqtt(t: &Target, ctx: &Context, n: Notification, source: IpAddr) {
     on_notification(t, ctx, n, source, None);
 }
 
@@ -1437,12 +1391,8 @@ fn queue(ctx: &Context, hook: Hook, origin: Origin, source: IpAddr) {
     let Some(names) = ctx.shared.resolve(&hook, source, origin) else {
         return;
     };
-    ctx.queue.push(routing::event(
-        hook,
-        names,
-        source.to_string(),
-        origin.channel(),
-    ));
+    ctx.queue
+        .push(routing::event(hook, names, source.to_string(), ctx.channel));
     if let Some(w) = &ctx.wake {
         w.set();
     }
@@ -1477,20 +1427,6 @@ mod tests {
             heartbeat(idle + wait, t0, Some(idle), Some(pong), wait, IDLE),
             Beat::Alive
         );
-    }
-
-    #[test]
-    fn a_bucket_gives_its_burst_then_its_rate() {
-        let t0 = Instant::now();
-        let mut b = Bucket::new(2.0, 3.0, t0);
-        assert!((0..3).all(|_| b.take(t0)));
-        assert!(!b.take(t0));
-        assert_eq!(b.next(), t0 + Duration::from_millis(500));
-        assert!(b.take(t0 + Duration::from_millis(500)));
-        assert!(!b.take(t0 + Duration::from_millis(600)));
-        let later = t0 + Duration::from_secs(60);
-        assert!((0..3).all(|_| b.take(later)), "refilled to its burst");
-        assert!(!b.take(later));
     }
 
     /// A device that accepts the subscription and closes at once: each connection dies young, so the

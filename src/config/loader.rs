@@ -291,6 +291,9 @@ impl Normaliser {
                 .get("Files")
                 .and_then(Value::as_object)
                 .map(|f| self.files(f, base)),
+            mqtt: get(root, rule, "Mqtt")
+                .and_then(Value::as_object)
+                .map(|m| self.mqtt(m, &format!("{rk}.Mqtt"), source, base)),
             devices,
             extra,
             models,
@@ -315,6 +318,70 @@ impl Normaliser {
                 .get("LogThreadID")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+        }
+    }
+
+    /// The `Mqtt` block. The default client id is `smartdev-` + 8 hex digits of a hash of this host's name and
+    /// the configuration's path: the same controller gets the same id after a restart (the broker then
+    /// replaces a half-dead old session at once), two controllers on two machines or with two files get two.
+    fn mqtt(
+        &mut self,
+        m: &Map<String, Value>,
+        at: &str,
+        source: &str,
+        base: &Path,
+    ) -> MqttSettings {
+        let tls = m.get("Tls").and_then(Value::as_bool).unwrap_or(false);
+        let host = m
+            .get("Host")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if !host.is_empty()
+            && let Err(why) = crate::hostname::check(&host)
+        {
+            self.problem(format!("{at}.Host"), format!("'{host}' {why}"));
+        }
+        let client_id = match m.get("ClientId").and_then(Value::as_str) {
+            Some(id) => {
+                // It is the first level of the topics devices answer us on: one topic level, no wildcards.
+                if id.contains(['/', '+', '#']) || !crate::mqtt::packet::valid_topic(id) {
+                    self.problem(
+                        format!("{at}.ClientId"),
+                        format!(
+                            "'{}' cannot be a topic level (devices answer on <ClientId>/...): leave out '/', '+' and '#'",
+                            crate::text::clip(id, 60)
+                        ),
+                    );
+                }
+                id.to_string()
+            }
+            None => default_client_id(source),
+        };
+        let keep_alive = secs(m.get("KeepAlive"), 30.0);
+        if tls && m.get("CaFile").and_then(Value::as_str).is_none() {
+            self.problem(
+                format!("{at}.Tls"),
+                "Tls needs CaFile: the PEM file of the CA that signed the broker's certificate (it is always verified)",
+            );
+        }
+        MqttSettings {
+            host,
+            port: m
+                .get("Port")
+                .and_then(Value::as_u64)
+                .map_or(if tls { 8883 } else { 1883 }, |p| p as u16),
+            user: self.credential(m.get("User"), &format!("{at}.User")),
+            password: self
+                .credential(m.get("Password"), &format!("{at}.Password"))
+                .map(Secret::new),
+            client_id,
+            tls,
+            ca_file: m
+                .get("CaFile")
+                .and_then(Value::as_str)
+                .map(|f| resolve(base, f)),
+            keep_alive,
         }
     }
 
@@ -612,6 +679,8 @@ impl Normaliser {
         Some(DeviceConfig {
             index,
             channel: channel_of(m),
+            mqtt_topic: str_of("MqttTopic"),
+            mqtt_full_topic: str_of("MqttFullTopic"),
             name: str_of("Name"),
             id: m.get("ID").and_then(Value::as_i64),
             model: str_of("Model").unwrap_or_default(),
@@ -646,11 +715,30 @@ impl Normaliser {
     }
 }
 
-/// `Channel` of a root or device block (the dictionary allows only `http` and `auto`).
+/// The default MQTT client id: `smartdev-` + 8 hex digits of an FNV-1a hash of the host name and the
+/// configuration's source (its path, or `<string>`). Stable across restarts; hashed so it says nothing about
+/// the machine to the broker's other clients and fits every broker's length limit (23 bytes in MQTT 3.1.1).
+fn default_client_id(source: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let path = std::fs::canonicalize(source)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| source.to_string());
+    let hash = format!("{}\n{path}", host.trim())
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("smartdev-{:08x}", hash as u32 ^ (hash >> 32) as u32)
+}
+
+/// `Channel` of a root or device block (the dictionary allows only `http`, `auto` and `mqtt`).
 fn channel_of(block: &serde_json::Map<String, Value>) -> Option<Channel> {
     match block.get("Channel").and_then(Value::as_str)? {
         "auto" => Some(Channel::Auto),
         "http" => Some(Channel::Http),
+        "mqtt" => Some(Channel::Mqtt),
         _ => None,
     }
 }

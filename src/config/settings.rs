@@ -58,6 +58,8 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     /// The `Files` block, when present.
     pub logging: Option<LogSettings>,
+    /// The `Mqtt` block: the broker devices with `Channel: mqtt` are reached through.
+    pub mqtt: Option<MqttSettings>,
     /// The configured devices, in order.
     pub devices: Vec<DeviceConfig>,
     /// Root keys the caller added to the dictionary for its own use, kept for it.
@@ -148,6 +150,31 @@ pub struct LogSettings {
     pub thread_ids: bool,
 }
 
+/// The `Mqtt` block: one broker connection per controller (see README "Devices behind a broker").
+#[derive(Clone, Debug, PartialEq)]
+pub struct MqttSettings {
+    /// `Host`: the broker's host name or address.
+    pub host: String,
+    /// `Port`: default 1883, 8883 with `Tls`.
+    pub port: u16,
+    /// `User`, resolved from `env:NAME`.
+    pub user: Option<String>,
+    /// `Password`, resolved from `env:NAME`; never logged or printed.
+    pub password: Option<Secret>,
+    /// `ClientId`: our client id at the broker, also the first level of the topics devices answer us on
+    /// (`<ClientId>/<device ID>/rpc`). Default `smartdev-` + 8 hex digits of a hash of the host name and the
+    /// configuration's path: stable across restarts, different for two controllers on two machines or
+    /// with two files.
+    pub client_id: String,
+    /// `Tls`: MQTT over TLS, the broker's certificate verified against `CaFile` (else the system's roots are
+    /// not used: a CA is required).
+    pub tls: bool,
+    /// `CaFile`, resolved against the config file's folder.
+    pub ca_file: Option<PathBuf>,
+    /// `KeepAlive`: seconds between pings when idle (default 30).
+    pub keep_alive: Duration,
+}
+
 /// A credential: never shown by `Debug`, never written to logs, files or JSON.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -170,7 +197,8 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// How a Gen2+ device's changes reach us (`Channel`); Gen1 and Tasmota devices ignore it.
+/// How a device is reached (`Channel`): `http` and `auto` matter for Gen2+ only (Gen1 and Tasmota ignore them);
+/// `mqtt` is for Gen2+ and Tasmota.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Channel {
     /// HTTP only: reads, webhooks and background refreshes (the behaviour before the push channel).
@@ -179,6 +207,9 @@ pub enum Channel {
     /// `NotifyEvent`) and its requests; HTTP while the socket is down and for Gen1 and Tasmota.
     #[default]
     Auto,
+    /// Through the broker of the `Mqtt` block (Gen2+ JSON-RPC over MQTT, Tasmota `cmnd`/`stat`/`tele`): every
+    /// request, notification and telemetry; no HTTP, no `Hostname` needed.
+    Mqtt,
 }
 
 /// One element of `Devices`, as configured (IDs and names not yet assigned).
@@ -188,6 +219,11 @@ pub struct DeviceConfig {
     pub index: usize,
     /// The device's own `Channel`, when given (else the root's).
     pub channel: Option<Channel>,
+    /// `MqttTopic`: Gen2+ the device's `topic_prefix` (default its device id, `<model id>-<mac>` in lower case,
+    /// which needs `MAC`); Tasmota its `%topic%` (default `tasmota_` + the MAC's last 6 hex digits).
+    pub mqtt_topic: Option<String>,
+    /// `MqttFullTopic` (Tasmota): its `FullTopic` when not the default `%prefix%/%topic%/`.
+    pub mqtt_full_topic: Option<String>,
     /// `Name`.
     pub name: Option<String>,
     /// `ID`.
@@ -260,6 +296,37 @@ pub struct ComponentConfig {
 }
 
 impl Settings {
+    /// The channel device `cfg` uses: its own `Channel`, else the root's.
+    pub fn channel_of(&self, cfg: &DeviceConfig) -> Channel {
+        cfg.channel.unwrap_or(self.channel)
+    }
+
+    /// How each device is reached, for `sdctl check`: its name (or `Devices[i]`) and `mqtt`, `auto` (Gen2+
+    /// WebSocket, HTTP while it is down), `http` or `simulated`.
+    pub fn device_channels(&self) -> Vec<(String, &'static str)> {
+        use crate::models::{ModelRef, Protocol};
+        self.devices
+            .iter()
+            .map(|cfg| {
+                let name = cfg
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("Devices[{}]", cfg.index));
+                let gen2 = matches!(
+                    self.models.resolve(&cfg.model),
+                    Some(ModelRef::Vendor(m)) if m.protocol == Protocol::Rpc
+                );
+                let channel = match self.channel_of(cfg) {
+                    _ if cfg.simulate => "simulated",
+                    Channel::Mqtt => "mqtt",
+                    Channel::Auto if gen2 => "auto",
+                    _ => "http",
+                };
+                (name, channel)
+            })
+            .collect()
+    }
+
     /// Settings with every default and no devices; handy for tests and programmatic set-up.
     pub fn with_defaults(devices: Vec<DeviceConfig>) -> Self {
         Settings {
@@ -279,6 +346,7 @@ impl Settings {
             simulation_folder: PathBuf::from("simulation_files"),
             webhooks: WebhookSettings::default(),
             logging: None,
+            mqtt: None,
             devices,
             extra: Map::new(),
             models: Arc::new(ModelLibrary::embedded()),

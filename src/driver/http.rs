@@ -365,8 +365,18 @@ impl Http {
         }
     }
 
+    /// Attempts an idempotent request gets: one in quick mode, else `RetryCount` + 1 (the MQTT transports
+    /// follow the same rule).
+    pub(crate) fn attempts(&self) -> u32 {
+        if self.quick.load(Ordering::Relaxed) {
+            1
+        } else {
+            self.retries + 1
+        }
+    }
+
     /// Waits `RetryDelay`, waking early (false) when the controller closes.
-    fn pause(&self) -> bool {
+    pub(crate) fn pause(&self) -> bool {
         let end = Instant::now() + self.delay;
         while Instant::now() < end {
             if self.closing() {

@@ -412,6 +412,7 @@ pub(crate) fn for_device(
     hooks: Option<crate::webhook::install::HookPlan>,
     credentials: Credentials,
     tunnel: Option<std::sync::Arc<ws::tunnel::Tunnel>>,
+    mqtt: Option<Arc<crate::mqtt::link::Port>>,
 ) -> Result<Box<dyn Driver>> {
     if dev.simulate {
         let file = dev
@@ -426,6 +427,29 @@ pub(crate) fn for_device(
             _ => None,
         };
         return Ok(Box::new(simulated::Simulated::new(file).with_light(light)));
+    }
+    // Through the broker: no address, no hooks (events come as notifications).
+    if let Some(port) = mqtt {
+        let http = http.clone();
+        return Ok(match settings.models.resolve(&dev.model) {
+            Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rpc => {
+                let mut rpc =
+                    rpc::Rpc::new(http, String::new(), m.clone(), None, credentials, tunnel);
+                rpc.mqtt = Some(port);
+                Box::new(rpc)
+            }
+            Some(ModelRef::Tasmota) => {
+                let mut t = tasmota::Tasmota::new(http, String::new(), credentials);
+                t.mqtt = Some(port);
+                Box::new(t)
+            }
+            _ => {
+                return Err(crate::Error::Unsupported {
+                    device: dev.label(),
+                    message: "Channel: mqtt is for Shelly Gen2+ and Tasmota devices".into(),
+                });
+            }
+        });
     }
     // A sleeping device needs no address: it reports through the outbound WebSocket (its driver takes the
     // reports, and has no address to ask).

@@ -1,4 +1,5 @@
-//! Tasmota over its HTTP command API (`/cm?cmnd=...`).
+//! Tasmota over its HTTP command API (`/cm?cmnd=...`), or over MQTT (`Channel: mqtt`: `cmnd/…` with answers on
+//! `stat/…`, telemetry from `tele/…` taken into the last `Status 0` answer; see `actor/mqtt.rs`).
 //!
 //! Relay states come from the numeric `Status.Power` bitmask where present, because the `POWER` texts follow
 //! the build's language ("EIN"/"AUS"). Energy totals are kWh on the wire and Wh here; multi-channel `ENERGY`
@@ -42,6 +43,10 @@ pub(crate) struct Tasmota {
     follow: Option<std::sync::Arc<crate::plan::Follow>>,
     /// What its light can do, from the last status (`None`: it reports no light).
     light: Option<crate::light::LightCaps>,
+    /// `Channel: mqtt`: commands through the broker (`cmnd/…`, answers on `stat/…`), never HTTP.
+    pub(crate) mqtt: Option<std::sync::Arc<crate::mqtt::link::Port>>,
+    /// Over MQTT: the last `Status 0` answer, which telemetry (`STATE`, `SENSOR`) updates in place.
+    last_status: Option<Value>,
 }
 
 /// Texts for "on" and "off" in Tasmota's language builds, upper-case.
@@ -80,6 +85,8 @@ impl Tasmota {
             missing_shutters: Vec::new(),
             follow: None,
             light: None,
+            mqtt: None,
+            last_status: None,
         }
     }
 
@@ -103,9 +110,28 @@ impl Tasmota {
         Ok(reply)
     }
 
-    /// Sends one command (credentials in the query, the retry policy unless not `idempotent`) and returns the answer; authentication
-    /// refusals and `WARNING` answers are errors, an unknown command is left to the caller.
+    /// Sends one command (over HTTP with the credentials in the query, or through the broker) with the retry
+    /// policy unless not `idempotent`, and returns the answer; authentication refusals and `WARNING` answers
+    /// are errors, an unknown command is left to the caller.
     pub(super) fn send(&self, dev: &mut Device, cmnd: &str, idempotent: bool) -> Result<Value> {
+        let reply = match &self.mqtt {
+            Some(port) => self.send_mqtt(dev, port, cmnd, idempotent)?,
+            None => self.send_http(dev, cmnd, idempotent)?,
+        };
+        // Firmware before 8.2.3 says so with HTTP 200 and a WARNING body.
+        if text(&reply, &["WARNING"]).is_some_and(|w| w.contains("user=")) {
+            return Err(self.auth_error(dev, cmnd));
+        }
+        if let Some(w) = text(&reply, &["WARNING"]) {
+            return Err(Error::Device {
+                device: dev.label(),
+                message: format!("command '{cmnd}': {w}"),
+            });
+        }
+        Ok(reply)
+    }
+
+    fn send_http(&self, dev: &mut Device, cmnd: &str, idempotent: bool) -> Result<Value> {
         use crate::url::encode_component;
         let mut url = format!("{}/cm?cmnd={}", self.base, encode_component(cmnd));
         if let Some(pw) = &self.credentials.password {
@@ -124,21 +150,70 @@ impl Tasmota {
             // Every command smartdev sends is a read or an absolute set (see `switching`), but `Upgrade`.
             idempotent,
         };
-        let reply = match self.http.send(dev, &req)? {
-            super::http::Reply::Json(v) => v,
-            super::http::Reply::Unauthorized(_) => return Err(self.auth_error(dev, cmnd)),
+        match self.http.send(dev, &req)? {
+            super::http::Reply::Json(v) => Ok(v),
+            super::http::Reply::Unauthorized(_) => Err(self.auth_error(dev, cmnd)),
+        }
+    }
+
+    /// `cmnd/<topic>/<Command>` with its argument as the payload; the answer is the next `stat/<topic>/RESULT`
+    /// (`STATUS<n>` for `Status n`; `Status 0` is sent as `Status0`, whose answer is one message). The HTTP
+    /// rules: `ResponseTimeout` per attempt, only idempotent commands sent again.
+    fn send_mqtt(
+        &self,
+        dev: &mut Device,
+        port: &crate::mqtt::link::Port,
+        cmnd: &str,
+        idempotent: bool,
+    ) -> Result<Value> {
+        let (name, arg) = cmnd.split_once(' ').unwrap_or((cmnd, ""));
+        let (name, arg, levels) = match (name.eq_ignore_ascii_case("Status"), arg.trim()) {
+            (true, "0") => ("Status0".to_string(), "", vec!["STATUS0".to_string()]),
+            (true, "") => ("Status".to_string(), "", vec!["STATUS".to_string()]),
+            (true, n) => ("Status".to_string(), n, vec![format!("STATUS{n}")]),
+            // `SetOption4 1` answers on `stat/<topic>/<COMMAND>` instead.
+            (false, a) => (
+                name.to_string(),
+                a,
+                vec!["RESULT".to_string(), name.to_ascii_uppercase()],
+            ),
         };
-        // Firmware before 8.2.3 says so with HTTP 200 and a WARNING body.
-        if text(&reply, &["WARNING"]).is_some_and(|w| w.contains("user=")) {
-            return Err(self.auth_error(dev, cmnd));
+        let what = format!("command '{cmnd}'");
+        let attempts = if idempotent { self.http.attempts() } else { 1 };
+        let mut n = 0;
+        loop {
+            n += 1;
+            if let Some(why) = port.unavailable() {
+                self.http.record_reach(false);
+                return Err(Error::Device {
+                    device: dev.label(),
+                    message: format!("{what}: {why}"),
+                });
+            }
+            match port.command(&name, arg, levels.clone(), self.http.timeout()) {
+                Ok(Some(v)) => {
+                    self.http.record_reach(true);
+                    return Ok(v);
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    self.http.record_reach(false);
+                    return Err(Error::Device {
+                        device: dev.label(),
+                        message: format!("{what}: {why}"),
+                    });
+                }
+            }
+            if n >= attempts || self.http.closing() || !self.http.pause() {
+                break;
+            }
         }
-        if let Some(w) = text(&reply, &["WARNING"]) {
-            return Err(Error::Device {
-                device: dev.label(),
-                message: format!("command '{cmnd}': {w}"),
-            });
-        }
-        Ok(reply)
+        self.http.record_reach(false);
+        Err(Error::Timeout {
+            device: dev.label(),
+            request: format!("{what} over MQTT"),
+            attempts: n,
+        })
     }
 
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
@@ -146,10 +221,52 @@ impl Tasmota {
         if let Some(follow) = &self.follow {
             take_shutters(dev, &status, follow);
         }
-        if let Some(missing) = apply_status(dev, &status, &clock::rfc3339_now()) {
+        self.take_status(dev, &status);
+        if self.mqtt.is_some() {
+            // Telemetry before this read is older than it.
+            if let Some(port) = &self.mqtt {
+                port.take_telemetry();
+            }
+            self.last_status = Some(status);
+        }
+        Ok(())
+    }
+
+    fn take_status(&mut self, dev: &mut Device, status: &Value) {
+        if let Some(missing) = apply_status(dev, status, &clock::rfc3339_now()) {
             self.missing_shutters = missing;
         }
         self.take_light(dev, status.get("StatusSTS"));
+    }
+
+    /// Over MQTT, a read telemetry asked for: `STATE` stands for `StatusSTS` and `SENSOR` for `StatusSNS` in
+    /// the last `Status 0` answer (parsed as that answer), so no request is made. Without one, a full read.
+    fn take_telemetry(&mut self, dev: &mut Device) -> Result<()> {
+        let (state, sensor) = match &self.mqtt {
+            Some(port) => port.take_telemetry(),
+            None => (None, None),
+        };
+        let Some(Value::Object(mut status)) = self.last_status.take() else {
+            return self.read(dev);
+        };
+        if state.is_none() && sensor.is_none() {
+            // Nothing new (an announcement, dropped messages): ask the device.
+            return self.read(dev);
+        }
+        if let Some(state) = state {
+            // The relay bitmask of the old answer is older than the texts in STATE.
+            if let Some(Value::Object(st)) = status.get_mut("Status") {
+                st.remove("Power");
+            }
+            status.insert("StatusSTS".into(), state);
+        }
+        if let Some(sensor) = sensor {
+            status.insert("StatusSNS".into(), sensor);
+        }
+        let status = Value::Object(status);
+        self.http.record_reach(true);
+        self.take_status(dev, &status);
+        self.last_status = Some(status);
         Ok(())
     }
 
@@ -319,7 +436,17 @@ impl Driver for Tasmota {
         Ok(())
     }
 
+    fn read_for_event(&mut self, dev: &mut Device) -> Result<()> {
+        match self.mqtt {
+            Some(_) => self.take_telemetry(dev),
+            None => self.read(dev),
+        }
+    }
+
     fn probe(&mut self, dev: &Device) -> bool {
+        if let Some(port) = &self.mqtt {
+            return port.unavailable().is_none();
+        }
         let url = format!("{}/cm?cmnd=Status", self.base);
         self.http.answers(dev, &url, "command 'Status'")
     }

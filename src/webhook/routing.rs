@@ -180,14 +180,6 @@ pub(crate) enum Origin {
 }
 
 impl Origin {
-    /// The channel the queued event names.
-    pub(crate) fn channel(self) -> EventChannel {
-        match self {
-            Origin::Webhook => EventChannel::Webhook,
-            Origin::PushEvent | Origin::PushStatus => EventChannel::Push,
-        }
-    }
-
     fn bit(self) -> u8 {
         match self {
             Origin::Webhook => 1,

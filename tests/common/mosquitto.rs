@@ -166,6 +166,18 @@ impl Broker {
         );
     }
 
+    /// Freezes (`true`, SIGSTOP) or thaws (SIGCONT) the broker: its sockets stay open but nothing is answered,
+    /// as with a hung broker or a silently dropped network path (no reset reaches the clients).
+    pub fn freeze(&self, frozen: bool) {
+        let pid = self.child.as_ref().expect("a running broker").id();
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let ok = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill {signal} {pid}");
+    }
+
     /// The CA certificate (PEM) that signed the broker's certificate (`tls` brokers only).
     pub fn ca_file(&self) -> PathBuf {
         self.dir.join("ca.pem")

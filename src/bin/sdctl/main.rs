@@ -224,10 +224,7 @@ fn run(args: &Args) -> Result<Done, Error> {
     // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises), and
     // no push channel (a WebSocket per device would cost a connection and a second status read, then close).
     settings.refresh_interval = None;
-    settings.channel = smartdev::Channel::Http;
-    for d in &mut settings.devices {
-        d.channel = None;
-    }
+    one_shot_channels(&mut settings);
     let prints_state = matches!(
         command,
         Command::Status(_)
@@ -376,10 +373,7 @@ fn discover(args: &Args, timeout: Option<f64>) -> Result<Done, Error> {
         init_logging(args, &settings)?;
         settings.webhooks.enabled = false;
         settings.refresh_interval = None;
-        settings.channel = smartdev::Channel::Http;
-        for d in &mut settings.devices {
-            d.channel = None;
-        }
+        one_shot_channels(&mut settings);
         if !args.verbose {
             // An offline configured device is no news while looking for devices.
             log::set_max_level(log::LevelFilter::Error);
@@ -528,14 +522,20 @@ fn events(settings: Settings, count: Option<u64>, timeout: Option<f64>) -> Resul
 /// configuration still exits 2.
 fn check_json(args: &Args) -> Result<Done, Error> {
     let as_json = |p: &smartdev::Problem| serde_json::json!({"Path": p.path, "Message": p.message});
-    let (source, problems, notes) = match load(args) {
-        Ok(s) => (s.source.clone(), s.check(), s.anchor_differences()),
+    let (source, problems, notes, channels) = match load(args) {
+        Ok(s) => (
+            s.source.clone(),
+            s.check(),
+            s.anchor_differences(),
+            s.device_channels(),
+        ),
         Err(e) if !e.problems().is_empty() => (
             args.config
                 .as_ref()
                 .map(|c| c.display().to_string())
                 .unwrap_or_default(),
             e.problems().to_vec(),
+            Vec::new(),
             Vec::new(),
         ),
         Err(e) => return Err(e),
@@ -546,8 +546,22 @@ fn check_json(args: &Args) -> Result<Done, Error> {
         "Valid": valid,
         "Problems": problems.iter().map(as_json).collect::<Vec<_>>(),
         "Notes": notes.iter().map(as_json).collect::<Vec<_>>(),
+        "Channels": channels
+            .iter()
+            .map(|(name, channel)| serde_json::json!({"Device": name, "Channel": channel}))
+            .collect::<Vec<_>>(),
     }))?;
     Ok(if valid { Done::Yes } else { Done::Refused })
+}
+
+/// A one-shot command opens no push channel (a WebSocket per device would cost a connection and a second
+/// status read, then close): HTTP for every device but those behind the broker, which MQTT is the only way to.
+fn one_shot_channels(settings: &mut smartdev::Settings) {
+    for i in 0..settings.devices.len() {
+        let mqtt = settings.channel_of(&settings.devices[i]) == smartdev::Channel::Mqtt;
+        settings.devices[i].channel = mqtt.then_some(smartdev::Channel::Mqtt);
+    }
+    settings.channel = smartdev::Channel::Http;
 }
 
 /// Validates the configuration and the installation rules without starting anything; prints every problem.
@@ -567,6 +581,34 @@ fn check(args: &Args) -> Result<Done, Error> {
             settings.devices.len(),
             settings.layout
         );
+        // One line per channel: which devices use it (the broker named, never its password).
+        let channels = settings.device_channels();
+        for channel in ["mqtt", "auto", "http", "simulated"] {
+            let names: Vec<&str> = channels
+                .iter()
+                .filter(|(_, c)| *c == channel)
+                .map(|(n, _)| n.as_str())
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
+            let how = match (channel, &settings.mqtt) {
+                ("mqtt", Some(m)) => format!(
+                    "mqtt (broker {}:{}{}, client id {}{})",
+                    m.host,
+                    m.port,
+                    if m.tls { " over TLS" } else { "" },
+                    m.client_id,
+                    m.user
+                        .as_ref()
+                        .map(|u| format!(", user {u}"))
+                        .unwrap_or_default()
+                ),
+                ("auto", _) => "auto (WebSocket, HTTP while it is down)".to_string(),
+                (c, _) => c.to_string(),
+            };
+            println!("  channel {how}: {}", names.join(", "));
+        }
         Ok(Done::Yes)
     } else {
         Err(Error::Init(problems))

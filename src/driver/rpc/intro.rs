@@ -12,10 +12,17 @@ use crate::objects::Device;
 use crate::webhook::install::supported_events;
 
 impl Rpc {
-    /// Reads `/shelly` once per contact period: firmware, MAC and the self-reported model.
+    /// Reads `/shelly` (over MQTT `Shelly.GetDeviceInfo`) once per contact period: firmware, MAC and the
+    /// self-reported model.
     pub(super) fn introduce(&mut self, dev: &mut Device) -> Result<()> {
-        let url = format!("{}/shelly", self.base);
-        let info = self.http.request(dev, &url, None, "GET /shelly")?;
+        // Over MQTT there is no `/shelly`: `Shelly.GetDeviceInfo` answers the same fields.
+        let info = match self.mqtt {
+            Some(_) => self.call(dev, "Shelly.GetDeviceInfo", None)?,
+            None => {
+                let url = format!("{}/shelly", self.base);
+                self.http.request(dev, &url, None, "GET /shelly")?
+            }
+        };
         dev.firmware = text(&info, &["ver"]).or_else(|| text(&info, &["fw_id"]));
         if let Some(mac) = crate::driver::json::mac(&info, &["mac"]) {
             dev.mac_address = Some(mac);

@@ -72,6 +72,8 @@ pub(crate) struct Rpc {
     /// The device sleeps between reports (`sleep.rs`): a read its report asks for is its report, and without
     /// one the device is not asked (it is asleep).
     pub(crate) sleeps: bool,
+    /// `Channel: mqtt`: every request goes through the broker (`tunnel` carries them), never HTTP.
+    pub(crate) mqtt: Option<Arc<crate::mqtt::link::Port>>,
 }
 
 impl Rpc {
@@ -101,12 +103,13 @@ impl Rpc {
             follow: None,
             recheck_off: false,
             sleeps: false,
+            mqtt: None,
         }
     }
 
     /// A sleeping device configured by its MAC alone has no address: it is only heard when it reports.
     fn addressed(&self, dev: &Device) -> Result<()> {
-        if !self.base.is_empty() {
+        if !self.base.is_empty() || self.mqtt.is_some() {
             return Ok(());
         }
         Err(Error::Device {
@@ -386,6 +389,10 @@ impl Driver for Rpc {
     }
 
     fn probe(&mut self, dev: &Device) -> bool {
+        // Over MQTT the broker tells: worth a read unless it is down or the device announced itself gone.
+        if let Some(port) = &self.mqtt {
+            return port.unavailable().is_none();
+        }
         if self.base.is_empty() {
             return false;
         }

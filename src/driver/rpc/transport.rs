@@ -70,6 +70,9 @@ impl Rpc {
         params: Option<Value>,
         what: &str,
     ) -> Result<Value> {
+        if self.mqtt.is_some() {
+            return self.call_mqtt(dev, method, params, what);
+        }
         Ok(
             match self.call_tunnel(dev, method, params.as_ref(), what)? {
                 Some(frame) => frame,
@@ -115,12 +118,16 @@ impl Rpc {
 
     /// Calls one RPC method over HTTP, never through the push connection, and returns its `result`: for a
     /// request whose answer must not go down with the sockets a device closes right after (`Shelly.Update`).
+    /// Over MQTT (no HTTP), through the broker: the broker keeps no socket of the device's.
     pub(super) fn call_http(
         &mut self,
         dev: &mut Device,
         method: &str,
         params: Option<Value>,
     ) -> Result<Value> {
+        if self.mqtt.is_some() {
+            return self.call(dev, method, params);
+        }
         let id = self.next_id;
         self.next_id += 1;
         let mut frame = json!({"id": id, "src": "smartdev", "method": method});
@@ -154,6 +161,52 @@ impl Rpc {
 }
 
 impl Rpc {
+    /// A call through the broker (`Channel: mqtt`) with the HTTP rules: `ResponseTimeout` per attempt, and
+    /// only idempotent calls tried again (`RetryCount`, `RetryDelay`). A device the broker cannot reach now
+    /// (connection down, last will) fails at once with the reason.
+    fn call_mqtt(
+        &mut self,
+        dev: &mut Device,
+        method: &str,
+        params: Option<Value>,
+        what: &str,
+    ) -> Result<Value> {
+        let Some(port) = self.mqtt.clone() else {
+            return Err(Error::Closed);
+        };
+        let attempts = self.http.attempts();
+        let mut n = 0;
+        loop {
+            n += 1;
+            if let Some(why) = port.unavailable() {
+                self.http.record_reach(false);
+                return Err(Error::Device {
+                    device: dev.label(),
+                    message: format!("{what}: {why}"),
+                });
+            }
+            // `None`: lost (idempotent: may be asked again), or the connection went down meanwhile.
+            if let Some(frame) = self.call_tunnel(dev, method, params.as_ref(), what)? {
+                return Ok(frame);
+            }
+            if n >= attempts || self.http.closing() || !self.http.pause() {
+                break;
+            }
+        }
+        self.http.record_reach(false);
+        Err(match port.unavailable() {
+            Some(why) => Error::Device {
+                device: dev.label(),
+                message: format!("{what}: {why}"),
+            },
+            None => Error::Timeout {
+                device: dev.label(),
+                request: format!("{what} over MQTT"),
+                attempts: n,
+            },
+        })
+    }
+
     /// Sends the call over the device's push connection when it is up: `Some(answer frame)`, or `None` to
     /// use HTTP (no connection; or an idempotent call whose answer was lost, which HTTP then repeats under
     /// its retry policy). A call that may have run (not idempotent) and got no answer is not repeated.
@@ -182,7 +235,12 @@ impl Rpc {
             match tunnel.request(method, params, auth, self.http.timeout()) {
                 Sent::Down => return Ok(None),
                 Sent::Lost(why) if idempotent(what) => {
-                    log::debug!("device {}: {what}: {why}; over HTTP", dev.label());
+                    let then = if self.mqtt.is_some() {
+                        "asked again"
+                    } else {
+                        "over HTTP"
+                    };
+                    log::debug!("device {}: {what}: {why}; {then}", dev.label());
                     return Ok(None);
                 }
                 Sent::Lost(why) => {

@@ -14,7 +14,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -79,40 +79,28 @@ impl Drop for Pending {
     }
 }
 
-/// Where one answer goes: the worker waiting on it parks at once (a channel's blocking receive spins and
-/// yields first, which with 1,000 workers on 2 cores was a large share of their CPU).
-#[derive(Default)]
-struct Answer {
-    /// `Some(Some(frame))`: answered; `Some(None)`: the connection ended first.
-    slot: Mutex<Option<Option<Map<String, Value>>>>,
-    ready: Condvar,
-}
-
-impl Answer {
-    fn put(&self, frame: Option<Map<String, Value>>) {
-        let mut g = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-        if g.is_none() {
-            *g = Some(frame);
-            self.ready.notify_one();
-        }
-    }
-
-    /// The answer (`None`: the connection ended), or `Err` when `timeout` passed first.
-    fn wait(&self, timeout: Duration) -> Result<Option<Map<String, Value>>, ()> {
-        let g = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-        let (mut g, _) = self
-            .ready
-            .wait_timeout_while(g, timeout, |s| s.is_none())
-            .unwrap_or_else(|e| e.into_inner());
-        g.take().ok_or(())
-    }
-}
+/// Where one answer goes: the answer frame.
+type Answer = crate::answer::Answer<Map<String, Value>>;
 
 struct Link {
-    stream: super::secure::Writer,
+    wire: Wire,
     src: String,
-    masks: RandomState,
-    sent: u64,
+}
+
+/// How a request reaches the device.
+enum Wire {
+    /// A frame on the device's WebSocket (masked, as a client must).
+    Ws {
+        stream: super::secure::Writer,
+        masks: RandomState,
+        sent: u64,
+    },
+    /// A message on the device's `<prefix>/rpc` topic (`Channel: mqtt`): the connection is the controller's,
+    /// shared by every device, so a lost answer does not end it.
+    Mqtt {
+        link: Arc<crate::mqtt::link::Link>,
+        topic: String,
+    },
 }
 
 /// The mirror as a read an event asked for finds it.
@@ -156,10 +144,12 @@ impl Tunnel {
             g.next_id = FIRST_ID;
         }
         g.link = Some(Link {
-            stream,
+            wire: Wire::Ws {
+                stream,
+                masks: RandomState::new(),
+                sent: 0,
+            },
             src,
-            masks: RandomState::new(),
-            sent: 0,
         });
         if challenge.is_some() {
             g.challenge = challenge;
@@ -171,6 +161,38 @@ impl Tunnel {
         g.mirror_changed = false;
         g.mirror_held = false;
         g.mirror_grown = 0;
+    }
+
+    /// The `sd-mqtt` poller: the broker connection is up (and subscribed to `<src>/rpc`); requests go to
+    /// `topic` (`<prefix>/rpc`) through `link`. No status comes with it: the first read asks the device.
+    pub(crate) fn attach_mqtt(
+        &self,
+        link: Arc<crate::mqtt::link::Link>,
+        topic: String,
+        src: String,
+    ) {
+        let mut g = self.lock();
+        if g.next_id < FIRST_ID {
+            g.next_id = FIRST_ID;
+        }
+        g.link = Some(Link {
+            wire: Wire::Mqtt { link, topic },
+            src,
+        });
+        g.mirror = None;
+        g.subscribed = None;
+        g.mirror_changed = false;
+        g.mirror_held = false;
+        g.mirror_grown = 0;
+    }
+
+    /// The `sd-mqtt` poller: notifications of this device were dropped (it sent more than its share): the
+    /// mirror no longer holds its status, so the next read asks the device.
+    pub(crate) fn forget_mirror(&self) {
+        let mut g = self.lock();
+        g.mirror = None;
+        g.mirror_changed = false;
+        g.mirror_held = false;
     }
 
     /// The poller: how to wake it when the device moves.
@@ -340,6 +362,10 @@ impl Tunnel {
             let text = Value::Object(f).to_string();
             if !write_locked(&mut g, Opcode::Text, text.as_bytes()) {
                 g.pending = None;
+                // Nothing left over MQTT (the link refused it): as good as no connection.
+                if matches!(g.link.as_ref().map(|l| &l.wire), Some(Wire::Mqtt { .. })) {
+                    return Sent::Down;
+                }
                 return Sent::Lost("the WebSocket did not take the request".into());
             }
             (answer, id)
@@ -352,12 +378,23 @@ impl Tunnel {
                 if g.pending.as_ref().is_some_and(|p| p.id == id) {
                     g.pending = None;
                 }
-                // Silent for a whole timeout: end it, the poller reconnects; HTTP meanwhile.
-                if let Some(l) = g.link.take() {
-                    l.stream.shutdown();
-                }
+                // Silent for a whole timeout: end it, the poller reconnects; HTTP meanwhile. (The MQTT
+                // connection is every device's: one silent device does not end it.)
+                let over = match g.link.as_ref().map(|l| &l.wire) {
+                    Some(Wire::Mqtt { .. }) => "MQTT",
+                    _ => {
+                        if let Some(Link {
+                            wire: Wire::Ws { stream, .. },
+                            ..
+                        }) = g.link.take()
+                        {
+                            stream.shutdown();
+                        }
+                        "the WebSocket"
+                    }
+                };
                 Sent::Lost(format!(
-                    "no answer over the WebSocket within {:.1} s",
+                    "no answer over {over} within {:.1} s",
                     timeout.as_secs_f64()
                 ))
             }
@@ -409,16 +446,31 @@ fn write_locked(g: &mut Inner, opcode: Opcode, payload: &[u8]) -> bool {
     let Some(link) = &mut g.link else {
         return false;
     };
-    link.sent += 1;
-    let mut h = link.masks.build_hasher();
-    h.write_u64(link.sent);
-    let m = h.finish().to_le_bytes();
-    let wire = frame::encode(opcode, true, payload, Some([m[0], m[1], m[2], m[3]]));
-    // The socket is non-blocking (the poller's); a request of a few hundred bytes fits its send buffer, and
-    // one that does not fit whole breaks the framing, so the connection is given up.
-    let ok = link.stream.write_now(&wire);
+    let ok = match &mut link.wire {
+        Wire::Ws {
+            stream,
+            masks,
+            sent,
+        } => {
+            *sent += 1;
+            let mut h = masks.build_hasher();
+            h.write_u64(*sent);
+            let m = h.finish().to_le_bytes();
+            let wire = frame::encode(opcode, true, payload, Some([m[0], m[1], m[2], m[3]]));
+            // The socket is non-blocking (the poller's); a request of a few hundred bytes fits its send buffer,
+            // and one that does not fit whole breaks the framing, so the connection is given up.
+            let ok = stream.write_now(&wire);
+            if !ok {
+                stream.shutdown();
+            }
+            ok
+        }
+        // Only requests go this way (pings are the broker connection's own).
+        Wire::Mqtt { link, topic } => {
+            return opcode == Opcode::Text && link.publish(topic, payload).is_ok();
+        }
+    };
     if !ok {
-        link.stream.shutdown();
         g.link = None;
         g.pending = None;
     }
