@@ -111,7 +111,8 @@ async def check_device(session: aiohttp.ClientSession, index: int, model: str, p
 
 
 async def check_services(device: RpcDevice) -> None:
-    """The other calls aioshelly offers for every device: scripts, KVS, BLE and outbound WebSocket config."""
+    """The other calls aioshelly offers for every device: scripts, KVS, BLE and outbound WebSocket config, and
+    the update check."""
     assert await device.supports_scripts(), "Script methods not listed"
     await device.script_create("aioshelly")
     scripts = await device.script_list()
@@ -122,6 +123,7 @@ async def check_services(device: RpcDevice) -> None:
     assert (await device.kvs_get("aioshelly"))["value"] == {"a": 1}
     assert "enable" in await device.ble_getconfig()
     assert "server" in await device.ws_getconfig()
+    assert isinstance(await device.call_rpc("Shelly.CheckForUpdate"), dict)
 
 
 async def check_reboot(device: RpcDevice, on_update) -> None:
