@@ -16,9 +16,10 @@ use common::raw_http::{local, request};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
+/// Devices on a manual clock: answers compared with each other do not change between two calls.
 fn emulator(models: &[&str]) -> Emulator {
     let specs = models.iter().map(|m| DeviceSpec::new(m)).collect();
-    Emulator::start(specs, &ModelLibrary::embedded()).unwrap()
+    Emulator::start_with_clock(specs, &ModelLibrary::embedded(), EmuClock::manual()).unwrap()
 }
 
 /// `POST /rpc` with a whole frame; the response frame.
