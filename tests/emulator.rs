@@ -517,7 +517,7 @@ fn rpc_error_codes() {
     let p = emu.port(0);
     assert_eq!(
         rpc_err(p, "Switch.Fly", json!({})),
-        (-114, "Method Switch.Fly failed: Method not found!".into())
+        (404, "No handler for Switch.Fly".into())
     );
     assert_eq!(
         rpc_err(p, "Switch.Set", json!({"id": 3, "on": true})),
@@ -527,14 +527,14 @@ fn rpc_error_codes() {
     assert_eq!(rpc_err(p, "Switch.Set", json!({"id": 0})).0, -103);
     assert_eq!(
         rpc_err(p, "EM1.GetStatus", json!({"id": 0})).0,
-        -114,
+        404,
         "no em1 on this model"
     );
     let r = get(p, "/rpc/Switch.GetStatus?id=9");
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["code"], -105);
     let r = get(p, "/rpc/Nope.Nothing");
-    assert_eq!((r.status, r.json()["code"].as_i64()), (404, Some(-114)));
+    assert_eq!((r.status, r.json()["code"].as_i64()), (404, Some(404)));
     assert_eq!(post(p, "/rpc", "{not json").status, 400);
     assert_eq!(emu.counts(0)["POST /rpc"], 1);
     // Method names are case-insensitive, like the devices'.

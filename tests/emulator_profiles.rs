@@ -172,7 +172,7 @@ fn a_spec_profile_and_models_without_profiles() {
     assert!(emu.set_profile(1, "cover").is_err());
     assert_eq!(
         rpc_err(emu.port(1), "Cover.Open", json!({"id": 0})).0,
-        -114,
+        404,
         "a model without covers has no Cover methods"
     );
     let e = start(vec![with_profile("Shelly2PMG3", "blinds")])
@@ -345,7 +345,7 @@ fn cover_methods_move_the_cover_over_the_clock() {
         rpc_err(p, "Cover.Open", json!({"id": 0, "duration": -1})).0,
         -103
     );
-    assert_eq!(rpc_err(p, "Cover.Fly", json!({"id": 0})).0, -114);
+    assert_eq!(rpc_err(p, "Cover.Fly", json!({"id": 0})).0, 404);
     // The direct GET form works too.
     let r = get(p, "/rpc/Cover.GoToPosition?id=0&pos=10");
     assert_eq!((r.status, r.text().as_str()), (200, "null"));
@@ -934,7 +934,7 @@ fn an_i4_has_four_inputs_that_can_be_buttons() {
     assert_eq!(comps, ["input:0", "input:1", "input:2", "input:3"]);
     assert_eq!(
         rpc_err(p, "Switch.Set", json!({"id": 0, "on": true})).0,
-        -114
+        404
     );
     assert_eq!(
         rpc(
@@ -1079,7 +1079,7 @@ fn rpc_dimmer_lights() {
     );
     assert_eq!(
         rpc_err(p, "Switch.Set", json!({"id": 0, "on": true})).0,
-        -114
+        404
     );
     assert!(rpc(p, "Light.GetConfig", json!({"id": 0}))["transition_duration"].is_number());
     let types = rpc(p, "Webhook.ListSupported", json!({}))["types"].clone();

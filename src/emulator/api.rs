@@ -99,4 +99,10 @@ impl Emulator {
     pub fn set_frequency(&self, device: usize, meter: usize, hz: f64) {
         or_panic(self.dev(device).set_frequency(meter, hz));
     }
+
+    /// For each open WebSocket connection of a device, whether its server socket has `TCP_NODELAY` set (every
+    /// emulator socket does, so pipelined answers do not wait for delayed ACKs).
+    pub fn ws_nodelay(&self, device: usize) -> Vec<bool> {
+        self.dev(device).ws.nodelay()
+    }
 }

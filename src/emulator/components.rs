@@ -19,13 +19,16 @@ pub(crate) fn device_info(dev: &Device, s: &DeviceState) -> Value {
     m.insert("name".into(), json!(id.name));
     m.insert("id".into(), json!(id.id));
     m.insert("mac".into(), json!(dev.mac()));
-    m.insert("slot".into(), json!(0));
+    m.insert("slot".into(), json!(dev.firmware().slot));
     m.insert("model".into(), json!(id.reported));
     m.insert("gen".into(), json!(id.info.generation));
     let version = dev.firmware().version.clone();
     m.insert("fw_id".into(), json!(Firmware::build_id(&version)));
     m.insert("ver".into(), json!(version));
     m.insert("app".into(), json!(id.app()));
+    if has_matter(dev) {
+        m.insert("matter".into(), json!(false));
+    }
     if dev.auth.enabled() {
         m.insert("auth_en".into(), json!(true));
         m.insert("auth_domain".into(), json!(id.id));
@@ -90,7 +93,7 @@ pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
         "fs_size": 524_288,
         "fs_free": 188_416,
         "cfg_rev": CFG_REV,
-        "kvs_rev": 0,
+        "kvs_rev": dev.kvs.rev(),
         "schedule_rev": 0,
         "webhook_rev": s.hooks.rev,
         "available_updates": available_updates(dev),
@@ -209,6 +212,10 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     let src = s.layout.meter_source;
     let mut m = Map::new();
     m.insert("ble".into(), json!({}));
+    if has_bthome(dev) {
+        // Bluetooth is off (`ble.enable: false`), as the firmware then reports.
+        m.insert("bthome".into(), json!({"errors": ["bluetooth_disabled"]}));
+    }
     m.insert("cloud".into(), json!({"connected": false}));
     for c in 0..s.covers.len() {
         m.insert(format!("cover:{c}"), rpc_cover::status(s, c));
@@ -244,6 +251,13 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
             m.insert(format!("{c}:{i}"), rpc_light::status(s, i));
         }
     }
+    if has_matter(dev) {
+        m.insert("knx".into(), json!({}));
+        m.insert(
+            "matter".into(),
+            json!({"num_fabrics": 0, "commissionable": false}),
+        );
+    }
     m.insert("mqtt".into(), json!({"connected": dev.mqtt.connected()}));
     if src == MeterSource::Pm1 {
         for i in 0..s.meters.len() {
@@ -255,6 +269,7 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
             m.insert(format!("switch:{i}"), switch_status(dev, s, i));
         }
     }
+    m.extend(dev.scripts.statuses());
     m.insert("sys".into(), sys_status(dev, s));
     rpc_sensors::insert_status(&mut m, s, SensorQuantity::Temperature);
     rpc_sensors::insert_status(&mut m, s, SensorQuantity::Voltage);
@@ -264,6 +279,20 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     );
     m.insert("ws".into(), json!({"connected": false}));
     m
+}
+
+/// Gen3 and Gen4 devices with outputs have KNX and Matter (and report `matter` in `/shelly`), as the captures
+/// of real ones show; energy meters (EM Gen3, even with its relay) do not. No `zigbee`: a Gen4 running its Wi-Fi firmware has none (the
+/// 1PM Gen4 capture), and clients read its presence as "Zigbee firmware active" (aioshelly).
+fn has_matter(dev: &Device) -> bool {
+    let (i, ns) = (&dev.ident.info, dev.ident.namespaces);
+    i.generation >= 3 && (i.outputs > 0 || i.covers > 0) && !(ns.em || ns.em1)
+}
+
+/// Gen3, Gen4 and Pro devices have the BTHome service.
+fn has_bthome(dev: &Device) -> bool {
+    let i = &dev.ident.info;
+    i.generation >= 3 || i.model.starts_with("ShellyPro")
 }
 
 pub(crate) fn input_config(i: usize, t: InputType) -> Value {
@@ -313,6 +342,9 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
         "ble".into(),
         json!({"enable": false, "rpc": {"enable": false}}),
     );
+    if has_bthome(dev) {
+        m.insert("bthome".into(), json!({}));
+    }
     m.insert("cloud".into(), json!({"enable": false, "server": null}));
     for c in 0..s.covers.len() {
         m.insert(format!("cover:{c}"), rpc_cover::config(s, c));
@@ -349,6 +381,13 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
             m.insert(format!("{c}:{i}"), rpc_light::config(s, i));
         }
     }
+    if has_matter(dev) {
+        m.insert(
+            "knx".into(),
+            json!({"enable": false, "ia": "15.15.255", "routing": {"addr": "224.0.23.12:3671"}}),
+        );
+        m.insert("matter".into(), json!({"enable": false}));
+    }
     m.insert("mqtt".into(), mqtt_config(dev));
     if src == MeterSource::Pm1 {
         for i in 0..s.meters.len() {
@@ -381,6 +420,7 @@ pub(crate) fn config(dev: &Device, s: &DeviceState) -> Map<String, Value> {
         json!("sensor")
     };
     device.insert("addon_type".into(), addon);
+    m.extend(dev.scripts.configs());
     m.insert(
         "sys".into(),
         json!({

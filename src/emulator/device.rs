@@ -38,8 +38,9 @@ pub(crate) struct Identity {
     pub mac: String,
     /// `type` (Gen1) or `model` (Gen2+) in `/shelly`.
     pub reported: String,
-    /// Display name (`sys.device.name`, Gen1 `name`).
-    pub name: String,
+    /// Display name (`sys.device.name`, Gen1 `name`): `None` (null), as a device fresh from the factory
+    /// reports, so no two instances share one.
+    pub name: Option<String>,
     pub namespaces: Namespaces,
     /// Optional meter fields of `switch:N`.
     pub meter_fields: MeterFields,
@@ -236,7 +237,7 @@ impl Identity {
             .clone()
             .or_else(|| info.reported_models.first().cloned())
             .unwrap_or_else(|| info.model.clone());
-        let name = info.name.clone();
+        let name = None;
         auth::validate(index, spec, family)?;
         let namespaces = Namespaces::of(&info);
         let meter_fields = layout::switch_meter_fields(&info);
@@ -370,6 +371,10 @@ pub(crate) struct Device {
     pub enhanced_security: bool,
     /// Its MQTT client's side ([`super::DeviceSpec::mqtt`]).
     pub mqtt: MqttLink,
+    /// Its key-value store (Gen2+ `KVS.*`).
+    pub kvs: super::kvs::Kvs,
+    /// Its scripts (Gen2+ `Script.*`), stored, never run.
+    pub scripts: super::scripts::Scripts,
 }
 
 impl Device {
@@ -413,7 +418,14 @@ impl Device {
             state: Mutex::new(DeviceState::new(layout, &extras, clock.unix())),
             clock,
             mac: Mutex::new(ident.mac.clone()),
-            firmware: Mutex::new(Firmware::new(ident.family, &spec.firmware)),
+            firmware: Mutex::new(Firmware {
+                // Which slot a device booted from depends on how many updates it has had: real fleets
+                // report both, so instances differ, stably per id.
+                slot: (fnv(&ident.id) & 1) as u8,
+                ..Firmware::new(ident.family, &spec.firmware)
+            }),
+            kvs: super::kvs::Kvs::default(),
+            scripts: super::scripts::Scripts::default(),
             me: Weak::new(),
             ident,
             tls: spec.tls.then(|| {

@@ -78,6 +78,8 @@ pub(crate) struct Firmware {
     pub restart: Duration,
     pub outcome: UpdateOutcome,
     pub stage: Stage,
+    /// The flash slot it booted from (`slot` in `/shelly`): each installed update boots from the other one.
+    pub slot: u8,
 }
 
 impl Firmware {
@@ -95,6 +97,7 @@ impl Firmware {
             restart: spec.restart,
             outcome: UpdateOutcome::default(),
             stage: Stage::Idle,
+            slot: 0,
         }
     }
 

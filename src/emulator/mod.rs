@@ -66,6 +66,7 @@ mod firmware_api;
 mod front;
 mod gen1;
 mod gen1_outputs;
+mod kvs;
 mod layout;
 mod mqtt_client;
 mod mqtt_gen1;
@@ -78,7 +79,9 @@ mod rpc_cover;
 mod rpc_light;
 mod rpc_params;
 mod rpc_sensors;
+mod rpc_system;
 mod rpc_webhook;
+mod scripts;
 mod sensors;
 mod server;
 mod sleeper;
@@ -397,9 +400,12 @@ impl Emulator {
         let bind = |port: u16, what: &str| {
             TcpListener::bind((address, port))
                 .and_then(|l| Ok((l.local_addr()?.port(), l)))
-                .map_err(io(format!(
-                    "emulator {what}: listening on {address}:{port}"
-                )))
+                .map_err(|e| {
+                    let fix = bind_fix(port, e.kind());
+                    io(format!(
+                        "emulator {what}: listening on {address}:{port}{fix}"
+                    ))(e)
+                })
         };
         let mut listeners = Vec::with_capacity(specs.len());
         for (i, s) in specs.iter().enumerate() {
@@ -877,6 +883,20 @@ impl Emulator {
 impl Drop for Emulator {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// How to fix a port the emulator could not listen on (some clients talk to Gen1 devices on port 80 only).
+fn bind_fix(port: u16, kind: std::io::ErrorKind) -> &'static str {
+    match kind {
+        std::io::ErrorKind::PermissionDenied if port < 1024 => {
+            " (ports below 1024 need root or CAP_NET_BIND_SERVICE: run as root, or \
+             `setcap cap_net_bind_service=+ep` on the program, or choose a port above 1023)"
+        }
+        std::io::ErrorKind::AddrInUse => {
+            " (another program listens there: stop it or choose another port)"
+        }
+        _ => "",
     }
 }
 

@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 
 use super::components::{
     CFG_REV, config, device_info, em, em1, em1data, emdata, input_config, pm1, status,
-    switch_config, switch_status, sys_status,
+    switch_config, switch_status,
 };
 use super::device::Device;
 use super::firmware::Track;
@@ -13,7 +13,7 @@ pub(crate) use super::rpc_params::{
 };
 use super::server::{Request, Response};
 use super::state::{InputType, Source};
-use super::{rpc_cover, rpc_light, rpc_sensors, rpc_webhook, sensors};
+use super::{rpc_cover, rpc_light, rpc_sensors, rpc_system, rpc_webhook, sensors};
 use crate::models::{MeterSource, SensorQuantity};
 
 /// Methods every device has; component namespaces add theirs (`Shelly.ListMethods`).
@@ -25,7 +25,33 @@ const METHODS: &[&str] = &[
     "Shelly.ListMethods",
     "Shelly.CheckForUpdate",
     "Shelly.Update",
+    "Shelly.Reboot",
     "Sys.GetStatus",
+    "Sys.GetConfig",
+    "BLE.GetConfig",
+    "BLE.GetStatus",
+    "Cloud.GetConfig",
+    "Cloud.GetStatus",
+    "MQTT.GetConfig",
+    "MQTT.GetStatus",
+    "WiFi.GetConfig",
+    "WiFi.GetStatus",
+    "KVS.Set",
+    "KVS.Get",
+    "KVS.GetMany",
+    "KVS.List",
+    "KVS.Delete",
+    "Script.Create",
+    "Script.List",
+    "Script.PutCode",
+    "Script.GetCode",
+    "Script.GetConfig",
+    "Script.SetConfig",
+    "Script.GetStatus",
+    "Script.Start",
+    "Script.Stop",
+    "Script.Delete",
+    "Script.Eval",
     "Webhook.ListSupported",
     "Ws.GetConfig",
     "Ws.SetConfig",
@@ -122,7 +148,7 @@ fn direct(dev: &Device, method: &str, req: &Request) -> Response {
     };
     match call(dev, method, &params) {
         Ok(v) => Response::json_whole(200, &v),
-        Err(e) => Response::json_whole(if e.code == -114 { 404 } else { 400 }, &e.to_json()),
+        Err(e) => Response::json_whole(if e.code == NO_HANDLER { 404 } else { 400 }, &e.to_json()),
     }
 }
 
@@ -150,10 +176,22 @@ fn query_value(v: &str) -> Value {
     Value::String(v.to_string())
 }
 
+/// The code real firmware answers an unknown method with (over HTTP also the status).
+const NO_HANDLER: i64 = 404;
+
+/// An unknown method, as real firmware answers it (`{"code":404,"message":"No handler for X"}`).
 fn method_not_found(method: &str) -> RpcError {
     RpcError {
-        code: -114,
-        message: format!("Method {method} failed: Method not found!"),
+        code: NO_HANDLER,
+        // A method name is the client's text: printable ASCII only, bounded.
+        message: format!(
+            "No handler for {}",
+            method
+                .chars()
+                .filter(char::is_ascii_graphic)
+                .take(100)
+                .collect::<String>()
+        ),
     }
 }
 
@@ -163,7 +201,7 @@ fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, Rpc
     let (namespace, _) = lower.split_once('.').unwrap_or((&lower, ""));
     // A namespace the model never has is unknown; one it has answers for its components.
     let result = match namespace {
-        "shelly" | "sys" => general(dev, &lower, p),
+        "shelly" => general(dev, &lower, p),
         "switch" if ns.switch => switch(dev, &lower, p),
         "cover" if ns.cover => rpc_cover::call(dev, &lower, p),
         "light" if ns.light => rpc_light::call(dev, "light", &lower, p),
@@ -179,11 +217,9 @@ fn call(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, Rpc
         "pm1" if ns.pm1 => meters(dev, &lower, p),
         "webhook" => rpc_webhook::call(dev, &lower, p),
         "ws" => ws(dev, &lower, p),
-        "mqtt" => match lower.as_str() {
-            "mqtt.getconfig" => Ok(super::components::mqtt_config(dev)),
-            "mqtt.getstatus" => Ok(json!({"connected": dev.mqtt.connected()})),
-            _ => Err(RpcError::unknown()),
-        },
+        "kvs" => dev.kvs.call(&lower, p),
+        "script" => dev.scripts.call(&lower, p),
+        n if rpc_system::SERVICES.contains(&n) => rpc_system::service(dev, n, &lower),
         _ => Err(RpcError::unknown()),
     };
     result.map_err(|e| e.or_unknown(method))
@@ -210,9 +246,9 @@ fn general(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, 
         "shelly.getconfig" => Ok(Value::Object(config(dev, &dev.state()))),
         "shelly.getcomponents" => components(dev, p),
         "shelly.listmethods" => Ok(json!({ "methods": methods(dev) })),
-        "sys.getstatus" => Ok(sys_status(dev, &dev.state())),
         "shelly.checkforupdate" => Ok(super::components::available_updates_with(dev, true)),
         "shelly.update" => update(dev, p),
+        "shelly.reboot" => rpc_system::reboot(dev, p),
         _ => Err(RpcError::unknown()),
     }
 }
@@ -298,6 +334,10 @@ fn methods(dev: &Device) -> Vec<&'static str> {
         &["Voltmeter.GetStatus", "Voltmeter.GetConfig"],
     );
     add(s.layout.battery, &["DevicePower.GetStatus"]);
+    let cfg = config(dev, &s);
+    for (key, list) in rpc_system::EXTRA_METHODS {
+        add(cfg.contains_key(*key), list);
+    }
     m
 }
 
@@ -379,25 +419,68 @@ fn switch(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, R
     }
 }
 
-/// Every component present in both status and config, from `offset`.
+/// Components one `Shelly.GetComponents` page holds at most; a client pages on with `offset` up to `total`.
+const PAGE: usize = 20;
+
+/// `Shelly.GetComponents {offset, include, keys, dynamic_only}`: the components present in both status and
+/// config, a page from `offset`, each with `status` and `config` unless `include` picks. `dynamic_only`: only
+/// the components created at runtime (virtual, BTHome: ids 200..299), which an emulated device never has.
 fn components(dev: &Device, p: &Map<String, Value>) -> Result<Value, RpcError> {
     let offset = match p.get("offset") {
         None | Some(Value::Null) => 0,
         Some(v) => v.as_u64().ok_or_else(|| invalid("offset"))? as usize,
     };
+    let flag = |name: &str| match p.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(invalid(name)),
+    };
+    let dynamic_only = flag("dynamic_only")?;
+    let strings = |name: &str| -> Result<Option<Vec<String>>, RpcError> {
+        match p.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_string).ok_or_else(|| invalid(name)))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(_) => Err(invalid(name)),
+        }
+    };
+    let include = strings("include")?;
+    let keys = strings("keys")?;
+    let wants = |part: &str| include.as_ref().is_none_or(|i| i.iter().any(|x| x == part));
     let s = dev.state();
     let status = status(dev, &s);
     let config = config(dev, &s);
+    drop(s);
     let all: Vec<Value> = status
         .iter()
+        .filter(|(k, _)| !dynamic_only || is_dynamic(k))
+        .filter(|(k, _)| keys.as_ref().is_none_or(|ks| ks.iter().any(|x| x == *k)))
         .filter_map(|(k, st)| {
             let c = config.get(k)?;
-            Some(json!({"key": k, "status": st, "config": c}))
+            let mut m = Map::new();
+            m.insert("key".into(), json!(k));
+            if wants("status") {
+                m.insert("status".into(), st.clone());
+            }
+            if wants("config") {
+                m.insert("config".into(), c.clone());
+            }
+            Some(Value::Object(m))
         })
         .collect();
     let total = all.len();
-    let page: Vec<Value> = all.into_iter().skip(offset).collect();
+    let page: Vec<Value> = all.into_iter().skip(offset).take(PAGE).collect();
     Ok(json!({"components": page, "cfg_rev": CFG_REV, "offset": offset, "total": total}))
+}
+
+/// A component created at runtime: ids 200..=299 (virtual components, BTHome devices and sensors).
+fn is_dynamic(key: &str) -> bool {
+    key.rsplit_once(':')
+        .and_then(|(_, id)| id.parse::<u32>().ok())
+        .is_some_and(|id| (200..300).contains(&id))
 }
 
 #[cfg(test)]

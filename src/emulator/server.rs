@@ -326,6 +326,8 @@ fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     if !matches!(net.phase(Instant::now()), Phase::Serve(_)) {
         return;
     }
+    // Answers go out at once: without it, a client pipelining requests over one connection (WebSocket) waits
+    // for Nagle's algorithm and its delayed ACK, about 40 ms per answer.
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(READ_TIMEOUT));

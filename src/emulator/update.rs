@@ -21,7 +21,7 @@ pub(crate) fn begin(dev: &Device, track: Track, same: bool) -> Result<String, St
     let target = {
         let mut f = dev.firmware();
         if f.stage != Stage::Idle {
-            return Err("an update is already running".into());
+            return Err("an update or a restart is already under way".into());
         }
         if f.outcome == UpdateOutcome::Refuse {
             return Err("update refused".into());
@@ -39,9 +39,12 @@ pub(crate) fn begin(dev: &Device, track: Track, same: bool) -> Result<String, St
         return Err("the emulator cannot restart this device".into());
     };
     let to = target.clone();
+    // Deadlines start now, not when the thread runs: a test moving a manual clock right after the answer
+    // must not move it before the phase began.
+    let downloaded = dev.clock.instant() + dev.firmware().download;
     let started = std::thread::Builder::new()
         .name(format!("sd-emu-fw-{}", dev.port()))
-        .spawn(move || cycle(&me, to));
+        .spawn(move || cycle(&me, to, downloaded));
     if started.is_err() {
         dev.firmware().stage = Stage::Idle;
         return Err("the emulator could not start the update".into());
@@ -50,33 +53,74 @@ pub(crate) fn begin(dev: &Device, track: Track, same: bool) -> Result<String, St
 }
 
 /// Download, restart, come back (or not).
-fn cycle(dev: &Device, target: String) {
-    let (download, restart, outcome) = {
-        let f = dev.firmware();
-        (f.download, f.restart, f.outcome)
-    };
-    if !wait(dev, download) {
+fn cycle(dev: &Device, target: String, downloaded: Instant) {
+    let outcome = dev.firmware().outcome;
+    if !wait_until(dev, downloaded) {
         return;
     }
-    dev.firmware().stage = Stage::Restarting;
+    let never_back = outcome == UpdateOutcome::NeverBack;
+    restart(dev, never_back, |f| {
+        if outcome != UpdateOutcome::OldVersion {
+            f.version = target;
+            // The new image went to the other slot, which boots from now on.
+            f.slot ^= 1;
+        }
+    });
+}
+
+/// `Shelly.Reboot`: after `delay` (emulator clock; the device answers meanwhile) the device restarts as an
+/// update's restart does (connections refused and dropped, then back with its uptime from zero), on a thread
+/// `sd-emu-fw-<port>`. Refused while an update or another reboot is under way.
+pub(crate) fn reboot(dev: &Device, delay: Duration) -> Result<(), String> {
+    {
+        let mut f = dev.firmware();
+        if f.stage != Stage::Idle {
+            return Err("an update or a restart is already under way".into());
+        }
+        f.stage = Stage::Restarting;
+    }
+    let Some(me) = dev.arc() else {
+        dev.firmware().stage = Stage::Idle;
+        return Err("the emulator cannot restart this device".into());
+    };
+    let due = dev.clock.instant() + delay;
+    let started = std::thread::Builder::new()
+        .name(format!("sd-emu-fw-{}", dev.port()))
+        .spawn(move || {
+            if wait_until(&me, due) {
+                restart(&me, false, |_| {});
+            }
+        });
+    if started.is_err() {
+        dev.firmware().stage = Stage::Idle;
+        return Err("the emulator could not start the restart".into());
+    }
+    Ok(())
+}
+
+/// The restart itself: refuse (dropping connections) for the firmware's restart time, then `booted` changes the
+/// firmware, the uptime starts over and the port serves again (unless it never comes back).
+fn restart(dev: &Device, never_back: bool, booted: impl FnOnce(&mut super::firmware::Firmware)) {
+    let back = {
+        let mut f = dev.firmware();
+        f.stage = Stage::Restarting;
+        dev.clock.instant() + f.restart
+    };
     dev.set_fault(Fault::Refuse);
-    if outcome == UpdateOutcome::NeverBack || !wait(dev, restart) {
+    if never_back || !wait_until(dev, back) {
         return;
     }
     {
         let mut f = dev.firmware();
-        if outcome != UpdateOutcome::OldVersion {
-            f.version = target;
-        }
+        booted(&mut f);
         f.stage = Stage::Idle;
     }
     dev.state().restart();
     dev.set_fault(Fault::None);
 }
 
-/// Waits `d` on the device's clock; false when the emulator stops meanwhile.
-fn wait(dev: &Device, d: Duration) -> bool {
-    let end = dev.clock.instant() + d;
+/// Waits until `end` on the device's clock; false when the emulator stops meanwhile.
+fn wait_until(dev: &Device, end: Instant) -> bool {
     while dev.clock.instant() < end {
         if dev.net.phase(Instant::now()) == Phase::Stop {
             return false;

@@ -218,6 +218,8 @@ fn try_call(target_url: &str) -> Result<(), String> {
         .next()
         .ok_or(format!("cannot resolve {host}"))?;
     let mut s = TcpStream::connect_timeout(&addr, CALL_TIMEOUT).map_err(|e| e.to_string())?;
+    // Every emulator socket sends at once (a request is one write anyway).
+    let _ = s.set_nodelay(true);
     let _ = s.set_read_timeout(Some(CALL_TIMEOUT));
     let _ = s.set_write_timeout(Some(CALL_TIMEOUT));
     let request = format!(

@@ -69,6 +69,14 @@ impl WsHub {
             .count()
     }
 
+    /// Whether each open connection's socket has `TCP_NODELAY` set.
+    pub(crate) fn nodelay(&self) -> Vec<bool> {
+        lock(&self.clients)
+            .iter()
+            .map(|c| c.stream.nodelay().unwrap_or(false))
+            .collect()
+    }
+
     /// Request frames received over every connection so far.
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)

@@ -26,7 +26,8 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
           [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth][,version=V][,stable=V][,beta=V][,tls][,es]
           [,mqtt=HOST:PORT[,topic=T][,mqtt_user=U,mqtt_pass=P][,mqtt_ca=FILE]]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
-  PORT        port on 127.0.0.1 (default: a free one)
+  PORT        port on 127.0.0.1 (default: a free one); Shelly1:80 serves a Gen1 device on port 80, which
+              some Gen1 clients insist on (needs root or CAP_NET_BIND_SERVICE)
   profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
               monophase (Pro 3EM); `sdctl models --detailed` lists them (default: the model's default)
   outputs, meters
