@@ -340,6 +340,7 @@ impl Device {
             probes: spec.probes.clone(),
             sensors: spec.sensors.clone(),
             travel: spec.cover_travel.as_secs_f64(),
+            record_period: super::history::record_period(&ident.info),
         };
         Device {
             index,
@@ -522,6 +523,31 @@ impl Device {
             finite(n, v)?;
         }
         s.meters[i].set_reading(r);
+        Ok(())
+    }
+
+    /// The meter recorded nothing in `[from, to)` (Unix seconds): it was off.
+    pub(crate) fn set_history_gap(&self, from: i64, to: i64) -> Result<(), String> {
+        let mut s = self.state();
+        let model = &self.ident.info.model;
+        let h = s.history.as_mut().ok_or(format!(
+            "device {} ({model}) keeps no energy history",
+            self.index
+        ))?;
+        h.remove(from, to);
+        Ok(())
+    }
+
+    /// How long the meter keeps its records.
+    pub(crate) fn set_history_retention(&self, secs: i64) -> Result<(), String> {
+        let mut s = self.state();
+        let now = s.now() as i64;
+        let model = &self.ident.info.model;
+        let h = s.history.as_mut().ok_or(format!(
+            "device {} ({model}) keeps no energy history",
+            self.index
+        ))?;
+        h.set_retention(secs, now);
         Ok(())
     }
 

@@ -65,9 +65,11 @@ mod firmware_api;
 mod front;
 mod gen1;
 mod gen1_outputs;
+mod history;
 mod layout;
 mod rpc;
 mod rpc_cover;
+mod rpc_history;
 mod rpc_light;
 mod rpc_params;
 mod rpc_sensors;
@@ -601,6 +603,18 @@ impl Emulator {
     /// Sets every value of a meter at once, including its energy counters.
     pub fn set_meter(&self, device: usize, meter: usize, reading: MeterReading) {
         or_panic(self.dev(device).set_meter(meter, &reading));
+    }
+
+    /// An energy meter (Pro 3EM, 3EM-63, EM Gen3, Pro EM, EM Mini, Gen1 EM/3EM) has no records for `[from, to)`
+    /// (Unix seconds): as if it was off then. Its records are otherwise kept on the emulator clock, one per
+    /// period, from the power [`set_load`](Self::set_load) and [`set_meter`](Self::set_meter) set.
+    pub fn set_history_gap(&self, device: usize, from: i64, to: i64) {
+        or_panic(self.dev(device).set_history_gap(from, to));
+    }
+
+    /// How long an energy meter keeps its records (60 days unless set); older ones are dropped.
+    pub fn set_history_retention(&self, device: usize, keep: Duration) {
+        or_panic(self.dev(device).set_history_retention(keep.as_secs() as i64));
     }
 
     /// A probe's temperature; `None` = sensor missing.
