@@ -218,7 +218,7 @@ pub(crate) fn no_history(dev: &Device, index: usize) -> Error {
     Error::NoHistory {
         device: dev.label(),
         message: format!(
-            "meter {meter} only counts a running total (only Shelly energy meters such as the Pro 3EM, 3EM-63, EM Gen3, Pro EM and Gen1 EM/3EM keep interval records); read its Energy counter (Controller::meter) at the times you need and take the differences"
+            "meter {meter} only counts a running total (only Shelly energy meters such as the Pro 3EM, 3EM-63, EM Gen3, Pro EM and Gen1 EM/3EM keep interval records); read its lifetime Energy counter at the times you need and take the differences"
         ),
     }
 }

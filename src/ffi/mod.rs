@@ -6,11 +6,13 @@
 
 mod api;
 mod boundary;
+mod energy;
 mod firmware;
 mod log;
 mod result;
 
 pub use api::*;
+pub use energy::*;
 pub use firmware::*;
 pub use log::*;
 pub use result::sd_result;
