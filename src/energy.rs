@@ -30,7 +30,8 @@ pub struct EnergyHistory {
     /// End of the range asked for, exclusive (Unix seconds, UTC; RFC 3339 in JSON).
     #[serde(serialize_with = "as_rfc3339")]
     pub to: i64,
-    /// Records and gaps in time order, together covering `[from, to)`.
+    /// Records and gaps in time order, together covering `[from, to)`: the records whose interval overlaps it
+    /// (the first may start before `from`, the last end after `to`), and gaps for the rest.
     pub entries: Vec<HistoryEntry>,
 }
 
@@ -90,7 +91,8 @@ pub struct HistoryGap {
 
 impl EnergyHistory {
     /// Builds the history of `[from, to)` from the device's records (any order, duplicates of one start kept
-    /// once): records overlapping the range, and a gap wherever no record covers it.
+    /// once): records overlapping the range, and a gap wherever no record covers it (time not recorded yet at
+    /// the end included).
     pub(crate) fn assemble(
         device: String,
         meter: String,
@@ -102,7 +104,8 @@ impl EnergyHistory {
         records.sort_by_key(|r| r.start);
         records.dedup_by_key(|r| r.start);
         let mut entries = Vec::with_capacity(records.len() + 1);
-        let mut covered = from;
+        // The first record may start before `from` (it holds `from`); later ones start where the last ended.
+        let mut covered = records.first().map_or(from, |r| r.start.min(from));
         for r in records {
             if r.start < covered {
                 // Overlaps the record before (a hostile or confused device): the earlier one stands.
@@ -314,6 +317,16 @@ mod tests {
         assert_eq!(gaps, [(0, 60), (180, 240), (300, 600)]);
         assert_eq!(h.records().count(), 3);
         assert_eq!(h.total_energy(), [Some(4.5)]);
+        // The record holding `from` counts; one that ends at `from` does not.
+        let h = EnergyHistory::assemble(
+            "D".into(),
+            "M".into(),
+            vec!["M".into()],
+            (90, 200),
+            vec![record(30, 1.0), record(60, 1.0), record(120, 1.0), record(180, 1.0)],
+        );
+        assert_eq!(h.records().map(|r| r.start).collect::<Vec<_>>(), [60, 120, 180]);
+        assert_eq!(h.gaps().count(), 0);
         let json = serde_json::to_value(&h).unwrap();
         assert_eq!(json["Entries"][0]["Kind"], "Gap");
         assert_eq!(json["Entries"][1]["Start"], "1970-01-01T00:01:00Z");

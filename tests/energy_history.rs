@@ -246,3 +246,65 @@ fn hostile_pages_stop_within_bounds() {
     let h = ctl.energy_history(meter.as_str(), from, to).unwrap();
     assert_eq!(h.gaps().count(), 1);
 }
+
+#[test]
+fn sdctl_energy_prints_lines_csv_and_json() {
+    let emu = Emulator::start(vec![DeviceSpec::new("ShellyProEM50")], &ModelLibrary::embedded()).unwrap();
+    emu.set_load(0, 0, 1200.0);
+    emu.backfill_history(0, Duration::from_secs(7200));
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let from = (now / 60) * 60 - 3600;
+    emu.set_history_gap(0, from + 600, from + 900);
+    let dir = common::TempDir::new("energy-cli");
+    dir.write(
+        "e.yaml",
+        &format!(
+            "SmartDevices:\n  PingAllowed: false\n  Devices:\n    - {{Name: Mains, Model: ShellyProEM50, Hostname: 127.0.0.1, Port: {}, Meters: [{{Name: House}}, {{Name: Car}}]}}\n",
+            emu.port(0)
+        ),
+    );
+    // The start with an offset (+01:00), the end as UTC.
+    let start = smartdev::rfc3339(from + 3600).replace('Z', "+01:00");
+    let end = smartdev::rfc3339(from + 1800);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--config", "e.yaml", "energy", "House", "--from", &start, "--to", &end];
+        args.extend_from_slice(extra);
+        std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1 + 25 + 1 + 2, "{text}");
+    assert!(lines[0].starts_with("House (Mains): energy history from ") && lines[0].contains("+00:00"));
+    assert!(lines[1].contains("1 min  House 20.00 Wh, 230.1–230.1 V"), "{}", lines[1]);
+    assert!(lines[11].contains("5 min  no record") && lines[11].contains("energy unknown"), "{}", lines[11]);
+    assert!(lines[27].starts_with("Total of 25 records: House 500.00 Wh"), "{}", lines[27]);
+    assert_eq!(lines[28], "Not recorded: 5 min in 1 gap (not counted in the total)");
+
+    let o = run(&["--csv"]);
+    let csv = String::from_utf8_lossy(&o.stdout).into_owned();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 1 + 26, "{csv}");
+    assert!(rows[0].starts_with("Start (UTC),Seconds,Recorded,House Energy (Wh),House Returned Energy (Wh)"));
+    assert!(rows[1].contains(",60,yes,20,"), "{}", rows[1]);
+    assert!(rows[11].contains(",300,no,,"), "a gap is empty, not 0: {}", rows[11]);
+
+    let o = run(&["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["Entries"].as_array().unwrap().len(), 26);
+    assert_eq!(v["From"], smartdev::rfc3339(from));
+
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
+        .args(["--config", "e.yaml", "energy", "House", "--from", "yesterday"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--from") && err.contains("-24h"), "{err}");
+}

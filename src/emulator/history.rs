@@ -111,6 +111,25 @@ impl History {
         self.trim(now);
     }
 
+    /// Records for the `secs` before `now` where there are none, each with `cells` (a demo's or a test's past:
+    /// the device ran at that load).
+    pub(crate) fn backfill(&mut self, now: i64, secs: i64, cells: &[Cell]) {
+        let end = now - now.rem_euclid(self.period);
+        let start = end - secs.clamp(0, self.retention);
+        let mut rows: VecDeque<Row> = (0..(end - start) / self.period)
+            .map(|k| start + k * self.period)
+            .filter(|ts| self.rows.binary_search_by_key(ts, |r| r.ts).is_err())
+            .map(|ts| Row {
+                ts,
+                cells: cells.to_vec(),
+            })
+            .collect();
+        rows.extend(self.rows.drain(..));
+        rows.make_contiguous().sort_by_key(|r| r.ts);
+        self.rows = rows;
+        self.trim(now);
+    }
+
     /// The device recorded nothing in `[from, to)` (it was off).
     pub(crate) fn remove(&mut self, from: i64, to: i64) {
         self.rows.retain(|r| r.ts < from || r.ts >= to);
@@ -161,6 +180,15 @@ mod tests {
         h.remove(300, 600);
         let runs: Vec<_> = h.runs(0, 900).iter().map(|(s, r)| (*s, r.len())).collect();
         assert_eq!(runs, [(0, 1), (600, 2)]);
+    }
+
+    #[test]
+    fn a_backfill_adds_only_missing_rows_in_order() {
+        let mut h = History::new(60);
+        h.minute(600, cell(1.0));
+        h.backfill(630, 300, &cell(2.0));
+        let all: Vec<_> = h.rows(0, i64::MAX).map(|r| (r.ts, r.cells[0].wh)).collect();
+        assert_eq!(all, [(300, 2.0), (360, 2.0), (420, 2.0), (480, 2.0), (540, 1.0)]);
     }
 
     #[test]

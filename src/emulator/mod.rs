@@ -612,6 +612,12 @@ impl Emulator {
         or_panic(self.dev(device).set_history_gap(from, to));
     }
 
+    /// Gives an energy meter records for the `span` before now where it has none, at each meter's present load
+    /// (as if it had run so): a past to read without moving the clock.
+    pub fn backfill_history(&self, device: usize, span: Duration) {
+        or_panic(self.dev(device).backfill_history(span.as_secs() as i64));
+    }
+
     /// How long an energy meter keeps its records (60 days unless set); older ones are dropped.
     pub fn set_history_retention(&self, device: usize, keep: Duration) {
         or_panic(self.dev(device).set_history_retention(keep.as_secs() as i64));
