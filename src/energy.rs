@@ -251,7 +251,10 @@ pub(crate) fn parse_rfc3339(t: &str) -> Option<i64> {
     };
     let (date, rest) = (t.get(..10)?, t.get(10..)?);
     let (y, m, d) = (date.get(..4)?, date.get(5..7)?, date.get(8..10)?);
-    if date.as_bytes()[4] != b'-' || date.as_bytes()[7] != b'-' || !y.bytes().all(|b| b.is_ascii_digit()) {
+    if date.as_bytes()[4] != b'-'
+        || date.as_bytes()[7] != b'-'
+        || !y.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     let month = time::Month::try_from(num(m)?).ok()?;
@@ -286,7 +289,12 @@ pub(crate) fn parse_rfc3339(t: &str) -> Option<i64> {
             }
         };
     }
-    Some(time::PrimitiveDateTime::new(date, clock).assume_utc().unix_timestamp() - offset)
+    Some(
+        time::PrimitiveDateTime::new(date, clock)
+            .assume_utc()
+            .unix_timestamp()
+            - offset,
+    )
 }
 
 #[cfg(test)]
@@ -311,7 +319,12 @@ mod tests {
             "M".into(),
             vec!["M".into()],
             (0, 600),
-            vec![record(240, 2.0), record(60, 1.0), record(60, 9.0), record(120, 1.5)],
+            vec![
+                record(240, 2.0),
+                record(60, 1.0),
+                record(60, 9.0),
+                record(120, 1.5),
+            ],
         );
         let gaps: Vec<_> = h.gaps().map(|g| (g.start, g.end)).collect();
         assert_eq!(gaps, [(0, 60), (180, 240), (300, 600)]);
@@ -323,9 +336,17 @@ mod tests {
             "M".into(),
             vec!["M".into()],
             (90, 200),
-            vec![record(30, 1.0), record(60, 1.0), record(120, 1.0), record(180, 1.0)],
+            vec![
+                record(30, 1.0),
+                record(60, 1.0),
+                record(120, 1.0),
+                record(180, 1.0),
+            ],
         );
-        assert_eq!(h.records().map(|r| r.start).collect::<Vec<_>>(), [60, 120, 180]);
+        assert_eq!(
+            h.records().map(|r| r.start).collect::<Vec<_>>(),
+            [60, 120, 180]
+        );
         assert_eq!(h.gaps().count(), 0);
         let json = serde_json::to_value(&h).unwrap();
         assert_eq!(json["Entries"][0]["Kind"], "Gap");
@@ -348,10 +369,24 @@ mod tests {
         assert_eq!(parse_history_time("now", now).unwrap(), now);
         let z = parse_history_time("2026-11-25T13:00:00Z", now).unwrap();
         assert_eq!(rfc3339(z), "2026-11-25T13:00:00Z");
-        assert_eq!(parse_history_time("2026-11-25T14:00+01:00", now).unwrap(), z);
+        assert_eq!(
+            parse_history_time("2026-11-25T14:00+01:00", now).unwrap(),
+            z
+        );
         assert_eq!(parse_history_time("2026-11-25 13:00:00", now).unwrap(), z);
-        assert_eq!(parse_history_time("2026-11-25", now).unwrap(), z - 13 * 3600);
-        for bad in ["yesterday", "-24", "2026-13-01", "2026-11-25T25:00Z", "-h", "", "2026-11-25T13:00+1"] {
+        assert_eq!(
+            parse_history_time("2026-11-25", now).unwrap(),
+            z - 13 * 3600
+        );
+        for bad in [
+            "yesterday",
+            "-24",
+            "2026-13-01",
+            "2026-11-25T25:00Z",
+            "-h",
+            "",
+            "2026-11-25T13:00+1",
+        ] {
             let e = parse_history_time(bad, now).unwrap_err().to_string();
             assert!(e.contains("RFC 3339"), "{bad}: {e}");
         }
@@ -360,7 +395,10 @@ mod tests {
     #[test]
     fn an_empty_range_is_refused_with_both_ends() {
         let e = check_range(120, 60).unwrap_err().to_string();
-        assert!(e.contains("1970-01-01T00:02:00Z") && e.contains("earlier"), "{e}");
+        assert!(
+            e.contains("1970-01-01T00:02:00Z") && e.contains("earlier"),
+            "{e}"
+        );
         assert!(check_range(60, 60).is_err() && check_range(0, 60).is_ok());
     }
 }

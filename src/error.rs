@@ -378,7 +378,10 @@ impl fmt::Display for Error {
                 device, message, ..
             } => write!(f, "device {device}: TLS certificate refused: {message}"),
             Error::NoHistory { device, message } => {
-                write!(f, "device {device}: this device keeps no history: {message}")
+                write!(
+                    f,
+                    "device {device}: this device keeps no history: {message}"
+                )
             }
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),

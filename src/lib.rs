@@ -54,11 +54,11 @@ mod clock;
 pub mod config;
 mod controller;
 mod directory;
-mod energy;
 pub mod discovery;
 mod driver;
 #[cfg(feature = "emulator")]
 pub mod emulator;
+mod energy;
 mod error;
 mod event;
 pub mod ffi;

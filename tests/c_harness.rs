@@ -249,8 +249,12 @@ fn firmware_checks_and_updates() {
 fn energy_history_as_json() {
     each_build("sd_int_energy", |d| {
         let clock = smartdev::emulator::EmuClock::manual();
-        let specs = vec![DeviceSpec::new("ShellyProEM50"), DeviceSpec::new("ShellyPlus1PM")];
-        let emu = Emulator::start_with_clock(specs, &ModelLibrary::embedded(), clock.clone()).unwrap();
+        let specs = vec![
+            DeviceSpec::new("ShellyProEM50"),
+            DeviceSpec::new("ShellyPlus1PM"),
+        ];
+        let emu =
+            Emulator::start_with_clock(specs, &ModelLibrary::embedded(), clock.clone()).unwrap();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

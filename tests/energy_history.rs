@@ -16,7 +16,10 @@ const DAY: i64 = 86_400;
 /// A manual-clock emulator of `model` and a controller over HTTP (request counts are HTTP's), with the clock's
 /// start in Unix seconds (at most a second before the emulator's).
 fn rig(model: &str, block: &str) -> (Emulator, EmuClock, Controller, i64) {
-    let t0 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let t0 = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     let clock = EmuClock::manual();
     let emu = Emulator::start_with_clock(
         vec![DeviceSpec::new(model)],
@@ -51,10 +54,16 @@ fn a_three_phase_meter_over_days_is_read_page_by_page() {
     let from = hour_after(t0) + DAY;
     let meter = ctl.device("Grid").unwrap().meters[1].name.clone();
     emu.reset_counts(0);
-    let h = ctl.energy_history(meter.as_str(), from, from + DAY).unwrap();
+    let h = ctl
+        .energy_history(meter.as_str(), from, from + DAY)
+        .unwrap();
 
     assert_eq!(h.meter, meter);
-    assert_eq!(h.channels.len(), 3, "a 3-phase meter records its phases together");
+    assert_eq!(
+        h.channels.len(),
+        3,
+        "a 3-phase meter records its phases together"
+    );
     assert_eq!(h.gaps().count(), 0, "{:?}", h.gaps().collect::<Vec<_>>());
     let s = starts(&h);
     assert_eq!(s.len(), 1440, "one record a minute for a day");
@@ -67,7 +76,11 @@ fn a_three_phase_meter_over_days_is_read_page_by_page() {
     common::emu::near(r.channels[2].energy, 0.0, 0.001);
     common::emu::near(r.channels[2].returned_energy, 5.0, 0.001);
     common::emu::near(r.channels[0].max_voltage, 230.1, 0.01);
-    assert!(r.channels[1].max_current.unwrap() > 5.0, "{:?}", r.channels[1]);
+    assert!(
+        r.channels[1].max_current.unwrap() > 5.0,
+        "{:?}",
+        r.channels[1]
+    );
     let total = h.total_energy();
     common::emu::near(total[0], 14_400.0, 0.5);
     common::emu::near(total[1], 28_800.0, 0.5);
@@ -89,7 +102,9 @@ fn a_gap_is_reported_as_a_gap_not_as_zero() {
     assert!(matches!(h, Error::NotFound { kind: "meter", .. }), "{h}");
 
     let meter = ctl.device("Grid").unwrap().meters[0].name.clone();
-    let h = ctl.energy_history(meter.as_str(), from, from + 3600).unwrap();
+    let h = ctl
+        .energy_history(meter.as_str(), from, from + 3600)
+        .unwrap();
     let gaps: Vec<_> = h.gaps().map(|g| (g.start - from, g.end - from)).collect();
     assert_eq!(gaps, [(600, 1800)]);
     assert_eq!(h.records().count(), 40);
@@ -111,7 +126,9 @@ fn records_older_than_the_retention_are_gone() {
     clock.advance(days(2) + Duration::from_secs(7200));
     let meter = ctl.device("Grid").unwrap().meters[0].name.clone();
     let from = hour_after(t0);
-    let h = ctl.energy_history(meter.as_str(), from, from + 2 * DAY).unwrap();
+    let h = ctl
+        .energy_history(meter.as_str(), from, from + 2 * DAY)
+        .unwrap();
     let first = h.records().next().unwrap().start;
     let gap = h.gaps().next().unwrap();
     assert_eq!((gap.start, gap.end), (from, first));
@@ -211,7 +228,11 @@ fn an_empty_range_is_refused_with_a_message() {
 
 #[test]
 fn hostile_pages_stop_within_bounds() {
-    let emu = Emulator::start(vec![DeviceSpec::new("ShellyEMG3")], &ModelLibrary::embedded()).unwrap();
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyEMG3")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
     let fake = Hostile::start(emu.port(0));
     let yaml = format!(
         "SmartDevices:\n  ResponseTimeout: 1\n  RetryCount: 0\n  PingAllowed: false\n  RefreshInterval: 0\n  Channel: http\n  Devices:\n    - {{Name: Shed, Model: ShellyEMG3, Hostname: 127.0.0.1, Port: {}}}\n",
@@ -229,7 +250,9 @@ fn hostile_pages_stop_within_bounds() {
     fake.set(Behaviour::Raw(answer(200, endless.as_bytes())));
     let before = fake.requests();
     match ctl.energy_history(meter.as_str(), from, to) {
-        Err(Error::Device { message, .. }) => assert!(message.contains("does not move"), "{message}"),
+        Err(Error::Device { message, .. }) => {
+            assert!(message.contains("does not move"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(fake.requests() - before, 2);
@@ -249,10 +272,17 @@ fn hostile_pages_stop_within_bounds() {
 
 #[test]
 fn sdctl_energy_prints_lines_csv_and_json() {
-    let emu = Emulator::start(vec![DeviceSpec::new("ShellyProEM50")], &ModelLibrary::embedded()).unwrap();
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyProEM50")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
     emu.set_load(0, 0, 1200.0);
     emu.backfill_history(0, Duration::from_secs(7200));
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     let from = (now / 60) * 60 - 3600;
     emu.set_history_gap(0, from + 600, from + 900);
     let dir = common::TempDir::new("energy-cli");
@@ -267,7 +297,9 @@ fn sdctl_energy_prints_lines_csv_and_json() {
     let start = smartdev::rfc3339(from + 3600).replace('Z', "+01:00");
     let end = smartdev::rfc3339(from + 1800);
     let run = |extra: &[&str]| {
-        let mut args = vec!["--config", "e.yaml", "energy", "House", "--from", &start, "--to", &end];
+        let mut args = vec![
+            "--config", "e.yaml", "energy", "House", "--from", &start, "--to", &end,
+        ];
         args.extend_from_slice(extra);
         std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
             .args(&args)
@@ -277,22 +309,52 @@ fn sdctl_energy_prints_lines_csv_and_json() {
     };
     let o = run(&[]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1 + 25 + 1 + 2, "{text}");
-    assert!(lines[0].starts_with("House (Mains): energy history from ") && lines[0].contains("+00:00"));
-    assert!(lines[1].contains("1 min  House 20.00 Wh, 230.1–230.1 V"), "{}", lines[1]);
-    assert!(lines[11].contains("5 min  no record") && lines[11].contains("energy unknown"), "{}", lines[11]);
-    assert!(lines[27].starts_with("Total of 25 records: House 500.00 Wh"), "{}", lines[27]);
-    assert_eq!(lines[28], "Not recorded: 5 min in 1 gap (not counted in the total)");
+    assert!(
+        lines[0].starts_with("House (Mains): energy history from ") && lines[0].contains("+00:00")
+    );
+    assert!(
+        lines[1].contains("1 min  House 20.00 Wh, 230.1–230.1 V"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[11].contains("5 min  no record") && lines[11].contains("energy unknown"),
+        "{}",
+        lines[11]
+    );
+    assert!(
+        lines[27].starts_with("Total of 25 records: House 500.00 Wh"),
+        "{}",
+        lines[27]
+    );
+    assert_eq!(
+        lines[28],
+        "Not recorded: 5 min in 1 gap (not counted in the total)"
+    );
 
     let o = run(&["--csv"]);
     let csv = String::from_utf8_lossy(&o.stdout).into_owned();
     let rows: Vec<&str> = csv.lines().collect();
     assert_eq!(rows.len(), 1 + 26, "{csv}");
-    assert!(rows[0].starts_with("Start (UTC),Seconds,Recorded,House Energy (Wh),House Returned Energy (Wh)"));
+    assert!(
+        rows[0].starts_with(
+            "Start (UTC),Seconds,Recorded,House Energy (Wh),House Returned Energy (Wh)"
+        )
+    );
     assert!(rows[1].contains(",60,yes,20,"), "{}", rows[1]);
-    assert!(rows[11].contains(",300,no,,"), "a gap is empty, not 0: {}", rows[11]);
+    assert!(
+        rows[11].contains(",300,no,,"),
+        "a gap is empty, not 0: {}",
+        rows[11]
+    );
 
     let o = run(&["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -300,7 +362,14 @@ fn sdctl_energy_prints_lines_csv_and_json() {
     assert_eq!(v["From"], smartdev::rfc3339(from));
 
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_sdctl"))
-        .args(["--config", "e.yaml", "energy", "House", "--from", "yesterday"])
+        .args([
+            "--config",
+            "e.yaml",
+            "energy",
+            "House",
+            "--from",
+            "yesterday",
+        ])
         .current_dir(dir.path())
         .output()
         .unwrap();

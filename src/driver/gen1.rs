@@ -163,7 +163,13 @@ impl Gen1 {
         }
     }
 
-    fn send_get(&self, dev: &mut Device, path: &str, idempotent: bool, text: bool) -> Result<Value> {
+    fn send_get(
+        &self,
+        dev: &mut Device,
+        path: &str,
+        idempotent: bool,
+        text: bool,
+    ) -> Result<Value> {
         use base64::Engine;
         let url = format!("{}{path}", self.base);
         let what = format!("GET {}", path.split('?').next().unwrap_or(path));
@@ -408,7 +414,11 @@ impl Driver for Gen1 {
             device: dev.label(),
             message: format!("GET /emeter/{index}/em_data.csv: {m}"),
         })?;
-        let meter = dev.meters.get(index).map(|m| m.name.clone()).unwrap_or_default();
+        let meter = dev
+            .meters
+            .get(index)
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
         Ok(crate::energy::EnergyHistory::assemble(
             dev.name.clone(),
             meter.clone(),

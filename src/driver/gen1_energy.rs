@@ -26,11 +26,7 @@ pub(crate) fn parse_csv(text: &str) -> Result<Vec<EnergyRecord>, String> {
             crate::text::quote(&header.join(","), 80)
         ));
     };
-    let (returned, min_v, max_v) = (
-        column("returned energy"),
-        column("min v"),
-        column("max v"),
-    );
+    let (returned, min_v, max_v) = (column("returned energy"), column("min v"), column("max v"));
     let mut rows: Vec<(i64, ChannelEnergy)> = Vec::new();
     for line in lines {
         if rows.len() == MAX_RECORDS {

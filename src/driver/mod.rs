@@ -5,7 +5,7 @@
 pub(crate) mod canned;
 pub(crate) mod digest;
 pub(crate) mod gen1;
-mod gen1_energy;
+pub(crate) mod gen1_energy;
 mod gen1_firmware;
 pub(crate) mod http;
 mod icmp;

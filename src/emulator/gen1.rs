@@ -99,8 +99,10 @@ fn ota(dev: &Device, req: &Request) -> Response {
 /// `Date/time UTC,Active energy Wh (1),Returned energy Wh (1),Min V,Max V`, Wh per row interval).
 fn em_data(dev: &Device, n: &str) -> Response {
     let s = dev.state();
-    let (Some(h), Some(i)) = (&s.history, n.parse::<usize>().ok().filter(|i| *i < s.meters.len()))
-    else {
+    let (Some(h), Some(i)) = (
+        &s.history,
+        n.parse::<usize>().ok().filter(|i| *i < s.meters.len()),
+    ) else {
         return Response::text(404, "Not Found");
     };
     let mut csv = format!(

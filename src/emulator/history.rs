@@ -188,7 +188,10 @@ mod tests {
         h.minute(600, cell(1.0));
         h.backfill(630, 300, &cell(2.0));
         let all: Vec<_> = h.rows(0, i64::MAX).map(|r| (r.ts, r.cells[0].wh)).collect();
-        assert_eq!(all, [(300, 2.0), (360, 2.0), (420, 2.0), (480, 2.0), (540, 1.0)]);
+        assert_eq!(
+            all,
+            [(300, 2.0), (360, 2.0), (420, 2.0), (480, 2.0), (540, 1.0)]
+        );
     }
 
     #[test]

@@ -620,7 +620,10 @@ impl Emulator {
 
     /// How long an energy meter keeps its records (60 days unless set); older ones are dropped.
     pub fn set_history_retention(&self, device: usize, keep: Duration) {
-        or_panic(self.dev(device).set_history_retention(keep.as_secs() as i64));
+        or_panic(
+            self.dev(device)
+                .set_history_retention(keep.as_secs() as i64),
+        );
     }
 
     /// A probe's temperature; `None` = sensor missing.

@@ -1,5 +1,5 @@
 //! `EMData` / `EM1Data` `GetRecords` and `GetData` on emulated Gen2+ meters, shaped as transports-and-apis.md
-//! §8.2–8.3 (https://shelly-api-docs.shelly.cloud/gen2/ComponentsAndServices/EMData): `GetRecords {id, ts}` →
+//! §8.2–8.3 (<https://shelly-api-docs.shelly.cloud/gen2/ComponentsAndServices/EMData>): `GetRecords {id, ts}` →
 //! `{data_blocks: [{ts, period, records}]}`; `GetData {id, ts, end_ts, add_keys}` → `{keys, data: [{ts,
 //! period, values}], next_record_ts?}` with at most [`PAGE_ROWS`] rows a page.
 
@@ -70,7 +70,9 @@ pub(crate) fn serve(
             let blocks: Vec<Value> = h
                 .runs(from, i64::MAX)
                 .iter()
-                .map(|(start, rows)| json!({"ts": start, "period": h.period, "records": rows.len()}))
+                .map(
+                    |(start, rows)| json!({"ts": start, "period": h.period, "records": rows.len()}),
+                )
                 .collect();
             Ok(json!({ "data_blocks": blocks }))
         }
@@ -85,7 +87,9 @@ pub(crate) fn serve(
             for r in page {
                 let values = values(&db, r, h.period);
                 match runs.last_mut() {
-                    Some((start, v)) if *start + v.len() as i64 * h.period == r.ts => v.push(values),
+                    Some((start, v)) if *start + v.len() as i64 * h.period == r.ts => {
+                        v.push(values)
+                    }
                     _ => runs.push((r.ts, vec![values])),
                 }
             }
@@ -127,7 +131,9 @@ fn values(db: &Database, r: &Row, period: i64) -> Value {
     match db {
         Database::Channel(i) => json!(channel(&cell(*i), period, false)),
         Database::Phases => {
-            let mut v: Vec<f64> = (0..3).flat_map(|i| channel(&cell(i), period, true)).collect();
+            let mut v: Vec<f64> = (0..3)
+                .flat_map(|i| channel(&cell(i), period, true))
+                .collect();
             v.extend([0.0, 0.0, 0.0]);
             json!(v)
         }

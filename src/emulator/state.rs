@@ -8,8 +8,8 @@ use super::history::{Cell, History};
 use super::layout::{Layout, MeterLink};
 use super::sensors::{self, AddonSensor, Reading};
 pub(crate) use super::source::Source;
-use crate::models::MeterSource;
 use super::webhooks::HookStore;
+use crate::models::MeterSource;
 
 /// How an input is configured (Gen2+ `input:N` `type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

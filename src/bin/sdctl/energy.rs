@@ -45,7 +45,11 @@ fn prefix(option: &str, e: Error) -> Error {
 /// `2026-11-25 13:00+00:00` (seconds only when not zero): UTC, with the offset shown.
 fn when(unix: i64) -> String {
     let t = rfc3339(unix);
-    let clock = if unix % 60 == 0 { t.get(11..16) } else { t.get(11..19) };
+    let clock = if unix % 60 == 0 {
+        t.get(11..16)
+    } else {
+        t.get(11..19)
+    };
     match (t.get(..10), clock) {
         (Some(d), Some(c)) => format!("{d} {c}+00:00"),
         _ => t,

@@ -1,7 +1,7 @@
 //! Energy history of Shelly Gen2+ meters: `EMData.GetData` (a 3-phase meter's `emdata:0`, all phases in one
 //! record) and `EM1Data.GetData` (one channel's `em1data:N`).
 //!
-//! Shapes (transports-and-apis.md §8.2–8.3; https://shelly-api-docs.shelly.cloud/gen2/ComponentsAndServices/EMData
+//! Shapes (transports-and-apis.md §8.2–8.3; <https://shelly-api-docs.shelly.cloud/gen2/ComponentsAndServices/EMData>
 //! and …/EM1Data): `GetData {id, ts, end_ts, add_keys}` → `{keys: [...], data: [{ts, period, values: [[...]]}],
 //! next_record_ts?}`. Each `data` item is a run of rows, one per `period` seconds from `ts` (a new item where
 //! recording was interrupted); a value's meaning is its column's key (`a_total_act_energy`, Wh within the
@@ -42,14 +42,27 @@ impl Rpc {
         index: usize,
         (from, to): (i64, i64),
     ) -> Result<EnergyHistory> {
-        let name = |i: usize| dev.meters.get(i).map(|m| m.name.clone()).unwrap_or_default();
+        let name = |i: usize| {
+            dev.meters
+                .get(i)
+                .map(|m| m.name.clone())
+                .unwrap_or_default()
+        };
         let (method, id, prefixes, channels) = match self.shape.meter_source {
             MeterSource::Em => {
                 let n = self.shape.meters.min(3);
-                let prefixes: Vec<String> = ["a_", "b_", "c_"][..n].iter().map(|p| p.to_string()).collect();
+                let prefixes: Vec<String> = ["a_", "b_", "c_"][..n]
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect();
                 ("EMData.GetData", 0, prefixes, (0..n).map(name).collect())
             }
-            _ => ("EM1Data.GetData", index, vec![String::new()], vec![name(index)]),
+            _ => (
+                "EM1Data.GetData",
+                index,
+                vec![String::new()],
+                vec![name(index)],
+            ),
         };
         let meter = name(index);
         let label = dev.label();
@@ -142,7 +155,11 @@ fn row_count(page: &Value) -> usize {
 }
 
 /// Adds one page's rows to `out`: for each channel prefix (`a_` … or none), the values of its keys.
-fn read_page(page: &Value, prefixes: &[String], out: &mut Vec<EnergyRecord>) -> Result<(), String> {
+pub(crate) fn read_page(
+    page: &Value,
+    prefixes: &[String],
+    out: &mut Vec<EnergyRecord>,
+) -> Result<(), String> {
     let keys: Vec<&str> = page
         .get("keys")
         .and_then(Value::as_array)
@@ -186,7 +203,10 @@ fn read_page(page: &Value, prefixes: &[String], out: &mut Vec<EnergyRecord>) -> 
         let period = period as i64;
         for (k, row) in rows.iter().enumerate() {
             let Some(row) = row.as_array() else { continue };
-            let Some(at) = (k as i64).checked_mul(period).and_then(|o| start.checked_add(o)) else {
+            let Some(at) = (k as i64)
+                .checked_mul(period)
+                .and_then(|o| start.checked_add(o))
+            else {
                 break;
             };
             let value = |c: Option<usize>| {
@@ -244,8 +264,10 @@ mod tests {
 
     #[test]
     fn a_page_that_does_not_move_is_an_error() {
-        let e = pages("D", "EM1Data.GetData", 0, 10_000, |_| Ok(json!({"next_record_ts": 0})))
-            .unwrap_err();
+        let e = pages("D", "EM1Data.GetData", 0, 10_000, |_| {
+            Ok(json!({"next_record_ts": 0}))
+        })
+        .unwrap_err();
         assert!(e.to_string().contains("does not move"), "{e}");
     }
 

@@ -20,6 +20,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 #[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use energy::read_page;
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use intro::probe_ids;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use status::apply_cover;
