@@ -330,8 +330,12 @@ mod tests {
         assert_eq!(gaps, [(0, 60), (180, 240), (300, 600)]);
         assert_eq!(h.records().count(), 3);
         assert_eq!(h.total_energy(), [Some(4.5)]);
+        let json = serde_json::to_value(&h).unwrap();
+        assert_eq!(json["Entries"][0]["Kind"], "Gap");
+        assert_eq!(json["Entries"][1]["Start"], "1970-01-01T00:01:00Z");
+        assert!(json["Entries"][0].get("Energy").is_none());
         // The record holding `from` counts; one that ends at `from` does not.
-        let h = EnergyHistory::assemble(
+        let h2 = EnergyHistory::assemble(
             "D".into(),
             "M".into(),
             vec!["M".into()],
@@ -344,14 +348,10 @@ mod tests {
             ],
         );
         assert_eq!(
-            h.records().map(|r| r.start).collect::<Vec<_>>(),
+            h2.records().map(|r| r.start).collect::<Vec<_>>(),
             [60, 120, 180]
         );
-        assert_eq!(h.gaps().count(), 0);
-        let json = serde_json::to_value(&h).unwrap();
-        assert_eq!(json["Entries"][0]["Kind"], "Gap");
-        assert_eq!(json["Entries"][1]["Start"], "1970-01-01T00:01:00Z");
-        assert!(json["Entries"][0].get("Energy").is_none());
+        assert_eq!(h2.gaps().count(), 0);
     }
 
     #[test]
