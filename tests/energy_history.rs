@@ -377,3 +377,22 @@ fn sdctl_energy_prints_lines_csv_and_json() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--from") && err.contains("-24h"), "{err}");
 }
+
+#[test]
+fn the_emulator_lists_its_runs_with_get_records() {
+    let (emu, clock, _ctl, t0) = rig("ShellyPro3EM", "Name: Grid, Model: ShellyPro3EM");
+    clock.advance(Duration::from_secs(4 * 3600));
+    let from = hour_after(t0);
+    emu.set_history_gap(0, from + 600, from + 900);
+    let url = format!("http://127.0.0.1:{}/rpc", emu.port(0));
+    let frame = serde_json::json!({"id": 1, "method": "EMData.GetRecords", "params": {"id": 0, "ts": from}});
+    let mut answer = ureq::post(&url).send_json(&frame).unwrap();
+    let v: serde_json::Value = answer.body_mut().read_json().unwrap();
+    let blocks = v["result"]["data_blocks"].as_array().unwrap();
+    assert_eq!(blocks.len(), 2, "{v}");
+    assert_eq!(
+        blocks[0],
+        serde_json::json!({"ts": from, "period": 60, "records": 10})
+    );
+    assert_eq!(blocks[1]["ts"], from + 900);
+}
