@@ -984,7 +984,7 @@ enum sd_result sd_energy_history(const struct sd_controller *ctl,
 
 /*
  Writes this thread's last `sd_energy_history` document again (no device I/O). `SD_NOT_FOUND` when this
- thread has read no history yet.
+ thread has read no history yet, or its last `sd_energy_history` failed.
 
  # Safety
  `buf` NULL (with `len` 0) or writable for `len` bytes; `needed` valid.

@@ -44,6 +44,8 @@ pub unsafe extern "C" fn sd_energy_history(
     guard(|| {
         require!(ctl, "ctl");
         require!(needed, "needed");
+        // A failed read leaves nothing for `sd_energy_history_last` to give as if it were this one's.
+        LAST_HISTORY.with(|l| *l.borrow_mut() = None);
         // SAFETY: forwarded contract.
         let who = match unsafe { identity(name, id) } {
             Ok(w) => w,
@@ -66,7 +68,7 @@ pub unsafe extern "C" fn sd_energy_history(
 }
 
 /// Writes this thread's last `sd_energy_history` document again (no device I/O). `SD_NOT_FOUND` when this
-/// thread has read no history yet.
+/// thread has read no history yet, or its last `sd_energy_history` failed.
 ///
 /// # Safety
 /// `buf` NULL (with `len` 0) or writable for `len` bytes; `needed` valid.

@@ -39,6 +39,8 @@ int main(void) {
   CHECK_RC(sd_last_error_message(buf, sizeof buf, &needed), SD_OK);
   CHECK(strstr(buf, "keeps no history") != NULL);
   CHECK(strcmp(sd_result_name(SD_NO_HISTORY), "SD_NO_HISTORY") == 0);
+  /* The failed read left no document behind. */
+  CHECK_RC(sd_energy_history_last(buf, sizeof buf, &needed), SD_NOT_FOUND);
   CHECK_RC(sd_energy_history(ctl, "House", 0, from, from, buf, sizeof buf, &needed), SD_INVALID_PARAMETER);
   CHECK_RC(sd_energy_history(ctl, "Nowhere", 0, from, from + 60, buf, sizeof buf, &needed), SD_NOT_FOUND);
 
