@@ -29,6 +29,12 @@
 
 
 /*
+ At most this many records in one history (about 69 days of 1-minute records, beyond the 60 days a Pro 3EM
+ keeps): a device paging on and on is stopped, not followed until memory runs out.
+ */
+#define MAX_RECORDS 100000
+
+/*
  Component kind: input.
  */
 #define SD_KIND_INPUT 0
@@ -207,6 +213,11 @@ typedef enum sd_result {
    */
   SD_CERTIFICATE = 311,
   /*
+   The meter keeps no energy history of its own (a switch's or plug's meter, Tasmota, a simulated device):
+   there is no history to read, rather than an empty one that would look like no energy.
+   */
+  SD_NO_HISTORY = 312,
+  /*
    A local I/O failure (a file, a socket, a thread).
    */
   SD_IO = 400,
@@ -284,6 +295,8 @@ typedef enum sd_cover_state {
  - sd_pull_event: take the oldest webhook event as JSON.
  - sd_discover: find devices on the local network (mDNS, each confirmed over HTTP) as a JSON array; with a
    controller, each marked `"Configured"`. sd_discovered: the last result again, without discovering.
+ - sd_energy_history: a meter's own interval records over a time range as JSON (records and gaps);
+   sd_energy_history_last: the same again, without device I/O.
  - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
  - sd_webhook_address: where the webhook listener listens.
  - sd_print_device_status / sd_print_model_library: the text listings.
@@ -998,6 +1011,45 @@ enum sd_result sd_discover(const struct sd_controller *ctl,
 enum sd_result sd_discovered(char *buf,
                              size_t len,
                              size_t *needed);
+
+/*
+ Reads a meter's own interval records over `[from, to)` (Unix seconds, UTC) from the device (device I/O) and
+ writes them as JSON: `{"Device":"Grid","Meter":"Grid A","Channels":["Grid A","Grid B","Grid C"],
+ "From":"2026-11-25T00:00:00Z","To":…,"Entries":[{"Kind":"Record","Start":"2026-11-25T00:00:00Z",
+ "Period":60,"Channels":[{"Energy":10.0,"ReturnedEnergy":0.0,"MinVoltage":230.1,"MaxVoltage":230.1,
+ "MinCurrent":2.7,"MaxCurrent":2.7},…]},{"Kind":"Gap","Start":…,"End":…},…]}`. Entries are in time order
+ and cover the range; a `"Gap"` is time the device has no record for and has no energy (never count it as
+ 0). Energy in Wh, voltage in V, current in A; what the device did not record is `null`. The meter is
+ named by `name` (non-NULL) or `id`; a 3-phase meter's records hold all its phases (`"Channels"`).
+
+ `SD_NO_HISTORY` for a meter that keeps none (a switch's or plug's meter, Tasmota, simulated devices);
+ `SD_INVALID_PARAMETER` when `from` is not before `to`. When `buf` is too small: `SD_INSUFFICIENT_SIZE` with
+ `*needed`; the document is kept for this thread, so call `sd_energy_history_last` with a buffer of
+ `*needed` bytes instead of reading the device again.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string; `buf` NULL (with `len` 0) or writable for `len` bytes; `needed`
+ valid.
+ */
+enum sd_result sd_energy_history(const struct sd_controller *ctl,
+                                 const char *name,
+                                 int64_t id,
+                                 int64_t from,
+                                 int64_t to,
+                                 char *buf,
+                                 size_t len,
+                                 size_t *needed);
+
+/*
+ Writes this thread's last `sd_energy_history` document again (no device I/O). `SD_NOT_FOUND` when this
+ thread has read no history yet, or its last `sd_energy_history` failed.
+
+ # Safety
+ `buf` NULL (with `len` 0) or writable for `len` bytes; `needed` valid.
+ */
+enum sd_result sd_energy_history_last(char *buf,
+                                      size_t len,
+                                      size_t *needed);
 
 /*
  Asks the device which firmware it runs and which newer versions it can install (device I/O on every call,

@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 
+mod energy;
 mod firmware;
 
 use crate::actor::hook_inbox::HookInbox;

@@ -186,6 +186,14 @@ pub enum Error {
         /// The fingerprint that was expected (pinned or configured), when one was.
         expected: Option<String>,
     },
+    /// The meter keeps no history of its own (a switch's or plug's meter, Tasmota, a simulated device): there
+    /// is nothing to read back, so no history is given rather than an empty one that would look like no energy.
+    NoHistory {
+        /// Device label `Name (ID: n)`.
+        device: String,
+        /// Which meter, and what to do instead.
+        message: String,
+    },
     /// The controller has been closed.
     Closed,
     /// A local I/O failure outside device communication (reading a config file, spawning a thread).
@@ -229,7 +237,8 @@ impl Error {
             | Error::WrongDevice { device, .. }
             | Error::Sleeping { device, .. }
             | Error::Firmware { device, .. }
-            | Error::Certificate { device, .. } => Some(device),
+            | Error::Certificate { device, .. }
+            | Error::NoHistory { device, .. } => Some(device),
             _ => None,
         }
     }
@@ -368,6 +377,12 @@ impl fmt::Display for Error {
             Error::Certificate {
                 device, message, ..
             } => write!(f, "device {device}: TLS certificate refused: {message}"),
+            Error::NoHistory { device, message } => {
+                write!(
+                    f,
+                    "device {device}: this device keeps no history: {message}"
+                )
+            }
             Error::Closed => f.write_str("controller is closed"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }

@@ -300,6 +300,31 @@ pub fn tasmota_status(data: &[u8]) {
     }
 }
 
+/// Reads energy history as a device sends it: an `EMData`/`EM1Data.GetData` page (3 phases and one channel) and
+/// a Gen1 `em_data.csv`, then builds a history of a day from what was read.
+pub fn energy_history(data: &[u8]) {
+    let mut records = Vec::new();
+    if let Some(v) = json(data) {
+        for prefixes in [&["a_", "b_", "c_"][..], &[""]] {
+            let prefixes: Vec<String> = prefixes.iter().map(|p| p.to_string()).collect();
+            let _ = crate::driver::rpc::read_page(&v, &prefixes, &mut records);
+        }
+    }
+    if let Some(t) = text(data)
+        && let Ok(rows) = crate::driver::gen1_energy::parse_csv(t)
+    {
+        records.extend(rows);
+    }
+    let h = crate::energy::EnergyHistory::assemble(
+        "D".into(),
+        "M".into(),
+        vec!["M".into(); 3],
+        (0, 86_400),
+        records,
+    );
+    let _ = (h.total_energy(), h.gaps().count());
+}
+
 /// Parses a `WWW-Authenticate` value and answers it.
 pub fn digest_challenge(data: &[u8]) {
     let Some(t) = text(data) else { return };
@@ -674,6 +699,18 @@ mod tests {
             br#"{"StatusPRM":{"Uptime":"99999999999999999T00:00:00"}}"#,
         ];
         run(tas, tasmota_status);
+    }
+
+    #[test]
+    fn energy_history_answers_never_panic() {
+        run(
+            &[
+                br#"{"keys":["a_total_act_energy","a_max_voltage","total_act_energy"],"data":[{"ts":60,"period":60,"values":[[1.5,230,2],[2,231,1]]},{"ts":600,"period":"60","values":[[1,1,1]]}],"next_record_ts":660}"#,
+                b"Date/time UTC,Active energy Wh (1),Returned energy Wh (1),Min V,Max V\n1970-01-01 00:10,2.10,0.00,232.0,233.5\n1970-01-01 00:20,1,0,230,231\n",
+                br#"{"keys":["total_act_energy"],"data":[{"ts":9223372036854775807,"period":86400,"values":[[1],[1]]}]}"#,
+            ],
+            energy_history,
+        );
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub mod discovery;
 mod driver;
 #[cfg(feature = "emulator")]
 pub mod emulator;
+mod energy;
 mod error;
 mod event;
 pub mod ffi;
@@ -101,6 +102,10 @@ pub use driver::tls::{fingerprint as certificate_sha256, parse_fingerprint};
 /// wired into the drivers and not a stable API yet; public for the integration tests (`tests/ws_transport.rs`).
 #[doc(hidden)]
 pub use driver::ws;
+pub use energy::{
+    ChannelEnergy, EnergyHistory, EnergyRecord, HistoryEntry, HistoryGap, MAX_RECORDS,
+    parse_history_time, rfc3339,
+};
 pub use error::{Error, Problem, Result};
 pub use event::{
     EventChannel, EventFilter, KNOWN_EVENTS, PROFILE_CHANGED, SMARTDEV_EVENTS, WebhookEvent,

@@ -252,6 +252,33 @@ fn firmware_checks_and_updates() {
     });
 }
 
+#[test]
+fn energy_history_as_json() {
+    each_build("sd_int_energy", |d| {
+        let clock = smartdev::emulator::EmuClock::manual();
+        let specs = vec![
+            DeviceSpec::new("ShellyProEM50"),
+            DeviceSpec::new("ShellyPlus1PM"),
+        ];
+        let emu =
+            Emulator::start_with_clock(specs, &ModelLibrary::embedded(), clock.clone()).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        clock.advance(std::time::Duration::from_secs(3 * 3600));
+        let env = vec![
+            ("SD_TEST_DIR", d.path().display().to_string()),
+            ("SD_EMU_PORT_0", emu.port(0).to_string()),
+            ("SD_EMU_PORT_1", emu.port(1).to_string()),
+            ("SD_FROM", ((now / 3600 + 2) * 3600).to_string()),
+        ];
+        // The emulator must outlive the program run: leak it for the life of this test process.
+        std::mem::forget(emu);
+        env
+    });
+}
+
 /// The soname the shared library must carry: `libsmartdev.so.0.MINOR` before 1.0 (semver: a 0.x minor
 /// release may break the ABI), `libsmartdev.so.MAJOR` after.
 fn soname() -> String {

@@ -302,6 +302,7 @@ func TestSentinelCodesMatchTheLibrary(t *testing.T) {
 		"SD_WRONG_DEVICE": smartdev.ErrWrongDevice, "SD_SLEEPING": smartdev.ErrSleeping,
 		"SD_FIRMWARE":    smartdev.ErrFirmware,
 		"SD_CERTIFICATE": smartdev.ErrCertificate,
+		"SD_NO_HISTORY":  smartdev.ErrNoHistory,
 	} {
 		se := e.(*smartdev.Error)
 		if got := smartdev.CodeName(se.Code); got != name {

@@ -19,11 +19,17 @@ import (
 // base URLs ("http://127.0.0.1:<port>"). The process is killed when the test ends.
 func startEmulator(t *testing.T) (device, admin string) {
 	t.Helper()
+	return startEmulatorModel(t, "ShellyPlus1PM")
+}
+
+// startEmulatorModel is startEmulator with another model.
+func startEmulatorModel(t *testing.T, model string) (device, admin string) {
+	t.Helper()
 	bin := os.Getenv("SDCTL_BIN")
 	if bin == "" {
 		t.Skip("SDCTL_BIN is not set (run-tests.sh sets it to target/debug/sdctl)")
 	}
-	cmd := exec.Command(bin, "emulate", "ShellyPlus1PM")
+	cmd := exec.Command(bin, "emulate", model)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	must(t, err)
@@ -49,7 +55,7 @@ func startEmulator(t *testing.T) (device, admin string) {
 			}
 			f := strings.Fields(line)
 			switch {
-			case len(f) == 3 && f[0] == "ShellyPlus1PM":
+			case len(f) == 3 && f[0] == model:
 				device = f[2]
 			case len(f) == 2 && f[0] == "admin":
 				admin = f[1]

@@ -106,6 +106,9 @@ var (
 	// valid under the configured CA. The message names both fingerprints and how to accept a new certificate
 	// (sdctl trust DEVICE).
 	ErrCertificate = sentinel(C.SD_CERTIFICATE, "the device's TLS certificate was refused")
+	// ErrNoHistory: the meter keeps no energy history of its own (a switch's or plug's meter, Tasmota,
+	// simulated devices): there is no history to read, rather than an empty one that would look like no energy.
+	ErrNoHistory = sentinel(C.SD_NO_HISTORY, "this device keeps no history")
 	// ErrIO: a local I/O failure (a file, a socket, a thread).
 	ErrIO = sentinel(C.SD_IO, "local I/O failure")
 )

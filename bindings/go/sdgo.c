@@ -184,6 +184,15 @@ sd_result sdgo_check_firmware(const sd_controller *c, const char *name, int64_t 
   return done(sd_check_firmware(c, name, id, buf, len, needed), err);
 }
 
+sd_result sdgo_energy_history(const sd_controller *c, const char *name, int64_t id, int64_t from, int64_t to,
+                              char *buf, size_t len, size_t *needed, char **err) {
+  return done(sd_energy_history(c, name, id, from, to, buf, len, needed), err);
+}
+
+sd_result sdgo_energy_history_last(char *buf, size_t len, size_t *needed, char **err) {
+  return done(sd_energy_history_last(buf, len, needed), err);
+}
+
 sd_result sdgo_update_firmware(const sd_controller *c, const char *name, int64_t id, int channel,
                                bool allow_concurrent, double timeout_seconds, char **err) {
   return done(sd_update_firmware(c, name, id, channel, allow_concurrent, timeout_seconds), err);

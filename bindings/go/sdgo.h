@@ -66,6 +66,10 @@ sd_result sdgo_check_firmware(const sd_controller *c, const char *name, int64_t 
 sd_result sdgo_update_firmware(const sd_controller *c, const char *name, int64_t id, int channel,
                                bool allow_concurrent, double timeout_seconds, char **err);
 
+sd_result sdgo_energy_history(const sd_controller *c, const char *name, int64_t id, int64_t from, int64_t to,
+                              char *buf, size_t len, size_t *needed, char **err);
+sd_result sdgo_energy_history_last(char *buf, size_t len, size_t *needed, char **err);
+
 /* Waits up to timeout_ms for fd to become readable: 1 readable, 0 not (timeout or EINTR), -1 error. */
 int sdgo_wait_readable(int fd, int timeout_ms);
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, SendError, Sender, TryRecvError, TrySendError};
 
+use super::energy_op::EnergyAsk;
 use super::firmware_op::FirmwareOp;
 use super::hook_inbox::HookInbox;
 use super::peers::Peers;
@@ -62,6 +63,8 @@ pub(crate) enum Command {
     },
     /// A step of a firmware update (`actor/update.rs`).
     Firmware(FirmwareOp),
+    /// Read a meter's own energy records (`controller/energy.rs`).
+    Energy(EnergyAsk),
     /// Discovery found the device's MAC at another address (a hint: only a device configured with a `MAC`
     /// follows it, and only once the MAC answers there).
     Moved {
@@ -397,6 +400,10 @@ impl State {
                         op.refuse(refused);
                         continue;
                     }
+                    Command::Energy(ask) => {
+                        let _ = ask.reply.send(Err(refused));
+                        continue;
+                    }
                     Command::Refresh { reply: None }
                     | Command::Tick
                     | Command::Hook
@@ -413,6 +420,17 @@ impl State {
                 Command::Hook => self.take_hooks(),
                 Command::Moved { host, port } => self.move_to(host, port),
                 Command::Firmware(op) => self.firmware(op),
+                Command::Energy(ask) => {
+                    let r = if self.driver.keeps_history(ask.meter) {
+                        self.op(false, |dev, drv| {
+                            drv.energy_history(dev, ask.meter, (ask.from, ask.to))
+                        })
+                    } else {
+                        // Not the device's failure: its LastError stays as it is.
+                        Err(crate::driver::no_history(&self.device, ask.meter))
+                    };
+                    let _ = ask.reply.send(r);
+                }
                 Command::Tick => {
                     let liveness = self.liveness.clone();
                     let _ = self.op(true, |dev, drv| {

@@ -150,6 +150,27 @@ impl Gen1 {
 
     /// [`Gen1::get`], sent once when not `idempotent` (an update request).
     pub(super) fn get_with(&self, dev: &mut Device, path: &str, idempotent: bool) -> Result<Value> {
+        self.send_get(dev, path, idempotent, false)
+    }
+
+    /// GETs a text download (a CSV file) and returns its body.
+    pub(super) fn get_text(&self, dev: &mut Device, path: &str) -> Result<String> {
+        match self.send_get(dev, path, true, true)? {
+            Value::String(t) => Ok(t),
+            _ => Err(Error::Device {
+                device: dev.label(),
+                message: format!("GET {path}: not a text answer"),
+            }),
+        }
+    }
+
+    fn send_get(
+        &self,
+        dev: &mut Device,
+        path: &str,
+        idempotent: bool,
+        text: bool,
+    ) -> Result<Value> {
         use base64::Engine;
         let url = format!("{}{path}", self.base);
         let what = format!("GET {}", path.split('?').next().unwrap_or(path));
@@ -168,6 +189,7 @@ impl Gen1 {
             headers,
             // Reads, absolute sets and action-URL settings are safe to repeat; an update request is not.
             idempotent,
+            text,
         };
         match self.http.send(dev, &req)? {
             Reply::Json(v) => Ok(v),
@@ -416,6 +438,36 @@ impl Driver for Gen1 {
 
     fn firmware_state(&mut self, dev: &mut Device) -> Result<super::FirmwareState> {
         self.state(dev)
+    }
+
+    fn keeps_history(&self, index: usize) -> bool {
+        self.shape.meter_source == crate::models::MeterSource::Gen1Emeters
+            && index < self.shape.meters
+    }
+
+    fn energy_history(
+        &mut self,
+        dev: &mut Device,
+        index: usize,
+        range: (i64, i64),
+    ) -> Result<crate::energy::EnergyHistory> {
+        let csv = self.get_text(dev, &format!("/emeter/{index}/em_data.csv"))?;
+        let records = super::gen1_energy::parse_csv(&csv).map_err(|m| Error::Device {
+            device: dev.label(),
+            message: format!("GET /emeter/{index}/em_data.csv: {m}"),
+        })?;
+        let meter = dev
+            .meters
+            .get(index)
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        Ok(crate::energy::EnergyHistory::assemble(
+            dev.name.clone(),
+            meter.clone(),
+            vec![meter],
+            range,
+            records,
+        ))
     }
 }
 

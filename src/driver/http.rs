@@ -63,6 +63,8 @@ pub(crate) struct Request<'a> {
     /// Whether sending it twice does no harm. Others get one attempt whatever `RetryCount` says: a lost
     /// answer to a create must not create twice.
     pub idempotent: bool,
+    /// The answer is text, not JSON (a CSV download): a 200's UTF-8 body comes back as a JSON string.
+    pub text: bool,
 }
 
 /// A device's answer.
@@ -266,6 +268,9 @@ impl Http {
             );
         }
         match status {
+            200 if req.text => String::from_utf8(body)
+                .map(|t| Reply::Json(Value::String(t)))
+                .map_err(|_| Failure::Body("a text answer that is not UTF-8".into())),
             200 => crate::untrusted_json::parse(&body)
                 .map(Reply::Json)
                 .map_err(|e| {
@@ -309,6 +314,7 @@ impl Http {
             what,
             headers: Vec::new(),
             idempotent: true,
+            text: false,
         };
         match self.send(dev, &req)? {
             Reply::Json(v) => Ok(v),
@@ -328,6 +334,7 @@ impl Http {
             what,
             headers: Vec::new(),
             idempotent: true,
+            text: false,
         };
         self.call(dev, &req, Some(1)).is_ok()
     }

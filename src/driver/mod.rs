@@ -5,6 +5,7 @@
 pub(crate) mod canned;
 pub(crate) mod digest;
 pub(crate) mod gen1;
+pub(crate) mod gen1_energy;
 mod gen1_firmware;
 pub(crate) mod http;
 mod icmp;
@@ -194,6 +195,23 @@ pub(crate) trait Driver: Send {
         Err(no_firmware(dev))
     }
 
+    /// Whether meter `index` keeps interval records on the device (asked before [`Driver::energy_history`], so a
+    /// meter without any is refused without touching the device or its `LastError`).
+    fn keeps_history(&self, _index: usize) -> bool {
+        false
+    }
+
+    /// The device's own energy records of meter `index` (0-based) over `[from, to)` (Unix seconds), in time
+    /// order with gaps (`energy.rs`). A meter that keeps none gives [`Error::NoHistory`].
+    fn energy_history(
+        &mut self,
+        dev: &mut Device,
+        index: usize,
+        _range: (i64, i64),
+    ) -> Result<crate::energy::EnergyHistory> {
+        Err(no_history(dev, index))
+    }
+
     /// One light, unauthenticated attempt to see whether an offline device answers at all. It does not change
     /// the device: only a real refresh decides Online (and sees that the device came back).
     fn probe(&mut self, _dev: &Device) -> bool {
@@ -216,6 +234,21 @@ fn no_firmware(dev: &Device) -> Error {
     Error::Unsupported {
         device: dev.label(),
         message: "firmware updates need a real device at a known address".into(),
+    }
+}
+
+/// Energy history from a meter that keeps none: says which meter and what the caller can do instead.
+pub(crate) fn no_history(dev: &Device, index: usize) -> Error {
+    let meter = dev
+        .meters
+        .get(index)
+        .map(|m| crate::text::quote(&m.name, 60))
+        .unwrap_or_else(|| format!("{index}"));
+    Error::NoHistory {
+        device: dev.label(),
+        message: format!(
+            "meter {meter} only counts a running total (only Shelly energy meters such as the Pro 3EM, 3EM-63, EM Gen3, Pro EM and Gen1 EM/3EM keep interval records); read its lifetime Energy counter at the times you need and take the differences"
+        ),
     }
 }
 
@@ -268,6 +301,20 @@ impl Driver for Unaddressed {
 
     fn reach(&mut self) -> Option<bool> {
         Some(false)
+    }
+
+    /// Unknown until the device is found: the read says why it cannot be asked.
+    fn keeps_history(&self, _: usize) -> bool {
+        true
+    }
+
+    fn energy_history(
+        &mut self,
+        dev: &mut Device,
+        _: usize,
+        _: (i64, i64),
+    ) -> Result<crate::energy::EnergyHistory> {
+        Err(Self::error(dev))
     }
 
     /// The read is free (no I/O) and says why: a background check must not replace that with "offline".

@@ -149,6 +149,7 @@ impl Tasmota {
             headers: Vec::new(),
             // Every command smartdev sends is a read or an absolute set (see `switching`), but `Upgrade`.
             idempotent,
+            text: false,
         };
         match self.http.send(dev, &req)? {
             super::http::Reply::Json(v) => Ok(v),

@@ -2,6 +2,8 @@
 //!
 //! `GET /devices`; per device `/devices/<i>/...`: `POST fault?kind=..&ms=..`, `POST latency?ms=`,
 //! `GET counts`, `DELETE counts`, `POST input|output?id=&state=`, `POST load?id=&watts=`,
+//! `POST history?[backfill_s=S][&gap_from=T&gap_to=T]` (energy meters' records: S seconds of past at the present
+//! load; none in a Unix-seconds range),
 //! `POST probe?id=[&celsius=]`, `POST temperature?celsius=`, `POST fire?event=&id=`, `GET webhooks`,
 //! `POST password[?value=P]` (no or an empty value: auth off), `GET auth` (the auth counters),
 //! `GET|POST mac[?value=M]` (another device at the address: it reports MAC `M` from now on),
@@ -299,6 +301,17 @@ fn device_action(dev: &Device, action: &str, req: &Request) -> Result<Value, Fai
         }
         ("fault", "POST") => {
             dev.set_fault(fault(req)?);
+            Ok(ok)
+        }
+        ("history", "POST") => {
+            if req.param("backfill_s").is_some() {
+                dev.backfill_history(parsed(req, "backfill_s")?)
+                    .map_err(bad)?;
+            }
+            if req.param("gap_from").is_some() {
+                dev.set_history_gap(parsed(req, "gap_from")?, parsed(req, "gap_to")?)
+                    .map_err(bad)?;
+            }
             Ok(ok)
         }
         ("latency", "POST") => {

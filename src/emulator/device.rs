@@ -391,6 +391,7 @@ impl Device {
             probes: spec.probes.clone(),
             sensors: spec.sensors.clone(),
             travel: spec.cover_travel.as_secs_f64(),
+            record_period: super::history::record_period(&ident.info),
         };
         let mqtt = match ident.family {
             // Tasmota: `%topic%` is `tasmota_XXXXXX`, the client `DVES_XXXXXX` (`MqttClient`).
@@ -597,6 +598,59 @@ impl Device {
             finite(n, v)?;
         }
         s.meters[i].set_reading(r);
+        Ok(())
+    }
+
+    /// The meter recorded nothing in `[from, to)` (Unix seconds): it was off.
+    pub(crate) fn set_history_gap(&self, from: i64, to: i64) -> Result<(), String> {
+        let mut s = self.state();
+        let model = &self.ident.info.model;
+        let h = s.history.as_mut().ok_or(format!(
+            "device {} ({model}) keeps no energy history",
+            self.index
+        ))?;
+        h.remove(from, to);
+        Ok(())
+    }
+
+    /// Records for the `secs` before now where it has none, at each meter's present load.
+    pub(crate) fn backfill_history(&self, secs: i64) -> Result<(), String> {
+        let mut s = self.state();
+        let now = s.now() as i64;
+        let period = s.history.as_ref().map_or(60, |h| h.period);
+        let cells: Vec<super::history::Cell> = (0..s.meters.len())
+            .map(|i| {
+                let m = s.meter(i);
+                let hours = period as f64 / 3600.0;
+                super::history::Cell {
+                    wh: m.power.max(0.0) * hours,
+                    ret_wh: (-m.power).max(0.0) * hours,
+                    v_min: m.voltage,
+                    v_max: m.voltage,
+                    i_min: m.current,
+                    i_max: m.current,
+                }
+            })
+            .collect();
+        let model = &self.ident.info.model;
+        let h = s.history.as_mut().ok_or(format!(
+            "device {} ({model}) keeps no energy history",
+            self.index
+        ))?;
+        h.backfill(now, secs, &cells);
+        Ok(())
+    }
+
+    /// How long the meter keeps its records.
+    pub(crate) fn set_history_retention(&self, secs: i64) -> Result<(), String> {
+        let mut s = self.state();
+        let now = s.now() as i64;
+        let model = &self.ident.info.model;
+        let h = s.history.as_mut().ok_or(format!(
+            "device {} ({model}) keeps no energy history",
+            self.index
+        ))?;
+        h.set_retention(secs, now);
         Ok(())
     }
 

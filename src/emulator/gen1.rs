@@ -34,6 +34,11 @@ pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
                 gen1_outputs::light(dev, n, req, false)
             } else if let Some(n) = path.strip_prefix("/color/") {
                 gen1_outputs::light(dev, n, req, true)
+            } else if let Some(n) = path
+                .strip_prefix("/emeter/")
+                .and_then(|p| p.strip_suffix("/em_data.csv"))
+            {
+                em_data(dev, n)
             } else {
                 Response::text(404, "Not Found")
             }
@@ -90,6 +95,36 @@ fn ota(dev: &Device, req: &Request) -> Response {
         return Response::text(400, &why);
     }
     Response::json_whole(200, &update(dev))
+}
+
+/// `GET /emeter/<i>/em_data.csv`: every record of emeter i, oldest first (transports-and-apis.md §8.4: header
+/// `Date/time UTC,Active energy Wh (1),Returned energy Wh (1),Min V,Max V`, Wh per row interval).
+fn em_data(dev: &Device, n: &str) -> Response {
+    let s = dev.state();
+    let (Some(h), Some(i)) = (
+        &s.history,
+        n.parse::<usize>().ok().filter(|i| *i < s.meters.len()),
+    ) else {
+        return Response::text(404, "Not Found");
+    };
+    let mut csv = format!(
+        "Date/time UTC,Active energy Wh ({0}),Returned energy Wh ({0}),Min V,Max V\n",
+        i + 1
+    );
+    for r in h.rows(i64::MIN, i64::MAX) {
+        let c = r.cells.get(i).copied().unwrap_or_default();
+        let at = crate::energy::rfc3339(r.ts);
+        csv.push_str(&format!(
+            "{} {},{:.2},{:.2},{:.1},{:.1}\n",
+            &at[..10],
+            &at[11..16],
+            c.wh,
+            c.ret_wh,
+            c.v_min,
+            c.v_max
+        ));
+    }
+    Response::text(200, &csv)
 }
 
 fn emeters(dev: &Device) -> bool {

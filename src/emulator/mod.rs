@@ -66,6 +66,7 @@ mod firmware_api;
 mod front;
 mod gen1;
 mod gen1_outputs;
+mod history;
 mod kvs;
 mod layout;
 mod mqtt_client;
@@ -76,6 +77,7 @@ mod mqtt_tasmota;
 mod notify;
 mod rpc;
 mod rpc_cover;
+mod rpc_history;
 mod rpc_light;
 mod rpc_params;
 mod rpc_sensors;
@@ -648,6 +650,27 @@ impl Emulator {
     /// Sets every value of a meter at once, including its energy counters.
     pub fn set_meter(&self, device: usize, meter: usize, reading: MeterReading) {
         or_panic(self.dev(device).set_meter(meter, &reading));
+    }
+
+    /// An energy meter (Pro 3EM, 3EM-63, EM Gen3, Pro EM, EM Mini, Gen1 EM/3EM) has no records for `[from, to)`
+    /// (Unix seconds): as if it was off then. Its records are otherwise kept on the emulator clock, one per
+    /// period, from the power [`set_load`](Self::set_load) and [`set_meter`](Self::set_meter) set.
+    pub fn set_history_gap(&self, device: usize, from: i64, to: i64) {
+        or_panic(self.dev(device).set_history_gap(from, to));
+    }
+
+    /// Gives an energy meter records for the `span` before now where it has none, at each meter's present load
+    /// (as if it had run so): a past to read without moving the clock.
+    pub fn backfill_history(&self, device: usize, span: Duration) {
+        or_panic(self.dev(device).backfill_history(span.as_secs() as i64));
+    }
+
+    /// How long an energy meter keeps its records (60 days unless set); older ones are dropped.
+    pub fn set_history_retention(&self, device: usize, keep: Duration) {
+        or_panic(
+            self.dev(device)
+                .set_history_retention(keep.as_secs() as i64),
+        );
     }
 
     /// A probe's temperature; `None` = sensor missing.

@@ -318,8 +318,24 @@ fn methods(dev: &Device) -> Vec<&'static str> {
         s.layout.inputs > 0,
         &["Input.GetStatus", "Input.GetConfig", "Input.SetConfig"],
     );
-    add(ns.em1, &["EM1.GetStatus", "EM1Data.GetStatus"]);
-    add(ns.em, &["EM.GetStatus", "EMData.GetStatus"]);
+    add(
+        ns.em1,
+        &[
+            "EM1.GetStatus",
+            "EM1Data.GetStatus",
+            "EM1Data.GetRecords",
+            "EM1Data.GetData",
+        ],
+    );
+    add(
+        ns.em,
+        &[
+            "EM.GetStatus",
+            "EMData.GetStatus",
+            "EMData.GetRecords",
+            "EMData.GetData",
+        ],
+    );
     add(ns.pm1, &["PM1.GetStatus"]);
     add(
         has(SensorQuantity::Temperature),
@@ -392,6 +408,16 @@ fn meters(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, R
         "pm1.getstatus" => {
             let i = index(p, 0, n(MeterSource::Pm1))?;
             Ok(pm1(i, &s.meter(i)))
+        }
+        "em1data.getrecords" | "em1data.getdata" => {
+            let i = index(p, 0, n(MeterSource::Em1))?;
+            let db = super::rpc_history::Database::Channel(i);
+            super::rpc_history::serve(&s, db, &method[8..], p)
+        }
+        "emdata.getrecords" | "emdata.getdata" => {
+            index(p, 0, usize::from(src == MeterSource::Em))?;
+            let db = super::rpc_history::Database::Phases;
+            super::rpc_history::serve(&s, db, &method[7..], p)
         }
         _ => Err(RpcError::unknown()),
     }

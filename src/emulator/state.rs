@@ -4,10 +4,12 @@
 
 use super::MeterReading;
 use super::cover::{Cover, Direction};
+use super::history::{Cell, History};
 use super::layout::{Layout, MeterLink};
 use super::sensors::{self, AddonSensor, Reading};
 pub(crate) use super::source::Source;
 use super::webhooks::HookStore;
+use crate::models::MeterSource;
 
 /// How an input is configured (Gen2+ `input:N` `type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,6 +49,8 @@ pub(crate) struct Meter {
     pub ret_by_minute: [f64; 3],
     minute_wh: f64,
     ret_minute_wh: f64,
+    /// Lowest and highest current in the minute so far.
+    minute_amps: Option<(f64, f64)>,
 }
 
 impl Meter {
@@ -64,6 +68,7 @@ impl Meter {
             ret_by_minute: [0.0; 3],
             minute_wh: 0.0,
             ret_minute_wh: 0.0,
+            minute_amps: None,
         };
         m.set_load(100.0);
         m
@@ -87,6 +92,11 @@ impl Meter {
     }
 
     fn add(&mut self, watts: f64, hours: f64) {
+        let amps = if watts == 0.0 { 0.0 } else { self.current };
+        self.minute_amps = Some(match self.minute_amps {
+            Some((lo, hi)) => (lo.min(amps), hi.max(amps)),
+            None => (amps, amps),
+        });
         let wh = watts * hours;
         if wh >= 0.0 {
             self.energy_wh += wh;
@@ -97,7 +107,17 @@ impl Meter {
         }
     }
 
-    fn close_minute(&mut self) {
+    /// Ends the minute: the last three minutes move on, and the minute's record cell is returned.
+    fn close_minute(&mut self) -> Cell {
+        let (i_min, i_max) = self.minute_amps.take().unwrap_or((0.0, 0.0));
+        let cell = Cell {
+            wh: self.minute_wh,
+            ret_wh: self.ret_minute_wh,
+            v_min: self.voltage,
+            v_max: self.voltage,
+            i_min,
+            i_max,
+        };
         self.by_minute = [
             self.minute_wh * 1000.0,
             self.by_minute[0],
@@ -110,6 +130,7 @@ impl Meter {
         ];
         self.minute_wh = 0.0;
         self.ret_minute_wh = 0.0;
+        cell
     }
 }
 
@@ -137,6 +158,8 @@ pub(crate) struct Extras {
     pub sensors: Vec<AddonSensor>,
     /// Seconds a cover takes from closed to open.
     pub travel: f64,
+    /// Length of an energy record (60 s; 300 s on the 3EM-63 Gen3; 600 s on Gen1 EM/3EM).
+    pub record_period: i64,
 }
 
 /// Everything that changes while a device runs.
@@ -163,6 +186,9 @@ pub(crate) struct DeviceState {
     /// Device (chip/switch) temperature in °C.
     pub temperature: f64,
     pub hooks: HookStore,
+    /// Energy records, on meters that keep them (`history.rs`).
+    pub history: Option<History>,
+    record_period: i64,
     /// Tasmota `POWER` texts for on and off.
     pub power_text: [String; 2],
     /// Unix seconds when the device (re)started.
@@ -191,6 +217,12 @@ impl DeviceState {
             layout,
             temperature: 45.0,
             hooks: HookStore::default(),
+            history: None,
+            record_period: if extras.record_period > 0 {
+                extras.record_period
+            } else {
+                60
+            },
             power_text: ["ON".into(), "OFF".into()],
             started_unix: now_unix,
             travel: extras.travel,
@@ -218,6 +250,11 @@ impl DeviceState {
         self.input_types = vec![InputType::Switch; l.inputs];
         self.meters = (0..l.meters).map(|_| Meter::new()).collect();
         self.covers = (0..l.covers).map(|_| Cover::new(self.travel)).collect();
+        let keeps = matches!(
+            l.meter_source,
+            MeterSource::Em | MeterSource::Em1 | MeterSource::Gen1Emeters
+        );
+        self.history = keeps.then(|| History::new(self.record_period));
     }
 
     /// A reboot into another layout (a profile change): components start over, sensors, the device temperature,
@@ -284,11 +321,17 @@ impl DeviceState {
                 })
                 .collect();
             let hours = (end - t) / 3600.0;
+            let mut cells = Vec::new();
             for (m, p) in self.meters.iter_mut().zip(&powers) {
                 m.add(*p, hours);
                 if end >= boundary {
-                    m.close_minute();
+                    cells.push(m.close_minute());
                 }
+            }
+            if end >= boundary
+                && let Some(h) = &mut self.history
+            {
+                h.minute(boundary as i64, cells);
             }
             t = end;
             self.settle_covers(t);

@@ -57,6 +57,8 @@ use crate::{
 /// - sd_pull_event: take the oldest webhook event as JSON.
 /// - sd_discover: find devices on the local network (mDNS, each confirmed over HTTP) as a JSON array; with a
 ///   controller, each marked `"Configured"`. sd_discovered: the last result again, without discovering.
+/// - sd_energy_history: a meter's own interval records over a time range as JSON (records and gaps);
+///   sd_energy_history_last: the same again, without device I/O.
 /// - sd_wake_fd / sd_wake_wait / sd_wake_clear: wait for webhook events.
 /// - sd_webhook_address: where the webhook listener listens.
 /// - sd_print_device_status / sd_print_model_library: the text listings.

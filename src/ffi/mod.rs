@@ -6,12 +6,14 @@
 
 mod api;
 mod boundary;
+mod energy;
 mod firmware;
 mod light;
 mod log;
 mod result;
 
 pub use api::*;
+pub use energy::*;
 pub use firmware::*;
 pub use light::*;
 pub use log::*;

@@ -68,13 +68,16 @@ pub enum sd_result {
     /// The device's TLS certificate was refused (HTTPS devices): not the pinned one, or not valid under the
     /// configured CA. The message names the fingerprints and how to accept a new certificate (`sdctl trust`).
     SD_CERTIFICATE = 311,
+    /// The meter keeps no energy history of its own (a switch's or plug's meter, Tasmota, a simulated device):
+    /// there is no history to read, rather than an empty one that would look like no energy.
+    SD_NO_HISTORY = 312,
     /// A local I/O failure (a file, a socket, a thread).
     SD_IO = 400,
 }
 
 impl sd_result {
     /// Every code, for `sd_result_name` (a new variant must be added here and to `name`).
-    pub(crate) const ALL: [sd_result; 25] = [
+    pub(crate) const ALL: [sd_result; 26] = [
         sd_result::SD_OK,
         sd_result::SD_NULL_PARAMETER,
         sd_result::SD_INVALID_PARAMETER,
@@ -99,6 +102,7 @@ impl sd_result {
         sd_result::SD_SLEEPING,
         sd_result::SD_FIRMWARE,
         sd_result::SD_CERTIFICATE,
+        sd_result::SD_NO_HISTORY,
         sd_result::SD_IO,
     ];
 
@@ -123,6 +127,7 @@ impl sd_result {
             Error::Sleeping { .. } => sd_result::SD_SLEEPING,
             Error::Firmware { .. } => sd_result::SD_FIRMWARE,
             Error::Certificate { .. } => sd_result::SD_CERTIFICATE,
+            Error::NoHistory { .. } => sd_result::SD_NO_HISTORY,
             Error::Closed => sd_result::SD_CLOSED,
             Error::Io { .. } => sd_result::SD_IO,
         }
@@ -155,6 +160,7 @@ impl sd_result {
             sd_result::SD_SLEEPING => c"SD_SLEEPING",
             sd_result::SD_FIRMWARE => c"SD_FIRMWARE",
             sd_result::SD_CERTIFICATE => c"SD_CERTIFICATE",
+            sd_result::SD_NO_HISTORY => c"SD_NO_HISTORY",
             sd_result::SD_IO => c"SD_IO",
         }
     }

@@ -123,6 +123,8 @@ _PROTOTYPES = {
     "sd_device": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_check_firmware": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_update_firmware": (c_int, [_ctl, c_char_p, c_int64, c_int, c_bool, c_double]),
+    "sd_energy_history": (c_int, [_ctl, c_char_p, c_int64, c_int64, c_int64, _buf, c_size_t, _size_p]),
+    "sd_energy_history_last": (c_int, [_buf, c_size_t, _size_p]),
     "sd_get_device": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_get_device_component": (c_int, [_ctl, c_int, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_devices": (c_int, [_ctl, _buf, c_size_t, _size_p]),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import datetime
 import json
 import os
 import threading
@@ -245,6 +246,27 @@ def print_model_library(mode: str = "brief", model: Optional[str] = None) -> str
 
 
 _DISCOVER_BUFFER = 64 * 1024
+
+
+#: What ``energy_history`` takes as a time: an aware datetime or Unix seconds.
+_TimeArg = Union[datetime.datetime, int, float]
+
+#: First buffer for an energy history (an hour of 3-phase records fits); a bigger one is fetched again from
+#: the document the library kept, without a second device read.
+_HISTORY_BUFFER = 256 * 1024
+
+
+def _unix(t: _TimeArg, name: str) -> int:
+    """Unix seconds of a time argument; a naive datetime is refused (its zone would be a guess)."""
+    if isinstance(t, datetime.datetime):
+        if t.tzinfo is None or t.utcoffset() is None:
+            raise InvalidArgumentError(
+                f"{name} {t.isoformat()} has no time zone; give an aware datetime, e.g. datetime.now(timezone.utc)"
+            )
+        return int(t.timestamp())
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise TypeError(f"{name} must be a datetime or Unix seconds, not {type(t).__name__}")
+    return int(t)
 
 
 def discover(timeout: float = 3.0) -> List[Dict[str, Any]]:
@@ -623,6 +645,42 @@ class Controller:
         who = _identity(identity)
         self._call("sd_update_firmware", *who, channels[channel], bool(allow_concurrent), float(timeout))
         return self.check_firmware(identity)
+
+    def energy_history(self, identity: Identity, start: _TimeArg, end: _TimeArg) -> Dict[str, Any]:
+        """A meter's own interval records over ``[start, end)`` (device I/O): ``start``/``end`` are aware
+        :class:`datetime.datetime` objects or Unix seconds (whole seconds are used). Returns
+        ``{"Device", "Meter", "Channels", "From", "To", "Entries"}``; each entry is a record
+        ``{"Kind": "Record", "Start", "Period", "Channels": [{"Energy", "ReturnedEnergy", "MinVoltage",
+        "MaxVoltage", "MinCurrent", "MaxCurrent"}, ...]}`` (Wh, V, A; ``None`` where not recorded) or a gap
+        ``{"Kind": "Gap", "Start", "End"}``: time the device has no record for, with no energy at all (never
+        count it as 0). Times are RFC 3339 strings in UTC (``"2026-11-25T00:00:00Z"``). A 3-phase meter's
+        records hold all its phases, named in ``"Channels"``.
+
+        Raises:
+            NoHistoryError: the meter keeps no history (a switch's or plug's meter, Tasmota, simulated).
+            InvalidArgumentError: ``start`` is not before ``end``, or a naive datetime. NotFoundError,
+            DeviceError, DeviceTimeoutError, ...: the device could not be asked.
+        """
+        who = _identity(identity)
+        lo, hi = _unix(start, "start"), _unix(end, "end")
+        lib = _native.lib()
+        ptr = self._enter()
+        try:
+            buf = ctypes.create_string_buffer(_HISTORY_BUFFER)
+            needed = c_size_t(0)
+            rc = lib.sd_energy_history(ptr, *who, lo, hi, buf, _HISTORY_BUFFER, byref(needed))
+            if rc == _SD_OK:
+                text: Optional[str] = buf.raw[: needed.value - 1].decode("utf-8")
+            elif rc == _SD_INSUFFICIENT_SIZE:
+                # The document is kept for this thread: fetch it without reading the device again.
+                text = _read_text(lambda b, n, need: lib.sd_energy_history_last(b, n, need))
+            else:
+                _check(rc)
+                text = None  # pragma: no cover - _check raised
+        finally:
+            self._leave()
+        assert text is not None
+        return json.loads(text)  # type: ignore[no-any-return]
 
     def devices(self) -> List[Dict[str, Any]]:
         """Every device as a dict, as last read (no device I/O)."""

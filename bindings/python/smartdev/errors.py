@@ -39,6 +39,7 @@ __all__ = [
     "SleepingError",
     "FirmwareError",
     "CertificateError",
+    "NoHistoryError",
     "ClosedError",
     "InvalidArgumentError",
     "PanicError",
@@ -76,6 +77,7 @@ CODE_NAMES: Dict[int, str] = {
     309: "SD_SLEEPING",
     310: "SD_FIRMWARE",
     311: "SD_CERTIFICATE",
+    312: "SD_NO_HISTORY",
     400: "SD_IO",
 }
 
@@ -233,6 +235,14 @@ class CertificateError(SmartDevError):
     default_code = 311
 
 
+class NoHistoryError(SmartDevError):
+    """The meter keeps no energy history of its own (``SD_NO_HISTORY``): a switch's or plug's meter, Tasmota,
+    a simulated device. There is no history to read, rather than an empty one that would look like no energy;
+    the message says what to do instead."""
+
+    default_code = 312
+
+
 class FirmwareError(SmartDevError):
     """A firmware update did not end with the device running the new version, or was not started
     (``SD_FIRMWARE``): nothing newer on offer, another update running (one device at a time unless
@@ -300,6 +310,7 @@ CODE_TO_CLASS: Dict[int, Type[SmartDevError]] = {
     309: SleepingError,
     310: FirmwareError,
     311: CertificateError,
+    312: NoHistoryError,
     400: SmartDevIOError,
 }
 

@@ -46,6 +46,7 @@ class ErrorTableTest(unittest.TestCase):
             309: smartdev.SleepingError,
             310: smartdev.FirmwareError,
             311: smartdev.CertificateError,
+            312: smartdev.NoHistoryError,
             400: smartdev.SmartDevIOError,
         }
         self.assertEqual(CODE_TO_CLASS, expected)

@@ -38,6 +38,11 @@ commands:
   firmware DEVICE update [--beta] [--timeout SECS]
                                            install the latest stable (or beta) firmware and follow the device
                                            through its restart, one line per step; waits at most SECS (600)
+  energy METER [--from TIME] [--to TIME] [--csv]
+                                           read the meter's own interval records (Shelly energy meters):
+                                           one line per interval with a total, CSV with --csv, JSON with
+                                           --json. TIME: RFC 3339 (2026-11-25T00:00:00Z, or +01:00), a date
+                                           (UTC), now, or before now (-24h, -90m, -7d); default the last 24 h
   emulate DEVICE...                        serve emulated devices on 127.0.0.1 (sdctl emulate --help)
 
 options:
@@ -101,6 +106,12 @@ pub enum Command {
         beta: bool,
         timeout: Option<f64>,
     },
+    Energy {
+        meter: String,
+        from: String,
+        to: String,
+        csv: bool,
+    },
     Help,
     Version,
 }
@@ -143,6 +154,7 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut beta = false;
     let mut light = LightChange::new();
     let mut light_options = false;
+    let (mut from, mut to, mut csv) = (None, None, false);
     // `--config=FILE` is the same as `--config FILE`.
     let expanded: Vec<String> = raw
         .into_iter()
@@ -166,6 +178,9 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--interface" => args.interfaces.push(value("--interface")?),
             "--detailed" => detailed = true,
             "--beta" => beta = true,
+            "--csv" => csv = true,
+            "--from" => from = Some(value("--from")?),
+            "--to" => to = Some(value("--to")?),
             "--count" => {
                 let v = value("--count")?;
                 count = Some(
@@ -331,6 +346,18 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
                     .into(),
             );
         }
+        ["energy", meter] => Command::Energy {
+            meter: meter.to_string(),
+            from: from.clone().unwrap_or_else(|| "-24h".into()),
+            to: to.clone().unwrap_or_else(|| "now".into()),
+            csv,
+        },
+        ["energy", ..] => {
+            return Err(
+                "energy needs one meter, e.g. energy 'Grid A' --from -24h (quote a name with spaces)"
+                    .into(),
+            );
+        }
         [cmd, ..] => return Err(format!("unknown command or wrong arguments: '{cmd}'")),
     };
     if detailed && !matches!(command, Command::Models { .. }) {
@@ -350,6 +377,13 @@ pub fn parse(raw: impl IntoIterator<Item = String>) -> Result<Args, String> {
         && !matches!(command, Command::Events { .. } | Command::Discover { .. })
     {
         return Err("--timeout only applies to events, discover and firmware update".into());
+    }
+    let energy = matches!(command, Command::Energy { .. });
+    if (from.is_some() || to.is_some() || csv) && !energy {
+        return Err("--from, --to and --csv only apply to energy".into());
+    }
+    if csv && args.json {
+        return Err("energy prints either --csv or --json, not both".into());
     }
     if beta && !updating {
         return Err("--beta only applies to firmware update".into());

@@ -77,6 +77,8 @@ covers, sensors and lights:
   GET /devices   POST /devices/<i>/fault?kind=none|blackhole|refuse|http500|malformed|truncated|flapping&ms=P
   POST /devices/<i>/latency?ms=N   GET /devices/<i>/counts   POST /devices/<i>/output?id=N&state=true
   POST /devices/<i>/input?id=N&state=..   POST /devices/<i>/load?id=N&watts=W
+  POST /devices/<i>/history?backfill_s=S[&gap_from=T&gap_to=T] (energy meters: S seconds of records at the
+       present load; none between the Unix times T; records are otherwise kept one per minute as time passes)
   POST /devices/<i>/probe?id=N[&celsius=T]   POST /devices/<i>/fire?event=E&id=CID   GET /devices/<i>/webhooks
   POST /devices/<i>/password[?value=P] (no value: auth off)   GET /devices/<i>/auth (auth counters)
   GET|POST /devices/<i>/mac[?value=M] (another device at the address: it reports MAC M from now on)

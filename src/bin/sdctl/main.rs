@@ -3,6 +3,7 @@
 
 mod args;
 mod emulate;
+mod energy;
 mod firmware;
 
 use std::path::PathBuf;
@@ -341,6 +342,12 @@ fn run(args: &Args) -> Result<Done, Error> {
                 println!("{}", describe_light(&o));
             }
         }
+        Command::Energy {
+            meter,
+            from,
+            to,
+            csv,
+        } => energy::run(&ctl, args.identity(meter), from, to, *csv, args.json)?,
         Command::Cover { cover, action } => {
             let c = ctl.move_cover(args.identity(cover), *action)?;
             if args.json {

@@ -7,6 +7,7 @@
 //! or sensors are configured. `Webhook.ListSupported` is asked where hooks are reconciled, or (webhooks off) at
 //! the first read after the quick contact at `open`: open costs `/shelly` + `Shelly.GetStatus`.
 
+mod energy;
 mod firmware;
 mod hooks;
 mod intro;
@@ -18,6 +19,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use energy::read_page;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use intro::probe_ids;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -414,6 +417,19 @@ impl Driver for Rpc {
 
     fn firmware_state(&mut self, dev: &mut Device) -> Result<super::FirmwareState> {
         self.state(dev)
+    }
+
+    fn keeps_history(&self, index: usize) -> bool {
+        self.keeps(index)
+    }
+
+    fn energy_history(
+        &mut self,
+        dev: &mut Device,
+        index: usize,
+        range: (i64, i64),
+    ) -> Result<crate::energy::EnergyHistory> {
+        self.history(dev, index, range)
     }
 }
 

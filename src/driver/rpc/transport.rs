@@ -39,6 +39,7 @@ impl Rpc {
                 what,
                 headers,
                 idempotent: idempotent(what),
+                text: false,
             };
             match self.http.send(dev, &req)? {
                 Reply::Json(v) => return Ok(v),
