@@ -83,9 +83,11 @@ async def check_device(
         if "switch:0" in status:
             key, field, want = "switch:0", "output", not status["switch:0"]["output"]
             await device.switch_set(0, want)
-        elif "light:0" in status:
-            key, field, want = "light:0", "output", not status["light:0"]["output"]
-            await device.call_rpc("Light.Set", {"id": 0, "on": want})
+        elif light := next((c for c in ("light", "cct", "rgb", "rgbw") if f"{c}:0" in status), None):
+            # Dimmers, tunable-white and colour lights: each kind has its own Set method (Light.Set, CCT.Set...).
+            key, field, want = f"{light}:0", "output", not status[f"{light}:0"]["output"]
+            method = {"light": "Light", "cct": "CCT", "rgb": "RGB", "rgbw": "RGBW"}[light]
+            await device.call_rpc(f"{method}.Set", {"id": 0, "on": want})
         elif "cover:0" in status:
             await device.cover_open(0)
             key, field, want = "cover:0", "state", "opening"
