@@ -51,6 +51,7 @@
 mod actor;
 mod builder;
 mod clock;
+mod coiot;
 pub mod config;
 mod controller;
 mod directory;

@@ -9,7 +9,7 @@ mod validate;
 pub use dictionary::{Rule, ValidationDictionary, ValueType};
 pub use loader::ConfigLoader;
 pub use settings::{
-    Channel, ComponentConfig, DefaultWebhooks, DeviceConfig, Layout, LogSettings, Secret, Settings,
+    Channel, CoiotSettings, ComponentConfig, DefaultWebhooks, DeviceConfig, Layout, LogSettings, Secret, Settings,
     WebhookSettings,
 };
 pub(crate) use validate::describe;

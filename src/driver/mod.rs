@@ -376,6 +376,7 @@ pub(crate) fn for_device(
     hooks: Option<crate::webhook::install::HookPlan>,
     credentials: Credentials,
     tunnel: Option<std::sync::Arc<ws::tunnel::Tunnel>>,
+    coiot: Option<(std::sync::Arc<crate::coiot::Link>, Option<String>)>,
 ) -> Result<Box<dyn Driver>> {
     if dev.simulate {
         let file = dev
@@ -402,7 +403,12 @@ pub(crate) fn for_device(
     let http = http.clone();
     Ok(match settings.models.resolve(&dev.model) {
         Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {
-            Box::new(gen1::Gen1::new(http, base, m.clone(), hooks, credentials))
+            let mut g = gen1::Gen1::new(http, base, m.clone(), hooks, credentials);
+            if let Some((link, peer)) = coiot {
+                g.coiot = Some(link);
+                g.coiot_peer = peer;
+            }
+            Box::new(g)
         }
         Some(ModelRef::Vendor(m)) => {
             let mut rpc = rpc::Rpc::new(http, base, m.clone(), hooks, credentials, tunnel);

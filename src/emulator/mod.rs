@@ -53,6 +53,7 @@ mod announce;
 mod api;
 mod auth;
 mod cert;
+mod coiot;
 mod components;
 mod cover;
 mod device;
@@ -171,6 +172,10 @@ pub struct DeviceSpec {
     /// Shelly Gen2+: report `"enhanced_security": true` in `/shelly` and `Shelly.GetDeviceInfo`, as firmware
     /// 2.0 does with Enhanced Security on (which does not mean it serves HTTPS: see `tls`).
     pub enhanced_security: bool,
+    /// Shelly Gen1: send CoIoT statuses to the multicast group 224.0.1.187 (port 5683) while no CoIoT peer is
+    /// set, as firmware does; off by default, so an emulator sends no multicast unasked (a peer set with
+    /// `/settings?coiot_peer=` always gets them). An emulator on 127.0.0.1 multicasts on loopback only.
+    pub coiot_multicast: bool,
 }
 
 impl Default for DeviceSpec {
@@ -198,6 +203,7 @@ impl Default for DeviceSpec {
             firmware: FirmwareSpec::default(),
             tls: false,
             enhanced_security: false,
+            coiot_multicast: false,
         }
     }
 }
@@ -295,6 +301,8 @@ pub struct Emulator {
     announcer: Arc<announce::Announcer>,
     /// Wakes sleeping devices (only when there are some).
     sleeper: Option<sleeper::Sleeper>,
+    /// Gen1 devices' periodic CoIoT statuses (only when there are some).
+    coiot: Option<coiot::Periodic>,
 }
 
 impl Emulator {
@@ -383,7 +391,11 @@ impl Emulator {
             .map(|(i, (((ident, layout), (port, _)), spec))| {
                 // The device knows its own `Arc`: an update's restart runs on a thread of its own.
                 Arc::new_cyclic(|me| {
-                    let dev = Device::new(i, ident, layout, spec, clock.clone(), ws::NOTIFY)
+                    let notify = match ident.family {
+                        family::Family::Gen1 => coiot::NOTIFY,
+                        _ => ws::NOTIFY,
+                    };
+                    let dev = Device::new(i, ident, layout, spec, clock.clone(), notify)
                         .with_self(me.clone());
                     dev.net.set_local((address, *port).into());
                     dev
@@ -406,6 +418,7 @@ impl Emulator {
             admin: None,
             announcer: Arc::clone(&announcer),
             sleeper: None,
+            coiot: None,
         };
         // On an error below, dropping `emu` stops what already runs.
         for (dev, (port, listener)) in devices.iter().zip(listeners) {
@@ -432,6 +445,9 @@ impl Emulator {
         );
         emu.sleeper = sleeper::Sleeper::start(Arc::clone(&devices))
             .map_err(io("emulator: starting the sleeper thread".into()))?;
+        let gen1 = devices.iter().filter(|d| d.ident.family == family::Family::Gen1);
+        emu.coiot = coiot::Periodic::start(gen1.cloned().collect())
+            .map_err(io("emulator: starting the CoIoT thread".into()))?;
         Ok(emu)
     }
 
@@ -772,6 +788,9 @@ impl Emulator {
     fn shutdown(&mut self) {
         if let Some(s) = self.sleeper.take() {
             s.stop();
+        }
+        if let Some(c) = self.coiot.take() {
+            c.stop();
         }
         self.announcer.stop();
         for s in self.servers.iter().chain(&self.admin) {
