@@ -306,3 +306,74 @@ fn a_taken_port_leaves_polling_working() {
     assert_eq!(light(&e.ctl), Some(true));
     e.ctl.close();
 }
+
+/// The controller's side of the multicast test, in its own host: ARG is `DEVICE_IP HTTP_PORT ADMIN_PORT`.
+/// Reports the device's peer setting, then whether the admin's switch reached the snapshot, and the device's
+/// status reads before and after.
+fn multicast_child() {
+    use std::io::Write;
+    let arg = std::env::var("NETNS_ARG").unwrap();
+    let [ip, port, admin]: [&str; 3] = arg
+        .split(' ')
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    let out = |s: String| {
+        println!("{MARK}{s}");
+        std::io::stdout().flush().unwrap();
+    };
+    let yaml = format!(
+        "SmartDevices:\n  PingAllowed: false\n  FollowMoves: false\n  RefreshInterval: 3600\n  Devices:\n    - {{{BLOCK}, Hostname: {ip}, Port: {port}}}\n"
+    );
+    let ctl = Controller::open(smartdev::Settings::from_yaml_str(&yaml).unwrap(), None).unwrap();
+    let at = |p: &str| -> SocketAddr { format!("{ip}:{p}").parse().unwrap() };
+    let get = |p: &str, target: &str, method: &str| {
+        common::raw_http::send(at(p), method, target, &[], None, LIMIT)
+            .unwrap()
+            .json()
+    };
+    out(format!(
+        "LISTENING {} PEER {:?}",
+        ctl.coiot_address().map_or(0, |a| a.port()),
+        get(port, "/settings", "GET")["coiot"]["peer"].as_str()
+    ));
+    let reads = || get(admin, "/devices/0/counts", "GET")["GET /status"].clone();
+    let before = reads();
+    get(admin, "/devices/0/output?id=0&state=true", "POST");
+    let on = eventually(LIMIT, || light(&ctl) == Some(true));
+    out(format!("ON {on} READS {before} {}", reads()));
+    ctl.close();
+}
+
+/// A Gen1 device in one host multicasts its statuses (no peer set), the controller in another host hears
+/// them through the group 224.0.1.187 on UDP 5683 (the default port), and the switch made on the device
+/// reaches the snapshot with no read of the device.
+#[test]
+#[cfg_attr(
+    smartdev_no_netns,
+    ignore = "needs root and ip(8) for network namespaces"
+)]
+fn multicast_statuses_reach_a_controller_in_another_host() {
+    if common::netns::child_role().is_some() {
+        return multicast_child();
+    }
+    let lan = common::netns::Lan::new(2);
+    let emu = lan.emulate(0, &["Shelly1PM,mcast"]);
+    let arg = format!("{} {} {}", lan.addr(0), emu.ports[0], emu.admin_port);
+    let ctl = lan.spawn_self(
+        1,
+        "multicast_statuses_reach_a_controller_in_another_host",
+        "controller",
+        &[("NETNS_ARG", &arg)],
+    );
+    let first = ctl.marked(MARK, LIMIT * 3).expect("the controller's report");
+    assert_eq!(first, "LISTENING 5683 PEER Some(\"\")", "no unicast peer");
+    let second = ctl.marked(MARK, LIMIT * 3).expect("the switch's report");
+    let (on, reads) = second.split_once(" READS ").unwrap();
+    assert_eq!(on, "ON true");
+    let (before, after) = reads.split_once(' ').unwrap();
+    assert_eq!(before, after, "no status read explains it");
+}
+
+/// Printed before the lines a child reports.
+const MARK: &str = "NETNS-CHILD ";

@@ -24,6 +24,7 @@ usage: sdctl emulate [--admin-port P] [--models FILE] [--listen-on ADDR] [--anno
 DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=SECONDS][,probes=A;B]
           [,sensors=NAME:QUANTITY;...][,id=X][,mac=M][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
           [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth][,version=V][,stable=V][,beta=V][,tls][,es]
+          [,mcast]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one)
   profile     Shelly models with profiles: the profile to start in, e.g. cover (2PM), roller (Shelly 2.5),
@@ -57,6 +58,8 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
               SHA-256 fingerprint is printed (configure it as CertSha256, or let first use pin it)
   es          Gen2+: report Enhanced Security (enhanced_security: true) as firmware 2.0 does; alone it
               does not mean HTTPS
+  mcast       Gen1: send CoIoT statuses to the multicast group 224.0.1.187:5683 while no CoIoT peer is set
+              (/settings?coiot_peer=); without it only a peer gets them (with 127.0.0.1: loopback only)
 
 Prints `MODEL <id> http://127.0.0.1:<port>` per device (tls: `https://…` and `sha256=<fingerprint>`) and `admin http://127.0.0.1:<port>`, then serves until
 killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes, webhooks, profiles,
@@ -151,10 +154,14 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 spec.enhanced_security = true;
                 continue;
             }
+            "mcast" => {
+                spec.coiot_multicast = true;
+                continue;
+            }
             _ => {}
         }
         let (k, v) = opt.split_once('=').ok_or_else(|| {
-            format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth, tls, es)")
+            format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth, tls, es, mcast)")
         })?;
         match k {
             "profile" if !v.is_empty() => spec.profile = Some(v.to_string()),
@@ -215,7 +222,7 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 return Err(format!(
                     "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
                      sensors, id, mac, reports, latency, password, user, fw, nonce_life, sleep, md5, oldauth, \
-                     version, stable, beta, tls or es"
+                     version, stable, beta, tls, es or mcast"
                 ));
             }
         }

@@ -221,10 +221,12 @@ fn run(args: &Args) -> Result<Done, Error> {
     if let Command::Events { count, timeout } = command {
         return events(settings, *count, *timeout);
     }
-    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises), and
-    // no push channel (a WebSocket per device would cost a connection and a second status read, then close).
+    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises), no
+    // push channel (a WebSocket per device would cost a connection and a second status read, then close), and
+    // no CoIoT listener (it would hold UDP 5683 from a running application).
     settings.refresh_interval = None;
     settings.channel = smartdev::Channel::Http;
+    settings.coiot.enabled = false;
     for d in &mut settings.devices {
         d.channel = None;
     }
@@ -369,6 +371,7 @@ fn discover(args: &Args, timeout: Option<f64>) -> Result<Done, Error> {
         settings.webhooks.enabled = false;
         settings.refresh_interval = None;
         settings.channel = smartdev::Channel::Http;
+        settings.coiot.enabled = false;
         for d in &mut settings.devices {
             d.channel = None;
         }
