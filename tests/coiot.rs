@@ -43,13 +43,21 @@ fn start(extra: &str) -> Emulated {
     assert!(e.ctl.coiot_address().is_some(), "the listener runs");
     assert!(
         eventually(LIMIT, || e.emu.counts(0).get("GET /cit/d") == Some(&1)
-            && e.emu.counts(0).keys().any(|k| k.starts_with("GET /settings"))),
+            && e.emu
+                .counts(0)
+                .keys()
+                .any(|k| k.starts_with("GET /settings"))),
         "{:?}",
         e.emu.counts(0)
     );
     // The first status (sent when the peer was set) has arrived once the temperature is the emulator's.
     e.emu.set_temperature(0, 47.5);
-    assert!(eventually(LIMIT, || e.ctl.device(Identity::name("Hall")).unwrap().temperature == Some(47.5)));
+    assert!(eventually(LIMIT, || e
+        .ctl
+        .device(Identity::name("Hall"))
+        .unwrap()
+        .temperature
+        == Some(47.5)));
     e.emu.reset_counts(0);
     e
 }
@@ -129,7 +137,11 @@ fn with_webhooks_too_each_change_is_one_event() {
     let flips = [true, false, true, false];
     for on in flips {
         e.emu.set_input(0, 0, on);
-        let event = if on { "input.toggle_on" } else { "input.toggle_off" };
+        let event = if on {
+            "input.toggle_on"
+        } else {
+            "input.toggle_off"
+        };
         assert_eq!(e.emu.fire_event(0, event, 0), 1, "the webhook");
     }
     e.emu.set_output(0, 0, true);
@@ -160,7 +172,11 @@ fn status(tag: &str, g: &str) -> Vec<u8> {
     // Option 3332 (delta 3321 = 14: 269 + 3052), length as extended 13 when needed.
     let delta = 3332 - 11 - 269;
     let len = tag.len();
-    let (ln, lx) = if len < 13 { (len as u8, vec![]) } else { (13, vec![(len - 13) as u8]) };
+    let (ln, lx) = if len < 13 {
+        (len as u8, vec![])
+    } else {
+        (13, vec![(len - 13) as u8])
+    };
     d.push(0xE0 | ln);
     d.extend((delta as u16).to_be_bytes());
     d.extend(lx);
@@ -265,7 +281,11 @@ fn a_flooding_source_is_held_to_its_budget_and_others_still_arrive() {
 
 #[test]
 fn coiot_false_binds_nothing_and_the_device_is_still_polled() {
-    let e = emu::start(vec![DeviceSpec::new("Shelly1PM")], &[BLOCK], "  CoIoT: false\n  CoIoTPeer: true\n");
+    let e = emu::start(
+        vec![DeviceSpec::new("Shelly1PM")],
+        &[BLOCK],
+        "  CoIoT: false\n  CoIoTPeer: true\n",
+    );
     assert!(e.ctl.coiot_address().is_none());
     e.emu.set_output(0, 0, true);
     e.ctl.refresh_all().unwrap();
@@ -277,7 +297,11 @@ fn coiot_false_binds_nothing_and_the_device_is_still_polled() {
 
 #[test]
 fn on_by_default_with_gen1_devices_only() {
-    let gen1 = emu::start(vec![DeviceSpec::new("Shelly1PM")], &[BLOCK], "  CoIoTPort: 0\n");
+    let gen1 = emu::start(
+        vec![DeviceSpec::new("Shelly1PM")],
+        &[BLOCK],
+        "  CoIoTPort: 0\n",
+    );
     assert!(gen1.ctl.coiot_address().is_some());
     gen1.ctl.close();
     let gen2 = emu::start(
@@ -313,11 +337,7 @@ fn a_taken_port_leaves_polling_working() {
 fn multicast_child() {
     use std::io::Write;
     let arg = std::env::var("NETNS_ARG").unwrap();
-    let [ip, port, admin]: [&str; 3] = arg
-        .split(' ')
-        .collect::<Vec<_>>()
-        .try_into()
-        .unwrap();
+    let [ip, port, admin]: [&str; 3] = arg.split(' ').collect::<Vec<_>>().try_into().unwrap();
     let out = |s: String| {
         println!("{MARK}{s}");
         std::io::stdout().flush().unwrap();
@@ -366,7 +386,9 @@ fn multicast_statuses_reach_a_controller_in_another_host() {
         "controller",
         &[("NETNS_ARG", &arg)],
     );
-    let first = ctl.marked(MARK, LIMIT * 3).expect("the controller's report");
+    let first = ctl
+        .marked(MARK, LIMIT * 3)
+        .expect("the controller's report");
     assert_eq!(first, "LISTENING 5683 PEER Some(\"\")", "no unicast peer");
     let second = ctl.marked(MARK, LIMIT * 3).expect("the switch's report");
     let (on, reads) = second.split_once(" READS ").unwrap();

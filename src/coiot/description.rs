@@ -40,7 +40,10 @@ impl Description {
     /// Parses a `/cit/d` answer; sensors of no meaning to us are left out. The error is a short phrase.
     pub(crate) fn parse(v: &Value) -> Result<Description, &'static str> {
         let list = |k: &str| -> Result<&Vec<Value>, &'static str> {
-            let l = v.get(k).and_then(Value::as_array).ok_or("no blk or sen list")?;
+            let l = v
+                .get(k)
+                .and_then(Value::as_array)
+                .ok_or("no blk or sen list")?;
             if l.len() > MAX_ENTRIES {
                 return Err("more than 256 entries");
             }

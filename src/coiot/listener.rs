@@ -80,7 +80,9 @@ pub(crate) fn bind(port: u16, towards: &[IpAddr]) -> Option<UdpSocket> {
             continue;
         }
         if let Err(e) = socket.join_multicast_v4(&GROUP, v4) {
-            log::info!("CoIoT: cannot join the multicast group {GROUP} on the interface of {v4} ({e}); unicast still works");
+            log::info!(
+                "CoIoT: cannot join the multicast group {GROUP} on the interface of {v4} ({e}); unicast still works"
+            );
         }
     }
     // A blocked receive looks at the stop flag this often even if the wake-up datagram is lost.
@@ -179,7 +181,9 @@ impl State {
                 self.noted.clear();
             }
             if self.noted.insert(source) {
-                log::info!("CoIoT: ignored a datagram from {source}: {why} (logged once per sender)");
+                log::info!(
+                    "CoIoT: ignored a datagram from {source}: {why} (logged once per sender)"
+                );
             }
         }
     }
@@ -214,10 +218,15 @@ impl State {
                 m.path.join("/")
             ));
         }
-        let tag = m.device.ok_or("a status without a device id (option 3332)")?;
-        let t = self
-            .target(tag.id, source)
-            .ok_or_else(|| format!("device id {} at {source} is no configured Gen1 device", tag.id))?;
+        let tag = m
+            .device
+            .ok_or("a status without a device id (option 3332)")?;
+        let t = self.target(tag.id, source).ok_or_else(|| {
+            format!(
+                "device id {} at {source} is no configured Gen1 device",
+                tag.id
+            )
+        })?;
         let readings = message::status_values(m.payload)?;
         let said = match t.link.description() {
             Some(d) => d.read(&readings),
@@ -238,7 +247,10 @@ impl State {
             let hex: String = mac.chars().filter(char::is_ascii_hexdigit).collect();
             let same_id = hex.eq_ignore_ascii_case(id)
                 || (id.len() == 6 && hex.len() == 12 && hex[6..].eq_ignore_ascii_case(id));
-            let at = snap.address.as_deref().and_then(|a| a.parse::<IpAddr>().ok());
+            let at = snap
+                .address
+                .as_deref()
+                .and_then(|a| a.parse::<IpAddr>().ok());
             same_id && (at == Some(source) || (at.is_none() && t.resolved.contains(&source)))
         })
     }
@@ -251,7 +263,14 @@ impl State {
         let mut states = Vec::new();
         let outputs = said.outputs.iter().map(|&(n, on)| {
             let c = snap.outputs.get(n).map(|c| (c.id, c.state));
-            (ComponentKind::Output, "output", n, on, c, ("switch.on", "switch.off"))
+            (
+                ComponentKind::Output,
+                "output",
+                n,
+                on,
+                c,
+                ("switch.on", "switch.off"),
+            )
         });
         let inputs = said.inputs.iter().map(|&(n, on)| {
             let c = snap.inputs.get(n).map(|c| (c.id, c.state));

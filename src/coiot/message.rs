@@ -294,7 +294,9 @@ mod tests {
     #[test]
     fn the_bytes_aioshelly_sends_parse_as_a_request_not_a_status() {
         // NON GET, message id 10, Uri-Path cit, Uri-Path s, payload marker and one byte.
-        let d = [0x50, 0x01, 0x00, 0x0a, 0xb3, b'c', b'i', b't', 0x01, b's', 0xff, 0x00];
+        let d = [
+            0x50, 0x01, 0x00, 0x0a, 0xb3, b'c', b'i', b't', 0x01, b's', 0xff, 0x00,
+        ];
         let m = parse(&d).unwrap();
         assert_eq!((m.code, m.path.as_slice()), (1, ["cit", "s"].as_slice()));
         assert!(!m.is_status());

@@ -76,7 +76,10 @@ impl Gen1 {
         let Some(link) = self.coiot.clone() else {
             return Ok(());
         };
-        match self.get(dev, "/cit/d").map(|v| crate::coiot::description::Description::parse(&v)) {
+        match self
+            .get(dev, "/cit/d")
+            .map(|v| crate::coiot::description::Description::parse(&v))
+        {
             Ok(Ok(d)) => link.describe(d),
             Ok(Err(why)) => log::debug!("device {}: GET /cit/d: {why}", dev.label()),
             Err(e) => log::debug!("device {}: no CoIoT description: {e}", dev.label()),

@@ -171,7 +171,12 @@ pub(crate) fn settings(dev: &Device, req: &Request) -> Result<Value, Response> {
         // A new peer hears the current status at once.
         dev.coiot.lock().sent = None;
     }
-    let peer = dev.coiot.lock().peer.map(|p| p.to_string()).unwrap_or_default();
+    let peer = dev
+        .coiot
+        .lock()
+        .peer
+        .map(|p| p.to_string())
+        .unwrap_or_default();
     Ok(json!({"enabled": true, "update_period": PERIOD.as_secs(), "peer": peer}))
 }
 
@@ -193,7 +198,11 @@ fn values(dev: &Device, s: &DeviceState) -> (Vec<Value>, String) {
             energy.push(json!([0, 4106 + 100 * i, round(v.energy_wh, 1)]));
         } else {
             g.push(json!([0, 4101 + 100 * i, round(v.power, 2)]));
-            energy.push(json!([0, 4103 + 100 * i, (v.energy_wh * 60.0).round() as i64]));
+            energy.push(json!([
+                0,
+                4103 + 100 * i,
+                (v.energy_wh * 60.0).round() as i64
+            ]));
         }
     }
     if s.layout.temperature {
@@ -229,7 +238,9 @@ pub(crate) fn description(dev: &Device) -> Value {
                 (4101 + 100 * i, 4103 + 100 * i, "Wmin")
             };
             sen.push(json!({"I": p, "T": "P", "D": "power", "U": "W", "R": ["0/3500", "-1"], "L": block}));
-            sen.push(json!({"I": e, "T": "E", "D": "energy", "U": unit, "R": ["U32", "-1"], "L": block}));
+            sen.push(
+                json!({"I": e, "T": "E", "D": "energy", "U": unit, "R": ["U32", "-1"], "L": block}),
+            );
         }
     }
     let device = channels + 1;

@@ -445,7 +445,9 @@ impl Emulator {
         );
         emu.sleeper = sleeper::Sleeper::start(Arc::clone(&devices))
             .map_err(io("emulator: starting the sleeper thread".into()))?;
-        let gen1 = devices.iter().filter(|d| d.ident.family == family::Family::Gen1);
+        let gen1 = devices
+            .iter()
+            .filter(|d| d.ident.family == family::Family::Gen1);
         emu.coiot = coiot::Periodic::start(gen1.cloned().collect())
             .map_err(io("emulator: starting the CoIoT thread".into()))?;
         Ok(emu)
