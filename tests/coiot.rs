@@ -395,3 +395,30 @@ fn multicast_statuses_reach_a_controller_in_another_host() {
 
 /// Printed before the lines a child reports.
 const MARK: &str = "NETNS-CHILD ";
+
+/// The README's CoIoT example loads with the values its comments give.
+#[test]
+fn the_readme_example_loads() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = &readme[readme
+        .find("## Gen1 push over CoIoT")
+        .expect("README has the CoIoT section")..];
+    let start = section.find("```yaml\n").unwrap() + 8;
+    let yaml = &section[start..start + section[start..].find("```").unwrap()];
+    let s = smartdev::Settings::from_yaml_str(yaml).unwrap();
+    assert_eq!(
+        s.coiot,
+        smartdev::config::CoiotSettings {
+            enabled: true,
+            port: 5683,
+            set_peer: true
+        }
+    );
+    let off = smartdev::Settings::from_yaml_str("SmartDevices: {CoIoT: false, Devices: []}").unwrap();
+    assert!(!off.coiot.enabled);
+    let typo = smartdev::Settings::from_yaml_str("SmartDevices: {CoIoTPorts: 1, Devices: []}")
+        .unwrap_err()
+        .to_string();
+    assert!(typo.contains("CoIoTPort"), "{typo}");
+}

@@ -484,7 +484,8 @@ type Event struct {
 	Source string `json:"Source"`
 	// Params holds any other query or body fields.
 	Params map[string]interface{} `json:"Params"`
-	// Channel is how the event came: "webhook", or "push" (the device's WebSocket, Channel: auto); "read" for
+	// Channel is how the event came: "webhook", "push" (the device's WebSocket, Channel: auto) or "coiot" (a Gen1
+	// device's CoIoT status); "read" for
 	// smartdev's own device.profile_changed noticed by a refresh.
 	Channel string `json:"Channel"`
 }
