@@ -415,7 +415,8 @@ fn the_readme_example_loads() {
             set_peer: true
         }
     );
-    let off = smartdev::Settings::from_yaml_str("SmartDevices: {CoIoT: false, Devices: []}").unwrap();
+    let off =
+        smartdev::Settings::from_yaml_str("SmartDevices: {CoIoT: false, Devices: []}").unwrap();
     assert!(!off.coiot.enabled);
     let typo = smartdev::Settings::from_yaml_str("SmartDevices: {CoIoTPorts: 1, Devices: []}")
         .unwrap_err()

@@ -7,8 +7,8 @@
 //! Every datagram is hostile. In order: the sender's budget (a token bucket per source address, like
 //! webhook-triggered reads; beyond it datagrams are dropped unparsed), the strict parse, attribution (the
 //! device id of option 3332 must be a configured Gen1 device's MAC *and* the sender that device's address),
-//! then the `G` values through the device's description. What a status says takes the webhook's road: states
-//! and measured values to the worker's `HookInbox` (one wake-up, no read: polling at `RefreshInterval` stays
+//! the device's own budget (what its statuses make us do), then the `G` values through its description.
+//! What a status says takes the webhook's road: states and measured values to the worker's `HookInbox` (one wake-up, no read: polling at `RefreshInterval` stays
 //! the source of truth), input and output changes the components ask events for queued once (`Pushed`,
 //! `Dedupe` with webhooks) as `Channel: coiot`, then the `WakeFlag`. Refusals are logged once per source (at
 //! most [`MAX_SOURCES`] remembered).
@@ -34,10 +34,15 @@ use crate::webhook::routing::Origin;
 
 /// The CoIoT multicast group.
 pub(crate) const GROUP: Ipv4Addr = Ipv4Addr::new(224, 0, 1, 187);
-/// Datagrams per second one source may have handled, after a burst of [`BURST`]. A real device sends one
-/// per change and one every 15 s (twice when it is heard by multicast and unicast).
-pub(crate) const RATE: f64 = 10.0;
-pub(crate) const BURST: f64 = 20.0;
+/// Datagrams per second one sender address may have parsed, after a burst of [`SOURCE_BURST`]: bounds the
+/// work anyone can cause (a parse costs microseconds: 1,000 a second is under 1 % of a core). Generous, so
+/// that hundreds of emulated devices behind one address (loopback) still fit.
+pub(crate) const SOURCE_RATE: f64 = 1000.0;
+pub(crate) const SOURCE_BURST: f64 = 1000.0;
+/// Statuses per second one device may have applied, after a burst of [`DEVICE_BURST`]. A real device sends
+/// one per change and one every 15 s (twice when heard by multicast and unicast).
+pub(crate) const DEVICE_RATE: f64 = 10.0;
+pub(crate) const DEVICE_BURST: f64 = 20.0;
 /// Sources remembered (budgets, logged refusals); beyond this the map starts over.
 const MAX_SOURCES: usize = 4096;
 
@@ -99,7 +104,12 @@ impl Listener {
     ) -> std::io::Result<Listener> {
         let local = socket.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
+        let now = Instant::now();
         let mut state = State {
+            devices: targets
+                .iter()
+                .map(|_| (TokenBucket::full(DEVICE_BURST, now), false))
+                .collect(),
             targets,
             ctx,
             budgets: HashMap::new(),
@@ -168,6 +178,8 @@ struct State {
     budgets: HashMap<IpAddr, (TokenBucket, bool)>,
     /// Sources whose refused datagrams were logged.
     noted: HashSet<IpAddr>,
+    /// Per target: its budget of applied statuses, and whether its being held to it was logged.
+    devices: Vec<(TokenBucket, bool)>,
 }
 
 impl State {
@@ -176,7 +188,7 @@ impl State {
         if !self.allow(source, now) {
             return;
         }
-        if let Err(why) = self.handle(d, source) {
+        if let Err(why) = self.handle(d, source, now) {
             if self.noted.len() >= MAX_SOURCES {
                 self.noted.clear();
             }
@@ -196,19 +208,19 @@ impl State {
         let (bucket, warned) = self
             .budgets
             .entry(source)
-            .or_insert((TokenBucket::full(BURST, now), false));
-        if bucket.take(now, RATE, BURST) {
+            .or_insert((TokenBucket::full(SOURCE_BURST, now), false));
+        if bucket.take(now, SOURCE_RATE, SOURCE_BURST) {
             return true;
         }
         if !std::mem::replace(warned, true) {
             log::info!(
-                "CoIoT: {source} sends more than {RATE} datagrams per second: the rest are dropped unread (polling still reads its devices)"
+                "CoIoT: {source} sends more than {SOURCE_RATE} datagrams per second: the rest are dropped unread (polling still reads its devices)"
             );
         }
         false
     }
 
-    fn handle(&self, d: &[u8], source: IpAddr) -> Result<(), String> {
+    fn handle(&mut self, d: &[u8], source: IpAddr, now: Instant) -> Result<(), String> {
         let m = message::parse(d)?;
         if !m.is_status() {
             return Err(format!(
@@ -221,12 +233,24 @@ impl State {
         let tag = m
             .device
             .ok_or("a status without a device id (option 3332)")?;
-        let t = self.target(tag.id, source).ok_or_else(|| {
+        let ti = self.target(tag.id, source).ok_or_else(|| {
             format!(
                 "device id {} at {source} is no configured Gen1 device",
                 tag.id
             )
         })?;
+        let (bucket, warned) = &mut self.devices[ti];
+        if !bucket.take(now, DEVICE_RATE, DEVICE_BURST) {
+            if !std::mem::replace(warned, true) {
+                let di = self.targets[ti].di;
+                let label = worker::snapshot(&self.ctx.shared.slots[di]).label();
+                log::info!(
+                    "CoIoT: device {label} sends more than {DEVICE_RATE} statuses per second: the rest are dropped (polling still reads it)"
+                );
+            }
+            return Ok(());
+        }
+        let t = &self.targets[ti];
         let readings = message::status_values(m.payload)?;
         let said = match t.link.description() {
             Some(d) => d.read(&readings),
@@ -238,8 +262,8 @@ impl State {
     }
 
     /// The configured Gen1 device with this device id (its MAC, or the MAC's last 6 hex digits) at `source`.
-    fn target(&self, id: &str, source: IpAddr) -> Option<&Target> {
-        self.targets.iter().find(|t| {
+    fn target(&self, id: &str, source: IpAddr) -> Option<usize> {
+        self.targets.iter().position(|t| {
             let snap = worker::snapshot(&self.ctx.shared.slots[t.di]);
             let Some(mac) = snap.mac_address.as_deref() else {
                 return false;
