@@ -6,22 +6,20 @@
 //! ([`super::DeviceSpec::coiot_multicast`]: off by default, so nothing leaves the host unasked). An emulator
 //! listening on loopback multicasts through the loopback interface only.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::coiot_out::PORT;
 use super::device::{Device, Notify};
 use super::server::{Request, Response};
 use super::state::{DeviceState, round};
 use crate::coiot::message::encode_status;
 
-/// The CoIoT port and group devices multicast to.
-const PORT: u16 = 5683;
-const GROUP: Ipv4Addr = Ipv4Addr::new(224, 0, 1, 187);
 /// Seconds between periodic statuses (firmware's default `update_period`).
 const PERIOD: Duration = Duration::from_secs(15);
 /// How often the periodic thread looks at the clock (a manual clock wakes nobody).
@@ -31,128 +29,50 @@ const LOOK: Duration = Duration::from_millis(10);
 pub(crate) const NOTIFY: Notify = Notify {
     state: |dev, s| {
         dev.ws.on_state(dev, s);
-        dev.coiot.on_state(dev, s);
+        on_state(dev, s);
     },
     event: |dev, event, cid| dev.ws.on_event(dev, event, cid),
 };
 
-/// One device's CoIoT sender.
-#[derive(Default)]
-pub(crate) struct CoiotOut {
-    /// Multicast when no peer is set ([`super::DeviceSpec::coiot_multicast`]).
-    multicast: bool,
-    inner: Mutex<Sending>,
-    message_id: AtomicU16,
-    socket: OnceLock<Option<UdpSocket>>,
+/// With the state lock held after every access: sends when what the status says changed.
+fn on_state(dev: &Device, s: &DeviceState) {
+    let out = &dev.coiot;
+    if out.destination().is_none() {
+        return;
+    }
+    let (g, said) = values(dev, s);
+    if out.changed(&said) {
+        send(dev, g, said);
+    }
 }
 
-#[derive(Default)]
-struct Sending {
-    /// `/settings?coiot_peer=`: `None` when empty (or `mcast`).
-    peer: Option<SocketAddr>,
-    /// The last status sent: what it said (energy left out: it grows with time alone), when (emulator
-    /// clock), its serial.
-    said: Option<String>,
-    sent: Option<Instant>,
-    serial: u16,
+/// The periodic status, when due.
+fn tick(dev: &Device) {
+    let out = &dev.coiot;
+    if out.destination().is_none() || !out.due(dev.clock.instant(), PERIOD) {
+        return;
+    }
+    let (g, said) = {
+        let s = dev.state();
+        values(dev, &s)
+    };
+    // Releasing the state may have sent a change just now.
+    if out.due(dev.clock.instant(), PERIOD) {
+        send(dev, g, said);
+    }
 }
 
-impl CoiotOut {
-    /// `multicast`: [`super::DeviceSpec::coiot_multicast`].
-    pub(crate) fn new(multicast: bool) -> CoiotOut {
-        CoiotOut {
-            multicast,
-            ..CoiotOut::default()
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Sending> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Where statuses go now.
-    fn destination(&self) -> Option<SocketAddr> {
-        self.lock()
-            .peer
-            .or(self.multicast.then_some(SocketAddr::from((GROUP, PORT))))
-    }
-
-    /// With the state lock held after every access: sends when what the status says changed.
-    pub(crate) fn on_state(&self, dev: &Device, s: &DeviceState) {
-        if self.destination().is_none() {
-            return;
-        }
-        let (g, said) = values(dev, s);
-        let changed = self.lock().said.as_deref() != Some(said.as_str());
-        if changed {
-            self.send(dev, g, said);
-        }
-    }
-
-    /// The periodic status, when due.
-    fn tick(&self, dev: &Device) {
-        let due = self
-            .lock()
-            .sent
-            .is_none_or(|at| dev.clock.instant().saturating_duration_since(at) >= PERIOD);
-        if due && self.destination().is_some() {
-            let (g, said) = {
-                let s = dev.state();
-                values(dev, &s)
-            };
-            // Releasing the state may have sent a change just now.
-            let now = dev.clock.instant();
-            if self
-                .lock()
-                .sent
-                .is_some_and(|at| now.saturating_duration_since(at) < PERIOD)
-            {
-                return;
-            }
-            self.send(dev, g, said);
-        }
-    }
-
-    fn send(&self, dev: &Device, g: Vec<Value>, said: String) {
-        let Some(to) = self.destination() else {
-            return;
-        };
-        let serial = {
-            let mut w = self.lock();
-            if w.said.as_deref() != Some(said.as_str()) {
-                w.serial = w.serial.wrapping_add(1);
-            }
-            w.said = Some(said);
-            w.sent = Some(dev.clock.instant());
-            w.serial
-        };
-        let tag = format!("{}#{}#2", dev.ident.reported, dev.mac());
-        let payload = json!({ "G": g }).to_string();
-        let id = self.message_id.fetch_add(1, Ordering::Relaxed);
-        // Validity 38 s (tenths of a second: the lowest bit is 0), beyond two missed periods.
-        let datagram = encode_status(id, &tag, 380, serial, payload.as_bytes());
-        if let Some(socket) = self.socket(dev) {
-            let _ = socket.send_to(&datagram, to);
-        }
-    }
-
-    /// Bound at the device's own address: its datagrams come from where its HTTP is.
-    fn socket(&self, dev: &Device) -> Option<&UdpSocket> {
-        self.socket
-            .get_or_init(|| {
-                let ip = match dev.net.local().ip() {
-                    IpAddr::V4(v4) => v4,
-                    IpAddr::V6(_) => Ipv4Addr::LOCALHOST,
-                };
-                let s = UdpSocket::bind((ip, 0)).ok()?;
-                if ip.is_loopback() {
-                    socket2::SockRef::from(&s).set_multicast_if_v4(&ip).ok()?;
-                }
-                let _ = s.set_multicast_loop_v4(true);
-                Some(s)
-            })
-            .as_ref()
-    }
+fn send(dev: &Device, g: Vec<Value>, said: String) {
+    let out = &dev.coiot;
+    let Some(to) = out.destination() else {
+        return;
+    };
+    let (message_id, serial) = out.record(said, dev.clock.instant());
+    let tag = format!("{}#{}#2", dev.ident.reported, dev.mac());
+    let payload = json!({ "G": g }).to_string();
+    // Validity 38 s (tenths of a second: the lowest bit is 0), beyond two missed periods.
+    let datagram = encode_status(message_id, &tag, 380, serial, payload.as_bytes());
+    out.send(dev.net.local().ip(), &datagram, to);
 }
 
 /// `/settings?coiot_peer=ip:port` (empty or `mcast`: multicast); the `coiot` object of `/settings`. An
@@ -167,16 +87,9 @@ pub(crate) fn settings(dev: &Device, req: &Request) -> Result<Value, Response> {
                     .map_err(|_| Response::text(400, "Bad coiot_peer"))?,
             ),
         };
-        dev.coiot.lock().peer = parsed;
-        // A new peer hears the current status at once.
-        dev.coiot.lock().sent = None;
+        dev.coiot.set_peer(parsed);
     }
-    let peer = dev
-        .coiot
-        .lock()
-        .peer
-        .map(|p| p.to_string())
-        .unwrap_or_default();
+    let peer = dev.coiot.peer().map(|p| p.to_string()).unwrap_or_default();
     Ok(json!({"enabled": true, "update_period": PERIOD.as_secs(), "peer": peer}))
 }
 
@@ -271,7 +184,7 @@ impl Periodic {
             .spawn(move || {
                 while !flag.load(Ordering::SeqCst) {
                     for d in &devices {
-                        d.coiot.tick(d);
+                        tick(d);
                     }
                     std::thread::sleep(LOOK);
                 }

@@ -54,6 +54,7 @@ mod api;
 mod auth;
 mod cert;
 mod coiot;
+mod coiot_out;
 mod components;
 mod cover;
 mod device;
