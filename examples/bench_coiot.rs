@@ -43,7 +43,7 @@ fn main() {
         assert!(t.elapsed() < Duration::from_secs(60), "peers not set");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let output = |i: usize| ctl.output(Identity::name(&format!("O{i}"))).unwrap().state;
+    let output = |i: usize| ctl.output(Identity::name(format!("O{i}"))).unwrap().state;
     let mut lat = Vec::with_capacity(samples);
     let mut state = vec![false; n];
     for s in 0..samples {
