@@ -90,6 +90,9 @@ pub(crate) fn bind(port: u16, towards: &[IpAddr]) -> Option<UdpSocket> {
             );
         }
     }
+    // Room for a burst (every device's status after a power cut) while the thread is not scheduled; the
+    // kernel caps it at its maximum.
+    let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(1 << 20);
     // A blocked receive looks at the stop flag this often even if the wake-up datagram is lost.
     let _ = socket.set_read_timeout(Some(Duration::from_millis(500)));
     Some(socket)
@@ -114,6 +117,8 @@ impl Listener {
             ctx,
             budgets: HashMap::new(),
             noted: HashSet::new(),
+            index: HashMap::new(),
+            indexed: None,
         };
         let flag = stop.clone();
         let builder = std::thread::Builder::new()
@@ -155,13 +160,14 @@ impl Listener {
 
     /// Ends the thread (an empty datagram to itself wakes its receive) and joins it.
     pub(crate) fn stop(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
         self.stop.store(true, Ordering::SeqCst);
         if let Ok(s) = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)) {
             let _ = s.send_to(&[], (Ipv4Addr::LOCALHOST, self.local.port()));
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = thread.join();
     }
 }
 
@@ -180,6 +186,17 @@ struct State {
     noted: HashSet<IpAddr>,
     /// Per target: its budget of applied statuses, and whether its being held to it was logged.
     devices: Vec<(TokenBucket, bool)>,
+    /// Targets by the last 6 hex digits of their MAC, and when that was built.
+    index: HashMap<String, Vec<usize>>,
+    indexed: Option<Instant>,
+}
+
+/// `AA:BB:CC:DD:EE:FF` → `AABBCCDDEEFF`.
+fn mac_hex(mac: &str) -> String {
+    mac.chars()
+        .filter(char::is_ascii_hexdigit)
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
 }
 
 impl State {
@@ -233,7 +250,7 @@ impl State {
         let tag = m
             .device
             .ok_or("a status without a device id (option 3332)")?;
-        let ti = self.target(tag.id, source).ok_or_else(|| {
+        let ti = self.target(tag.id, source, now).ok_or_else(|| {
             format!(
                 "device id {} at {source} is no configured Gen1 device",
                 tag.id
@@ -262,13 +279,32 @@ impl State {
     }
 
     /// The configured Gen1 device with this device id (its MAC, or the MAC's last 6 hex digits) at `source`.
-    fn target(&self, id: &str, source: IpAddr) -> Option<usize> {
-        self.targets.iter().position(|t| {
+    /// Found through an index by the MAC's last 6 digits, rebuilt from the snapshots (a MAC may be learnt at
+    /// a first contact) when an id is not in it, at most once a second: a flood of unknown ids costs a lookup
+    /// each, not a scan of every device.
+    fn target(&mut self, id: &str, source: IpAddr, now: Instant) -> Option<usize> {
+        let key = id.get(id.len().saturating_sub(6)..)?.to_ascii_uppercase();
+        if !self.index.contains_key(&key)
+            && self
+                .indexed
+                .is_none_or(|at| now.saturating_duration_since(at) >= Duration::from_secs(1))
+        {
+            self.indexed = Some(now);
+            self.index.clear();
+            for (ti, t) in self.targets.iter().enumerate() {
+                let snap = worker::snapshot(&self.ctx.shared.slots[t.di]);
+                if let Some(hex) = snap.mac_address.as_deref().map(mac_hex) {
+                    let last = hex[hex.len().saturating_sub(6)..].to_string();
+                    self.index.entry(last).or_default().push(ti);
+                }
+            }
+        }
+        self.index.get(&key)?.iter().copied().find(|&ti| {
+            let t = &self.targets[ti];
             let snap = worker::snapshot(&self.ctx.shared.slots[t.di]);
-            let Some(mac) = snap.mac_address.as_deref() else {
+            let Some(hex) = snap.mac_address.as_deref().map(mac_hex) else {
                 return false;
             };
-            let hex: String = mac.chars().filter(char::is_ascii_hexdigit).collect();
             let same_id = hex.eq_ignore_ascii_case(id)
                 || (id.len() == 6 && hex.len() == 12 && hex[6..].eq_ignore_ascii_case(id));
             let at = snap
