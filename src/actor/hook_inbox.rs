@@ -170,6 +170,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn measures_keep_the_latest_per_value_and_apply_only_where_known() {
+        let inbox = HookInbox::default();
+        inbox.stash_measures(&[(Measure::Power, 0, 10.0), (Measure::Energy, 0, 5.0)]);
+        inbox.stash_measures(&[(Measure::Power, 0, 12.0), (Measure::Power, 3, 1.0)]);
+        let taken = inbox.take_measures();
+        assert_eq!(
+            taken,
+            vec![
+                (Measure::Power, 0, 12.0),
+                (Measure::Energy, 0, 5.0),
+                (Measure::Power, 3, 1.0)
+            ]
+        );
+        assert!(inbox.take_measures().is_empty());
+        let mut dev = crate::objects::Device {
+            meters: vec![crate::objects::Meter::default()],
+            outputs: vec![crate::objects::Output::default()],
+            ..Default::default()
+        };
+        for (what, channel, v) in taken {
+            // Channel 3 does not exist: nothing happens.
+            what.apply(&mut dev, channel, v);
+        }
+        assert_eq!(
+            (dev.meters[0].power, dev.meters[0].energy),
+            (Some(12.0), Some(5.0))
+        );
+        // A device whose reads never showed a temperature gets none from CoIoT either.
+        Measure::DeviceTemperature.apply(&mut dev, 0, 40.0);
+        assert_eq!(dev.temperature, None);
+        dev.temperature = Some(30.0);
+        dev.outputs[0].temperature = Some(30.0);
+        Measure::DeviceTemperature.apply(&mut dev, 0, 40.0);
+        assert_eq!(
+            (dev.temperature, dev.outputs[0].temperature),
+            (Some(40.0), Some(40.0))
+        );
+        assert!(!Measure::DeviceTemperature.plausible(999.0));
+        assert!(!Measure::Power.plausible(-1.0));
+        assert!(Measure::Power.plausible(-250.0));
+        assert!(!Measure::Energy.plausible(f64::NAN));
+    }
+
+    #[test]
     fn a_flood_is_one_wake_up_with_the_latest_state_per_component() {
         let inbox = HookInbox::default();
         assert_eq!(
