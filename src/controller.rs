@@ -151,6 +151,8 @@ struct Running {
     mqtt: Option<crate::actor::mqtt::Mqtt>,
     /// `sd-find`, when some device is configured with a `MAC` (it may move).
     find: Option<crate::actor::find::Find>,
+    /// `sd-coiot`, when Gen1 devices are configured (and `CoIoT` is not false).
+    coiot: Option<crate::coiot::listener::Listener>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -201,6 +203,10 @@ impl Controller {
             None
         };
         let listen_port = listener.as_ref().map_or(0, |l| l.addr().port());
+        // Bound before the drivers exist: a driver pointing its device's CoIoT peer at us needs the port.
+        let mut coiot = crate::coiot::setup::Setup::new(&devices, &settings);
+        let coiot_socket = coiot.socket.take();
+        let coiot = Arc::new(coiot);
         // HTTPS devices: their TLS client configuration (verifier), for HTTPS and WSS alike.
         let mut problems = Vec::new();
         let mut trust_stores = Vec::new();
@@ -276,6 +282,7 @@ impl Controller {
             };
             let (planned, settings) = (d.clone(), settings.clone());
             let reports_outbound = outbound[di];
+            let coiot = coiot.clone();
             // Built for the device's current address: the configured one at open, a new one after it moved
             // (the hooks' callback address is the one this machine uses towards that address).
             let mut factory: worker::Factory = Box::new(move |host: Option<&str>, at: u16| {
@@ -294,8 +301,11 @@ impl Controller {
                     &http,
                     hooks,
                     credentials.clone(),
-                    tunnel.clone(),
-                    port.clone(),
+                    driver::Links {
+                        tunnel: tunnel.clone(),
+                        mqtt: port.clone(),
+                        coiot: coiot.driver_part(di, host, at, &settings),
+                    },
                 )
             });
             match factory(d.address.as_deref(), d.port) {
@@ -376,11 +386,13 @@ impl Controller {
         let directory = Directory::new(&found);
         // The events a device's components ask for come from its push channel too, listener or not (from what
         // the first contact found: a device following its profile has that profile's components).
+        // CoIoT statuses are a push channel of Gen1 devices: their events too are derived and deduplicated.
         let pushed: Vec<_> = found
             .iter()
             .zip(&tunnels)
-            .map(|(d, t)| {
-                t.as_ref().map(|_| {
+            .zip(&coiot.links)
+            .map(|((d, t), l)| {
+                (t.is_some() || l.is_some()).then(|| {
                     crate::webhook::routing::Pushed::new(install::wanted_events(
                         d,
                         &settings.webhooks,
@@ -410,6 +422,7 @@ impl Controller {
                 push: None,
                 mqtt,
                 find: None,
+                coiot: None,
             })),
             closing,
             http: http.clone(),
@@ -447,7 +460,7 @@ impl Controller {
             let _ = ws_sink.0.set(Arc::new(sink));
         }
         if !push_targets.is_empty() {
-            let push = crate::actor::push::Push::start(push_targets, ctx).map_err(|e| {
+            let push = crate::actor::push::Push::start(push_targets, ctx.clone()).map_err(|e| {
                 controller.close();
                 Error::Io {
                     context: "starting the push channel threads".into(),
@@ -456,6 +469,30 @@ impl Controller {
             })?;
             if let Some(r) = controller.lock_running().as_mut() {
                 r.push = Some(push);
+            }
+        }
+        if let Some(socket) = coiot_socket {
+            let ids: Vec<i64> = (controller.shared.slots.iter())
+                .map(|s| worker::snapshot(s).id)
+                .collect();
+            let targets = coiot.targets(&ids);
+            let coiot_ctx = Arc::new(crate::actor::push::Context {
+                channel: crate::event::EventChannel::Coiot,
+                shared: controller.shared.clone(),
+                queue: controller.queue.clone(),
+                wake: controller.wake.clone(),
+                response_timeout: controller.settings.response_timeout,
+            });
+            let listener = crate::coiot::listener::Listener::start(socket, targets, coiot_ctx)
+                .map_err(|e| {
+                    controller.close();
+                    Error::Io {
+                        context: "starting the CoIoT listener thread".into(),
+                        source: e,
+                    }
+                })?;
+            if let Some(r) = controller.lock_running().as_mut() {
+                r.coiot = Some(listener);
             }
         }
         let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
@@ -1008,6 +1045,15 @@ impl Controller {
             .map(Listener::addr)
     }
 
+    /// The address the Gen1 CoIoT listener is bound to (`0.0.0.0` and its real port, even when `CoIoTPort: 0`),
+    /// while it runs: Gen1 devices are configured, `CoIoT` is not false and the port was free.
+    pub fn coiot_address(&self) -> Option<std::net::SocketAddr> {
+        self.lock_running()
+            .as_ref()
+            .and_then(|r| r.coiot.as_ref())
+            .map(crate::coiot::listener::Listener::addr)
+    }
+
     /// The wake flag given to `open`, if any.
     pub fn wake_flag(&self) -> Option<&WakeFlag> {
         self.wake.as_ref()
@@ -1036,6 +1082,9 @@ impl Controller {
         }
         if let Some(mut m) = running.mqtt.take() {
             m.stop();
+        }
+        if let Some(mut c) = running.coiot.take() {
+            c.stop();
         }
         // Retry waits end early and requests on the wire are interrupted, so workers stuck on silent devices
         // return at once.

@@ -101,11 +101,13 @@ pub struct WebhookEvent {
     pub source: String,
     /// Any other query or body fields.
     pub params: Attributes,
-    /// Which channel brought the event (`webhook` or `push`; `read` for an event smartdev raised after a read).
+    /// Which channel brought the event (`webhook`, `push` or `coiot`; `read` for an event smartdev raised after a
+    /// read).
     pub channel: EventChannel,
 }
 
-/// The channel an event came through ([`WebhookEvent::channel`]; JSON `"webhook"` or `"push"`).
+/// The channel an event came through ([`WebhookEvent::channel`]; JSON `"webhook"`, `"push"`, `"coiot"` or
+/// `"read"`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -121,6 +123,9 @@ pub enum EventChannel {
     Read,
     /// The MQTT broker (`Channel: mqtt`): a Gen2+ `NotifyEvent`, or a state change in a notification.
     Mqtt,
+    /// A Gen1 device's CoIoT status (UDP): an input or output state change (`input.toggle_on`/`off`,
+    /// `switch.on`/`off`).
+    Coiot,
 }
 
 /// Which events `pull_webhook_event_matching` takes: every given criterion must match.

@@ -123,6 +123,35 @@ pub fn mqtt_packets(data: &[u8]) {
     }
 }
 
+/// Parses bytes as a CoIoT datagram (`coiot/message.rs`), then its payload's `G` values through a Gen1
+/// description: never a panic, nothing accepted beyond the limits, and a status that parsed encodes back to
+/// a datagram that parses the same.
+pub fn coiot_datagram(data: &[u8]) {
+    use crate::coiot::message::{MAX_DATAGRAM, MAX_VALUES, encode_status, parse, status_values};
+    let Ok(m) = parse(data) else {
+        return;
+    };
+    assert!(data.len() <= MAX_DATAGRAM, "a datagram beyond the limit");
+    if let Ok(values) = status_values(m.payload) {
+        assert!(values.len() <= MAX_VALUES, "more values than the limit");
+        crate::coiot::description::Description::v2_defaults().read(&values);
+    }
+    if let (true, Some(tag), false) = (m.is_status(), m.device, m.payload.is_empty()) {
+        let text = format!("{}#{}#{}", tag.model, tag.id, tag.revision);
+        let again = encode_status(
+            m.message_id,
+            &text,
+            m.validity.unwrap_or(0),
+            m.serial.unwrap_or(0),
+            m.payload,
+        );
+        if again.len() <= MAX_DATAGRAM {
+            let back = parse(&again).expect("an encoded status parses");
+            assert_eq!((back.device, back.payload), (m.device, m.payload));
+        }
+    }
+}
+
 /// Feeds bytes to the webhook listener's request-head parser, whole and cut at every 64th position: a prefix
 /// must never contradict the whole (a complete head stays the same head; a refusal never becomes a head).
 pub fn webhook_http(data: &[u8]) {
@@ -634,6 +663,28 @@ mod tests {
         }));
         let seeds: Vec<&[u8]> = vec![&publish, &two, &[0xD0, 0x00], &[0x30, 0xFF, 0xFF, 0x7F]];
         run(&seeds, mqtt_packets);
+    }
+
+    #[test]
+    fn coiot_datagram_never_panics() {
+        use crate::coiot::message::encode_status;
+        let status = encode_status(
+            7,
+            "SHSW-25#A4CF12F45678#2",
+            0xFFFF,
+            0x00FF,
+            br#"{"G":[[0,1101,1],[0,4101,12.5],[0,4103,600],[0,3104,999]]}"#,
+        );
+        let request = [
+            0x50, 0x01, 0x00, 0x0a, 0xb3, b'c', b'i', b't', 0x01, b's', 0xff, 0x00,
+        ];
+        let seeds: Vec<&[u8]> = vec![
+            &status,
+            &request,
+            &[0x40, 30, 0, 0],
+            &[0x5E, 30, 0, 0, 0xEE],
+        ];
+        run(&seeds, coiot_datagram);
     }
 
     #[test]

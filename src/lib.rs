@@ -52,6 +52,7 @@ mod actor;
 mod answer;
 mod builder;
 mod clock;
+mod coiot;
 pub mod config;
 mod controller;
 mod directory;

@@ -491,8 +491,9 @@ type Event struct {
 	Source string `json:"Source"`
 	// Params holds any other query or body fields.
 	Params map[string]interface{} `json:"Params"`
-	// Channel is how the event came: "webhook", "push" (the device's WebSocket, Channel: auto) or "mqtt" (the
-	// broker, Channel: mqtt); "read" for smartdev's own device.profile_changed noticed by a refresh.
+	// Channel is how the event came: "webhook", "push" (the device's WebSocket, Channel: auto), "mqtt" (the
+	// broker, Channel: mqtt) or "coiot" (a Gen1 device's CoIoT status); "read" for smartdev's own
+	// device.profile_changed noticed by a refresh.
 	Channel string `json:"Channel"`
 }
 

@@ -19,6 +19,58 @@ struct Waiting {
     read: bool,
     /// A `Command::Hook` is on its way to the worker.
     queued: bool,
+    /// Latest measured value per (what, channel) a CoIoT status brought.
+    measures: Vec<(Measure, usize, f64)>,
+}
+
+/// A measured value a status may bring without a read (CoIoT, `coiot/description.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Measure {
+    /// Meter power, W.
+    Power,
+    /// Meter energy, Wh.
+    Energy,
+    /// The device's own temperature, °C (channel 0).
+    DeviceTemperature,
+}
+
+impl Measure {
+    /// Whether `v` can be a reading (a sensor's "invalid" marker, -1 W or 999 °C, cannot).
+    pub(crate) fn plausible(self, v: f64) -> bool {
+        v.is_finite()
+            && match self {
+                Measure::Power => v.abs() < 1e6 && v != -1.0,
+                Measure::Energy => (0.0..1e13).contains(&v),
+                Measure::DeviceTemperature => (-40.0..=300.0).contains(&v),
+            }
+    }
+
+    /// Writes a value into the device (the worker's hands only).
+    pub(crate) fn apply(self, dev: &mut crate::objects::Device, channel: usize, v: f64) {
+        match self {
+            Measure::Power => {
+                if let Some(m) = dev.meters.get_mut(channel) {
+                    m.power = Some(v);
+                }
+            }
+            Measure::Energy => {
+                if let Some(m) = dev.meters.get_mut(channel) {
+                    m.energy = Some(v);
+                }
+            }
+            // Only where a read showed that the device reports it (models without temperature monitoring).
+            Measure::DeviceTemperature => {
+                if dev.temperature.is_some() {
+                    dev.temperature = Some(v);
+                    let outputs = dev.outputs.iter_mut().map(|o| &mut o.temperature);
+                    let covers = dev.covers.iter_mut().map(|c| &mut c.temperature);
+                    for t in outputs.chain(covers).filter(|t| t.is_some()) {
+                        *t = Some(v);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Waiting {
@@ -85,6 +137,26 @@ impl HookInbox {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).queued = false;
     }
 
+    /// Records measured values (latest per value) without claiming the wake-up, like [`HookInbox::stash`].
+    pub(crate) fn stash_measures(&self, measures: &[(Measure, usize, f64)]) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for &(what, channel, v) in measures {
+            match w
+                .measures
+                .iter_mut()
+                .find(|(m, c, _)| *m == what && *c == channel)
+            {
+                Some(x) => x.2 = v,
+                None => w.measures.push((what, channel, v)),
+            }
+        }
+    }
+
+    /// Takes the measured values posted.
+    pub(crate) fn take_measures(&self) -> Vec<(Measure, usize, f64)> {
+        std::mem::take(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()).measures)
+    }
+
     /// Takes everything posted: the states and whether a read was asked for.
     pub(crate) fn take(&self) -> (Vec<(ComponentKind, usize, bool)>, bool) {
         let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -96,6 +168,50 @@ impl HookInbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn measures_keep_the_latest_per_value_and_apply_only_where_known() {
+        let inbox = HookInbox::default();
+        inbox.stash_measures(&[(Measure::Power, 0, 10.0), (Measure::Energy, 0, 5.0)]);
+        inbox.stash_measures(&[(Measure::Power, 0, 12.0), (Measure::Power, 3, 1.0)]);
+        let taken = inbox.take_measures();
+        assert_eq!(
+            taken,
+            vec![
+                (Measure::Power, 0, 12.0),
+                (Measure::Energy, 0, 5.0),
+                (Measure::Power, 3, 1.0)
+            ]
+        );
+        assert!(inbox.take_measures().is_empty());
+        let mut dev = crate::objects::Device {
+            meters: vec![crate::objects::Meter::default()],
+            outputs: vec![crate::objects::Output::default()],
+            ..Default::default()
+        };
+        for (what, channel, v) in taken {
+            // Channel 3 does not exist: nothing happens.
+            what.apply(&mut dev, channel, v);
+        }
+        assert_eq!(
+            (dev.meters[0].power, dev.meters[0].energy),
+            (Some(12.0), Some(5.0))
+        );
+        // A device whose reads never showed a temperature gets none from CoIoT either.
+        Measure::DeviceTemperature.apply(&mut dev, 0, 40.0);
+        assert_eq!(dev.temperature, None);
+        dev.temperature = Some(30.0);
+        dev.outputs[0].temperature = Some(30.0);
+        Measure::DeviceTemperature.apply(&mut dev, 0, 40.0);
+        assert_eq!(
+            (dev.temperature, dev.outputs[0].temperature),
+            (Some(40.0), Some(40.0))
+        );
+        assert!(!Measure::DeviceTemperature.plausible(999.0));
+        assert!(!Measure::Power.plausible(-1.0));
+        assert!(Measure::Power.plausible(-250.0));
+        assert!(!Measure::Energy.plausible(f64::NAN));
+    }
 
     #[test]
     fn a_flood_is_one_wake_up_with_the_latest_state_per_component() {

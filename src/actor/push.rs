@@ -1387,7 +1387,7 @@ fn queue_all(ctx: &Context, events: Vec<Hook>, source: IpAddr) {
 }
 
 /// Names and deduplicates a pushed event, then queues it and sets the wake flag.
-fn queue(ctx: &Context, hook: Hook, origin: Origin, source: IpAddr) {
+pub(crate) fn queue(ctx: &Context, hook: Hook, origin: Origin, source: IpAddr) {
     let Some(names) = ctx.shared.resolve(&hook, source, origin) else {
         return;
     };

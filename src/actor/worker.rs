@@ -701,10 +701,22 @@ impl State {
     /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
     fn take_hooks(&mut self) {
         let (mut states, mut read) = self.inbox.take();
-        if self.identity.foreign && !states.is_empty() {
+        let mut measures = self.inbox.take_measures();
+        if self.identity.foreign && !(states.is_empty() && measures.is_empty()) {
             // States a foreign device sent are not this device's: only a read, which checks the MAC again.
             states.clear();
+            measures.clear();
             read = true;
+        }
+        if !measures.is_empty() {
+            // Values a CoIoT status brought (no read): the worker writes them like any state.
+            let _ = self.op(false, |dev, _| {
+                for &(what, channel, v) in &measures {
+                    what.apply(dev, channel, v);
+                }
+                dev.update_totals();
+                Ok(())
+            });
         }
         if !states.is_empty() || read {
             self.noticed_by = match &self.events {

@@ -287,6 +287,18 @@ impl Normaliser {
                     .unwrap_or("simulation_files"),
             ),
             webhooks,
+            coiot: crate::config::settings::CoiotSettings {
+                enabled: root.get("CoIoT").and_then(Value::as_bool).unwrap_or(true),
+                port: root
+                    .get("CoIoTPort")
+                    .and_then(Value::as_u64)
+                    .and_then(|p| u16::try_from(p).ok())
+                    .unwrap_or(5683),
+                set_peer: root
+                    .get("CoIoTPeer")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            },
             logging: doc
                 .get("Files")
                 .and_then(Value::as_object)

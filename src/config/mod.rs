@@ -9,7 +9,7 @@ mod validate;
 pub use dictionary::{Rule, ValidationDictionary, ValueType};
 pub use loader::ConfigLoader;
 pub use settings::{
-    Channel, ComponentConfig, DefaultWebhooks, DeviceConfig, Layout, LogSettings, MqttSettings,
-    Secret, Settings, WebhookSettings,
+    Channel, CoiotSettings, ComponentConfig, DefaultWebhooks, DeviceConfig, Layout, LogSettings,
+    MqttSettings, Secret, Settings, WebhookSettings,
 };
 pub(crate) use validate::describe;

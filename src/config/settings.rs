@@ -56,6 +56,8 @@ pub struct Settings {
     pub simulation_folder: PathBuf,
     /// Webhook listener and installation settings.
     pub webhooks: WebhookSettings,
+    /// The Gen1 CoIoT listener (`CoIoT`, `CoIoTPort`, `CoIoTPeer`).
+    pub coiot: CoiotSettings,
     /// The `Files` block, when present.
     pub logging: Option<LogSettings>,
     /// The `Mqtt` block: the broker devices with `Channel: mqtt` are reached through.
@@ -66,6 +68,27 @@ pub struct Settings {
     pub extra: Attributes,
     /// The model library the settings were checked against.
     pub models: Arc<ModelLibrary>,
+}
+
+/// The Gen1 CoIoT listener's settings (root keys `CoIoT`, `CoIoTPort`, `CoIoTPeer`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoiotSettings {
+    /// Whether the listener runs when Gen1 devices are configured (`CoIoT`). Default true.
+    pub enabled: bool,
+    /// UDP port (`CoIoTPort`; 0 picks a free port). Default 5683.
+    pub port: u16,
+    /// Whether each Gen1 device's CoIoT peer is pointed at the listener (`CoIoTPeer`). Default false.
+    pub set_peer: bool,
+}
+
+impl Default for CoiotSettings {
+    fn default() -> Self {
+        CoiotSettings {
+            enabled: true,
+            port: 5683,
+            set_peer: false,
+        }
+    }
 }
 
 /// Webhook settings (`ShellyWebhooks` in layout B, `Webhook*` keys in layout A).
@@ -345,6 +368,7 @@ impl Settings {
             refresh_interval: Some(Duration::from_secs(30)),
             simulation_folder: PathBuf::from("simulation_files"),
             webhooks: WebhookSettings::default(),
+            coiot: CoiotSettings::default(),
             logging: None,
             mqtt: None,
             devices,

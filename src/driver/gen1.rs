@@ -41,6 +41,10 @@ pub(crate) struct Gen1 {
     follow: Option<std::sync::Arc<crate::plan::Follow>>,
     /// `/settings` named the same mode for a status that did not fit it: not asked again in this contact period.
     recheck_off: bool,
+    /// With the CoIoT listener running: where the device's description (`/cit/d`) goes.
+    pub(crate) coiot: Option<std::sync::Arc<crate::coiot::Link>>,
+    /// `ip:port` the device's CoIoT peer is set to (`CoIoTPeer: true`).
+    pub(crate) coiot_peer: Option<String>,
 }
 
 impl Gen1 {
@@ -62,7 +66,46 @@ impl Gen1 {
             credentials,
             follow: None,
             recheck_off: false,
+            coiot: None,
+            coiot_peer: None,
         }
+    }
+
+    /// With the webhooks: the device's CoIoT description (old firmware serves none over HTTP: then CoIoT v2's
+    /// documented ids stand in) and, when asked, its CoIoT peer.
+    fn sync_coiot(&mut self, dev: &mut Device) -> Result<()> {
+        let Some(link) = self.coiot.clone() else {
+            return Ok(());
+        };
+        match self
+            .get(dev, "/cit/d")
+            .map(|v| crate::coiot::description::Description::parse(&v))
+        {
+            Ok(Ok(d)) => link.describe(d),
+            Ok(Err(why)) => log::debug!("device {}: GET /cit/d: {why}", dev.label()),
+            Err(e) => log::debug!("device {}: no CoIoT description: {e}", dev.label()),
+        }
+        let Some(peer) = self.coiot_peer.clone() else {
+            return Ok(());
+        };
+        let settings = self.get(dev, "/settings")?;
+        if text(&settings, &["coiot", "peer"]).as_deref() == Some(peer.as_str())
+            && flag(&settings, &["coiot", "enabled"]) == Some(true)
+        {
+            return Ok(());
+        }
+        self.get(
+            dev,
+            &format!(
+                "/settings?coiot_enable=true&coiot_peer={}",
+                encode_component(&peer)
+            ),
+        )?;
+        log::info!(
+            "device {}: CoIoT peer set to {peer} (Gen1 firmware uses it after its next restart)",
+            dev.label()
+        );
+        Ok(())
     }
 
     /// Reads the action URLs and records the events they stand for as the device's supported webhooks.
@@ -314,7 +357,8 @@ impl Driver for Gen1 {
     }
 
     fn sync_hooks(&mut self, dev: &mut Device) -> Result<()> {
-        self.sync_actions(dev)
+        self.sync_actions(dev)?;
+        self.sync_coiot(dev)
     }
 
     fn forget(&mut self) {

@@ -451,6 +451,15 @@ impl Credentials {
     }
 }
 
+/// What a device's driver may use besides HTTP: its push tunnel (Gen2+ `Channel: auto`), its broker port
+/// (`Channel: mqtt`), its CoIoT link with the peer to set (Gen1).
+#[derive(Default)]
+pub(crate) struct Links {
+    pub(crate) tunnel: Option<Arc<ws::tunnel::Tunnel>>,
+    pub(crate) mqtt: Option<Arc<crate::mqtt::link::Port>>,
+    pub(crate) coiot: Option<(Arc<crate::coiot::Link>, Option<String>)>,
+}
+
 /// The driver for a planned device.
 pub(crate) fn for_device(
     dev: &Device,
@@ -458,9 +467,13 @@ pub(crate) fn for_device(
     http: &http::Http,
     hooks: Option<crate::webhook::install::HookPlan>,
     credentials: Credentials,
-    tunnel: Option<std::sync::Arc<ws::tunnel::Tunnel>>,
-    mqtt: Option<Arc<crate::mqtt::link::Port>>,
+    links: Links,
 ) -> Result<Box<dyn Driver>> {
+    let Links {
+        tunnel,
+        mqtt,
+        coiot,
+    } = links;
     if dev.simulate {
         let file = dev
             .simulation_file
@@ -516,7 +529,12 @@ pub(crate) fn for_device(
     let http = http.clone();
     Ok(match settings.models.resolve(&dev.model) {
         Some(ModelRef::Vendor(m)) if m.protocol == crate::models::Protocol::Rest => {
-            Box::new(gen1::Gen1::new(http, base, m.clone(), hooks, credentials))
+            let mut g = gen1::Gen1::new(http, base, m.clone(), hooks, credentials);
+            if let Some((link, peer)) = coiot {
+                g.coiot = Some(link);
+                g.coiot_peer = peer;
+            }
+            Box::new(g)
         }
         Some(ModelRef::Vendor(m)) => {
             let mut rpc = rpc::Rpc::new(http, base, m.clone(), hooks, credentials, tunnel);

@@ -355,6 +355,8 @@ pub(crate) struct Device {
     pub ws_out: super::ws_out::WsOut,
     /// Tells them of changes and events.
     notify: Notify,
+    /// Gen1: where CoIoT statuses go (`coiot_out.rs`; rendered by `coiot.rs`).
+    pub coiot: super::coiot_out::CoiotOut,
     state: Mutex<DeviceState>,
     /// Real, or moved by hand in tests.
     pub clock: EmuClock,
@@ -416,6 +418,7 @@ impl Device {
             ws: WsHub::default(),
             ws_out: super::ws_out::WsOut::new(spec.sleep, clock.instant()),
             notify,
+            coiot: super::coiot_out::CoiotOut::new(spec.coiot_multicast),
             state: Mutex::new(DeviceState::new(layout, &extras, clock.unix())),
             clock,
             mac: Mutex::new(ident.mac.clone()),

@@ -21,7 +21,15 @@ pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
     match path {
         "/shelly" => Response::json_whole(200, &shelly(dev)),
         "/status" => Response::json_whole(200, &status(dev, &dev.state())),
-        "/settings" => Response::json_whole(200, &settings(dev, &dev.state())),
+        "/settings" => match super::coiot::settings(dev, req) {
+            Ok(coiot) => {
+                let mut v = settings(dev, &dev.state());
+                v["coiot"] = coiot;
+                Response::json_whole(200, &v)
+            }
+            Err(refused) => refused,
+        },
+        "/cit/d" => Response::json_whole(200, &super::coiot::description(dev)),
         "/settings/actions" => actions(dev, req),
         "/ota" => ota(dev, req),
         "/ota/check" => Response::json_whole(200, &json!({"status": "ok"})),

@@ -53,6 +53,8 @@ mod announce;
 mod api;
 mod auth;
 mod cert;
+mod coiot;
+mod coiot_out;
 mod components;
 mod cover;
 mod device;
@@ -192,6 +194,10 @@ pub struct DeviceSpec {
     /// commands on its topics, notifications and telemetry; Shelly Gen2+, Gen1 relays and inputs, Tasmota),
     /// besides serving HTTP. `None`: no MQTT. Not with `sleep`.
     pub mqtt: Option<MqttSpec>,
+    /// Shelly Gen1: send CoIoT statuses to the multicast group 224.0.1.187 (port 5683) while no CoIoT peer is
+    /// set, as firmware does; off by default, so an emulator sends no multicast unasked (a peer set with
+    /// `/settings?coiot_peer=` always gets them). An emulator on 127.0.0.1 multicasts on loopback only.
+    pub coiot_multicast: bool,
 }
 
 impl Default for DeviceSpec {
@@ -221,6 +227,7 @@ impl Default for DeviceSpec {
             tasmota_light: None,
             enhanced_security: false,
             mqtt: None,
+            coiot_multicast: false,
         }
     }
 }
@@ -230,6 +237,7 @@ const NOTIFY: device::Notify = device::Notify {
     state: |dev, s| {
         dev.ws.on_state(dev, s);
         mqtt_client::on_state(dev, s);
+        coiot::on_state(dev, s);
     },
     event: |dev, event, cid| {
         dev.ws.on_event(dev, event, cid);
@@ -332,6 +340,8 @@ pub struct Emulator {
     sleeper: Option<sleeper::Sleeper>,
     /// Sends Tasmota telemetry over MQTT (only when a Tasmota device has MQTT).
     telemetry: Option<mqtt_tasmota::Telemetry>,
+    /// Gen1 devices' periodic CoIoT statuses (only when there are some).
+    coiot: Option<coiot::Periodic>,
 }
 
 impl Emulator {
@@ -447,6 +457,7 @@ impl Emulator {
             announcer: Arc::clone(&announcer),
             sleeper: None,
             telemetry: None,
+            coiot: None,
         };
         // On an error below, dropping `emu` stops what already runs.
         for (dev, (port, listener)) in devices.iter().zip(listeners) {
@@ -481,6 +492,11 @@ impl Emulator {
         }
         emu.telemetry = mqtt_tasmota::Telemetry::start(&devices)
             .map_err(io("emulator: starting the MQTT telemetry thread".into()))?;
+        let gen1 = devices
+            .iter()
+            .filter(|d| d.ident.family == family::Family::Gen1);
+        emu.coiot = coiot::Periodic::start(gen1.cloned().collect())
+            .map_err(io("emulator: starting the CoIoT thread".into()))?;
         Ok(emu)
     }
 
@@ -887,6 +903,9 @@ impl Emulator {
         }
         for d in self.devices.iter() {
             d.mqtt.join();
+        }
+        if let Some(c) = self.coiot.take() {
+            c.stop();
         }
         self.announcer.stop();
         for s in self.servers.iter().chain(&self.admin) {

@@ -108,8 +108,8 @@ impl Shared {
         };
         let state = implied(kind, &hook.event);
         // A cover event implies no state we could apply without reading (position): it only asks for a read.
-        // An event derived from a pushed status was posted with that status already.
-        if origin != Origin::PushStatus
+        // An event derived from a pushed status (or a CoIoT one) was posted with that status already.
+        if !matches!(origin, Origin::PushStatus | Origin::Coiot)
             && matches!(
                 kind,
                 ComponentKind::Input | ComponentKind::Output | ComponentKind::Cover
@@ -168,7 +168,8 @@ fn implied(kind: ComponentKind, event: &str) -> Option<bool> {
 }
 
 /// How an event reached us. The two push origins queue as `Channel: push`, but are told apart by [`Dedupe`]:
-/// a firmware may send a `NotifyEvent` as well as the `NotifyStatus` an input flip is derived from.
+/// a firmware may send a `NotifyEvent` as well as the `NotifyStatus` an input flip is derived from. A Gen1
+/// device's CoIoT status queues as `Channel: coiot`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Origin {
     /// A request to our listener.
@@ -177,6 +178,8 @@ pub(crate) enum Origin {
     PushEvent,
     /// Derived by [`Pushed`] from a pushed state change (`NotifyStatus`, or the status read at a reconnect).
     PushStatus,
+    /// Derived by [`Pushed`] from a Gen1 CoIoT status (`coiot/listener.rs`).
+    Coiot,
 }
 
 impl Origin {
@@ -185,6 +188,7 @@ impl Origin {
             Origin::Webhook => 1,
             Origin::PushEvent => 2,
             Origin::PushStatus => 4,
+            Origin::Coiot => 8,
         }
     }
 }
@@ -305,8 +309,8 @@ pub(crate) const DEDUPE_WINDOW: Duration = Duration::from_secs(2);
 /// Unmatched arrivals kept at most (the oldest go first).
 const DEDUPE_MAX: usize = 4096;
 
-/// Every [`Origin::bit`].
-const ALL_ORIGINS: u8 = 7;
+/// Every [`Origin::bit`] (a group no other origin can join any more leaves with the window).
+const ALL_ORIGINS: u8 = 15;
 
 /// (device index, resolved component, event name).
 type EventKey = (usize, Option<(ComponentKind, usize)>, String);

@@ -435,7 +435,7 @@ class SmartDevice:
         """Takes the oldest queued webhook event, or ``None``: a dict with ``Event`` (e.g.
         ``"input.toggle_on"``), ``Component`` (its name), ``ComponentID``, ``ObjectType``, ``Device``,
         ``DeviceID``, ``ReceivedAt``, ``Source``, ``Params``, ``Channel`` (``"webhook"``, ``"push"``,
-        ``"mqtt"``, or ``"read"`` for smartdev's own ``device.profile_changed``).
+        ``"mqtt"``, ``"coiot"`` (Gen1), or ``"read"`` for smartdev's own ``device.profile_changed``).
         With filters, the oldest event matching all of them (the others stay queued, in order)."""
         ctl = self.controller
         wanted = [(k, v) for k, v in (("DeviceID", device_id), ("Device", device_name),

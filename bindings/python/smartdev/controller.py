@@ -928,8 +928,8 @@ class Controller:
     def pull_webhook_event(self) -> Optional[Dict[str, Any]]:
         """Takes the oldest webhook event as a dict (``Event``, ``Component``, ``ComponentID``,
         ``ObjectType``, ``Device``, ``DeviceID``, ``ReceivedAt``, ``Source``, ``Params``, ``Channel``:
-        ``"webhook"``, ``"push"``, ``"mqtt"``, or ``"read"`` for smartdev's own ``device.profile_changed``),
-        or ``None`` when none is queued."""
+        ``"webhook"``, ``"push"``, ``"mqtt"``, ``"coiot"`` (Gen1), or ``"read"`` for smartdev's own
+        ``device.profile_changed``), or ``None`` when none is queued."""
         return self._json_call("sd_pull_event")  # type: ignore[no-any-return]
 
     def wake_fd(self) -> int:

@@ -222,8 +222,9 @@ fn run(args: &Args) -> Result<Done, Error> {
     if let Command::Events { count, timeout } = command {
         return events(settings, *count, *timeout);
     }
-    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises), and
-    // no push channel (a WebSocket per device would cost a connection and a second status read, then close).
+    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises), no
+    // push channel (a WebSocket per device would cost a connection and a second status read, then close), and
+    // no CoIoT listener (it would hold UDP 5683 from a running application).
     settings.refresh_interval = None;
     one_shot_channels(&mut settings);
     let prints_state = matches!(
@@ -569,6 +570,8 @@ fn one_shot_channels(settings: &mut smartdev::Settings) {
         settings.devices[i].channel = mqtt.then_some(smartdev::Channel::Mqtt);
     }
     settings.channel = smartdev::Channel::Http;
+    // A one-shot command reads once: no CoIoT listener (it would hold UDP 5683 for nothing).
+    settings.coiot.enabled = false;
 }
 
 /// Validates the configuration and the installation rules without starting anything; prints every problem.
