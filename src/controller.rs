@@ -600,11 +600,20 @@ impl Controller {
 
     /// Sends a refresh to one worker and waits for its answer.
     fn refresh_index(&self, device: usize) -> Result<()> {
+        self.ask(device, |reply| Command::Refresh { reply: Some(reply) })
+    }
+
+    /// Sends device `di`'s worker the command `command` builds around a reply channel, and waits for the answer.
+    pub(crate) fn ask<T>(
+        &self,
+        di: usize,
+        command: impl FnOnce(crossbeam_channel::Sender<Result<T>>) -> Command,
+    ) -> Result<T> {
         let (reply, rx) = crossbeam_channel::bounded(1);
-        self.sender(device)?
-            .send(Command::Refresh { reply: Some(reply) })
+        self.sender(di)?
+            .send(command(reply))
             .map_err(|_| Error::Closed)?;
-        rx.recv().map_err(|_| self.worker_gone(device))?
+        rx.recv().map_err(|_| self.worker_gone(di))?
     }
 
     fn worker_gone(&self, device: usize) -> Error {
@@ -885,17 +894,13 @@ impl Controller {
             .shared
             .directory
             .component(ComponentKind::Cover, cover)?;
-        let (reply, rx) = crossbeam_channel::bounded(1);
-        self.sender(di)?
-            .send(Command::Cover {
-                index: ci,
-                action,
-                reply,
-            })
-            .map_err(|_| Error::Closed)?;
         // The cover as the command read it: the snapshot may already hold a read served from notifications
         // that were sent before the command (seen as a cover reported `open` right after a move to 30 %).
-        rx.recv().map_err(|_| self.worker_gone(di))?
+        self.ask(di, |reply| Command::Cover {
+            index: ci,
+            action,
+            reply,
+        })
     }
 
     /// Sets a light: on/off, brightness, colour temperature, RGB, white and the transition, each only if given
@@ -909,15 +914,11 @@ impl Controller {
             .shared
             .directory
             .component(ComponentKind::Output, output)?;
-        let (reply, rx) = crossbeam_channel::bounded(1);
-        self.sender(di)?
-            .send(Command::Light {
-                index: ci,
-                change,
-                reply,
-            })
-            .map_err(|_| Error::Closed)?;
-        rx.recv().map_err(|_| self.worker_gone(di))?
+        self.ask(di, |reply| Command::Light {
+            index: ci,
+            change,
+            reply,
+        })
     }
 
     /// All inputs of all devices, as last read.
@@ -968,15 +969,11 @@ impl Controller {
             .shared
             .directory
             .component(ComponentKind::Output, output)?;
-        let (reply, rx) = crossbeam_channel::bounded(1);
-        self.sender(di)?
-            .send(Command::Switch {
-                index: ci,
-                action,
-                reply,
-            })
-            .map_err(|_| Error::Closed)?;
-        rx.recv().map_err(|_| self.worker_gone(di))?
+        self.ask(di, |reply| Command::Switch {
+            index: ci,
+            action,
+            reply,
+        })
     }
 
     /// Reads every device at once (all workers in parallel) and reports which failed. One failing device never

@@ -5,7 +5,7 @@ use super::Controller;
 use crate::actor::energy_op::EnergyAsk;
 use crate::actor::worker::Command;
 use crate::energy::{EnergyHistory, check_range};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::objects::{ComponentKind, Identity};
 
 impl Controller {
@@ -13,8 +13,8 @@ impl Controller {
     /// (device I/O): records in time order, and a [`HistoryGap`](crate::HistoryGap) wherever the device has
     /// none (it was off, or the records are older than it keeps), never zero energy. A 3-phase meter's records
     /// hold all three phases ([`EnergyHistory::channels`] names them). A meter that keeps no history (a
-    /// switch's or plug's meter, Tasmota, simulated devices) gives [`Error::NoHistory`]; `from` not before
-    /// `to` gives [`Error::InvalidArgument`].
+    /// switch's or plug's meter, Tasmota, simulated devices) gives [`Error::NoHistory`](crate::Error::NoHistory); `from` not before
+    /// `to` gives [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn energy_history(
         &self,
         meter: impl Into<Identity>,
@@ -27,15 +27,13 @@ impl Controller {
             .directory
             .component(ComponentKind::Meter, meter)?;
         check_range(from, to)?;
-        let (reply, rx) = crossbeam_channel::bounded(1);
-        self.sender(di)?
-            .send(Command::Energy(EnergyAsk {
+        self.ask(di, |reply| {
+            Command::Energy(EnergyAsk {
                 meter: ci,
                 from,
                 to,
                 reply,
-            }))
-            .map_err(|_| Error::Closed)?;
-        rx.recv().map_err(|_| Error::Closed)?
+            })
+        })
     }
 }
