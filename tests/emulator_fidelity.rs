@@ -580,3 +580,86 @@ fn gen1_serves_on_port_80_or_says_how_to_get_it() {
     let shelly = request(80, "GET", "/shelly", None).json();
     assert_eq!(shelly["type"], json!("SHSW-1"), "{shelly}");
 }
+
+/// aioshelly's block device asks a Gen1 device for `cit/s` (and, on older firmware, `cit/d`) over CoAP on UDP
+/// 5683 and matches the answer by the address it came from: the emulated device answers there, from its own
+/// address, with 2.05 Content, its tag and the JSON; a second device cannot take the same address's 5683.
+#[test]
+fn a_gen1_device_answers_coap_requests_from_its_own_address() {
+    use std::net::{Ipv4Addr, UdpSocket};
+    let address = Ipv4Addr::new(127, 0, 0, 3);
+    let mut spec = DeviceSpec::new("Shelly1");
+    spec.coap = true;
+    let emu =
+        Emulator::start_listening_on(vec![spec.clone()], &ModelLibrary::embedded(), 0, address)
+            .unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_read_timeout(Some(LIMIT)).unwrap();
+    // The bytes aioshelly sends: NON GET, Uri-Path cit and s (or d), a payload marker and a zero byte.
+    let ask = |path: &[u8]| -> (Vec<u8>, std::net::SocketAddr) {
+        let mut req = b"\x50\x01\x00\x0A\xb3cit\x01".to_vec();
+        req.extend_from_slice(path);
+        req.extend_from_slice(b"\xFF\x00");
+        client.send_to(&req, (address, 5683)).unwrap();
+        let mut buf = [0u8; 2048];
+        let (n, from) = client.recv_from(&mut buf).expect("an answer");
+        (buf[..n].to_vec(), from)
+    };
+    let json_of = |d: &[u8]| -> Value {
+        let at = d.iter().rposition(|b| *b == 0xFF).unwrap();
+        serde_json::from_slice(&d[at + 1..]).unwrap()
+    };
+    let (reply, from) = ask(b"s");
+    assert_eq!(
+        from,
+        (address, 5683).into(),
+        "answered from the device's own address"
+    );
+    assert_eq!(reply[1], 69, "2.05 Content");
+    let mac = emu.mac(0).replace(':', "");
+    let tag = format!("SHSW-1#{mac}#2");
+    assert!(
+        reply.windows(tag.len()).any(|w| w == tag.as_bytes()),
+        "option 3332 carries {tag}"
+    );
+    let output = |g: &Value| {
+        g["G"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v[1] == 1101)
+            .unwrap()[2]
+            .clone()
+    };
+    assert_eq!(output(&json_of(&reply)), json!(0));
+    emu.set_output(0, 0, true);
+    assert_eq!(
+        output(&json_of(&ask(b"s").0)),
+        json!(1),
+        "the status is the device's now"
+    );
+    let d = json_of(&ask(b"d").0);
+    assert!(d["blk"].is_array() && d["sen"].is_array(), "{d}");
+    // Not a request it knows (a status, another path): no answer, and it still answers after.
+    client
+        .send_to(b"\x50\x1e\x00\x01\xb3cit\x01s\xFF{}", (address, 5683))
+        .unwrap();
+    assert_eq!(output(&json_of(&ask(b"s").0)), json!(1));
+    // 5683 is one port per address: a second such device there is refused, saying what to do.
+    let Err(e) = Emulator::start_listening_on(vec![spec], &ModelLibrary::embedded(), 0, address)
+    else {
+        panic!("a second device took {address}:5683");
+    };
+    assert!(e.to_string().contains("--listen-on"), "{e}");
+    drop(emu);
+}
+
+#[test]
+fn coap_is_refused_for_a_gen2_device() {
+    let mut spec = DeviceSpec::new("ShellyPlus1PM");
+    spec.coap = true;
+    let Err(e) = Emulator::start(vec![spec], &ModelLibrary::embedded()) else {
+        panic!("coap accepted for a Gen2+ device");
+    };
+    assert!(e.to_string().contains("coap is for Shelly Gen1"), "{e}");
+}

@@ -226,21 +226,19 @@ pub(crate) fn status_values(payload: &[u8]) -> Result<Vec<Reading>, &'static str
         .collect()
 }
 
-/// A status datagram as firmware sends it (NON, code 0.30, `cit/s`, 3332, 3412, 3420, payload): what the
-/// emulator sends and tests forge.
-pub(crate) fn encode_status(
-    message_id: u16,
-    tag: &str,
-    validity: u16,
-    serial: u16,
-    payload: &[u8],
-) -> Vec<u8> {
-    let mut out = vec![0x50, CODE_STATUS];
+/// The CoAP GET code (0.01): how a client asks a Gen1 device for `cit/d` or `cit/s` over UDP.
+pub(crate) const CODE_GET: u8 = 1;
+/// The CoAP 2.05 Content code of an answer.
+pub(crate) const CODE_CONTENT: u8 = 69;
+
+/// A NON datagram with `code`, the options in ascending order, then `0xFF` and the payload.
+fn encode(code: u8, message_id: u16, options: &[(u16, &[u8])], payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x50, code];
     out.extend_from_slice(&message_id.to_be_bytes());
     let mut last = 0u16;
-    let mut option = |out: &mut Vec<u8>, number: u16, value: &[u8]| {
+    for (number, value) in options {
         let (delta, len) = (number - last, value.len() as u16);
-        last = number;
+        last = *number;
         let nibble = |n: u16| match n {
             0..=12 => (n as u8, Vec::new()),
             13..=268 => (13, vec![(n - 13) as u8]),
@@ -251,20 +249,66 @@ pub(crate) fn encode_status(
         out.extend(dx);
         out.extend(lx);
         out.extend_from_slice(value);
-    };
-    option(&mut out, OPTION_URI_PATH, b"cit");
-    option(&mut out, OPTION_URI_PATH, b"s");
-    option(&mut out, OPTION_DEVICE, tag.as_bytes());
-    option(&mut out, OPTION_VALIDITY, &validity.to_be_bytes());
-    option(&mut out, OPTION_SERIAL, &serial.to_be_bytes());
+    }
     out.push(0xFF);
     out.extend_from_slice(payload);
     out
 }
 
+/// A status datagram as firmware sends it (NON, code 0.30, `cit/s`, 3332, 3412, 3420, payload): what the
+/// emulator sends and tests forge.
+pub(crate) fn encode_status(
+    message_id: u16,
+    tag: &str,
+    validity: u16,
+    serial: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    encode(
+        CODE_STATUS,
+        message_id,
+        &[
+            (OPTION_URI_PATH, b"cit"),
+            (OPTION_URI_PATH, b"s"),
+            (OPTION_DEVICE, tag.as_bytes()),
+            (OPTION_VALIDITY, &validity.to_be_bytes()),
+            (OPTION_SERIAL, &serial.to_be_bytes()),
+        ],
+        payload,
+    )
+}
+
+/// The answer to a client's `GET cit/d` or `cit/s` (NON, 2.05 Content, 3332, payload), as firmware answers
+/// over UDP.
+pub(crate) fn encode_reply(message_id: u16, tag: &str, payload: &[u8]) -> Vec<u8> {
+    encode(
+        CODE_CONTENT,
+        message_id,
+        &[(OPTION_DEVICE, tag.as_bytes())],
+        payload,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_request_is_read_and_the_reply_carries_the_device_tag() {
+        // What aioshelly sends for cit/s: NON GET, Uri-Path cit and s, a payload marker and one zero byte.
+        let ask = b"\x50\x01\x00\x0A\xb3cit\x01s\xFF\x00";
+        let m = parse(ask).unwrap();
+        assert_eq!((m.code, m.path.as_slice()), (CODE_GET, &["cit", "s"][..]));
+        let reply = encode_reply(
+            m.message_id,
+            "SHSW-1#A4CF12F45678#2",
+            br#"{"G":[[0,1101,1]]}"#,
+        );
+        let r = parse(&reply).unwrap();
+        assert_eq!((r.code, r.message_id), (CODE_CONTENT, 0x000A));
+        assert_eq!(r.device.map(|d| d.id), Some("A4CF12F45678"));
+        assert_eq!(r.payload, br#"{"G":[[0,1101,1]]}"#);
+    }
 
     const PAYLOAD: &[u8] = br#"{"G":[[0,1101,1],[0,4101,12.5],[0,4103,600]]}"#;
 

@@ -25,7 +25,6 @@ const PERIOD: Duration = Duration::from_secs(15);
 /// How often the periodic thread looks at the clock (a manual clock wakes nobody).
 const LOOK: Duration = Duration::from_millis(10);
 
-/// The hook of Gen1 devices (`Device::new`): WebSocket clients as before, then CoIoT.
 /// With the state lock held after every access (the `Notify` hook in `mod.rs`): a Gen1 device sends when what
 /// the status says changed.
 pub(crate) fn on_state(dev: &Device, s: &DeviceState) {
@@ -90,7 +89,7 @@ pub(crate) fn settings(dev: &Device, req: &Request) -> Result<Value, Response> {
 }
 
 /// The `G` values, and what they say apart from energy (which grows with time alone).
-fn values(dev: &Device, s: &DeviceState) -> (Vec<Value>, String) {
+pub(crate) fn values(dev: &Device, s: &DeviceState) -> (Vec<Value>, String) {
     let mut g = Vec::new();
     let mut energy = Vec::new();
     for (i, on) in s.outputs.iter().enumerate() {

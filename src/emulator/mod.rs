@@ -47,6 +47,7 @@
 //! ```
 
 mod clock;
+mod coap_server;
 pub use clock::EmuClock;
 mod admin;
 mod announce;
@@ -198,6 +199,10 @@ pub struct DeviceSpec {
     /// set, as firmware does; off by default, so an emulator sends no multicast unasked (a peer set with
     /// `/settings?coiot_peer=` always gets them). An emulator on 127.0.0.1 multicasts on loopback only.
     pub coiot_multicast: bool,
+    /// Shelly Gen1: answer CoAP `GET cit/d` and `cit/s` on UDP 5683 at the device's address, as firmware does
+    /// (clients such as aioshelly's block device ask that way). 5683 is one port per address: give such a
+    /// device an address of its own (`Emulator::start_listening_on`, `sdctl emulate --listen-on 127.0.0.2`).
+    pub coap: bool,
 }
 
 impl Default for DeviceSpec {
@@ -228,6 +233,7 @@ impl Default for DeviceSpec {
             enhanced_security: false,
             mqtt: None,
             coiot_multicast: false,
+            coap: false,
         }
     }
 }
@@ -342,6 +348,8 @@ pub struct Emulator {
     telemetry: Option<mqtt_tasmota::Telemetry>,
     /// Gen1 devices' periodic CoIoT statuses (only when there are some).
     coiot: Option<coiot::Periodic>,
+    /// Gen1 devices answering CoAP requests ([`DeviceSpec::coap`]).
+    coap: Vec<coap_server::CoapServer>,
 }
 
 impl Emulator {
@@ -458,6 +466,7 @@ impl Emulator {
             sleeper: None,
             telemetry: None,
             coiot: None,
+            coap: Vec::new(),
         };
         // On an error below, dropping `emu` stops what already runs.
         for (dev, (port, listener)) in devices.iter().zip(listeners) {
@@ -497,6 +506,19 @@ impl Emulator {
             .filter(|d| d.ident.family == family::Family::Gen1);
         emu.coiot = coiot::Periodic::start(gen1.cloned().collect())
             .map_err(io("emulator: starting the CoIoT thread".into()))?;
+        for (dev, spec) in devices.iter().zip(&specs) {
+            if spec.coap {
+                if dev.ident.family != family::Family::Gen1 {
+                    return Err(crate::Error::InvalidArgument(format!(
+                        "emulator device {} ({}): coap is for Shelly Gen1 devices (Gen2+ answer RPC)",
+                        dev.index, spec.model
+                    )));
+                }
+                let server = coap_server::CoapServer::start(Arc::clone(dev))
+                    .map_err(crate::Error::InvalidArgument)?;
+                emu.coap.push(server);
+            }
+        }
         Ok(emu)
     }
 
@@ -905,6 +927,9 @@ impl Emulator {
             d.mqtt.join();
         }
         if let Some(c) = self.coiot.take() {
+            c.stop();
+        }
+        for c in self.coap.drain(..) {
             c.stop();
         }
         self.announcer.stop();

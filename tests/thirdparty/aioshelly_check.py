@@ -11,7 +11,8 @@ What it proves, for every Gen2+ model of the library, one emulated device each:
   input, a load, a temperature), and still must notify aioshelly;
 - its script, KVS, BLE and outbound-WebSocket calls answer; and (last device) its reboot drops the connection
   and the device comes back with a fresh uptime.
-Gen1 models (aioshelly's block device over HTTP + CoAP) are not checked yet: see `check_gen1` below.
+And for a Gen1 Shelly1 (aioshelly's block device, `check_gen1`): initialisation over HTTP and CoAP (`cit/s`
+answered over UDP from the device's address), a relay switched, and the CoIoT status it pushes merged.
 
 Usage: python aioshelly_check.py SDCTL   (exit 0: every device passed; otherwise each failure is printed)
 """
@@ -28,6 +29,7 @@ import urllib.request
 import aiohttp
 from aioshelly.common import ConnectionOptions
 from aioshelly.const import MODEL_NAMES  # noqa: F401  (imported to prove the installed package is whole)
+from aioshelly.block_device import COAP, BlockDevice, BlockUpdateType
 from aioshelly.rpc_device import RpcDevice, RpcUpdateType, WsServer
 
 TIMEOUT = 10.0
@@ -38,9 +40,11 @@ def gen2_models(sdctl: str) -> list[str]:
     return [m["model"] for m in json.loads(out) if m["protocol"] == "RPC"]
 
 
-def start_emulator(sdctl: str, models: list[str]) -> tuple[subprocess.Popen, list[tuple[str, int]], int]:
+def start_emulator(
+    sdctl: str, models: list[str], options: list[str] | None = None
+) -> tuple[subprocess.Popen, list[tuple[str, int]], int]:
     """Starts `sdctl emulate` with one device per model; returns it, (model, port) per device, admin port."""
-    proc = subprocess.Popen([sdctl, "emulate", *models], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sdctl, "emulate", *(options or []), *models], stdout=subprocess.PIPE, text=True)
     devices, admin = [], 0
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -157,11 +161,43 @@ async def check_reboot(device: RpcDevice, on_update) -> None:
     assert sys_["unixtime"] - sys_["uptime"] >= int(asked) - 1, sys_
 
 
-async def check_gen1(*_args: object) -> None:
-    """Hook for Gen1 (aioshelly's BlockDevice: HTTP /shelly, /settings, /status plus CoAP /cit/d and CoIoT
-    status pushes). Left for the emulator's CoIoT support (issue 29, section 1): then start a `COAP()` context,
-    `BlockDevice.create(session, coap, options)`, initialise, switch relay 0, and wait for its CoIoT update."""
-    raise NotImplementedError("Gen1 over CoAP waits for the emulator's CoIoT sender")
+GEN1_ADDRESS = "127.0.0.2"
+
+
+async def check_gen1(session: aiohttp.ClientSession, sdctl: str) -> None:
+    """Gen1 through aioshelly's BlockDevice: HTTP `/shelly`, `/settings`, `/status` and `/cit/d`, then CoAP
+    `GET cit/s` over UDP 5683, which the device answers from its own address (aioshelly matches answers by
+    address), and a CoIoT status pushed to the peer set in the device's settings when a relay switches. The
+    device has an address of its own (127.0.0.2) because 5683 is one port per address, and port 80 because
+    aioshelly refuses other ports for Gen1."""
+    proc, devices, admin_port = start_emulator(
+        sdctl, ["Shelly1:80,coap"], ["--listen-on", GEN1_ADDRESS]
+    )
+    try:
+        async with COAP() as coap:
+            # CoIoT statuses go to aioshelly's socket, as a user sets the peer in the device's settings.
+            async with session.get(f"http://{GEN1_ADDRESS}/settings", params={"coiot_peer": "127.0.0.1:5683"}) as r:
+                r.raise_for_status()
+            device = await BlockDevice.create(session, coap, ConnectionOptions(GEN1_ADDRESS))
+            pushed = asyncio.Event()
+
+            def on_update(_dev: BlockDevice, kind: BlockUpdateType) -> None:
+                if kind is BlockUpdateType.COAP_PERIODIC:
+                    pushed.set()
+
+            device.subscribe_updates(on_update)
+            await asyncio.wait_for(device.initialize(), TIMEOUT)
+            assert device.initialized and device.gen == 1, device.shelly
+            relay = next(b for b in device.blocks if b.type == "relay")
+            assert relay.output == 0, relay.current_values()
+            await relay.set_state(turn="on")
+            # The status the switch pushed (CoIoT, code 0.30) reached aioshelly's blocks without a request.
+            await asyncio.wait_for(pushed.wait(), TIMEOUT)
+            assert relay.output == 1, relay.current_values()
+            await device.shutdown()
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 async def main(sdctl: str) -> int:
@@ -178,12 +214,18 @@ async def main(sdctl: str) -> int:
                     await check_device(session, index, model, port, admin_port, last)
                 except Exception as e:  # noqa: BLE001 -- every failure is reported, then the run fails
                     failures.append(f"{model} (device {index}, port {port}): {type(e).__name__}: {e}")
+        async with aiohttp.ClientSession() as session:
+            try:
+                await check_gen1(session, sdctl)
+                print("aioshelly: Gen1 Shelly1 over HTTP and CoAP passed")
+            except Exception as e:  # noqa: BLE001 -- reported with the others
+                failures.append(f"Gen1 Shelly1 at {GEN1_ADDRESS}:80: {type(e).__name__}: {e}")
     finally:
         proc.kill()
         proc.wait()
     for f in failures:
         print("FAIL", f)
-    print(f"aioshelly: {len(devices) - len(failures)} of {len(devices)} Gen2+ models passed")
+    print(f"aioshelly: {len(devices) + 1 - len(failures)} of {len(devices) + 1} models passed (Gen2+ and one Gen1)")
     return 1 if failures else 0
 
 

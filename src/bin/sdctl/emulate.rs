@@ -25,7 +25,7 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
           [,sensors=NAME:QUANTITY;...][,id=X][,mac=M][,reports=MODEL][,latency=MS][,password=P][,user=U][,fw=1|2]
           [,nonce_life=SECONDS][,sleep=SECONDS][,md5][,oldauth][,version=V][,stable=V][,beta=V][,tls][,es]
           [,mqtt=HOST:PORT[,topic=T][,mqtt_user=U,mqtt_pass=P][,mqtt_ca=FILE]]
-          [,mcast]
+          [,mcast][,coap]
   MODEL       a model id of the library (see `sdctl models`) or Tasmota
   PORT        port on 127.0.0.1 (default: a free one); Shelly1:80 serves a Gen1 device on port 80, which
               some Gen1 clients insist on (needs root or CAP_NET_BIND_SERVICE)
@@ -73,6 +73,8 @@ DEVICE is MODEL[:PORT][,profile=P][,outputs=N][,meters=N][,shutters=N][,travel=S
   mqtt_ca     with mqtt: connect over TLS, checking the broker against the CA certificates in this PEM file
   mcast       Gen1: send CoIoT statuses to the multicast group 224.0.1.187:5683 while no CoIoT peer is set
               (/settings?coiot_peer=); without it only a peer gets them (with 127.0.0.1: loopback only)
+  coap        Gen1: answer CoAP GET cit/d and cit/s on UDP 5683 at the device's address, as firmware does;
+              one such device per address (--listen-on 127.0.0.2 'Shelly1:80,coap')
 
 Prints `MODEL <id> http://127.0.0.1:<port>` per device (tls: `https://…` and `sha256=<fingerprint>`) and `admin http://127.0.0.1:<port>`, then serves until
 killed. The admin endpoint (JSON) controls faults, latency, inputs, outputs, loads, probes, webhooks, profiles,
@@ -182,10 +184,16 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 spec.coiot_multicast = true;
                 continue;
             }
+            "coap" => {
+                spec.coap = true;
+                continue;
+            }
             _ => {}
         }
         let (k, v) = opt.split_once('=').ok_or_else(|| {
-            format!("device option '{opt}' is not KEY=VALUE (or md5, oldauth, tls, es, mcast)")
+            format!(
+                "device option '{opt}' is not KEY=VALUE (or md5, oldauth, tls, es, mcast, coap)"
+            )
         })?;
         match k {
             "profile" if !v.is_empty() => spec.profile = Some(v.to_string()),
@@ -251,7 +259,7 @@ fn parse_device(text: &str) -> Result<Device, String> {
                 return Err(format!(
                     "unknown device option '{opt}'; use profile, outputs, meters, shutters, travel, probes, \
                      sensors, id, mac, reports, latency, password, user, fw, nonce_life, sleep, md5, oldauth, \
-                     version, stable, beta, tls, es, mqtt, topic, mqtt_user, mqtt_pass, mqtt_ca or mcast"
+                     version, stable, beta, tls, es, mqtt, topic, mqtt_user, mqtt_pass, mqtt_ca, mcast or coap"
                 ));
             }
         }
