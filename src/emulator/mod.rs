@@ -388,7 +388,7 @@ impl Emulator {
     ) -> crate::Result<Emulator> {
         if !(address.is_loopback() || address.is_unspecified()) {
             return Err(crate::Error::InvalidArgument(format!(
-                "emulator: cannot listen on {address}; use 127.0.0.1 or 0.0.0.0"
+                "emulator: cannot listen on {address}; use a loopback address (127.0.0.1, 127.0.0.2, ...) or 0.0.0.0"
             )));
         }
         Self::start_on(specs, models, admin_port, EmuClock::real(), address)

@@ -101,6 +101,17 @@ struct Tele {
     next: Option<Instant>,
 }
 
+/// A device's last will as every family's firmware sets it: retained, QoS 1, so a client that subscribes later
+/// still learns the device is gone.
+pub(crate) fn retained_will(topic: String, payload: &[u8]) -> crate::mqtt::packet::Will {
+    crate::mqtt::packet::Will {
+        topic,
+        payload: payload.to_vec(),
+        qos: 1,
+        retain: true,
+    }
+}
+
 /// One device's MQTT side.
 pub(crate) struct MqttLink {
     pub spec: Option<MqttSpec>,

@@ -24,12 +24,7 @@ fn topic(dev: &Device, rest: &str) -> String {
 }
 
 pub(crate) fn will(dev: &Device) -> Will {
-    Will {
-        topic: topic(dev, "online"),
-        payload: b"false".to_vec(),
-        qos: 1,
-        retain: true,
-    }
+    super::mqtt_link::retained_will(topic(dev, "online"), b"false")
 }
 
 pub(crate) fn subscriptions(dev: &Device) -> Vec<String> {

@@ -34,12 +34,7 @@ thread_local! {
 }
 
 pub(crate) fn will(dev: &Device) -> Will {
-    Will {
-        topic: format!("tele/{}/LWT", dev.mqtt.prefix),
-        payload: b"Offline".to_vec(),
-        qos: 1,
-        retain: true,
-    }
+    super::mqtt_link::retained_will(format!("tele/{}/LWT", dev.mqtt.prefix), b"Offline")
 }
 
 pub(crate) fn subscriptions(dev: &Device) -> Vec<String> {
