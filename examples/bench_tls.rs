@@ -3,11 +3,12 @@
 //! pinned at first use in a temporary trust file). Devices close every connection, as real ones do, so every
 //! HTTPS request pays a full handshake.
 //!
-//! `cargo run --release --example bench_tls -- [N=100] [ROUNDS=20] [LATENCY_MS=0] [PIN=first-use|sha256]`
+//! `cargo run --release --example bench_tls -- [N=100] [ROUNDS=20] [LATENCY_MS=0] [PIN=first-use|sha256] [CHANNEL=http|auto]`
 //!
 //! `LATENCY_MS`: each device answers that much later (the goal is stated for 1,000 devices × 20 ms).
 //! `PIN`: how certificates are verified: pinned at first use in a trust file (default) or `CertSha256` per
-//! device (nothing written).
+//! device (nothing written). `CHANNEL`: `http` (default: every request a connection) or `auto` (the push
+//! channel: open reads each device over its one WebSocket, WSS for HTTPS, and `refresh_all` goes over it).
 //!
 //! Prints per transport: `open` wall time, `refresh_all` median wall time, and the controller process's CPU per
 //! request (utime + stime over every request of the rounds), then the HTTPS/HTTP CPU ratio, and the floor: the
@@ -35,14 +36,19 @@ fn run(
     latency_ms: u64,
     tls: bool,
     sha256: bool,
+    channel: &str,
     dir: &std::path::Path,
 ) -> Figures {
     let emu = EmuChild::start_with(n, latency_ms, tls);
     let trust = dir.join(format!("trust-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&trust);
     let mut yaml = format!(
-        "SmartDevices:\n  Channel: http\n  RefreshInterval: 0\n  PingAllowed: false\n  FollowMoves: false\n  TrustFile: {}\n  Devices:\n",
+        "SmartDevices:\n  Channel: {channel}\n  RefreshInterval: 0\n  PingAllowed: false\n  FollowMoves: false\n  TrustFile: {}\n  Devices:\n",
         trust.display()
+    );
+    assert!(
+        channel == "http" || channel == "auto",
+        "CHANNEL is http or auto"
     );
     for (i, p) in emu.ports.iter().enumerate() {
         let pin = match emu.fingerprints.get(i) {
@@ -137,9 +143,10 @@ fn main() {
     let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     let (n, rounds, latency) = (arg(1, 100), arg(2, 20).max(1), arg(3, 0) as u64);
     let sha256 = args.get(4).is_some_and(|a| a == "sha256");
+    let channel = args.get(5).map_or("http", String::as_str);
     let dir = std::env::temp_dir();
     println!(
-        "{n} ShellyPlus1PM in a child process ({latency} ms latency), {rounds} refresh_all rounds, {}; {} cores, load average {}",
+        "{n} ShellyPlus1PM in a child process ({latency} ms latency), {rounds} refresh_all rounds, {}, Channel: {channel}; {} cores, load average {}",
         if sha256 {
             "CertSha256"
         } else {
@@ -150,15 +157,15 @@ fn main() {
     );
     if let Ok(only) = std::env::var("BENCH_TLS_ONLY") {
         // For a profiler: one transport alone (`http` or `https`).
-        let f = run(n, rounds, latency, only == "https", sha256, &dir);
+        let f = run(n, rounds, latency, only == "https", sha256, channel, &dir);
         println!(
             "{only}: open {:.1} ms (CPU {:.0} ms)",
             f.open_ms, f.open_cpu_ms
         );
         return;
     }
-    let http = run(n, rounds, latency, false, sha256, &dir);
-    let https = run(n, rounds, latency, true, sha256, &dir);
+    let http = run(n, rounds, latency, false, sha256, channel, &dir);
+    let https = run(n, rounds, latency, true, sha256, channel, &dir);
     for (name, f) in [("http", &http), ("https", &https)] {
         println!(
             "{name:5}: open {:7.1} ms (CPU {:6.0} ms)   refresh_all median {:7.1} ms   CPU {:7.1} µs per request",

@@ -316,6 +316,32 @@ impl Controller {
         if !problems.is_empty() {
             return Err(Error::Init(problems));
         }
+        // The push channel dials every device now: their workers' first contacts go over these connections
+        // (one connection reads, subscribes and stays), and wait for them (`Tunnel::opened`).
+        let push_ctx: crate::actor::push::Late = Arc::default();
+        let mut push = None;
+        if !push_targets.is_empty() {
+            for t in &push_targets {
+                t.tunnel.expect_dial();
+            }
+            let started = crate::actor::push::Push::start(
+                std::mem::take(&mut push_targets),
+                push_ctx.clone(),
+                settings.response_timeout,
+            );
+            match started {
+                Ok(p) => push = Some(p),
+                Err(e) => {
+                    if let Some(mut m) = mqtt.take() {
+                        m.stop();
+                    }
+                    return Err(Error::Io {
+                        context: "starting the push channel threads".into(),
+                        source: e,
+                    });
+                }
+            }
+        }
         let peers = Arc::new(crate::actor::peers::Peers::new(&devices));
         let (started_tx, started_rx) = crossbeam_channel::unbounded();
         let count = devices.len();
@@ -357,6 +383,12 @@ impl Controller {
                 }
                 Err(e) => {
                     // Stop what already runs before reporting.
+                    if let Some(mut p) = push.take() {
+                        p.stop();
+                    }
+                    if let Some(mut m) = mqtt.take() {
+                        m.stop();
+                    }
                     drop(senders);
                     for t in threads {
                         let _ = t.join();
@@ -419,7 +451,7 @@ impl Controller {
                 threads,
                 stop_supervisor: None,
                 listener,
-                push: None,
+                push,
                 mqtt,
                 find: None,
                 coiot: None,
@@ -440,7 +472,6 @@ impl Controller {
             shared: controller.shared.clone(),
             queue: controller.queue.clone(),
             wake: controller.wake.clone(),
-            response_timeout: controller.settings.response_timeout,
         });
         // Notifications, telemetry and announcements reach the workers from now on (before, every device's
         // first contact read its state).
@@ -449,7 +480,6 @@ impl Controller {
             shared: controller.shared.clone(),
             queue: controller.queue.clone(),
             wake: controller.wake.clone(),
-            response_timeout: controller.settings.response_timeout,
         }));
         if !outbound_targets.is_empty() {
             let macs = outbound_targets
@@ -459,17 +489,14 @@ impl Controller {
             let sink = crate::actor::outbound::Outbound::new(outbound_targets, macs, ctx.clone());
             let _ = ws_sink.0.set(Arc::new(sink));
         }
-        if !push_targets.is_empty() {
-            let push = crate::actor::push::Push::start(push_targets, ctx.clone()).map_err(|e| {
-                controller.close();
-                Error::Io {
-                    context: "starting the push channel threads".into(),
-                    source: e,
-                }
-            })?;
-            if let Some(r) = controller.lock_running().as_mut() {
-                r.push = Some(push);
-            }
+        // Notifications and events reach the workers and the queue from now on.
+        let _ = push_ctx.set(ctx.clone());
+        if let Some(p) = controller
+            .lock_running()
+            .as_ref()
+            .and_then(|r| r.push.as_ref())
+        {
+            p.wake();
         }
         if let Some(socket) = coiot_socket {
             let ids: Vec<i64> = (controller.shared.slots.iter())
@@ -481,7 +508,6 @@ impl Controller {
                 shared: controller.shared.clone(),
                 queue: controller.queue.clone(),
                 wake: controller.wake.clone(),
-                response_timeout: controller.settings.response_timeout,
             });
             let listener = crate::coiot::listener::Listener::start(socket, targets, coiot_ctx)
                 .map_err(|e| {
@@ -1141,6 +1167,8 @@ fn push_targets(
                 tunnel: Default::default(),
                 // An HTTPS device's push channel is WSS, verified as its HTTPS requests are.
                 tls: tls.get(di).cloned().flatten(),
+                initial: d.address.clone().map(|h| (h, d.port)),
+                mac: cfg.mac,
             })
         })
         .collect()
@@ -1200,6 +1228,8 @@ fn mqtt_targets(
                 output_type,
                 tunnel,
                 tls: None,
+                initial: None,
+                mac: None,
             }
         });
         out.push(crate::actor::mqtt::Target {
@@ -1240,6 +1270,8 @@ fn outbound_targets(
             tunnel,
             // The device connects to us: nothing is dialed, so no client TLS.
             tls: None,
+            initial: None,
+            mac: cfg.mac,
         });
     }
     out

@@ -1,8 +1,7 @@
 //! What `open` asks each device family, per configuration: only what the configuration needs (no add-on
 //! mapping without add-ons, no webhook lists without webhooks), and nothing again right after it. Counted on
-//! the emulator's per-endpoint counters, with `Channel: http` (with the default `auto`, Gen2+ devices also get
-//! the push channel's upgrade and subscribing `Shelly.GetStatus` frame after open, and that status is the read
-//! after the connect: see tests/push.rs and the driver's unit tests).
+//! the emulator's per-endpoint counters, with `Channel: http` (with the default `auto`, open reads a Gen2+
+//! device over its push connection alone: `open_reads_a_gen2_device_over_its_push_connection_alone`).
 
 mod common;
 
@@ -289,4 +288,77 @@ fn nothing_is_read_again_right_after_open() {
     );
     assert_eq!(emu.counts(2), counts(&[("GET /status", 1)]));
     assert_eq!(emu.counts(3), counts(&[("cm Status 0", 1)]));
+}
+
+/// With the default `Channel: auto`, open reads a Gen2+ device over the one connection its push channel makes:
+/// the upgrade, then `Shelly.GetDeviceInfo` (what `/shelly` says) and the subscribing `Shelly.GetStatus` in one
+/// write. No HTTP request, one connection, subscribed when open returns.
+#[test]
+fn open_reads_a_gen2_device_over_its_push_connection_alone() {
+    let emu = Emulator::start(specs(), &ModelLibrary::embedded()).unwrap();
+    let blocks = plain_blocks();
+    let refs: Vec<&str> = blocks.iter().map(String::as_str).collect();
+    let ctl = Controller::open(settings(&emu, &refs, ""), None).unwrap();
+    // The upgrade (`ws /rpc`), then both calls over the socket.
+    let over_ws = counts(&[
+        ("ws /rpc", 1),
+        ("rpc Shelly.GetDeviceInfo", 1),
+        ("rpc Shelly.GetStatus", 1),
+    ]);
+    for (i, model) in MODELS.iter().enumerate().take(2) {
+        assert_eq!(emu.counts(i), over_ws, "{model}");
+        assert_eq!(emu.ws_requests(i), 2, "{model}: both over the socket");
+        assert_eq!(emu.ws_connections(i), 1, "{model}");
+        assert_eq!(emu.ws_subscribed(i), 1, "{model}: subscribed at open");
+        let d = ctl.device(format!("D{model}").as_str()).unwrap();
+        assert!(d.online, "{model}");
+        assert!(d.firmware.is_some() && d.mac_address.is_some(), "{model}");
+        assert!(d.outputs.iter().all(|o| o.state.is_some()), "{model}");
+    }
+    // Gen1 and Tasmota have no push channel: HTTP as before.
+    assert_eq!(
+        emu.counts(2),
+        counts(&[("GET /shelly", 1), ("GET /status", 1)])
+    );
+    assert_eq!(emu.counts(3), counts(&[("cm Status 0", 1)]));
+    ctl.close();
+}
+
+/// A device that takes the connection but holds its WebSocket upgrade is read over HTTP after a short grace,
+/// not after its `ResponseTimeout`: when open returns, the device is read and its upgrade is still pending.
+#[test]
+fn a_held_upgrade_does_not_hold_open_the_device_is_read_over_http() {
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM")],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    emu.hold_ws_upgrades(0, true);
+    let ctl = Controller::open(
+        settings(
+            &emu,
+            &["Name: Held, Model: ShellyPlus1PM, Outputs: [{Name: O}]"],
+            "  ResponseTimeout: 120\n",
+        ),
+        None,
+    )
+    .unwrap();
+    let d = ctl.device("Held").unwrap();
+    assert!(d.online && d.outputs[0].state.is_some(), "{d:?}");
+    // The held upgrade, and the reads over HTTP.
+    assert_eq!(
+        emu.counts(0),
+        counts(&[
+            ("ws /rpc", 1),
+            ("GET /shelly", 1),
+            ("rpc Shelly.GetStatus", 1)
+        ])
+    );
+    assert_eq!(
+        emu.ws_held_upgrades(0),
+        (1, 0),
+        "the upgrade is held, not given up"
+    );
+    emu.hold_ws_upgrades(0, false);
+    ctl.close();
 }

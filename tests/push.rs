@@ -95,8 +95,8 @@ fn a_power_or_temperature_change_is_merged_without_a_request() {
 
 /// A profile switch adds and removes components, which changed fields cannot say: the device sends
 /// `NotifyFullStatus`, which replaces what the library knew. The switches it no longer has are unknown at once
-/// (not kept from before, not invented); the one request is `/shelly`, which names the new profile (the status
-/// does not) for the mismatch report.
+/// (not kept from before, not invented); the one request is `Shelly.GetDeviceInfo` over the socket (what
+/// `/shelly` says), which names the new profile (the status does not) for the mismatch report.
 #[test]
 fn a_full_status_notification_replaces_the_known_status() {
     let _serial = serial();
@@ -112,7 +112,11 @@ fn a_full_status_notification_replaces_the_known_status() {
     let b = |e: &Emulated| e.ctl.output(Identity::name("B")).unwrap().state;
     assert!(eventually(LIMIT, || b(&e) == Some(true)));
     let before = e.emu.total_requests(0);
-    let shelly = |e: &Emulated| e.emu.counts(0).get("GET /shelly").copied().unwrap_or(0);
+    let shelly = |e: &Emulated| {
+        let counts = e.emu.counts(0);
+        let n = |k: &str| counts.get(k).copied().unwrap_or(0);
+        (n("GET /shelly"), n("rpc Shelly.GetDeviceInfo"))
+    };
     let shelly_before = shelly(&e);
     e.emu.set_profile(0, "cover").unwrap();
     assert!(
@@ -124,8 +128,8 @@ fn a_full_status_notification_replaces_the_known_status() {
     assert!(e.ctl.device("Two").unwrap().config_mismatch.is_some());
     assert_eq!(
         (e.emu.total_requests(0), shelly(&e)),
-        (before + 1, shelly_before + 1),
-        "only /shelly"
+        (before + 1, (shelly_before.0, shelly_before.1 + 1)),
+        "only the device information, over the socket"
     );
     e.ctl.close();
 }

@@ -1,8 +1,9 @@
 //! The push channel (`Channel: auto`): one poller thread `sd-push` over the WebSockets of every Gen2+ device
 //! with `Channel: auto` (mio, like `sd-webhook`), decoding with the incremental `frame::decode`.
 //!
-//! Connecting (TCP, upgrade, one authenticated `Shelly.GetStatus` with our `src`, which subscribes) runs on
-//! the poller too, without blocking (`driver::ws::dial`): every step has its own deadline of one
+//! Connecting (TCP, upgrade, one authenticated `Shelly.GetStatus` with our `src`, which subscribes; at open
+//! `Shelly.GetDeviceInfo` with it, and the poller starts before the workers, whose first contacts take what
+//! those read: [`Late`]) runs on the poller too, without blocking (`driver::ws::dial`): every step has its own deadline of one
 //! `ResponseTimeout`, and a device that stalls a step holds nothing but its own socket, so no number of
 //! stalled devices delays another's channel. Only a host *name* needs a thread: it is resolved on a
 //! short-lived `sd-resolve-<ID>` (at most [`MAX_RESOLVING`] at once; addresses need none). The poller lends the socket to the device's driver (`Tunnel`), asks the worker for
@@ -11,7 +12,8 @@
 //! mirror and become implied output/input states plus a "read now" in the device's
 //! `HookInbox` (the worker stays the only writer), `NotifyEvent` events become queued `WebhookEvent`s with
 //! `Channel: push`, named and deduplicated by `webhook/routing.rs`. Heartbeat: a ping after one
-//! `ResponseTimeout` without traffic, the connection dropped when no pong came within another, so a dead
+//! `ResponseTimeout` without traffic (up to [`heartbeat_batch`] sooner: one scan pings every connection due
+//! within it), the connection dropped when no pong came within another, so a dead
 //! connection is noticed within two `ResponseTimeout`s of its last frame. A dead connection
 //! (error, close, no pong) is reconnected after a back-off (1 s doubling, capped at 5 min) with jitter, which
 //! only a connection that stayed up [`UP_LONG_ENOUGH`] starts over. The push channel never decides `Online`:
@@ -41,7 +43,7 @@ use crate::actor::worker;
 use crate::driver::ws::dial::{Dial, Dialed, Progress, Share};
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 use crate::driver::ws::rpc::{Event, Notification, parse_notification};
-use crate::driver::ws::tunnel::Tunnel;
+use crate::driver::ws::tunnel::{Opened, Tunnel};
 use crate::objects::{ComponentKind, Device};
 use crate::wake::WakeFlag;
 use crate::webhook::queue::EventQueue;
@@ -69,21 +71,35 @@ pub(crate) struct Target {
     pub(crate) tunnel: Arc<Tunnel>,
     /// WSS: the device's TLS client configuration (its verifier is the one its HTTPS requests use).
     pub(crate) tls: Option<Arc<crate::driver::tls::DeviceTls>>,
+    /// Where it is at open (host, port), before its worker published anything, and its configured MAC.
+    pub(crate) initial: Option<(String, u16)>,
+    pub(crate) mac: Option<crate::mac::Mac>,
 }
 
-/// Why the subscription's status is not from device `di`: its `sys.mac` is not the MAC the device is known
-/// by (configured, or confirmed by its worker), `None` when it is or either is unknown.
-fn foreign_mac(shared: &Shared, di: usize, status: &Value) -> Option<String> {
+/// Why the subscription's status is not from device `t`: its `sys.mac` is not the MAC the device is known
+/// by (configured, or confirmed by its worker; before open ends, the configured one), `None` when it is or
+/// either is unknown.
+fn foreign_mac(shared: Option<&Shared>, t: &Target, status: &Value) -> Option<String> {
     let seen = crate::mac::Mac::parse(status.pointer("/sys/mac")?.as_str()?).ok()?;
-    let slot = shared.slots.get(di)?;
-    let known = slot
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .mac_address
-        .clone()?;
-    let known = crate::mac::Mac::parse(&known).ok()?;
+    let known = match shared {
+        Some(shared) => {
+            let known = shared
+                .slots
+                .get(t.di)?
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .mac_address
+                .clone()?;
+            crate::mac::Mac::parse(&known).ok()?
+        }
+        None => t.mac?,
+    };
     (seen != known).then(|| format!("the device answering is {seen}, not {known}: not subscribed"))
 }
+
+/// The context the poller gets once open has built it (the directory needs every first contact, which goes
+/// over the connections the poller makes first).
+pub(crate) type Late = Arc<std::sync::OnceLock<Arc<Context>>>;
 
 /// What every push thread shares.
 pub(crate) struct Context {
@@ -92,7 +108,6 @@ pub(crate) struct Context {
     pub(crate) shared: Arc<Shared>,
     pub(crate) queue: Arc<EventQueue>,
     pub(crate) wake: Option<WakeFlag>,
-    pub(crate) response_timeout: Duration,
 }
 
 /// The running push channel; [`Push::stop`] ends and joins it.
@@ -224,8 +239,14 @@ enum Served {
 }
 
 impl Push {
-    /// Starts the poller thread `sd-push`; it connects every target at once.
-    pub(crate) fn start(targets: Vec<Target>, ctx: Arc<Context>) -> std::io::Result<Push> {
+    /// Starts the poller thread `sd-push`; it connects every target at once. Until `late` is set (then
+    /// [`Push::wake`]), connections serve their drivers and keep their mirrors, and nothing reaches the
+    /// workers' inboxes or the event queue.
+    pub(crate) fn start(
+        targets: Vec<Target>,
+        late: Late,
+        response_timeout: Duration,
+    ) -> std::io::Result<Push> {
         static INSTANCE: AtomicU64 = AtomicU64::new(0);
         let instance = INSTANCE.fetch_add(1, Ordering::Relaxed);
         let poll = Poll::new()?;
@@ -253,7 +274,10 @@ impl Push {
                 })
                 .collect(),
             targets: targets.into_iter().map(Arc::new).collect(),
-            ctx,
+            ctx: late.get().cloned(),
+            late,
+            rt: response_timeout,
+            missed: vec![false; n],
             stop: stop.clone(),
             waker: waker.clone(),
             done_tx,
@@ -279,6 +303,11 @@ impl Push {
             stop,
             waker,
         })
+    }
+
+    /// Wakes the poller (its context was set).
+    pub(crate) fn wake(&self) {
+        let _ = self.waker.wake();
     }
 
     /// Ends the poller (every connection, made or being made, shut down) and joins it. A resolver still
@@ -338,7 +367,13 @@ struct Poller {
     poll: Poll,
     targets: Vec<Arc<Target>>,
     slots: Vec<Slot>,
-    ctx: Arc<Context>,
+    /// Set once open built it (`late`); until then nothing is posted or queued.
+    ctx: Option<Arc<Context>>,
+    late: Late,
+    /// `ResponseTimeout`.
+    rt: Duration,
+    /// Per device: a notification came before the context (merged into its mirror; its read is asked then).
+    missed: Vec<bool>,
     stop: Arc<Stop>,
     waker: Arc<Waker>,
     done_tx: Sender<Resolved>,
@@ -371,6 +406,7 @@ impl Poller {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
         while !self.stop.load(Ordering::SeqCst) {
+            self.adopt_context();
             if self.moved.swap(false, Ordering::SeqCst) {
                 self.follow_moves();
             }
@@ -435,11 +471,40 @@ impl Poller {
         }
     }
 
+    /// Takes the context once open has set it (looked at before every turn and before a notification is
+    /// handled: an event sent right after open returned must not be taken for one from before).
+    fn adopt_context(&mut self) {
+        if self.ctx.is_none()
+            && let Some(ctx) = self.late.get()
+        {
+            let ctx = ctx.clone();
+            self.ctx = Some(ctx.clone());
+            self.on_context(&ctx);
+        }
+    }
+
+    /// Open has ended (its context is set): each live connection's states become what notifications are
+    /// compared with (events from then on, as after a reconnect), and what came before is read from the
+    /// mirrors (no request).
+    fn on_context(&mut self, ctx: &Arc<Context>) {
+        for ti in 0..self.targets.len() {
+            let t = &self.targets[ti];
+            if let (Slot::Live(l), Some(mirror)) = (&self.slots[ti], t.tunnel.mirror()) {
+                let snap = worker::snapshot(&ctx.shared.slots[t.di]);
+                let events = state_events(t, ctx, &mirror, Some(snap));
+                queue_all(ctx, events, l.source);
+            }
+            if std::mem::take(&mut self.missed[ti]) {
+                ctx.shared.post(t.di, None, None, true);
+            }
+        }
+    }
+
     /// Starts the connections that are due, ends the dials past their step's deadline, runs every heartbeat,
     /// and sets `due` to the earliest instant anything is due again.
     fn scan(&mut self) {
         let now = Instant::now();
-        let idle = self.ctx.response_timeout;
+        let idle = self.rt;
         let mut next = now + idle;
         for ti in 0..self.slots.len() {
             match &self.slots[ti] {
@@ -453,7 +518,8 @@ impl Poller {
                 _ => {}
             }
         }
-        let pong_wait = self.ctx.response_timeout;
+        let pong_wait = self.rt;
+        let beat_every = heartbeat_batch(idle);
         let young = young(idle);
         for ti in 0..self.slots.len() {
             let Slot::Live(l) = &mut self.slots[ti] else {
@@ -479,7 +545,8 @@ impl Poller {
                 pong_wait,
                 idle,
             ) {
-                Beat::Wait(at) => next = next.min(at),
+                // Heartbeats are batched: no scan sooner than `beat_every` for them.
+                Beat::Wait(at) => next = next.min(at.max(now + beat_every)),
                 Beat::Alive => {
                     l.ping_sent = None;
                     l.last_traffic = now;
@@ -548,7 +615,9 @@ impl Poller {
         if lim.wakes.take(now) {
             lim.owed_read &= !read;
             lim.owed_wake = false;
-            self.ctx.shared.post(self.targets[ti].di, None, None, read);
+            if let Some(ctx) = &self.ctx {
+                ctx.shared.post(self.targets[ti].di, None, None, read);
+            }
         } else if read {
             // Keep the read token: it goes with the next wake-up.
             lim.reads.tokens += 1.0;
@@ -597,16 +666,23 @@ impl Poller {
     /// later, when every resolver's place is taken: the slot stays due).
     fn connect(&mut self, ti: usize, failures: u32) {
         let t = &self.targets[ti];
-        let snap = worker::snapshot(&self.ctx.shared.slots[t.di]);
-        let Some(host) = snap.address.clone() else {
+        let at = match &self.ctx {
+            Some(ctx) => {
+                let snap = worker::snapshot(&ctx.shared.slots[t.di]);
+                snap.address.clone().map(|h| (h, snap.port))
+            }
+            None => t.initial.clone(),
+        };
+        let Some((host, port)) = at else {
             // No address known yet (configured by its MAC alone): its worker's move wakes the poller.
+            t.tunnel
+                .first_ended(Opened::Failed("no address is known yet".into()));
             self.slots[ti] = Slot::Waiting {
                 at: Instant::now() + NO_ADDRESS_RECHECK,
                 failures,
             };
             return;
         };
-        let port = snap.port;
         self.hosts[ti] = Some((host.clone(), port));
         let bare = host.trim_matches(['[', ']']);
         if let Ok(ip) = bare.parse::<IpAddr>() {
@@ -644,7 +720,7 @@ impl Poller {
         };
         let src = format!("{}-{}", self.src_prefix, t.id);
         let now = Instant::now();
-        let rt = self.ctx.response_timeout;
+        let rt = self.rt;
         let tls = match &t.tls {
             // The name the certificate is checked against (under CaFile): the configured host, else the IP.
             Some(config) => {
@@ -677,6 +753,10 @@ impl Poller {
             tls,
         )
         .and_then(|mut dial| {
+            // Open's first contact reads the device over this connection.
+            if self.ctx.is_none() {
+                dial.introduce();
+            }
             self.poll.registry().register(
                 dial.stream_mut(),
                 Token(ti),
@@ -710,6 +790,9 @@ impl Poller {
                 messages: budget.messages,
             };
             let progress = d.dial.advance(Instant::now(), scratch, &mut share);
+            if !d.dial.connecting() {
+                self.targets[ti].tunnel.first_connected();
+            }
             budget.spend(budget.bytes - share.bytes);
             budget.messages = share.messages;
             match progress {
@@ -717,10 +800,10 @@ impl Poller {
                 Progress::More => return true,
                 Progress::Calling => {
                     let at = Instant::now();
-                    d.baseline = Some((
-                        worker::snapshot(&self.ctx.shared.slots[self.targets[ti].di]),
-                        at,
-                    ));
+                    d.baseline = self
+                        .ctx
+                        .as_ref()
+                        .map(|ctx| (worker::snapshot(&ctx.shared.slots[self.targets[ti].di]), at));
                 }
                 Progress::Done(status) => {
                     self.go_live(ti, status);
@@ -762,15 +845,23 @@ impl Poller {
             asm,
             challenge,
             queued,
+            info,
         } = dial.into_dialed();
         self.slots[ti] = Slot::Resolving { failures };
+        let ctx = self.ctx.clone();
         // The MAC rule: a subscription answered by another device is not this device's channel. Nothing it
         // said is merged; the worker's read (over HTTP) finds the foreign MAC and takes the device offline.
-        if let Some(why) = foreign_mac(&self.ctx.shared, self.targets[ti].di, &status) {
+        if let Some(why) = foreign_mac(
+            ctx.as_deref().map(|c| &*c.shared),
+            &self.targets[ti],
+            &status,
+        ) {
             let _ = self.poll.registry().deregister(&mut stream);
             let _ = stream.shutdown(Shutdown::Both);
             self.fail(ti, why);
-            self.ctx.shared.post(self.targets[ti].di, None, None, true);
+            if let Some(ctx) = &ctx {
+                ctx.shared.post(self.targets[ti].di, None, None, true);
+            }
             return;
         }
         // The worker writes through a second handle on the same (non-blocking) socket.
@@ -806,9 +897,19 @@ impl Poller {
             last_pong: None,
         }));
         let t = self.targets[ti].clone();
+        let Some(ctx) = ctx else {
+            // At open: the worker's first contact takes the status and the device information; notifications
+            // before the answer are older than it.
+            t.tunnel
+                .attach(writer, src, challenge, Some((status, now)), info);
+            t.tunnel.first_ended(Opened::Up);
+            log::debug!("device {}: push channel connected", t.label);
+            self.again(ti);
+            return;
+        };
         // These came before the status answer: it is newer than they are.
         for n in queued {
-            on_notification(&t, &self.ctx, n, source, Some(&mut self.limits[ti]));
+            on_notification(&t, &ctx, n, source, Some(&mut self.limits[ti]));
         }
         let (baseline, status_at) = match baseline {
             Some((b, at)) => (Some(b), at),
@@ -816,13 +917,14 @@ impl Poller {
         };
         // What changed while nobody listened is measured against what the socket saw before the drop.
         if let Some(status) = status.as_object() {
-            let events = state_events(&t, &self.ctx, status, baseline);
-            queue_all(&self.ctx, events, source);
+            let events = state_events(&t, &ctx, status, baseline);
+            queue_all(&ctx, events, source);
         }
         t.tunnel
-            .attach(writer, src, challenge, Some((status, status_at)));
+            .attach(writer, src, challenge, Some((status, status_at)), info);
+        t.tunnel.first_ended(Opened::Up);
         // The worker's read after a (re)connect takes the subscription's status (no second request).
-        self.ctx.shared.post(t.di, None, None, true);
+        ctx.shared.post(t.di, None, None, true);
         log::debug!("device {}: push channel connected", t.label);
         // Frames that came with the subscription's answer, and bytes that arrived meanwhile.
         self.again(ti);
@@ -978,13 +1080,19 @@ impl Poller {
                     else {
                         continue;
                     };
-                    let t = &self.targets[ti];
                     if let Some(id) = frame.get("id").and_then(Value::as_u64) {
-                        t.tunnel.deliver(id, frame);
+                        self.targets[ti].tunnel.deliver(id, frame);
                     } else if frame.contains_key("method")
                         && let Some(n) = parse_notification(&frame)
                     {
-                        on_notification(t, &self.ctx, n, source, Some(&mut self.limits[ti]));
+                        self.adopt_context();
+                        let t = &self.targets[ti];
+                        match &self.ctx {
+                            Some(ctx) => {
+                                on_notification(t, ctx, n, source, Some(&mut self.limits[ti]))
+                            }
+                            None => self.missed[ti] |= before_open(t, n),
+                        }
                     }
                 }
                 Message::Binary(b) => budget.spend(b.len()),
@@ -994,8 +1102,12 @@ impl Poller {
                     }
                 }
                 Message::Pong(_) => {
+                    // Our ping answered: alive (no scan of every device for it).
+                    if l.ping_sent.is_some_and(|at| now >= at) {
+                        l.ping_sent = None;
+                        l.last_traffic = now;
+                    }
                     l.last_pong = Some(now);
-                    self.due = now;
                 }
                 Message::Close(code, _) => {
                     let payload = code
@@ -1044,8 +1156,18 @@ impl Poller {
 
     /// Ends target `ti`'s connection (if any) and schedules the next attempt after the back-off.
     fn fail(&mut self, ti: usize, why: String) {
-        self.targets[ti].tunnel.detach();
-        let young = young(self.ctx.response_timeout);
+        let tunnel = &self.targets[ti].tunnel;
+        tunnel.detach();
+        // Open's first contact waits for the first attempt: a device that took no TCP connection within its
+        // timeout is not asked again over HTTP (it would only wait as long again).
+        let unreachable = matches!(&self.slots[ti], Slot::Dialing(d)
+            if d.dial.connecting() && Instant::now() >= d.dial.deadline());
+        tunnel.first_ended(if unreachable {
+            Opened::Unreachable(why.clone())
+        } else {
+            Opened::Failed(why.clone())
+        });
+        let young = young(self.rt);
         let failures = match &mut self.slots[ti] {
             Slot::Live(l) => {
                 let _ = self.poll.registry().deregister(&mut l.stream);
@@ -1126,8 +1248,15 @@ enum Beat {
     Dead,
 }
 
-/// The heartbeat rule: a ping after `idle` without traffic, dead when its pong has not come within
-/// `pong_wait`.
+/// How far apart heartbeat scans are at least: a ping goes out up to this much before its connection has been
+/// idle for `idle` (never later), so one scan pings every connection due within it. With 1,000 devices the
+/// pings of a few seconds came one scan of every device each.
+fn heartbeat_batch(idle: Duration) -> Duration {
+    Duration::from_secs(1).min(idle / 4)
+}
+
+/// The heartbeat rule: a ping after `idle` without traffic (up to [`heartbeat_batch`] sooner), dead when its
+/// pong has not come within `pong_wait`.
 fn heartbeat(
     now: Instant,
     last_traffic: Instant,
@@ -1140,8 +1269,8 @@ fn heartbeat(
         Some(at) if last_pong.is_some_and(|p| p >= at) => Beat::Alive,
         Some(at) if now >= at + pong_wait => Beat::Dead,
         Some(at) => Beat::Wait(at + pong_wait),
-        None if now >= last_traffic + idle => Beat::Ping,
-        None => Beat::Wait(last_traffic + idle),
+        None if now + heartbeat_batch(idle) >= last_traffic + idle => Beat::Ping,
+        None => Beat::Wait(last_traffic + idle - heartbeat_batch(idle)),
     }
 }
 
@@ -1167,6 +1296,18 @@ pub(crate) fn notify_mqtt(t: &Target, ctx: &Context, n: Notification, source: Ip
 
 /// `limits`: the device's (the poller's); `None` on a connector, for the few notifications that came with
 /// the subscription, and for the outbound WebSocket.
+/// A notification before open ended: the status it tells is merged into the mirror (the worker reads it
+/// once the context is set: true), events are dropped (nobody could pull them yet).
+fn before_open(t: &Target, n: Notification) -> bool {
+    t.tunnel.notified();
+    match n {
+        Notification::Status { components, .. } => t.tunnel.merge_status(&components, false),
+        Notification::FullStatus { status, .. } => t.tunnel.merge_status(&status, true),
+        Notification::Event { .. } => return false,
+    }
+    true
+}
+
 fn on_notification(
     t: &Target,
     ctx: &Context,
@@ -1407,9 +1548,26 @@ mod tests {
         const IDLE: Duration = Duration::from_secs(5);
         let t0 = Instant::now();
         let wait = Duration::from_millis(800);
+        // Batched: a ping up to one second early, never late.
+        let early = Duration::from_secs(1);
+        assert_eq!(heartbeat_batch(IDLE), early);
         assert_eq!(
             heartbeat(t0, t0, None, None, wait, IDLE),
-            Beat::Wait(t0 + IDLE)
+            Beat::Wait(t0 + IDLE - early)
+        );
+        let just_before = t0 + IDLE - early - Duration::from_millis(1);
+        assert_eq!(
+            heartbeat(just_before, t0, None, None, wait, IDLE),
+            Beat::Wait(t0 + IDLE - early)
+        );
+        assert_eq!(
+            heartbeat(t0 + IDLE - early, t0, None, None, wait, IDLE),
+            Beat::Ping
+        );
+        assert_eq!(
+            heartbeat_batch(Duration::from_secs(2)),
+            Duration::from_millis(500),
+            "a quarter of a short idle time"
         );
         let idle = t0 + IDLE;
         assert_eq!(heartbeat(idle, t0, None, None, wait, IDLE), Beat::Ping);

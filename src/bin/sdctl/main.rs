@@ -222,8 +222,7 @@ fn run(args: &Args) -> Result<Done, Error> {
     if let Command::Events { count, timeout } = command {
         return events(settings, *count, *timeout);
     }
-    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises), no
-    // push channel (a WebSocket per device would cost a connection and a second status read, then close), and
+    // A one-shot command reads what it needs itself: no background refresh (and no "retrying" promises), and
     // no CoIoT listener (it would hold UDP 5683 from a running application).
     settings.refresh_interval = None;
     one_shot_channels(&mut settings);
@@ -562,15 +561,10 @@ fn check_json(args: &Args) -> Result<Done, Error> {
     Ok(if valid { Done::Yes } else { Done::Refused })
 }
 
-/// A one-shot command opens no push channel (a WebSocket per device would cost a connection and a second
-/// status read, then close): HTTP for every device but those behind the broker, which MQTT is the only way to.
+/// A one-shot command keeps each device's channel: over the push channel open reads a Gen2+ device on the one
+/// connection it makes (device information, status and subscription together), cheaper than HTTP's two. It
+/// reads once: no CoIoT listener (it would hold UDP 5683 for nothing).
 fn one_shot_channels(settings: &mut smartdev::Settings) {
-    for i in 0..settings.devices.len() {
-        let mqtt = settings.channel_of(&settings.devices[i]) == smartdev::Channel::Mqtt;
-        settings.devices[i].channel = mqtt.then_some(smartdev::Channel::Mqtt);
-    }
-    settings.channel = smartdev::Channel::Http;
-    // A one-shot command reads once: no CoIoT listener (it would hold UDP 5683 for nothing).
     settings.coiot.enabled = false;
 }
 

@@ -5,19 +5,53 @@
 use serde_json::Value;
 
 use super::Rpc;
-use crate::driver::identify;
 use crate::driver::json::{num, text};
+use crate::driver::ws::tunnel::Opened;
+use crate::driver::{Driver as _, identify};
 use crate::error::Result;
 use crate::objects::Device;
 use crate::webhook::install::supported_events;
 
+/// How long open's first contact waits for a connected device's WebSocket upgrade and first answers before it
+/// reads the device over HTTP instead (a healthy device answers in milliseconds; 1,000 at once on 2 loaded
+/// cores took under a second).
+const OPEN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Rpc {
+    /// At open, the push channel dials the device first: its first contact waits for that attempt and then
+    /// goes over the connection. A device that took no TCP connection within its timeout is unreachable now
+    /// (the error an HTTP request would have given, without waiting as long again).
+    pub(super) fn await_channel(&mut self, dev: &Device) -> Result<()> {
+        let Some(t) = &self.tunnel else {
+            return Ok(());
+        };
+        // The dial's three steps (connect, upgrade, call) each have one timeout; a host name is resolved first.
+        let bound = self.http.timeout().saturating_mul(3) + std::time::Duration::from_secs(1);
+        match t.opened(bound, OPEN_GRACE) {
+            Some(Opened::Unreachable(why)) => {
+                log::debug!("device {}: no connection at open: {why}", dev.label());
+                self.http.record_reach(false);
+                Err(crate::error::Error::Timeout {
+                    device: dev.label(),
+                    request: "GET /shelly".into(),
+                    attempts: 1,
+                })
+            }
+            Some(Opened::Up | Opened::Failed(_)) | None => Ok(()),
+        }
+    }
+
     /// Reads `/shelly` (over MQTT `Shelly.GetDeviceInfo`) once per contact period: firmware, MAC and the
     /// self-reported model.
     pub(super) fn introduce(&mut self, dev: &mut Device) -> Result<()> {
-        // Over MQTT there is no `/shelly`: `Shelly.GetDeviceInfo` answers the same fields.
-        let info = match self.mqtt {
-            Some(_) => self.call(dev, "Shelly.GetDeviceInfo", None)?,
+        // Over MQTT there is no `/shelly`: `Shelly.GetDeviceInfo` answers the same fields, and over a live push
+        // connection it costs no new connection (at open, it came with the subscription).
+        let prefetched = self.tunnel.as_ref().and_then(|t| t.take_info());
+        let info = match prefetched {
+            Some(info) => info,
+            None if self.mqtt.is_some() || self.pinned() => {
+                self.call(dev, "Shelly.GetDeviceInfo", None)?
+            }
             None => {
                 let url = format!("{}/shelly", self.base);
                 self.http.request(dev, &url, None, "GET /shelly")?

@@ -126,6 +126,7 @@ impl Rpc {
         // A status of a device introduced in an earlier contact may show another profile.
         let earlier = self.introduced;
         if !self.introduced {
+            self.await_channel(dev)?;
             self.introduce(dev)?;
         }
         let unmapped_sensors = dev
@@ -557,6 +558,7 @@ mod tests {
             "me".into(),
             None,
             Some((status, std::time::Instant::now())),
+            None,
         );
         let script = Script::default();
         let mut rpc = Rpc::new(

@@ -1,6 +1,8 @@
 //! A WebSocket RPC connection made without blocking, for a poller: the TCP connect, the upgrade and one call
 //! (the push channel's subscribing `Shelly.GetStatus`, answering a digest challenge), each step driven by
-//! readiness events. Nothing here waits: [`Dial::advance`] takes what the socket has, within the share it is
+//! readiness events. At a device's first connection the call is preceded by `Shelly.GetDeviceInfo` in the
+//! same write (open reads the device over this one connection: no `/shelly` over HTTP); that method needs no
+//! authentication, and a device that refuses it anyway leaves the introduction to the driver. Nothing here waits: [`Dial::advance`] takes what the socket has, within the share it is
 //! given, and returns. A device that stalls a step holds only its own `Dial`, until that step's deadline
 //! (one timeout per step, as the blocking client has).
 
@@ -65,6 +67,20 @@ pub(crate) struct Dialed {
     pub(crate) challenge: Option<(FrameChallenge, u32)>,
     /// Notifications that came before the answer (at most `rpc::MAX_QUEUED`; older ones dropped).
     pub(crate) queued: VecDeque<Notification>,
+    /// `Shelly.GetDeviceInfo`'s result, when it was asked and answered.
+    pub(crate) info: Option<Value>,
+}
+
+/// The introduction sent before the call, and what became of it.
+enum Intro {
+    /// Not asked.
+    No,
+    /// To be sent with the call.
+    Wanted,
+    /// Asked with this id; no answer yet.
+    Asked(u64),
+    /// Answered: the result, or `None` when the device refused it.
+    Answered(Option<Value>),
 }
 
 /// One connection being made.
@@ -93,12 +109,16 @@ pub(crate) struct Dial {
     fresh: bool,
     queued: VecDeque<Notification>,
     dropped: u64,
+    intro: Intro,
+    /// The call's result, held while the introduction's answer is still to come.
+    result: Option<Value>,
 }
 
 impl Dial {
     /// Starts the TCP connect to `addr` (`host` is the `Host` header value); the call is `method` with our
     /// `src`, answering challenges with `password`. Every step must finish within `step` of its start. With
     /// `tls` (WSS) the TLS handshake runs within the upgrade's step, the upgrade request waiting in rustls.
+    /// Ask [`Dial::introduce`] before the first advance to read `Shelly.GetDeviceInfo` too.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         addr: SocketAddr,
@@ -133,7 +153,14 @@ impl Dial {
             fresh: false,
             queued: VecDeque::new(),
             dropped: 0,
+            intro: Intro::No,
+            result: None,
         })
+    }
+
+    /// Sends `Shelly.GetDeviceInfo` in the same write as the call; the dial is done when both answered.
+    pub(crate) fn introduce(&mut self) {
+        self.intro = Intro::Wanted;
     }
 
     /// The socket, to register with the poller (readable and writable).
@@ -144,6 +171,11 @@ impl Dial {
     /// The address it connects to.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Whether the TCP connect is still under way.
+    pub(crate) fn connecting(&self) -> bool {
+        self.phase == Phase::Tcp
     }
 
     /// When the current step times out.
@@ -358,12 +390,23 @@ impl Dial {
             rpc::queue_notification(&mut self.queued, &mut self.dropped, &frame);
             return Ok(None);
         }
-        if frame.get("id").and_then(Value::as_u64) != Some(self.id) {
+        let id = frame.get("id").and_then(Value::as_u64);
+        if let Intro::Asked(asked) = self.intro
+            && id == Some(asked)
+        {
+            // Refused (a device that wants authentication for it after all): the driver introduces it.
+            self.intro = Intro::Answered(rpc::take_result(frame).ok());
+            return Ok(self.finished());
+        }
+        if id != Some(self.id) {
             // An answer to nothing we wait for: skipped.
             return Ok(None);
         }
         match rpc::take_result(frame) {
-            Ok(v) => Ok(Some(v)),
+            Ok(v) => {
+                self.result = Some(v);
+                Ok(self.finished())
+            }
             Err(CallError::Rpc { code: 401, message }) => {
                 rpc::on_challenge(
                     &message,
@@ -379,8 +422,25 @@ impl Dial {
         }
     }
 
-    /// Queues the call (answering the challenge in hand) and starts its step.
+    /// The call's result once it and the introduction (if asked) answered.
+    fn finished(&mut self) -> Option<Value> {
+        if matches!(self.intro, Intro::Wanted | Intro::Asked(_)) {
+            return None;
+        }
+        self.result.take()
+    }
+
+    /// Queues the call (answering the challenge in hand) and starts its step; the first time, after the
+    /// introduction when one is wanted.
     fn send_call(&mut self, now: Instant) -> Result<(), String> {
+        if let Intro::Wanted = self.intro {
+            let id = self.next_id;
+            self.next_id += 1;
+            self.intro = Intro::Asked(id);
+            let frame =
+                rpc::request_frame(id, &self.src, "Shelly.GetDeviceInfo", None, None, &mut None);
+            self.queue_frame(Opcode::Text, frame.to_string().as_bytes());
+        }
         self.id = self.next_id;
         self.next_id += 1;
         let frame = rpc::request_frame(
@@ -432,6 +492,10 @@ impl Dial {
             asm: self.asm,
             challenge: self.challenge,
             queued: self.queued,
+            info: match self.intro {
+                Intro::Answered(info) => info,
+                Intro::No | Intro::Wanted | Intro::Asked(_) => None,
+            },
         }
     }
 }

@@ -39,6 +39,35 @@ pub(crate) struct Tunnel {
     moved: std::sync::atomic::AtomicBool,
     /// Wakes the poller (set by it when it starts).
     wake: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// The poller dials the device at open: where its first attempt is (the worker's first contact waits
+    /// for it, then goes over the connection, or HTTP when there is none).
+    first: Mutex<First>,
+    first_moved: std::sync::Condvar,
+}
+
+/// The push channel's first attempt, as the driver's first contact sees it.
+#[derive(Default)]
+enum First {
+    /// None expected, or already waited for.
+    #[default]
+    Idle,
+    /// Resolving or connecting.
+    Dialing,
+    /// TCP connected at this instant; upgrading and subscribing.
+    Connected(Instant),
+    Ended(Opened),
+}
+
+/// How the push channel's first attempt at open ended.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Opened {
+    /// Subscribed: requests go over the connection.
+    Up,
+    /// No TCP connection (refused, or none within its timeout): the device is not reachable at its address,
+    /// and an HTTP request would only wait as long again.
+    Unreachable(String),
+    /// Connected, but no channel (no WebSocket, authentication, another device): HTTP is the way.
+    Failed(String),
 }
 
 #[derive(Default)]
@@ -50,6 +79,8 @@ struct Inner {
     /// While the mirror is still the subscribing `Shelly.GetStatus` result, not yet taken as a read: when
     /// that request was sent.
     subscribed: Option<Instant>,
+    /// `Shelly.GetDeviceInfo` read with the subscription at open, until the driver takes it.
+    info: Option<Value>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
     last_read: Option<Instant>,
     /// This connection's view of the device's status, and whether notifications changed it since the driver
@@ -129,17 +160,81 @@ impl Tunnel {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn first(&self) -> MutexGuard<'_, First> {
+        self.first.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The poller will dial the device at open: the driver's first contact is to wait for [`Tunnel::opened`].
+    pub(crate) fn expect_dial(&self) {
+        *self.first() = First::Dialing;
+    }
+
+    /// The poller: the first attempt has its TCP connection.
+    pub(crate) fn first_connected(&self) {
+        let mut g = self.first();
+        if let First::Dialing = *g {
+            *g = First::Connected(Instant::now());
+            self.first_moved.notify_all();
+        }
+    }
+
+    /// The poller: how the first attempt ended (later calls change nothing).
+    pub(crate) fn first_ended(&self, how: Opened) {
+        let mut g = self.first();
+        if let First::Dialing | First::Connected(_) = *g {
+            *g = First::Ended(how);
+            self.first_moved.notify_all();
+        }
+    }
+
+    /// The driver's first contact: how the poller's first attempt ended. It waits at most `bound` in all, and
+    /// at most `grace` once the TCP connection is made (a device that connects but is slow to upgrade or
+    /// to answer is read over HTTP, as before the channel existed; its channel comes up later). `None` when
+    /// no attempt was expected, it was already waited for, or it did not end in time.
+    pub(crate) fn opened(&self, bound: Duration, grace: Duration) -> Option<Opened> {
+        let end = Instant::now() + bound;
+        let mut g = self.first();
+        loop {
+            let until = match *g {
+                First::Idle => return None,
+                First::Ended(_) => break,
+                First::Dialing => end,
+                First::Connected(at) => end.min(at + grace),
+            };
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            g = self
+                .first_moved
+                .wait_timeout(g, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        match std::mem::take(&mut *g) {
+            First::Ended(how) => Some(how),
+            _ => None,
+        }
+    }
+
+    /// The driver: `Shelly.GetDeviceInfo` as read with the subscription at open (taken once).
+    pub(crate) fn take_info(&self) -> Option<Value> {
+        self.lock().info.take()
+    }
+
     /// The poller: the connection is subscribed; `stream` writes to it, `src` names us, `challenge` is the
     /// one the connector answered (reused with a rising count), `status` the subscribing request's result and
-    /// when that request was sent.
+    /// when that request was sent, `info` the device information read with it.
     pub(crate) fn attach(
         &self,
         stream: super::secure::Writer,
         src: String,
         challenge: Option<(FrameChallenge, u32)>,
         status: Option<(Value, Instant)>,
+        info: Option<Value>,
     ) {
         let mut g = self.lock();
+        g.info = info;
         if g.next_id < FIRST_ID {
             g.next_id = FIRST_ID;
         }
@@ -221,6 +316,7 @@ impl Tunnel {
         g.link = None;
         g.pending = None;
         g.subscribed = None;
+        g.info = None;
         g.mirror = None;
         g.mirror_changed = false;
         g.mirror_held = false;
@@ -286,6 +382,11 @@ impl Tunnel {
             Some(_) if g.mirror_held => Mirror::Held,
             _ => Mirror::Absent,
         }
+    }
+
+    /// The poller: a copy of the mirror (what the connection says the device's status is now).
+    pub(crate) fn mirror(&self) -> Option<Map<String, Value>> {
+        self.lock().mirror.clone()
     }
 
     /// The poller: whether a read asked now can be served from the mirror (else it is a request).
@@ -492,7 +593,7 @@ mod tests {
         let ours = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (theirs, _) = l.accept().unwrap();
         let t = Tunnel::default();
-        t.attach(Writer::plain(ours), "me".into(), None, status);
+        t.attach(Writer::plain(ours), "me".into(), None, status, None);
         (t, theirs)
     }
 
@@ -513,6 +614,7 @@ mod tests {
             "me".into(),
             None,
             Some((json!({}), asked)),
+            None,
         );
         assert!(
             t.take_prefetched().is_none(),
@@ -526,6 +628,7 @@ mod tests {
             "me".into(),
             None,
             Some((json!({"a": 1}), asked)),
+            None,
         );
         assert!(
             t.take_prefetched().is_some(),
