@@ -489,7 +489,9 @@ impl Poller {
     fn on_context(&mut self, ctx: &Arc<Context>) {
         for ti in 0..self.targets.len() {
             let t = &self.targets[ti];
-            if let (Slot::Live(l), Some(mirror)) = (&self.slots[ti], t.tunnel.mirror()) {
+            if let (Slot::Live(l), Some(mirror)) = (&self.slots[ti], t.tunnel.mirror())
+                && let Value::Object(mirror) = &*mirror
+            {
                 let snap = worker::snapshot(&ctx.shared.slots[t.di]);
                 let events = state_events(t, ctx, &mirror, Some(snap));
                 queue_all(ctx, events, l.source);

@@ -511,6 +511,7 @@ fn io_failed(e: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::net::{TcpListener, TcpStream};
 
     const STEP: Duration = Duration::from_secs(5);
@@ -630,6 +631,108 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    /// A device that upgrades, reads `calls` request frames and answers them with what `answer` makes of them
+    /// (in any order), then keeps the connection open until the test ends.
+    fn device_of_calls(
+        calls: usize,
+        answer: impl FnOnce(&[serde_json::Value]) -> Vec<serde_json::Value> + Send + 'static,
+    ) -> (SocketAddr, std::thread::JoinHandle<Vec<serde_json::Value>>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let end = loop {
+                if let Some(e) = client::head_end(&buf) {
+                    break e;
+                }
+                let n = s.read(&mut chunk).unwrap();
+                buf.extend_from_slice(&chunk[..n]);
+            };
+            let request = String::from_utf8_lossy(&buf[..end]).into_owned();
+            buf.drain(..end + 4);
+            let key = request
+                .lines()
+                .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+                .unwrap();
+            let head = format!(
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+                super::super::accept_key(key)
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            let mut got = Vec::new();
+            while got.len() < calls {
+                match frame::decode(&buf, true, MAX_MESSAGE) {
+                    Ok(Some((f, used))) => {
+                        buf.drain(..used);
+                        got.push(serde_json::from_slice(&f.payload).unwrap());
+                    }
+                    _ => {
+                        let n = s.read(&mut chunk).unwrap();
+                        assert!(n > 0, "the client closed");
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                }
+            }
+            for f in answer(&got) {
+                let wire = frame::encode(Opcode::Text, true, f.to_string().as_bytes(), None);
+                s.write_all(&wire).unwrap();
+            }
+            let _ = s.read(&mut chunk);
+            got
+        });
+        (addr, h)
+    }
+
+    /// At open the dial reads the device information with the subscription: both calls go out in one write
+    /// (before any answer), and the dial is done only when both answered, whatever their order.
+    #[test]
+    fn an_introduced_dial_reads_the_device_information_with_the_status() {
+        let (addr, device) = device_of_calls(2, |calls| {
+            vec![
+                json!({"id": calls[1]["id"], "result": {"sys": {"uptime": 7}}}),
+                json!({"method": "NotifyStatus", "params": {"ts": 1.0, "sys": {"uptime": 8}}}),
+                json!({"id": calls[0]["id"], "result": {"model": "SNSW-001P16EU", "gen": 2}}),
+            ]
+        });
+        let mut dial = start(addr, None);
+        dial.introduce();
+        let Progress::Done(status) = drive(&mut dial) else {
+            panic!("not done")
+        };
+        assert_eq!(status["sys"]["uptime"], 7);
+        let dialed = dial.into_dialed();
+        assert_eq!(
+            dialed.info,
+            Some(json!({"model": "SNSW-001P16EU", "gen": 2}))
+        );
+        assert_eq!(dialed.queued.len(), 1, "the notification between them");
+        // The device waits for the connection to close.
+        drop(dialed);
+        let calls = device.join().unwrap();
+        let methods: Vec<&str> = calls.iter().filter_map(|c| c["method"].as_str()).collect();
+        assert_eq!(methods, ["Shelly.GetDeviceInfo", "Shelly.GetStatus"]);
+        assert!(calls.iter().all(|c| c["src"] == "me"));
+    }
+
+    /// A device that refuses the introduction (an error answer) still gives its status: the driver introduces
+    /// it later.
+    #[test]
+    fn a_refused_introduction_leaves_the_information_to_the_driver() {
+        let (addr, device) = device_of_calls(2, |calls| {
+            vec![
+                json!({"id": calls[0]["id"], "error": {"code": 401, "message": "{\"auth_type\": \"digest\"}"}}),
+                json!({"id": calls[1]["id"], "result": {"sys": {"uptime": 7}}}),
+            ]
+        });
+        let mut dial = start(addr, None);
+        dial.introduce();
+        assert!(matches!(drive(&mut dial), Progress::Done(_)));
+        assert_eq!(dial.into_dialed().info, None);
+        device.join().unwrap();
     }
 
     #[test]

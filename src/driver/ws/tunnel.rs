@@ -85,7 +85,9 @@ struct Inner {
     last_read: Option<Instant>,
     /// This connection's view of the device's status, and whether notifications changed it since the driver
     /// last took it.
-    mirror: Option<Map<String, Value>>,
+    /// Shared with the driver that took it (no copy per read); a notification merging into a mirror the driver
+    /// still holds copies it first (`Arc::make_mut`).
+    mirror: Option<Arc<Value>>,
     mirror_changed: bool,
     /// The driver holds the mirror as it was last changed (it took it, or it is the driver's own status
     /// read): a read asked for without a change since needs nothing.
@@ -138,7 +140,7 @@ enum Wire {
 #[derive(Debug, PartialEq)]
 pub(crate) enum Mirror {
     /// Notifications changed it since the driver last took it: this is the device's status now.
-    Changed(Value),
+    Changed(Arc<Value>),
     /// Unchanged since the driver took it (or read the status itself over the socket): nothing to read.
     Held,
     /// No mirror (no connection, dropped for its growth) or one the driver never took: ask the device.
@@ -169,12 +171,12 @@ impl Tunnel {
         *self.first() = First::Dialing;
     }
 
-    /// The poller: the first attempt has its TCP connection.
+    /// The poller: the first attempt has its TCP connection. The waiting driver is not woken for it (a wake-up
+    /// per device at open): it looks again within one grace period.
     pub(crate) fn first_connected(&self) {
         let mut g = self.first();
         if let First::Dialing = *g {
             *g = First::Connected(Instant::now());
-            self.first_moved.notify_all();
         }
     }
 
@@ -195,13 +197,13 @@ impl Tunnel {
         let end = Instant::now() + bound;
         let mut g = self.first();
         loop {
+            let now = Instant::now();
             let until = match *g {
                 First::Idle => return None,
                 First::Ended(_) => break,
-                First::Dialing => end,
+                First::Dialing => end.min(now + grace),
                 First::Connected(at) => end.min(at + grace),
             };
-            let now = Instant::now();
             if now >= until {
                 break;
             }
@@ -250,7 +252,7 @@ impl Tunnel {
             g.challenge = challenge;
         }
         (g.mirror, g.subscribed) = match status {
-            Some((Value::Object(m), asked)) => (Some(m), Some(asked)),
+            Some((m @ Value::Object(_), asked)) => (Some(Arc::new(m)), Some(asked)),
             _ => (None, None),
         };
         g.mirror_changed = false;
@@ -334,7 +336,7 @@ impl Tunnel {
 
     /// The worker: the status the subscription read, when no notification came after it, no read or command
     /// of the driver's began after it was asked for (a switch sent meanwhile makes it stale), and it is recent.
-    pub(crate) fn take_prefetched(&self) -> Option<Value> {
+    pub(crate) fn take_prefetched(&self) -> Option<Arc<Value>> {
         let mut g = self.lock();
         let asked = g.subscribed.take()?;
         let newer_read = g.last_read.is_some_and(|r| r >= asked);
@@ -342,7 +344,7 @@ impl Tunnel {
             return None;
         }
         g.mirror_held = g.mirror.is_some();
-        g.mirror.clone().map(Value::Object)
+        g.mirror.clone()
     }
 
     /// The poller: a `NotifyStatus` (changed fields, merged into the mirror) or a `NotifyFullStatus` (`full`:
@@ -350,9 +352,9 @@ impl Tunnel {
     pub(crate) fn merge_status(&self, components: &Map<String, Value>, full: bool) {
         let mut g = self.lock();
         if full {
-            g.mirror = Some(components.clone());
+            g.mirror = Some(Arc::new(Value::Object(components.clone())));
             g.mirror_grown = 0;
-        } else if let Some(m) = &mut g.mirror {
+        } else if let Some(Value::Object(m)) = g.mirror.as_mut().map(Arc::make_mut) {
             let added = merge(m, components);
             g.mirror_grown = g.mirror_grown.saturating_add(added);
             if g.mirror_grown > MIRROR_GROWTH {
@@ -376,7 +378,7 @@ impl Tunnel {
             Some(m) if changed => {
                 let m = m.clone();
                 g.mirror_held = true;
-                Mirror::Changed(Value::Object(m))
+                Mirror::Changed(m)
             }
             // Several notifications in a row each ask for a read; the first one took them all.
             Some(_) if g.mirror_held => Mirror::Held,
@@ -384,8 +386,8 @@ impl Tunnel {
         }
     }
 
-    /// The poller: a copy of the mirror (what the connection says the device's status is now).
-    pub(crate) fn mirror(&self) -> Option<Map<String, Value>> {
+    /// The poller: the mirror (what the connection says the device's status is now).
+    pub(crate) fn mirror(&self) -> Option<Arc<Value>> {
         self.lock().mirror.clone()
     }
 
@@ -410,7 +412,7 @@ impl Tunnel {
         };
         // Frames come in order: this answer is newer than every notification before it.
         if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
-            g.mirror = Some(r.clone());
+            g.mirror = Some(Arc::new(Value::Object(r.clone())));
             g.mirror_changed = false;
             g.mirror_held = true;
             g.mirror_grown = 0;
@@ -665,7 +667,7 @@ mod tests {
         );
         assert_eq!(
             t.take_mirror(),
-            Mirror::Changed(json!({"switch:0": {"output": true}}))
+            Mirror::Changed(Arc::new(json!({"switch:0": {"output": true}})))
         );
         // A status read over the socket is newer than the notifications before it.
         t.merge_status(json!({"sys": {"uptime": 9}}).as_object().unwrap(), false);
@@ -692,7 +694,9 @@ mod tests {
         t.merge_status(json!({"sys": {"uptime": 10}}).as_object().unwrap(), false);
         assert_eq!(
             t.take_mirror(),
-            Mirror::Changed(json!({"switch:0": {"output": false}, "sys": {"uptime": 10}}))
+            Mirror::Changed(Arc::new(
+                json!({"switch:0": {"output": false}, "sys": {"uptime": 10}})
+            ))
         );
         t.detach();
         t.merge_status(json!({"sys": {"uptime": 11}}).as_object().unwrap(), false);
@@ -728,6 +732,59 @@ mod tests {
             Mirror::Absent,
             "and not rebuilt from notifications"
         );
+    }
+
+    /// The driver's first contact at open waits for the poller's first attempt: its outcome when it ends, or
+    /// nothing (HTTP then) when none was expected or the device connected but did not finish within the grace.
+    #[test]
+    fn the_first_contact_waits_for_the_first_dial_and_no_longer() {
+        let long = Duration::from_secs(600);
+        let t = Tunnel::default();
+        assert_eq!(t.opened(long, long), None, "no dial expected");
+        t.expect_dial();
+        t.first_ended(Opened::Unreachable("no TCP connection".into()));
+        t.first_ended(Opened::Up);
+        assert_eq!(
+            t.opened(long, long),
+            Some(Opened::Unreachable("no TCP connection".into())),
+            "the first outcome counts"
+        );
+        assert_eq!(t.opened(long, long), None, "waited for once");
+        // Ended by the poller while the driver waits.
+        let t = Arc::new(Tunnel::default());
+        t.expect_dial();
+        let waiter = {
+            let t = t.clone();
+            std::thread::spawn(move || t.opened(long, long))
+        };
+        t.first_connected();
+        t.first_ended(Opened::Up);
+        assert_eq!(waiter.join().unwrap(), Some(Opened::Up));
+        // Connected, then silent: the grace ends the wait (the bound is far away).
+        let t = Tunnel::default();
+        t.expect_dial();
+        t.first_connected();
+        assert_eq!(t.opened(long, Duration::from_millis(20)), None);
+        t.first_ended(Opened::Up);
+        assert_eq!(t.opened(long, long), None, "too late: HTTP was used");
+    }
+
+    /// A read takes the mirror without a copy; a notification merged while the driver still holds it leaves
+    /// the driver's status as it was.
+    #[test]
+    fn the_driver_shares_the_mirror_and_a_later_merge_copies_it() {
+        let (t, _peer) = attached(Some(json!({"switch:0": {"output": false}})));
+        let taken = t.take_prefetched().unwrap();
+        assert!(Arc::ptr_eq(&taken, &t.mirror().unwrap()), "no copy");
+        t.merge_status(
+            json!({"switch:0": {"output": true}}).as_object().unwrap(),
+            false,
+        );
+        assert_eq!(
+            taken["switch:0"]["output"], false,
+            "the driver's status stays"
+        );
+        assert_eq!(t.mirror().unwrap()["switch:0"]["output"], true);
     }
 
     #[test]
