@@ -493,7 +493,7 @@ impl Poller {
                 && let Value::Object(mirror) = &*mirror
             {
                 let snap = worker::snapshot(&ctx.shared.slots[t.di]);
-                let events = state_events(t, ctx, &mirror, Some(snap));
+                let events = state_events(t, ctx, mirror, Some(snap));
                 queue_all(ctx, events, l.source);
             }
             if std::mem::take(&mut self.missed[ti]) {
