@@ -4,6 +4,8 @@
 //! HTTP and with the push channel.
 //!
 //! `cargo run --release --example bench_heap --features fuzzing -- [N=1000]`
+//! `... -- N --hold CHANNEL`: opens the emulated devices with `Channel: CHANNEL` and exits without closing, for a
+//! heap profiler to list what is live at exit by where it was allocated (`heaptrack`, its "leaked" section).
 
 mod support;
 
@@ -141,27 +143,27 @@ fn main() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    let hold = std::env::args().skip_while(|a| a != "--hold").nth(1);
+    let mut emu = support::EmuChild::start(n, 0);
+    if let Some(channel) = hold {
+        let ctl = Controller::open(emulated(&emu, &channel), None).expect("open");
+        subscribed(&mut emu, &channel, n);
+        std::thread::sleep(Duration::from_secs(1));
+        println!("open with Channel: {channel}; exiting without closing");
+        std::mem::forget(ctl);
+        std::process::exit(0);
+    }
+
     // Emulated ShellyPlus1PM: the RPC driver after its first contact, then with the push channel.
     let t = Instant::now();
-    let mut emu = support::EmuChild::start(n, 0);
     println!(
         "emulated ShellyPlus1PM (child process, started in {:.1} s):",
         t.elapsed().as_secs_f64()
     );
     for channel in ["http", "auto"] {
-        let mut yaml = format!(
-            "SmartDevices:\n  Channel: {channel}\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n"
-        );
-        for (i, port) in emu.ports.iter().enumerate() {
-            yaml.push_str(&format!(
-                "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}, Inputs: [{{Name: I{i}}}], Outputs: [{{Name: O{i}}}]}}\n"
-            ));
-        }
-        let settings = weigh(
-            &format!("settings (Channel: {channel})"),
-            n,
-            || Settings::from_yaml_str(&yaml).expect("valid"),
-        );
+        let settings = weigh(&format!("settings (Channel: {channel})"), n, || {
+            emulated(&emu, channel)
+        });
         let plan = weigh("plan", n, || heap_piece(&settings, None, HeapPiece::Plan));
         let drivers = weigh("drivers (for_device, before the first contact)", n, || {
             heap_piece(&settings, Some(plan.as_ref()), HeapPiece::Drivers)
@@ -171,18 +173,35 @@ fn main() {
             &format!("open (everything, Channel: {channel})"),
             n,
             settings,
-            |_| {
-                if channel == "auto" {
-                    let deadline = Instant::now() + Duration::from_secs(120);
-                    while emu.subscribed() < n {
-                        assert!(Instant::now() < deadline, "not all subscribed in 120 s");
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
-            },
+            |_| subscribed(&mut emu, channel, n),
         );
         // Give the child time to see the sockets close before the next round connects again.
         std::thread::sleep(Duration::from_secs(1));
     }
     emu.stop();
+}
+
+/// The configuration of the emulated devices, reached with `Channel: channel` (as `bench_push` opens them).
+fn emulated(emu: &support::EmuChild, channel: &str) -> Settings {
+    let mut yaml = format!(
+        "SmartDevices:\n  Channel: {channel}\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n"
+    );
+    for (i, port) in emu.ports.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}, Inputs: [{{Name: I{i}}}], Outputs: [{{Name: O{i}}}]}}\n"
+        ));
+    }
+    Settings::from_yaml_str(&yaml).expect("valid")
+}
+
+/// With the push channel: waits until every device's socket is subscribed.
+fn subscribed(emu: &mut support::EmuChild, channel: &str, n: usize) {
+    if channel != "auto" {
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while emu.subscribed() < n {
+        assert!(Instant::now() < deadline, "not all subscribed in 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

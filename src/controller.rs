@@ -280,7 +280,7 @@ impl Controller {
                 }
                 None => http.clone(),
             };
-            let (planned, settings) = (d.clone(), settings.clone());
+            let (planned, settings) = (driver::rebuild_copy(d), settings.clone());
             let reports_outbound = outbound[di];
             let coiot = coiot.clone();
             // Built for the device's current address: the configured one at open, a new one after it moved

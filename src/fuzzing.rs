@@ -1101,6 +1101,9 @@ pub fn heap_sizes() -> Vec<(&'static str, usize)> {
         ("ModelInfo", size_of::<crate::models::ModelInfo>()),
         ("Shape", size_of::<crate::models::Shape>()),
         ("driver::rpc::Rpc", size_of::<crate::driver::rpc::Rpc>()),
-        ("worker::Command", size_of::<crate::actor::worker::Command>()),
+        (
+            "worker::Command",
+            size_of::<crate::actor::worker::Command>(),
+        ),
     ]
 }
