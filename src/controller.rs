@@ -280,13 +280,13 @@ impl Controller {
                 }
                 None => http.clone(),
             };
-            let (planned, settings) = (d.clone(), settings.clone());
+            let (planned, settings) = (driver::Blueprint::of(d), settings.clone());
             let reports_outbound = outbound[di];
             let coiot = coiot.clone();
             // Built for the device's current address: the configured one at open, a new one after it moved
             // (the hooks' callback address is the one this machine uses towards that address).
             let mut factory: worker::Factory = Box::new(move |host: Option<&str>, at: u16| {
-                let mut here = planned.clone();
+                let mut here = planned.device();
                 if !here.simulate {
                     here.hostname = host.map(str::to_string);
                     here.port = at;

@@ -1040,3 +1040,70 @@ mod tests {
         }
     }
 }
+
+/// One piece of the per-device heap, built alone for `examples/bench_heap.rs` to weigh (the live heap it holds
+/// while kept).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeapPiece {
+    /// `plan::plan_following`: the planned `Device`s and their `Follow`s.
+    Plan,
+    /// One more copy of every planned `Device` (what a factory keeps, or a snapshot's copy-on-write clone).
+    DeviceCopies,
+    /// Every device's driver as `driver::for_device` builds it (no tunnel, no broker, no hooks), no I/O.
+    Drivers,
+}
+
+/// Builds `piece` for every device `settings` configures (`planned`: an earlier [`HeapPiece::Plan`]) and returns
+/// it, opaque, so the caller can weigh what it holds and then drop it.
+pub fn heap_piece(
+    settings: &crate::Settings,
+    planned: Option<&dyn std::any::Any>,
+    piece: HeapPiece,
+) -> Box<dyn std::any::Any> {
+    let devices = || {
+        &planned
+            .and_then(|p| p.downcast_ref::<crate::plan::Planned>())
+            .expect("a HeapPiece::Plan")
+            .0
+    };
+    match piece {
+        HeapPiece::Plan => Box::new(crate::plan::plan_following(settings).expect("a valid plan")),
+        HeapPiece::DeviceCopies => Box::new(devices().clone()),
+        HeapPiece::Drivers => {
+            let http = crate::driver::http::Http::new(settings, Default::default());
+            let drivers: Vec<_> = devices()
+                .iter()
+                .map(|d| {
+                    crate::driver::for_device(
+                        d,
+                        settings,
+                        &http,
+                        None,
+                        Default::default(),
+                        Default::default(),
+                    )
+                    .expect("a driver")
+                })
+                .collect();
+            Box::new(drivers)
+        }
+    }
+}
+
+/// The inline sizes of the structures every device has (bytes), for `examples/bench_heap.rs`.
+pub fn heap_sizes() -> Vec<(&'static str, usize)> {
+    use std::mem::size_of;
+    vec![
+        ("Device", size_of::<Device>()),
+        ("Input", size_of::<crate::objects::Input>()),
+        ("Output", size_of::<crate::objects::Output>()),
+        ("Meter", size_of::<crate::objects::Meter>()),
+        ("ModelInfo", size_of::<crate::models::ModelInfo>()),
+        ("Shape", size_of::<crate::models::Shape>()),
+        ("driver::rpc::Rpc", size_of::<crate::driver::rpc::Rpc>()),
+        (
+            "worker::Command",
+            size_of::<crate::actor::worker::Command>(),
+        ),
+    ]
+}

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -533,7 +534,33 @@ impl std::str::FromStr for PrintMode {
 /// The set of known vendor models.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelLibrary {
-    models: Vec<ModelInfo>,
+    /// Shared, never copied: every driver of a model points into it ([`SharedModel`]).
+    models: Arc<[ModelInfo]>,
+}
+
+/// One library model as a driver keeps it: shared by every device of the model (a copy per device cost a few
+/// hundred bytes each, issue 30), read through `Deref`.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedModel {
+    all: Arc<[ModelInfo]>,
+    index: usize,
+}
+
+impl std::ops::Deref for SharedModel {
+    type Target = ModelInfo;
+    fn deref(&self) -> &ModelInfo {
+        &self.all[self.index]
+    }
+}
+
+/// A model of its own (tests, and models changed after lookup such as a driver test's variant).
+impl From<ModelInfo> for SharedModel {
+    fn from(m: ModelInfo) -> Self {
+        SharedModel {
+            all: Arc::from([m]),
+            index: 0,
+        }
+    }
 }
 
 impl Default for ModelLibrary {
@@ -559,7 +586,9 @@ impl ModelLibrary {
             }
         }
         if problems.is_empty() {
-            Ok(ModelLibrary { models })
+            Ok(ModelLibrary {
+                models: models.into(),
+            })
         } else {
             Err(Error::ModelLibrary(problems.join("; ")))
         }
@@ -583,6 +612,18 @@ impl ModelLibrary {
     pub fn get(&self, id: &str) -> Option<&ModelInfo> {
         let canonical = canonical_id(id);
         self.models.iter().find(|m| m.model == canonical)
+    }
+
+    /// `model` (one of this library's, as [`ModelLibrary::get`] or [`ModelLibrary::resolve`] gave it) shared,
+    /// for a driver to keep; a model from elsewhere is copied once.
+    pub(crate) fn share(&self, model: &ModelInfo) -> SharedModel {
+        match self.models.iter().position(|m| std::ptr::eq(m, model)) {
+            Some(index) => SharedModel {
+                all: self.models.clone(),
+                index,
+            },
+            None => model.clone().into(),
+        }
     }
 
     /// Resolves a configured `Model` value: a library model or the Tasmota family.
@@ -732,6 +773,21 @@ fn canonical_id(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A driver's model points into the library: one copy per model, not per device; a model from elsewhere
+    /// is copied.
+    #[test]
+    fn shared_models_are_the_library_entries() {
+        let lib = ModelLibrary::embedded();
+        let m = lib.get("ShellyPlus1PM").unwrap();
+        let (a, b) = (lib.share(m), lib.share(m));
+        assert!(std::ptr::eq(&*a, m) && std::ptr::eq(&*b, m));
+        assert_eq!(a.model, "ShellyPlus1PM");
+        let other = m.clone();
+        let c = lib.share(&other);
+        assert!(!std::ptr::eq(&*c, m));
+        assert_eq!(*c, *m);
+    }
 
     #[test]
     fn embedded_library_holds_the_anchor_models_and_more() {

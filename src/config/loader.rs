@@ -227,7 +227,7 @@ impl Normaliser {
                 ),
             );
         }
-        let devices: Vec<DeviceConfig> = get(root, rule, "Devices")
+        let mut devices: Vec<DeviceConfig> = get(root, rule, "Devices")
             .and_then(Value::as_array)
             .map(|list| {
                 list.iter()
@@ -238,6 +238,8 @@ impl Normaliser {
                     .collect()
             })
             .unwrap_or_default();
+        // Kept for the controller's life: no room for devices that are not there (up to half of it).
+        devices.shrink_to_fit();
         self.unique_macs(&devices, rk);
         let extra: Attributes = doc
             .iter()
@@ -638,30 +640,33 @@ impl Normaliser {
         let components = |this: &mut Self, kind: ComponentKind| -> Option<Vec<ComponentConfig>> {
             let key = kind.config_key();
             let list = m.get(key)?.as_array()?;
-            Some(
-                list.iter()
-                    .enumerate()
-                    .filter_map(|(i, c)| {
-                        let c = c.as_object()?;
-                        let cat = format!("{at}.{key}[{i}]");
-                        Some(ComponentConfig {
-                            name: c.get("Name").and_then(Value::as_str).map(str::to_string),
-                            id: c.get("ID").and_then(Value::as_i64),
-                            webhooks: c.get("Webhooks").and_then(Value::as_bool).unwrap_or(false),
-                            mock_rate: c.get("MockRate").and_then(Value::as_f64),
-                            requires_output: c
-                                .get("RequiresOutput")
-                                .and_then(Value::as_str)
-                                .map(str::to_string),
-                            quantity: c
-                                .get("Quantity")
-                                .and_then(Value::as_str)
-                                .and_then(|q| q.parse().ok()),
-                            custom: this.custom(c, builtin_item(kind), Some(kind), &cat),
-                        })
+            // Exactly as long as the list: collected through `filter_map` it would have room for at least
+            // four, some 500 bytes of a one-component list kept per device for the controller's life.
+            let mut kept: Vec<ComponentConfig> = list
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| {
+                    let c = c.as_object()?;
+                    let cat = format!("{at}.{key}[{i}]");
+                    Some(ComponentConfig {
+                        name: c.get("Name").and_then(Value::as_str).map(str::to_string),
+                        id: c.get("ID").and_then(Value::as_i64),
+                        webhooks: c.get("Webhooks").and_then(Value::as_bool).unwrap_or(false),
+                        mock_rate: c.get("MockRate").and_then(Value::as_f64),
+                        requires_output: c
+                            .get("RequiresOutput")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                        quantity: c
+                            .get("Quantity")
+                            .and_then(Value::as_str)
+                            .and_then(|q| q.parse().ok()),
+                        custom: this.custom(c, builtin_item(kind), Some(kind), &cat),
                     })
-                    .collect(),
-            )
+                })
+                .collect();
+            kept.shrink_to_fit();
+            Some(kept)
         };
         let username = self.credential(m.get("Username"), &format!("{at}.Username"));
         let password = self

@@ -22,7 +22,7 @@ use super::{AuthProblem, Driver, OutputAction, identify, profile};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::light::{LightCaps, LightChange, rgb_from, white_from_byte, white_to_byte};
-use crate::models::{ModelInfo, OutputKind, SensorQuantity, Shape};
+use crate::models::{ModelInfo, OutputKind, SensorQuantity, Shape, SharedModel};
 use crate::objects::{ComponentKind, Cover, CoverAction, CoverState, Device, OutputChange};
 use crate::url::encode_component;
 use crate::webhook::install::{HookPlan, gen1_action, gen1_event};
@@ -31,7 +31,7 @@ use crate::webhook::install::{HookPlan, gen1_action, gen1_event};
 pub(crate) struct Gen1 {
     http: Http,
     base: String,
-    model: ModelInfo,
+    model: SharedModel,
     /// What the device is, from the mode it reported (the model's default until it says).
     shape: Shape,
     introduced: bool,
@@ -52,10 +52,11 @@ impl Gen1 {
     pub(crate) fn new(
         http: Http,
         base: String,
-        model: ModelInfo,
+        model: impl Into<SharedModel>,
         hooks: Option<HookPlan>,
         credentials: Credentials,
     ) -> Self {
+        let model = model.into();
         Gen1 {
             http,
             base,

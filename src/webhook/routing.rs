@@ -4,7 +4,7 @@
 //! (webhook, `NotifyEvent`, and derived from a pushed `NotifyStatus` by [`Pushed`]): [`Dedupe`] lets the first
 //! one through and drops its twins.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -210,8 +210,9 @@ impl Origin {
 pub(crate) struct Pushed {
     /// (kind, `component_index`, event name) the device's inputs and outputs ask for.
     wanted: Vec<(ComponentKind, usize, String)>,
-    /// Per (kind, `component_index`).
-    seen: Mutex<HashMap<(ComponentKind, usize), Seen>>,
+    /// Per (kind, `component_index`): a device has a few, so a list sized to them (a `HashMap` took room for
+    /// four at its first entry, about 280 bytes per device with a push channel).
+    seen: Mutex<Vec<((ComponentKind, usize), Seen)>>,
 }
 
 #[derive(Default)]
@@ -236,8 +237,18 @@ impl Pushed {
         }
     }
 
-    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<(ComponentKind, usize), Seen>> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    /// What was seen of component `key`, fresh at its first mention.
+    fn seen<R>(&self, key: (ComponentKind, usize), f: impl FnOnce(&mut Seen) -> R) -> R {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let at = match seen.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                seen.reserve_exact(1);
+                seen.push((key, Seen::default()));
+                seen.len() - 1
+            }
+        };
+        f(&mut seen[at].1)
     }
 
     /// Takes a pushed state (`None`: reported unknown) of input or output `index`; returns its event when it
@@ -255,16 +266,14 @@ impl Pushed {
         on_off: (&'a str, &'a str),
     ) -> Option<&'a str> {
         let now = Instant::now();
-        let (before, reported) = {
-            let mut seen = self.seen();
-            let s = seen.entry((kind, index)).or_default();
+        let (before, reported) = self.seen((kind, index), |s| {
             let before = s.socket.replace((state, now));
             // A webhook with this state since the socket's last word on it reported the change already.
             let reported = s.webhook.is_some_and(|(on, at)| {
                 Some(on) == state && before.is_none_or(|(_, seen_at)| at > seen_at)
             });
             (before.map_or(known, |(b, _)| b), reported)
-        };
+        });
         let (before, on) = (before?, state?);
         let event = if on { on_off.0 } else { on_off.1 };
         (before != on && !(resync && reported) && self.wants(kind, index, event)).then_some(event)
@@ -279,7 +288,7 @@ impl Pushed {
     /// A webhook's implied state, for the status read at the next reconnect (see [`Pushed::observe`]). It
     /// never changes what notifications are compared with: a webhook late for a flip must not reorder them.
     fn note_webhook(&self, kind: ComponentKind, index: usize, on: bool) {
-        self.seen().entry((kind, index)).or_default().webhook = Some((on, Instant::now()));
+        self.seen((kind, index), |s| s.webhook = Some((on, Instant::now())));
     }
 }
 

@@ -42,7 +42,7 @@ use crate::clock;
 use crate::driver::profile;
 use crate::error::{Error, Result};
 use crate::light::{LightChange, white_to_byte};
-use crate::models::{ModelInfo, Shape};
+use crate::models::{Shape, SharedModel};
 use crate::objects::{CoverAction, Device, OutputChange};
 use crate::webhook::install::HookPlan;
 
@@ -50,7 +50,7 @@ use crate::webhook::install::HookPlan;
 pub(crate) struct Rpc {
     http: Http,
     base: String,
-    model: ModelInfo,
+    model: SharedModel,
     /// What the device is, from the profile it reported (the model's default until it says).
     shape: Shape,
     introduced: bool,
@@ -84,11 +84,12 @@ impl Rpc {
     pub(crate) fn new(
         http: Http,
         base: String,
-        model: ModelInfo,
+        model: impl Into<SharedModel>,
         hooks: Option<HookPlan>,
         credentials: Credentials,
         tunnel: Option<Arc<Tunnel>>,
     ) -> Self {
+        let model = model.into();
         Rpc {
             http,
             base,
@@ -449,7 +450,7 @@ fn status_fits(shape: &Shape, status: &serde_json::Value, outputs: &str) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::ModelLibrary;
+    use crate::models::{ModelInfo, ModelLibrary};
     use crate::objects::TempProbe;
 
     fn device(model: &ModelInfo) -> Device {
