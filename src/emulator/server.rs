@@ -38,6 +38,8 @@ pub(crate) struct Request {
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The body parsed as JSON, once: the count key, the auth guard and the handler all read it.
+    json: std::cell::OnceCell<Option<Value>>,
 }
 
 impl Request {
@@ -46,6 +48,13 @@ impl Request {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (`None`: not JSON), parsed at the first call.
+    pub(crate) fn json_body(&self) -> Option<&Value> {
+        self.json
+            .get_or_init(|| crate::untrusted_json::parse(&self.body).ok())
+            .as_ref()
     }
 
     pub(crate) fn query_pairs(&self) -> Vec<(String, String)> {
