@@ -28,7 +28,7 @@ use super::faults::Phase;
 use super::server::{Request, Response};
 use super::state::DeviceState;
 pub(crate) use super::ws_hub::WsHub;
-use super::ws_hub::{Client, Queue, lock};
+use super::ws_hub::{Client, Queue, Tally, lock};
 use super::{auth, notify, rpc};
 use crate::driver::ws::accept_key;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
@@ -139,11 +139,11 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
     let d = Arc::clone(&dev);
     let flood_to = Arc::clone(&src);
     let out = Arc::new(Mutex::new(stream));
-    let (o, q) = (Arc::clone(&out), queue.clone());
+    let (o, tally) = (Arc::clone(&out), queue.tally());
     let writer = std::thread::Builder::new()
         .name(format!("sd-emu-ws-{port}"))
         .stack_size(STACK)
-        .spawn(move || write_loop(&d, &o, &rx, &q, &flood_to));
+        .spawn(move || write_loop(&d, &o, &rx, &tally, &flood_to));
     let d = Arc::clone(&dev);
     let reader = std::thread::Builder::new()
         .name(format!("sd-emu-ws-{port}"))
@@ -172,7 +172,7 @@ fn write_loop(
     dev: &Device,
     out: &Mutex<Duplex>,
     rx: &Receiver<Vec<u8>>,
-    queue: &Queue,
+    tally: &Tally,
     src: &Mutex<Option<String>>,
 ) {
     let mut n = 0u64;
@@ -204,7 +204,7 @@ fn write_loop(
         let mut stream = lock(out);
         let written = stream.write_all(&wire);
         if queued {
-            queue.written();
+            tally.written();
         }
         if written.is_err() {
             break;
@@ -276,7 +276,8 @@ fn read_loop(dev: &Device, mut stream: Duplex, sink: &Sink, src: &Mutex<Option<S
             }
         };
         let first = lock(src).is_none();
-        let out = |opcode, payload: &[u8]| sink.send(dev, frame::encode(opcode, true, payload, None));
+        let out =
+            |opcode, payload: &[u8]| sink.send(dev, frame::encode(opcode, true, payload, None));
         match msg {
             Err(p) => {
                 out(Opcode::Close, &frame::close_payload(p.close_code(), ""));
@@ -300,8 +301,14 @@ fn read_loop(dev: &Device, mut stream: Duplex, sink: &Sink, src: &Mutex<Option<S
                     if !out(Opcode::Text, &answer) {
                         return;
                     }
+                    let subscribed = first && lock(src).is_some();
+                    if subscribed {
+                        // A writer told to flood waits for the subscription; the answer that woke it is
+                        // no longer queued.
+                        sink.queue.wake();
+                    }
                     // A flapping device: the subscription answered, then the connection ends.
-                    if first && lock(src).is_some() && dev.ws.hang_up.load(Ordering::SeqCst) {
+                    if subscribed && dev.ws.hang_up.load(Ordering::SeqCst) {
                         out(Opcode::Close, &frame::close_payload(1001, ""));
                         return;
                     }

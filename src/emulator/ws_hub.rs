@@ -51,14 +51,24 @@ impl Queue {
         let _ = self.tx.try_send(Vec::new());
     }
 
-    /// The writer wrote (or gave up) a queued frame.
-    pub(super) fn written(&self) {
-        self.unwritten.fetch_sub(1, Ordering::SeqCst);
+    /// The writer's side of the count (without a sender: the writer's queue ends when the senders are gone).
+    pub(super) fn tally(&self) -> Tally {
+        Tally(Arc::clone(&self.unwritten))
     }
 
     /// Whether every queued frame has been written.
     pub(super) fn drained(&self) -> bool {
         self.unwritten.load(Ordering::SeqCst) == 0
+    }
+}
+
+/// [`Queue`]'s count of unwritten frames, as the writer thread holds it.
+pub(super) struct Tally(Arc<AtomicUsize>);
+
+impl Tally {
+    /// The writer wrote (or gave up) a queued frame.
+    pub(super) fn written(&self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
