@@ -7,9 +7,9 @@
 //! Each connection has a reader thread (requests, pings, close; it writes an answer itself when nothing is
 //! queued ahead of it, saving a hand-over per answer) and a writer thread (notifications, and answers that
 //! found frames ahead of them, from a bounded queue: a client that does not read loses notifications, never
-//! blocks the device). Faults: [`WsHub::drop_all`] cuts every connection without a close frame; [`WsHub::set_stalled`]
-//! makes connections stop reading and writing until released; [`WsHub::set_hold_upgrades`] leaves upgrade
-//! requests unanswered.
+//! blocks the device). Faults: [`WsHub::drop_all`] cuts every connection without a close frame;
+//! [`WsHub::set_stalled`] makes connections stop reading and writing until released;
+//! [`WsHub::set_hold_upgrades`] leaves upgrade requests unanswered.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
