@@ -618,8 +618,8 @@ pub(crate) fn digest_params(header: &str) -> Option<Vec<(String, String)>> {
 /// The RPC method of a request, if it is one.
 fn rpc_method(req: &Request) -> Option<String> {
     if req.path == "/rpc" && req.method == "POST" {
-        return crate::untrusted_json::parse(&req.body)
-            .ok()
+        return req
+            .json_body()
             .and_then(|v| v.get("method")?.as_str().map(str::to_string));
     }
     req.path.strip_prefix("/rpc/").map(str::to_string)
@@ -688,7 +688,7 @@ fn digest_refusal(auth: &Auth, device_id: &str, req: &Request, refusal: &Refusal
     };
     let body = if req.path == "/rpc" {
         // A whole frame, like the device's other /rpc answers.
-        let f = crate::untrusted_json::parse(&req.body).unwrap_or(Value::Null);
+        let f = req.json_body().unwrap_or(&Value::Null);
         let mut out = Map::new();
         out.insert("id".into(), f.get("id").cloned().unwrap_or(Value::Null));
         out.insert("src".into(), json!(device_id));

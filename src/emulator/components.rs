@@ -15,7 +15,7 @@ pub(crate) const CFG_REV: u64 = 10;
 
 pub(crate) fn device_info(dev: &Device, s: &DeviceState) -> Value {
     let id = &dev.ident;
-    let mut m = Map::new();
+    let mut m = Map::with_capacity(16);
     m.insert("name".into(), json!(id.name));
     m.insert("id".into(), json!(id.id));
     m.insert("mac".into(), json!(dev.mac()));
@@ -80,35 +80,43 @@ fn available_updates(dev: &Device) -> Value {
 
 pub(crate) fn sys_status(dev: &Device, s: &DeviceState) -> Value {
     let now = s.now();
-    let mut sys = json!({
-        "mac": dev.mac(),
-        "restart_required": dev.ws_out.restart_required(),
-        "time": hhmm(now),
-        "unixtime": now as i64,
-        "last_sync_ts": s.started_unix as i64,
-        "uptime": s.uptime(),
-        "ram_size": 250_596,
-        "ram_free": 127_644,
-        "ram_min_free": 102_668,
-        "fs_size": 524_288,
-        "fs_free": 188_416,
-        "cfg_rev": CFG_REV,
-        "kvs_rev": dev.kvs.rev(),
-        "schedule_rev": 0,
-        "webhook_rev": s.hooks.rev,
-        "available_updates": available_updates(dev),
-        "reset_reason": 3,
-        "utc_offset": 0,
-    });
-    if let Some(p) = dev.ws_out.period {
-        sys["wakeup_period"] = json!(p.as_secs());
-        sys["wakeup_reason"] = json!({"boot": "deepsleep_wake", "cause": "status_update"});
+    // Built at its final size: a `json!` object of this many keys would grow its table four times.
+    let mut sys = Map::with_capacity(20);
+    let fields = [
+        ("mac", json!(dev.mac())),
+        ("restart_required", json!(dev.ws_out.restart_required())),
+        ("time", json!(hhmm(now))),
+        ("unixtime", json!(now as i64)),
+        ("last_sync_ts", json!(s.started_unix as i64)),
+        ("uptime", json!(s.uptime())),
+        ("ram_size", json!(250_596)),
+        ("ram_free", json!(127_644)),
+        ("ram_min_free", json!(102_668)),
+        ("fs_size", json!(524_288)),
+        ("fs_free", json!(188_416)),
+        ("cfg_rev", json!(CFG_REV)),
+        ("kvs_rev", json!(dev.kvs.rev())),
+        ("schedule_rev", json!(0)),
+        ("webhook_rev", json!(s.hooks.rev)),
+        ("available_updates", available_updates(dev)),
+        ("reset_reason", json!(3)),
+        ("utc_offset", json!(0)),
+    ];
+    for (k, v) in fields {
+        sys.insert(k.into(), v);
     }
-    sys
+    if let Some(p) = dev.ws_out.period {
+        sys.insert("wakeup_period".into(), json!(p.as_secs()));
+        sys.insert(
+            "wakeup_reason".into(),
+            json!({"boot": "deepsleep_wake", "cause": "status_update"}),
+        );
+    }
+    Value::Object(sys)
 }
 
 pub(crate) fn switch_status(dev: &Device, s: &DeviceState, i: usize) -> Value {
-    let mut m = Map::new();
+    let mut m = Map::with_capacity(12);
     m.insert("id".into(), json!(i));
     m.insert("source".into(), json!(source_name(s.sources[i])));
     m.insert("output".into(), json!(s.outputs[i]));
@@ -210,7 +218,8 @@ pub(crate) fn pm1(i: usize, v: &MeterView) -> Value {
 
 pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     let src = s.layout.meter_source;
-    let mut m = Map::new();
+    // Sized for a device with a few components, so the table is not rebuilt as they are added.
+    let mut m = Map::with_capacity(16);
     m.insert("ble".into(), json!({}));
     if has_bthome(dev) {
         // Bluetooth is off (`ble.enable: false`), as the firmware then reports.

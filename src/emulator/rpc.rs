@@ -67,8 +67,8 @@ const METHODS: &[&str] = &[
 
 pub(crate) fn key(req: &Request) -> String {
     if req.path == "/rpc" && req.method == "POST" {
-        let method = crate::untrusted_json::parse(&req.body)
-            .ok()
+        let method = req
+            .json_body()
             .and_then(|v| v.get("method")?.as_str().map(str::to_string));
         return match method {
             Some(m) => format!("rpc {m}"),
@@ -94,7 +94,7 @@ pub(crate) fn handle(dev: &Device, req: &Request) -> Response {
 
 /// `POST /rpc`: a whole request frame in, a whole response frame out (errors too, with status 200).
 fn frame(dev: &Device, req: &Request) -> Response {
-    let Ok(Value::Object(f)) = crate::untrusted_json::parse(&req.body) else {
+    let Some(Value::Object(f)) = req.json_body() else {
         let e = RpcError {
             code: -32700,
             message: "Parse error".into(),
@@ -104,7 +104,7 @@ fn frame(dev: &Device, req: &Request) -> Response {
             &json!({"id": null, "src": dev.ident.id, "error": e.to_json()}),
         );
     };
-    Response::json_whole(200, &answer_frame(dev, &f))
+    Response::json_whole(200, &answer_frame(dev, f))
 }
 
 /// A request frame's response frame (also over the WebSocket).

@@ -2,13 +2,14 @@
 //! connection (`Connection: close`). The port's fault and latency are applied around the handler; raw sockets
 //! give the control that truncated bodies, blackholes and refused connections need.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use serde::Serialize as _;
 use serde_json::Value;
 
 use super::Fault;
@@ -37,6 +38,8 @@ pub(crate) struct Request {
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The body parsed as JSON, once: the count key, the auth guard and the handler all read it.
+    json: std::cell::OnceCell<Option<Value>>,
 }
 
 impl Request {
@@ -45,6 +48,13 @@ impl Request {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (`None`: not JSON), parsed at the first call.
+    pub(crate) fn json_body(&self) -> Option<&Value> {
+        self.json
+            .get_or_init(|| crate::untrusted_json::parse(&self.body).ok())
+            .as_ref()
     }
 
     pub(crate) fn query_pairs(&self) -> Vec<(String, String)> {
@@ -88,9 +98,12 @@ impl Response {
 
     /// JSON with whole numbers printed without a fraction (`50`, not `50.0`), as Shelly firmware prints them.
     pub(crate) fn json_whole(status: u16, value: &Value) -> Self {
-        let mut v = value.clone();
-        whole_numbers(&mut v);
-        Self::json(status, &v)
+        Response {
+            status,
+            content_type: "application/json",
+            headers: Vec::new(),
+            body: whole_json(value),
+        }
     }
 
     pub(crate) fn text(status: u16, text: &str) -> Self {
@@ -103,19 +116,49 @@ impl Response {
     }
 }
 
-fn whole_numbers(v: &mut Value) {
-    match v {
-        Value::Number(n) => {
-            if let Some(f) = n
-                .as_f64()
-                .filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9e15)
-            {
-                *v = Value::from(f as i64);
-            }
+/// `value` as compact JSON, whole numbers without a fraction. Printed as it is serialized (no copy of the
+/// document to rewrite its numbers first), into this thread's scratch buffer, then copied out at its size:
+/// one allocation per document instead of one per doubling.
+pub(crate) fn whole_json(value: &Value) -> Vec<u8> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| {
+        let Ok(mut buf) = scratch.try_borrow_mut() else {
+            // Only if a `Serialize` impl called back in here; it does not, but never panic for it.
+            return to_whole(Vec::new(), value);
+        };
+        buf.clear();
+        let out = to_whole(std::mem::take(&mut *buf), value);
+        let body = out.clone();
+        // A rare huge document does not stay pinned to the thread.
+        if out.capacity() <= SCRATCH_KEEP {
+            *buf = out;
         }
-        Value::Array(a) => a.iter_mut().for_each(whole_numbers),
-        Value::Object(o) => o.values_mut().for_each(whole_numbers),
-        _ => {}
+        body
+    })
+}
+
+/// The largest scratch buffer a thread keeps between documents.
+const SCRATCH_KEEP: usize = 64 * 1024;
+
+fn to_whole(mut out: Vec<u8>, value: &Value) -> Vec<u8> {
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, WholeNumbers);
+    // Writing a `Value` into a `Vec` cannot fail.
+    let _ = value.serialize(&mut ser);
+    out
+}
+
+/// Compact JSON, but a whole `f64` below 9e15 is printed as an integer (`50`, not `50.0`).
+struct WholeNumbers;
+
+impl serde_json::ser::Formatter for WholeNumbers {
+    fn write_f64<W: ?Sized + Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
+        if value.fract() == 0.0 && value.abs() < 9e15 {
+            self.write_i64(writer, value as i64)
+        } else {
+            serde_json::ser::CompactFormatter.write_f64(writer, value)
+        }
     }
 }
 
@@ -428,7 +471,8 @@ fn fill(stream: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
 
 /// Reads one request; `None` when the peer sent nothing usable (e.g. our own wake-up connection).
 fn read_request(stream: &mut (impl Read + Write)) -> io::Result<Option<Request>> {
-    let mut buf = Vec::with_capacity(1024);
+    // Grows with what arrives (a request head is a few hundred bytes), up to `MAX_HEAD`.
+    let mut buf = Vec::new();
     let head_end = loop {
         if let Some(p) = find(&buf, b"\r\n\r\n") {
             break p;
@@ -442,7 +486,7 @@ fn read_request(stream: &mut (impl Read + Write)) -> io::Result<Option<Request>>
             Err(e) => return Err(e),
         }
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let head = String::from_utf8_lossy(&buf[..head_end]);
     let mut lines = head.split("\r\n");
     let mut first = lines.next().unwrap_or("").split_whitespace();
     let (Some(method), Some(target)) = (first.next(), first.next()) else {
@@ -555,12 +599,31 @@ fn write_response(stream: &mut impl Conn, r: &Response, truncate: bool) -> io::R
         r.content_type
     );
     for (name, value) in &r.headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
+        head.push_str(name);
+        head.push_str(": ");
+        head.push_str(value);
+        head.push_str("\r\n");
     }
     head.push_str("Connection: close\r\n\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(&r.body[..sent]);
-    stream.write_all(&out)?;
+    // Head and body in one write, without copying the body behind the head first.
+    write_all_vectored(
+        stream,
+        &mut [IoSlice::new(head.as_bytes()), IoSlice::new(&r.body[..sent])],
+    )?;
     stream.flush()?;
     stream.close_write()
+}
+
+/// `write_all` for several buffers (`Write::write_all_vectored` is not stable yet).
+fn write_all_vectored(stream: &mut impl Write, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+    IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match stream.write_vectored(bufs) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -4,11 +4,12 @@
 //! `NotifyStatus` with the changed fields whenever the emulated state changes (`NotifyFullStatus` when a
 //! component appeared or went, as after a profile switch), `NotifyEvent` for fired events.
 //!
-//! Each connection has a reader thread (requests, pings, close) and a writer thread (answers and
-//! notifications from a bounded queue: a client that does not read loses notifications, never blocks the
-//! device). Faults: [`WsHub::drop_all`] cuts every connection without a close frame; [`WsHub::set_stalled`]
-//! makes connections stop reading and writing until released; [`WsHub::set_hold_upgrades`] leaves upgrade
-//! requests unanswered.
+//! Each connection has a reader thread (requests, pings, close; it writes an answer itself when nothing is
+//! queued ahead of it, saving a hand-over per answer) and a writer thread (notifications, and answers that
+//! found frames ahead of them, from a bounded queue: a client that does not read loses notifications, never
+//! blocks the device). Faults: [`WsHub::drop_all`] cuts every connection without a close frame;
+//! [`WsHub::set_stalled`] makes connections stop reading and writing until released;
+//! [`WsHub::set_hold_upgrades`] leaves upgrade requests unanswered.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -17,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, TryRecvError};
 use serde_json::{Map, Value, json};
 
 use super::Fault;
@@ -27,7 +28,7 @@ use super::faults::Phase;
 use super::server::{Request, Response};
 use super::state::DeviceState;
 pub(crate) use super::ws_hub::WsHub;
-use super::ws_hub::{Client, lock};
+use super::ws_hub::{Client, Queue, Tally, lock};
 use super::{auth, notify, rpc};
 use crate::driver::ws::accept_key;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
@@ -116,6 +117,7 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         return;
     };
     let (tx, rx) = crossbeam_channel::bounded(QUEUE);
+    let queue = Queue::new(tx);
     let id = dev.ws.next_id.fetch_add(1, Ordering::Relaxed);
     let src = Arc::new(Mutex::new(None));
     {
@@ -128,7 +130,7 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         }
         clients.push(Client {
             id,
-            tx: tx.clone(),
+            queue: queue.clone(),
             stream: cut,
             src: Arc::clone(&src),
         });
@@ -136,16 +138,18 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
     let port = dev.port();
     let d = Arc::clone(&dev);
     let flood_to = Arc::clone(&src);
+    let out = Arc::new(Mutex::new(stream));
+    let (o, tally) = (Arc::clone(&out), queue.tally());
     let writer = std::thread::Builder::new()
         .name(format!("sd-emu-ws-{port}"))
         .stack_size(STACK)
-        .spawn(move || write_loop(&d, stream, &rx, &flood_to));
+        .spawn(move || write_loop(&d, &o, &rx, &tally, &flood_to));
     let d = Arc::clone(&dev);
     let reader = std::thread::Builder::new()
         .name(format!("sd-emu-ws-{port}"))
         .stack_size(STACK)
         .spawn(move || {
-            read_loop(&d, reader, &tx, &src);
+            read_loop(&d, reader, &Sink { out, queue }, &src);
             d.ws.remove(id);
         });
     let mut threads = lock(&dev.ws.threads);
@@ -162,10 +166,13 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
     }
 }
 
+/// Writes what is queued (notifications; answers that found frames ahead of them), and flood frames while
+/// the flood fault is on. Each frame is written whole under the connection's write lock.
 fn write_loop(
     dev: &Device,
-    mut stream: Duplex,
+    out: &Mutex<Duplex>,
     rx: &Receiver<Vec<u8>>,
+    tally: &Tally,
     src: &Mutex<Option<String>>,
 ) {
     let mut n = 0u64;
@@ -173,32 +180,62 @@ fn write_loop(
     loop {
         let flood = dev.ws.flood.load(Ordering::SeqCst);
         let dst = if flood > 0 { lock(src).clone() } else { None };
-        let wire = match dst {
+        let (wire, queued) = match dst {
             // Flooding: what is queued (answers, notifications) first, else one more flood frame.
             Some(dst) => match rx.try_recv() {
-                Ok(w) => w,
+                Ok(w) => (w, true),
                 Err(TryRecvError::Empty) => {
                     n += 1;
                     dev.ws.flooded.fetch_add(1, Ordering::Relaxed);
-                    flood_frame(dev, &dst, n, flood)
+                    (flood_frame(dev, &dst, n, flood), false)
                 }
                 Err(TryRecvError::Disconnected) => break,
             },
             None => match rx.recv() {
-                Ok(w) => w,
+                Ok(w) => (w, true),
                 Err(_) => break,
             },
         };
-        // An empty frame only wakes the writer (the flood began).
+        // An empty frame only wakes the writer (the flood began); it was not counted.
         if wire.is_empty() {
             continue;
         }
         dev.ws.wait_unstalled();
-        if stream.write_all(&wire).is_err() {
+        let mut stream = lock(out);
+        let written = stream.write_all(&wire);
+        if queued {
+            tally.written();
+        }
+        if written.is_err() {
             break;
         }
     }
-    let _ = stream.shutdown();
+    let _ = lock(out).shutdown();
+}
+
+/// Where the reader's frames go: written at once when nothing is queued ahead of them (no hand-over to the
+/// writer thread for an answer), else queued behind what is, so frames leave in the order they were made.
+struct Sink {
+    out: Arc<Mutex<Duplex>>,
+    queue: Queue,
+}
+
+impl Sink {
+    /// Sends a frame; `false` when the connection failed writing it (it is then shut down).
+    fn send(&self, dev: &Device, wire: Vec<u8>) -> bool {
+        dev.ws.wait_unstalled();
+        let mut stream = lock(&self.out);
+        if !self.queue.drained() {
+            drop(stream);
+            self.queue.push(wire);
+            return true;
+        }
+        if stream.write_all(&wire).is_ok() {
+            return true;
+        }
+        let _ = stream.shutdown();
+        false
+    }
 }
 
 /// One flood frame: a `NotifyStatus` whose power changes every time, padded to about `bytes`.
@@ -212,7 +249,7 @@ fn flood_frame(dev: &Device, dst: &str, n: u64, bytes: usize) -> Vec<u8> {
     frame::encode(Opcode::Text, true, frame.to_string().as_bytes(), None)
 }
 
-fn read_loop(dev: &Device, mut stream: Duplex, tx: &Sender<Vec<u8>>, src: &Mutex<Option<String>>) {
+fn read_loop(dev: &Device, mut stream: Duplex, sink: &Sink, src: &Mutex<Option<String>>) {
     let mut buf: Vec<u8> = Vec::new();
     let mut asm = Assembler::default();
     let mut chunk = [0u8; 8192];
@@ -239,9 +276,8 @@ fn read_loop(dev: &Device, mut stream: Duplex, tx: &Sender<Vec<u8>>, src: &Mutex
             }
         };
         let first = lock(src).is_none();
-        let out = |opcode, payload: &[u8]| {
-            let _ = tx.send(frame::encode(opcode, true, payload, None));
-        };
+        let out =
+            |opcode, payload: &[u8]| sink.send(dev, frame::encode(opcode, true, payload, None));
         match msg {
             Err(p) => {
                 out(Opcode::Close, &frame::close_payload(p.close_code(), ""));
@@ -254,13 +290,25 @@ fn read_loop(dev: &Device, mut stream: Duplex, tx: &Sender<Vec<u8>>, src: &Mutex
                 out(Opcode::Close, &payload);
                 return;
             }
-            Ok(Message::Ping(p)) => out(Opcode::Pong, &p),
+            Ok(Message::Ping(p)) => {
+                if !out(Opcode::Pong, &p) {
+                    return;
+                }
+            }
             Ok(Message::Pong(_) | Message::Binary(_)) => {}
             Ok(Message::Text(t)) => match answer(dev, &t, src) {
                 Reply::Frame(answer) => {
-                    out(Opcode::Text, &answer);
+                    if !out(Opcode::Text, &answer) {
+                        return;
+                    }
+                    let subscribed = first && lock(src).is_some();
+                    if subscribed {
+                        // A writer told to flood waits for the subscription; the answer that woke it is
+                        // no longer queued.
+                        sink.queue.wake();
+                    }
                     // A flapping device: the subscription answered, then the connection ends.
-                    if first && lock(src).is_some() && dev.ws.hang_up.load(Ordering::SeqCst) {
+                    if subscribed && dev.ws.hang_up.load(Ordering::SeqCst) {
                         out(Opcode::Close, &frame::close_payload(1001, ""));
                         return;
                     }
@@ -268,7 +316,7 @@ fn read_loop(dev: &Device, mut stream: Duplex, tx: &Sender<Vec<u8>>, src: &Mutex
                 Reply::Cut(answer) => {
                     // The frame's header promises more than comes: the connection ends mid-frame.
                     let wire = frame::encode(Opcode::Text, true, &answer, None);
-                    let _ = tx.send(wire[..wire.len() / 2].to_vec());
+                    sink.send(dev, wire[..wire.len() / 2].to_vec());
                     return;
                 }
                 Reply::Silent => {}

@@ -14,9 +14,67 @@ use serde_json::{Map, Value, json};
 use super::server::Response;
 use crate::driver::ws::frame::{self, Opcode};
 
+/// A connection's frames waiting for its writer thread, and how many are queued and not written yet (counted
+/// before they are queued): the reader writes an answer itself only when nothing is ahead of it.
+#[derive(Clone)]
+pub(super) struct Queue {
+    tx: Sender<Vec<u8>>,
+    unwritten: Arc<AtomicUsize>,
+}
+
+impl Queue {
+    pub(super) fn new(tx: Sender<Vec<u8>>) -> Queue {
+        Queue {
+            tx,
+            unwritten: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Queues a frame without waiting; gives it back when the queue is full or the writer is gone.
+    pub(super) fn try_push(&self, wire: Vec<u8>) -> Result<(), TrySendError<Vec<u8>>> {
+        self.unwritten.fetch_add(1, Ordering::SeqCst);
+        self.tx.try_send(wire).inspect_err(|_| {
+            self.unwritten.fetch_sub(1, Ordering::SeqCst);
+        })
+    }
+
+    /// Queues a frame, waiting while the queue is full (the reader: its own connection only).
+    pub(super) fn push(&self, wire: Vec<u8>) {
+        self.unwritten.fetch_add(1, Ordering::SeqCst);
+        if self.tx.send(wire).is_err() {
+            self.unwritten.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Wakes a writer waiting for its queue (an empty frame, not counted: it is not written).
+    pub(super) fn wake(&self) {
+        let _ = self.tx.try_send(Vec::new());
+    }
+
+    /// The writer's side of the count (without a sender: the writer's queue ends when the senders are gone).
+    pub(super) fn tally(&self) -> Tally {
+        Tally(Arc::clone(&self.unwritten))
+    }
+
+    /// Whether every queued frame has been written.
+    pub(super) fn drained(&self) -> bool {
+        self.unwritten.load(Ordering::SeqCst) == 0
+    }
+}
+
+/// [`Queue`]'s count of unwritten frames, as the writer thread holds it.
+pub(super) struct Tally(Arc<AtomicUsize>);
+
+impl Tally {
+    /// The writer wrote (or gave up) a queued frame.
+    pub(super) fn written(&self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 pub(super) struct Client {
     pub(super) id: u64,
-    pub(super) tx: Sender<Vec<u8>>,
+    pub(super) queue: Queue,
     /// For cutting the connection from outside.
     pub(super) stream: TcpStream,
     /// The `src` of its first request: notifications go to subscribed clients only, addressed to it.
@@ -102,7 +160,7 @@ impl WsHub {
             .store(frame_bytes.map_or(0, |b| b.max(1)), Ordering::SeqCst);
         // An empty frame wakes a writer waiting for its queue.
         for c in lock(&self.clients).iter() {
-            let _ = c.tx.try_send(Vec::new());
+            c.queue.wake();
         }
     }
 
@@ -199,7 +257,7 @@ impl WsHub {
             let frame = json!({"src": device_id, "dst": src, "method": method, "params": params});
             let text = Response::json_whole(200, &frame).body;
             let wire = frame::encode(Opcode::Text, true, &text, None);
-            if let Err(TrySendError::Full(_)) = c.tx.try_send(wire) {
+            if let Err(TrySendError::Full(_)) = c.queue.try_push(wire) {
                 log::debug!("emulator: a WebSocket client is not reading; notification dropped");
             }
         }
