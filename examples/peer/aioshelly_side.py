@@ -45,6 +45,12 @@ def status_kib(field: str) -> int:
     return 0
 
 
+def new_session() -> aiohttp.ClientSession:
+    """aiohttp's default connector allows 100 connections in all, and an open WebSocket holds one: an
+    application keeping 1,000 devices connected raises the limit (0: none)."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+
 def read_ports(path: str) -> list[int]:
     with open(path) as f:
         return [int(line) for line in f if line.strip()]
@@ -133,8 +139,8 @@ async def run_all(ports_file: str, admin_port: int, rounds: int, samples: int) -
     ports = read_ports(ports_file)
     n = len(ports)
     rss_before = status_kib("VmRSS:")
-    async with aiohttp.ClientSession() as session:
-        devices = await open_all(session, ports)
+    async with new_session() as http:
+        devices = await open_all(http, ports)
         # Let the last frames and callbacks settle before reading the memory.
         await asyncio.sleep(1.0)
         rss = status_kib("VmRSS:")
@@ -154,8 +160,8 @@ async def run_all(ports_file: str, admin_port: int, rounds: int, samples: int) -
     for _ in range(rounds):
         await asyncio.sleep(0.5)
         t = time.perf_counter()
-        async with aiohttp.ClientSession() as session:
-            devices = await open_all(session, ports)
+        async with new_session() as http:
+            devices = await open_all(http, ports)
             times.append((time.perf_counter() - t) * 1000.0)
             await close_all(devices)
     result("open_ms", f"{statistics.median(times):.0f}")
@@ -171,8 +177,8 @@ async def run_all(ports_file: str, admin_port: int, rounds: int, samples: int) -
 
 
 async def run_once(ports: list[int]) -> None:
-    async with aiohttp.ClientSession() as session:
-        devices = await open_all(session, ports)
+    async with new_session() as http:
+        devices = await open_all(http, ports)
         # What `sdctl --json status` does after reading: every device's state on stdout.
         json.dump([d.status for d in devices], sys.stdout)
         print()
