@@ -64,14 +64,17 @@ results="$work/results.txt"
 : >"$results"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "$n ShellyPlus1PM × $latency ms in one sdctl emulate process (pid $emu_pid); $(nproc) cores"
-echo "load average before aioshelly: $(load)"
+load_a=$(load)
+echo "load average before aioshelly: $load_a"
 "$venv/bin/python" examples/peer/aioshelly_side.py all "$work/ports.txt" "$admin" "$rounds" "$samples" | tee -a "$results"
-echo "load average before smartdev: $(load)"
+load_s=$(load)
+echo "load average before smartdev: $load_s"
 "$target/release/examples/bench_peer_side" "$config" "$admin" "$sdctl" "$rounds" "$samples" | tee -a "$results"
-echo "load average after: $(load)"
+load_e=$(load)
+echo "load average after: $load_e"
 
 version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("aioshelly"))')
-awk -v n="$n" -v lat="$latency" -v rounds="$rounds" -v version="$version" '
+awk -v n="$n" -v lat="$latency" -v cores="$(nproc)" -v loads="before aioshelly $load_a; before smartdev $load_s; after $load_e" -v rounds="$rounds" -v version="$version" '
   $1 == "RESULT" { v[$2, $3] = $4 }
   function row(label, key, unit, scale,   a, s) {
     a = v["aioshelly", key]; s = v["smartdev", key]
@@ -92,5 +95,6 @@ awk -v n="$n" -v lat="$latency" -v rounds="$rounds" -v version="$version" '
     row("push latency p99", "push_p99_ms", "ms", 1)
     printf "%-34s %18s %18s\n", "push samples (not seen within 5 s)", v["aioshelly", "push_samples"] " (" v["aioshelly", "push_unseen"] ")", v["smartdev", "push_samples"] " (" v["smartdev", "push_unseen"] ")"
     printf "smartdev: every WebSocket open %.2f s after open began (upper bound; aioshelly: inside its open)\n", v["smartdev", "ws_open_ms"] / 1000
+    printf "%d cores; load average (1, 5, 15 min) %s\n", cores, loads
     printf "rounds (ms): aioshelly open %s, process %s; smartdev open %s, process %s\n", v["aioshelly", "open_ms_all"], v["aioshelly", "process_ms_all"], v["smartdev", "open_ms_all"], v["smartdev", "process_ms_all"]
   }' "$results"
