@@ -63,13 +63,21 @@ config="$work/config.yaml"
 results="$work/results.txt"
 : >"$results"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+# The emulator's CPU time (utime + stime, in clock ticks) so far: what serving each side cost it.
+emu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$emu_pid/stat"; }
+hz=$(getconf CLK_TCK)
 echo "$n ShellyPlus1PM × $latency ms in one sdctl emulate process (pid $emu_pid); $(nproc) cores"
 load_a=$(load)
 echo "load average before aioshelly: $load_a"
+t0=$(emu_ticks)
 "$venv/bin/python" examples/peer/aioshelly_side.py all "$work/ports.txt" "$admin" "$rounds" "$samples" | tee -a "$results"
+t1=$(emu_ticks)
+echo "RESULT aioshelly emulator_cpu_ms $(((t1 - t0) * 1000 / hz))" | tee -a "$results"
 load_s=$(load)
 echo "load average before smartdev: $load_s"
 "$target/release/examples/bench_peer_side" "$config" "$admin" "$sdctl" "$rounds" "$samples" | tee -a "$results"
+t2=$(emu_ticks)
+echo "RESULT smartdev emulator_cpu_ms $(((t2 - t1) * 1000 / hz))" | tee -a "$results"
 load_e=$(load)
 echo "load average after: $load_e"
 
@@ -95,6 +103,7 @@ awk -v n="$n" -v lat="$latency" -v cores="$(nproc)" -v loads="before aioshelly $
     row("push latency p99", "push_p99_ms", "ms", 1)
     printf "%-34s %18s %18s\n", "push samples (not seen within 5 s)", v["aioshelly", "push_samples"] " (" v["aioshelly", "push_unseen"] ")", v["smartdev", "push_samples"] " (" v["smartdev", "push_unseen"] ")"
     printf "smartdev: every WebSocket open %.2f s after open began (upper bound; aioshelly: inside its open)\n", v["smartdev", "ws_open_ms"] / 1000
+    printf "emulator CPU while serving each side (all of its phases): aioshelly %.2f s, smartdev %.2f s\n", v["aioshelly", "emulator_cpu_ms"] / 1000, v["smartdev", "emulator_cpu_ms"] / 1000
     printf "%d cores; load average (1, 5, 15 min) %s\n", cores, loads
     printf "rounds (ms): aioshelly open %s, process %s; smartdev open %s, process %s\n", v["aioshelly", "open_ms_all"], v["aioshelly", "process_ms_all"], v["smartdev", "open_ms_all"], v["smartdev", "process_ms_all"]
   }' "$results"
