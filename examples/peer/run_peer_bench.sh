@@ -8,8 +8,13 @@
 # Creates its virtual environment under ${CARGO_TARGET_DIR:-target}/peer/ (PyPI must be reachable the first
 # time), builds release binaries and examples. Traffic only to 127.0.0.1.
 set -euo pipefail
+trap 'echo "run_peer_bench.sh: failed at line $LINENO" >&2' ERR
 cd "$(dirname "$0")/../.."
 n="${1:-1000}" latency="${2:-20}" rounds="${3:-5}" samples="${4:-100}"
+for v in "$n" "$latency" "$rounds" "$samples"; do
+  [[ "$v" =~ ^[0-9]+$ ]] || { echo "usage: $0 [N=1000] [LATENCY_MS=20] [ROUNDS=5] [SAMPLES=100] (whole numbers; '$v' is not)" >&2; exit 2; }
+done
+[ "$n" -ge 1 ] && [ "$rounds" -ge 1 ] || { echo "$0: N and ROUNDS must be at least 1" >&2; exit 2; }
 target="${CARGO_TARGET_DIR:-target}"
 work="$target/peer"
 venv="$work/aioshelly-venv"
@@ -30,7 +35,7 @@ devices=()
 for _ in $(seq "$n"); do devices+=("ShellyPlus1PM,latency=$latency"); done
 "$sdctl" emulate "${devices[@]}" >"$emu_out" &
 emu_pid=$!
-trap 'kill "$emu_pid" 2>/dev/null; wait "$emu_pid" 2>/dev/null || true' EXIT
+trap 'kill "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true' EXIT
 # It prints one line per device (`MODEL <id> http://127.0.0.1:<port>`), then the admin endpoint's.
 for _ in $(seq 600); do
   grep -q '^admin ' "$emu_out" && break
@@ -39,7 +44,7 @@ for _ in $(seq 600); do
 done
 admin=$(sed -n 's|^admin http://127.0.0.1:||p' "$emu_out")
 [ -n "$admin" ] || { echo "sdctl emulate printed no admin endpoint within 60 s" >&2; exit 1; }
-grep -v '^admin ' "$emu_out" | sed 's|.*:||' >"$work/ports.txt"
+sed -n '/^admin /!s|.* http://127.0.0.1:\([0-9]*\).*|\1|p' "$emu_out" >"$work/ports.txt"
 [ "$(wc -l <"$work/ports.txt")" -eq "$n" ] || { echo "expected $n device lines from sdctl emulate" >&2; exit 1; }
 # The devices answer before anything is timed (the emulator prints its lines once every device listens).
 for port in $(head -1 "$work/ports.txt") $(tail -1 "$work/ports.txt"); do
