@@ -36,6 +36,8 @@ for _ in $(seq "$n"); do devices+=("ShellyPlus1PM,latency=$latency"); done
 "$sdctl" emulate "${devices[@]}" >"$emu_out" &
 emu_pid=$!
 trap 'kill "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true' EXIT
+# Signals end the script through its EXIT trap (a background job ignores Ctrl-C, so the trap must stop it).
+trap 'exit 1' INT TERM HUP PIPE
 # It prints one line per device (`MODEL <id> http://127.0.0.1:<port>`), then the admin endpoint's.
 for _ in $(seq 600); do
   grep -q '^admin ' "$emu_out" && break
