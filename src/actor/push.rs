@@ -484,17 +484,18 @@ impl Poller {
     }
 
     /// Open has ended (its context is set): each live connection's states become what notifications are
-    /// compared with (events from then on, as after a reconnect), and what came before is read from the
-    /// mirrors (no request).
+    /// compared with, and what came before is read from the mirrors (no request). Nothing is queued: the
+    /// mirror is what open read (or older than a webhook the worker took meanwhile, which is no flip back),
+    /// and a change during open had no listener yet.
     fn on_context(&mut self, ctx: &Arc<Context>) {
         for ti in 0..self.targets.len() {
             let t = &self.targets[ti];
-            if let (Slot::Live(l), Some(mirror)) = (&self.slots[ti], t.tunnel.mirror())
+            if let (Slot::Live(_), Some(mirror)) = (&self.slots[ti], t.tunnel.mirror())
                 && let Value::Object(mirror) = &*mirror
             {
                 let snap = worker::snapshot(&ctx.shared.slots[t.di]);
-                let events = state_events(t, ctx, mirror, Some(snap));
-                queue_all(ctx, events, l.source);
+                // Recorded as the socket's last word, not queued.
+                let _ = state_events(t, ctx, mirror, Some(snap));
             }
             if std::mem::take(&mut self.missed[ti]) {
                 ctx.shared.post(t.di, None, None, true);

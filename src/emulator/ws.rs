@@ -5,9 +5,9 @@
 //! component appeared or went, as after a profile switch), `NotifyEvent` for fired events.
 //!
 //! Each connection has a reader thread (requests, pings, close; it writes an answer itself when nothing is
-//! queued ahead of it, saving a hand-over per answer) and a writer thread (notifications, and answers that
-//! found frames ahead of them, from a bounded queue: a client that does not read loses notifications, never
-//! blocks the device). Faults: [`WsHub::drop_all`] cuts every connection without a close frame;
+//! queued ahead of it, saving a hand-over per answer) and, from the first frame queued on, a writer thread
+//! (notifications, and answers that found frames ahead of them, from a bounded queue: a client that does not
+//! read loses notifications, never blocks the device; a client that only asks and leaves costs no writer). Faults: [`WsHub::drop_all`] cuts every connection without a close frame;
 //! [`WsHub::set_stalled`] makes connections stop reading and writing until released;
 //! [`WsHub::set_hold_upgrades`] leaves upgrade requests unanswered.
 
@@ -28,7 +28,7 @@ use super::faults::Phase;
 use super::server::{Request, Response};
 use super::state::DeviceState;
 pub(crate) use super::ws_hub::WsHub;
-use super::ws_hub::{Client, Queue, Tally, lock};
+use super::ws_hub::{Client, Queue, StartWriter, Tally, lock};
 use super::{auth, notify, rpc};
 use crate::driver::ws::accept_key;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
@@ -117,9 +117,26 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         return;
     };
     let (tx, rx) = crossbeam_channel::bounded(QUEUE);
-    let queue = Queue::new(tx);
-    let id = dev.ws.next_id.fetch_add(1, Ordering::Relaxed);
+    let port = dev.port();
+    let out = Arc::new(Mutex::new(stream));
     let src = Arc::new(Mutex::new(None));
+    // The writer starts at the first frame queued (a notification, an answer behind one, a flood).
+    let start_writer: StartWriter = {
+        let (d, o, flood_to) = (Arc::clone(&dev), Arc::clone(&out), Arc::clone(&src));
+        Box::new(move |tally| {
+            if d.ws.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let dev = Arc::clone(&d);
+            let writer = std::thread::Builder::new()
+                .name(format!("sd-emu-ws-{port}"))
+                .stack_size(STACK)
+                .spawn(move || write_loop(&dev, &o, &rx, &tally, &flood_to));
+            lock(&d.ws.threads).extend(writer.ok());
+        })
+    };
+    let queue = Queue::new(tx, start_writer);
+    let id = dev.ws.next_id.fetch_add(1, Ordering::Relaxed);
     {
         let mut clients = lock(&dev.ws.clients);
         // Checked under the lock `drop_all` takes after `Refuse` is set: an upgrade that was under way when
@@ -135,15 +152,6 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
             src: Arc::clone(&src),
         });
     }
-    let port = dev.port();
-    let d = Arc::clone(&dev);
-    let flood_to = Arc::clone(&src);
-    let out = Arc::new(Mutex::new(stream));
-    let (o, tally) = (Arc::clone(&out), queue.tally());
-    let writer = std::thread::Builder::new()
-        .name(format!("sd-emu-ws-{port}"))
-        .stack_size(STACK)
-        .spawn(move || write_loop(&d, &o, &rx, &tally, &flood_to));
     let d = Arc::clone(&dev);
     let reader = std::thread::Builder::new()
         .name(format!("sd-emu-ws-{port}"))
@@ -158,7 +166,6 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         .into_iter()
         .partition(JoinHandle::is_finished);
     *threads = running;
-    threads.extend(writer.ok());
     threads.extend(reader.ok());
     drop(threads);
     for t in done {

@@ -20,18 +20,39 @@ use crate::driver::ws::frame::{self, Opcode};
 pub(super) struct Queue {
     tx: Sender<Vec<u8>>,
     unwritten: Arc<AtomicUsize>,
+    /// Starts the writer thread, at the first frame queued: a client that only asks (the reader writes
+    /// answers itself) and leaves never costs one.
+    writer: Arc<Mutex<Option<StartWriter>>>,
+    started: Arc<AtomicBool>,
 }
 
+/// Starts a connection's writer thread, which keeps the queue's count.
+pub(super) type StartWriter = Box<dyn FnOnce(Tally) + Send>;
+
 impl Queue {
-    pub(super) fn new(tx: Sender<Vec<u8>>) -> Queue {
+    pub(super) fn new(tx: Sender<Vec<u8>>, writer: StartWriter) -> Queue {
         Queue {
             tx,
             unwritten: Arc::new(AtomicUsize::new(0)),
+            writer: Arc::new(Mutex::new(Some(writer))),
+            started: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Starts the writer if it is not running yet.
+    fn writer(&self) {
+        if !self.started.load(Ordering::Acquire) {
+            let start = lock(&self.writer).take();
+            self.started.store(true, Ordering::Release);
+            if let Some(start) = start {
+                start(self.tally());
+            }
         }
     }
 
     /// Queues a frame without waiting; gives it back when the queue is full or the writer is gone.
     pub(super) fn try_push(&self, wire: Vec<u8>) -> Result<(), TrySendError<Vec<u8>>> {
+        self.writer();
         self.unwritten.fetch_add(1, Ordering::SeqCst);
         self.tx.try_send(wire).inspect_err(|_| {
             self.unwritten.fetch_sub(1, Ordering::SeqCst);
@@ -40,6 +61,7 @@ impl Queue {
 
     /// Queues a frame, waiting while the queue is full (the reader: its own connection only).
     pub(super) fn push(&self, wire: Vec<u8>) {
+        self.writer();
         self.unwritten.fetch_add(1, Ordering::SeqCst);
         if self.tx.send(wire).is_err() {
             self.unwritten.fetch_sub(1, Ordering::SeqCst);
@@ -48,6 +70,7 @@ impl Queue {
 
     /// Wakes a writer waiting for its queue (an empty frame, not counted: it is not written).
     pub(super) fn wake(&self) {
+        self.writer();
         let _ = self.tx.try_send(Vec::new());
     }
 
