@@ -309,9 +309,8 @@ fn read_loop(dev: &Device, mut stream: Duplex, sink: &Sink, src: &Mutex<Option<S
                         return;
                     }
                     let subscribed = first && lock(src).is_some();
-                    if subscribed {
-                        // A writer told to flood waits for the subscription; the answer that woke it is
-                        // no longer queued.
+                    if subscribed && dev.ws.flood.load(Ordering::SeqCst) > 0 {
+                        // A writer told to flood waits for the subscription (or starts now).
                         sink.queue.wake();
                     }
                     // A flapping device: the subscription answered, then the connection ends.
