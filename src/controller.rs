@@ -321,7 +321,7 @@ impl Controller {
         let push_ctx: crate::actor::push::Late = Arc::default();
         let mut push = None;
         if !push_targets.is_empty() {
-            for t in &push_targets {
+            for t in push_targets.iter().filter(|t| t.early) {
                 t.tunnel.expect_dial();
             }
             let started = crate::actor::push::Push::start(
@@ -1168,6 +1168,12 @@ fn push_targets(
                 // An HTTPS device's push channel is WSS, verified as its HTTPS requests are.
                 tls: tls.get(di).cloned().flatten(),
                 initial: d.address.clone().map(|h| (h, d.port)),
+                // A certificate to pin at first use is pinned by the worker's HTTPS contact (the trust file
+                // write waits; the poller must not), and the channel follows.
+                early: !tls
+                    .get(di)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|t| t.pins_first()),
                 mac: cfg.mac,
             })
         })
@@ -1229,6 +1235,7 @@ fn mqtt_targets(
                 tunnel,
                 tls: None,
                 initial: None,
+                early: false,
                 mac: None,
             }
         });
@@ -1271,6 +1278,7 @@ fn outbound_targets(
             // The device connects to us: nothing is dialed, so no client TLS.
             tls: None,
             initial: None,
+            early: false,
             mac: cfg.mac,
         });
     }

@@ -73,6 +73,8 @@ pub(crate) struct Target {
     pub(crate) tls: Option<Arc<crate::driver::tls::DeviceTls>>,
     /// Where it is at open (host, port), before its worker published anything, and its configured MAC.
     pub(crate) initial: Option<(String, u16)>,
+    /// Dialed at once, before open's first contacts (which then go over it); else once open has ended.
+    pub(crate) early: bool,
     pub(crate) mac: Option<crate::mac::Mac>,
 }
 
@@ -500,6 +502,12 @@ impl Poller {
             if std::mem::take(&mut self.missed[ti]) {
                 ctx.shared.post(t.di, None, None, true);
             }
+            if !t.early
+                && let Slot::Waiting { at, .. } = &mut self.slots[ti]
+            {
+                *at = Instant::now();
+                self.due = Instant::now();
+            }
         }
     }
 
@@ -669,6 +677,14 @@ impl Poller {
     /// later, when every resolver's place is taken: the slot stays due).
     fn connect(&mut self, ti: usize, failures: u32) {
         let t = &self.targets[ti];
+        if self.ctx.is_none() && !t.early {
+            // Its worker reads it over HTTP first: dialed once open has ended (`on_context`).
+            self.slots[ti] = Slot::Waiting {
+                at: Instant::now() + NO_ADDRESS_RECHECK,
+                failures,
+            };
+            return;
+        }
         let at = match &self.ctx {
             Some(ctx) => {
                 let snap = worker::snapshot(&ctx.shared.slots[t.di]);

@@ -385,9 +385,17 @@ pub(crate) struct DeviceTls {
     both: Arc<ClientConfig>,
     v12: Arc<ClientConfig>,
     only12: AtomicBool,
+    /// Trusted at first use with no pin yet when opened: its first handshake writes the trust file (waiting
+    /// for the write), which a poller must not do for one device while every other waits.
+    pins_first: bool,
 }
 
 impl DeviceTls {
+    /// Whether its first handshake (at open) pins the certificate, writing the trust file.
+    pub(crate) fn pins_first(&self) -> bool {
+        self.pins_first
+    }
+
     /// The configuration for the next connection.
     pub(crate) fn config(&self) -> Arc<ClientConfig> {
         if self.only12.load(Ordering::Relaxed) {
@@ -407,6 +415,10 @@ impl DeviceTls {
 /// The client configurations for a device trusted this way.
 pub(crate) fn client_config(trust: Trust) -> Result<Arc<DeviceTls>, String> {
     let provider = provider();
+    let pins_first = match &trust {
+        Trust::FirstUse { store, name } => !store.lock().map.contains_key(name),
+        _ => false,
+    };
     let ca = match &trust {
         Trust::Ca { roots, file } => Some(
             WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone())
@@ -435,6 +447,7 @@ pub(crate) fn client_config(trust: Trust) -> Result<Arc<DeviceTls>, String> {
     // One session cache: a session made while offering both versions resumes when offering 1.2 alone.
     v12.resumption = both.resumption.clone();
     Ok(Arc::new(DeviceTls {
+        pins_first,
         both: Arc::new(both),
         v12: Arc::new(v12),
         only12: AtomicBool::new(false),
