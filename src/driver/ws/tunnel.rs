@@ -79,8 +79,8 @@ struct Inner {
     /// While the mirror is still the subscribing `Shelly.GetStatus` result, not yet taken as a read: when
     /// that request was sent.
     subscribed: Option<Instant>,
-    /// `Shelly.GetDeviceInfo` read with the subscription at open, until the driver takes it.
-    info: Option<Value>,
+    /// `Shelly.GetDeviceInfo` read with the subscription at open and when, until the driver takes it.
+    info: Option<(Value, Instant)>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
     last_read: Option<Instant>,
     /// This connection's view of the device's status, and whether notifications changed it since the driver
@@ -219,9 +219,12 @@ impl Tunnel {
         }
     }
 
-    /// The driver: `Shelly.GetDeviceInfo` as read with the subscription at open (taken once).
+    /// The driver: `Shelly.GetDeviceInfo` as read with the subscription at open (taken once, and only while
+    /// as fresh as the subscription's status: a driver that read the device over HTTP meanwhile and forgets
+    /// it later must not take an old firmware version).
     pub(crate) fn take_info(&self) -> Option<Value> {
-        self.lock().info.take()
+        let (info, at) = self.lock().info.take()?;
+        (at.elapsed() < PREFETCH_FRESH).then_some(info)
     }
 
     /// The poller: the connection is subscribed; `stream` writes to it, `src` names us, `challenge` is the
@@ -236,7 +239,7 @@ impl Tunnel {
         info: Option<Value>,
     ) {
         let mut g = self.lock();
-        g.info = info;
+        g.info = info.map(|i| (i, Instant::now()));
         if g.next_id < FIRST_ID {
             g.next_id = FIRST_ID;
         }
