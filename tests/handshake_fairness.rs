@@ -183,3 +183,25 @@ fn close_interrupts_connects_and_upgrades_in_progress() {
         "the pending upgrade was ended"
     );
 }
+
+/// A device whose TCP connect never completes is unreachable at open after the push channel's connect timed
+/// out, and its error says what was tried (not an HTTP request that was never sent); the healthy device beside
+/// it is read and subscribed.
+#[test]
+fn a_device_taking_no_connection_at_open_says_what_was_tried() {
+    let _serial = serial();
+    let unreachable = Unreachable::new();
+    let emu = emulator(0, 1);
+    let ctl = Controller::open(settings(&[unreachable.port], &emu, 0, 1, 1), None).expect("opens");
+    let dead = ctl.device("Unreachable 0").unwrap();
+    assert!(!dead.online);
+    let why = dead.last_error.clone().unwrap_or_default();
+    assert!(
+        why.contains("no TCP connection within 1.0 s") && why.contains("WebSocket at open"),
+        "{why}"
+    );
+    let healthy = ctl.device("Healthy 0").unwrap();
+    assert!(healthy.online && healthy.outputs[0].state.is_some());
+    assert_eq!(emu.ws_subscribed(0), 1);
+    assert!(closes_promptly(ctl));
+}

@@ -19,8 +19,8 @@ const OPEN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Rpc {
     /// At open, the push channel dials the device first: its first contact waits for that attempt and then
-    /// goes over the connection. A device that took no TCP connection within its timeout is unreachable now
-    /// (the error an HTTP request would have given, without waiting as long again).
+    /// goes over the connection. A device that took no TCP connection within its timeout is unreachable now,
+    /// with that as its error (an HTTP request would only have waited as long again).
     pub(super) fn await_channel(&mut self, dev: &Device) -> Result<()> {
         let Some(t) = &self.tunnel else {
             return Ok(());
@@ -29,15 +29,21 @@ impl Rpc {
         let bound = self.http.timeout().saturating_mul(3) + std::time::Duration::from_secs(1);
         match t.opened(bound, OPEN_GRACE) {
             Some(Opened::Unreachable(why)) => {
-                log::debug!("device {}: no connection at open: {why}", dev.label());
                 self.http.record_reach(false);
-                Err(crate::error::Error::Timeout {
+                // What was tried: the connection for its WebSocket (HTTP would only wait as long again).
+                Err(crate::error::Error::Device {
                     device: dev.label(),
-                    request: "GET /shelly".into(),
-                    attempts: 1,
+                    message: format!("{why} (connecting for its WebSocket at open)"),
                 })
             }
-            Some(Opened::Up | Opened::Failed(_)) | None => Ok(()),
+            Some(Opened::Failed(why)) => {
+                log::debug!(
+                    "device {}: no push channel at open ({why}); read over HTTP",
+                    dev.label()
+                );
+                Ok(())
+            }
+            Some(Opened::Up) | None => Ok(()),
         }
     }
 

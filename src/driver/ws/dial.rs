@@ -516,6 +516,35 @@ mod tests {
 
     const STEP: Duration = Duration::from_secs(5);
 
+    /// Accepts one connection and answers its upgrade request with the right key (or `head` when given);
+    /// returns the socket and what came after the request head. `None` when the answer could not be written.
+    fn upgraded(l: &TcpListener, head: Option<String>) -> Option<(TcpStream, Vec<u8>)> {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let end = loop {
+            if let Some(e) = client::head_end(&buf) {
+                break e;
+            }
+            let n = s.read(&mut chunk).unwrap();
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let request = String::from_utf8_lossy(&buf[..end]).into_owned();
+        buf.drain(..end + 4);
+        let key = request
+            .lines()
+            .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+            .unwrap();
+        let head = head.unwrap_or_else(|| {
+            format!(
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+                super::super::accept_key(key)
+            )
+        });
+        s.write_all(head.as_bytes()).ok()?;
+        Some((s, buf))
+    }
+
     /// A device that upgrades with the right key (or `head` when given), reads the call, then writes `frames`
     /// (each answer's `"id"` is the call's) and keeps the connection open until the test ends.
     fn device(
@@ -525,31 +554,10 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let h = std::thread::spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            let end = loop {
-                if let Some(e) = client::head_end(&buf) {
-                    break e;
-                }
-                let n = s.read(&mut chunk).unwrap();
-                buf.extend_from_slice(&chunk[..n]);
-            };
-            let request = String::from_utf8_lossy(&buf[..end]).into_owned();
-            buf.drain(..end + 4);
-            let key = request
-                .lines()
-                .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
-                .unwrap();
-            let head = head.unwrap_or_else(|| {
-                format!(
-                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
-                    super::super::accept_key(key)
-                )
-            });
-            if s.write_all(head.as_bytes()).is_err() {
+            let Some((mut s, mut buf)) = upgraded(&l, head) else {
                 return;
-            }
+            };
+            let mut chunk = [0u8; 4096];
             let call = loop {
                 if let Ok(Some((f, _))) = frame::decode(&buf, true, MAX_MESSAGE) {
                     break f;
@@ -642,27 +650,8 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let h = std::thread::spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            let mut buf = Vec::new();
+            let (mut s, mut buf) = upgraded(&l, None).expect("the upgrade answer written");
             let mut chunk = [0u8; 4096];
-            let end = loop {
-                if let Some(e) = client::head_end(&buf) {
-                    break e;
-                }
-                let n = s.read(&mut chunk).unwrap();
-                buf.extend_from_slice(&chunk[..n]);
-            };
-            let request = String::from_utf8_lossy(&buf[..end]).into_owned();
-            buf.drain(..end + 4);
-            let key = request
-                .lines()
-                .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
-                .unwrap();
-            let head = format!(
-                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
-                super::super::accept_key(key)
-            );
-            s.write_all(head.as_bytes()).unwrap();
             let mut got = Vec::new();
             while got.len() < calls {
                 match frame::decode(&buf, true, MAX_MESSAGE) {
