@@ -61,11 +61,30 @@ fn run(
     }
     let settings = Settings::from_yaml_str(&yaml).expect("settings");
     let cpu_open = support::cpu_ticks();
+    let emu_open = emu.cpu_ticks();
+    let by_thread = support::cpu_ns_by_name();
     let t = Instant::now();
     let ctl = Controller::open(settings, None).expect("open");
     let open_ms = t.elapsed().as_secs_f64() * 1000.0;
     // 100 clock ticks per second on Linux.
     let open_cpu_ms = (support::cpu_ticks() - cpu_open) as f64 * 10.0;
+    let emu_open_cpu_ms = (emu.cpu_ticks() - emu_open) as f64 * 10.0;
+    // Which threads spent open's CPU: the poller does every device's connection in turn, so its share bounds
+    // open's wall time from below.
+    let mut shares: Vec<(String, f64)> = support::cpu_ns_by_name()
+        .into_iter()
+        .map(|(name, ns)| (name.clone(), (ns - by_thread.get(&name).copied().unwrap_or(0)) as f64 / 1e6))
+        .filter(|(_, ms)| *ms >= 1.0)
+        .collect();
+    shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let shares: Vec<String> = shares.iter().map(|(n, ms)| format!("{n} {ms:.0} ms")).collect();
+    println!(
+        "  {} open's CPU by thread: {}; the emulator child {emu_open_cpu_ms:.0} ms (both on {} cores: open takes at least {:.0} ms)",
+        if tls { "https" } else { "http " },
+        shares.join(", "),
+        support::cores(),
+        (open_cpu_ms + emu_open_cpu_ms) / support::cores().max(1) as f64
+    );
     assert!(
         ctl.devices().iter().all(|d| d.online),
         "every device online after open"

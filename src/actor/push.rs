@@ -493,7 +493,7 @@ impl Poller {
         for ti in 0..self.targets.len() {
             let t = &self.targets[ti];
             if let (Slot::Live(_), Some(mirror)) = (&self.slots[ti], t.tunnel.mirror())
-                && let Value::Object(mirror) = &*mirror
+                && let Value::Object(mirror) = &mirror
             {
                 let snap = worker::snapshot(&ctx.shared.slots[t.di]);
                 // Recorded as the socket's last word, not queued.

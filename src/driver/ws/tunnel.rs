@@ -7,7 +7,8 @@
 //! the connection (shut down: the poller sees it and reconnects after its back-off), so a silent socket
 //! costs one timeout, not one per request. The tunnel keeps the connection's mirror of the device's status:
 //! the answer to the subscribing `Shelly.GetStatus`, replaced by every status read over the socket, with each
-//! `NotifyStatus` merged in. The worker's read right after a (re)connect takes the subscription's answer
+//! `NotifyStatus` merged in. It is kept as compact JSON text: a status of 0.7 KiB takes 10 KiB as
+//! `serde_json` maps, and 1,000 devices keep one each; a read parses it on the worker's own thread. The worker's read right after a (re)connect takes the subscription's answer
 //! instead of asking again (unless a notification came after it or the driver began a read of its own after
 //! it was asked for), and a read that a notification asks for is served from the mirror, with no request;
 //! when an earlier read already took every change (notifications in a row each ask for one), it needs nothing.
@@ -22,7 +23,7 @@ use serde_json::{Map, Value};
 use super::frame::{self, Opcode};
 use super::rpc::FrameChallenge;
 
-/// What notifications may add to the mirror before it is dropped (a device that keeps sending new fields must
+/// How many bytes notifications may add to the mirror's text before it is dropped (a device that keeps sending new fields must
 /// not grow our memory: the next read asks the device and starts a new mirror). A real device adds nothing
 /// (its notifications change fields it has).
 const MIRROR_GROWTH: usize = 64 * 1024;
@@ -79,21 +80,22 @@ struct Inner {
     /// While the mirror is still the subscribing `Shelly.GetStatus` result, not yet taken as a read: when
     /// that request was sent.
     subscribed: Option<Instant>,
+    /// That answer as the poller parsed it, for the driver's read to take instead of parsing the mirror again
+    /// (a parse on the worker's stack would make its resident stack grow by a page at open).
+    handoff: Option<Value>,
     /// `Shelly.GetDeviceInfo` read with the subscription at open and when, until the driver takes it.
     info: Option<(Value, Instant)>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
     last_read: Option<Instant>,
-    /// This connection's view of the device's status, and whether notifications changed it since the driver
-    /// last took it.
-    /// Shared with the driver that took it (no copy per read); a notification merging into a mirror the driver
-    /// still holds copies it first (`Arc::make_mut`).
-    mirror: Option<Arc<Value>>,
+    /// This connection's view of the device's status (a JSON object's compact text), and whether
+    /// notifications changed it since the driver last took it.
+    mirror: Option<Box<str>>,
     mirror_changed: bool,
     /// The driver holds the mirror as it was last changed (it took it, or it is the driver's own status
     /// read): a read asked for without a change since needs nothing.
     mirror_held: bool,
-    /// How much notifications added to the mirror since it was last replaced ([`weight`] units).
-    mirror_grown: usize,
+    /// The mirror's length when it was last replaced (notifications may add [`MIRROR_GROWTH`] to it).
+    mirror_base: usize,
     /// The in-frame digest challenge in hand and the last `nc` used with it.
     challenge: Option<(FrameChallenge, u32)>,
 }
@@ -140,7 +142,7 @@ enum Wire {
 #[derive(Debug, PartialEq)]
 pub(crate) enum Mirror {
     /// Notifications changed it since the driver last took it: this is the device's status now.
-    Changed(Arc<Value>),
+    Changed(Value),
     /// Unchanged since the driver took it (or read the status itself over the socket): nothing to read.
     Held,
     /// No mirror (no connection, dropped for its growth) or one the driver never took: ask the device.
@@ -254,13 +256,13 @@ impl Tunnel {
         if challenge.is_some() {
             g.challenge = challenge;
         }
-        (g.mirror, g.subscribed) = match status {
-            Some((m @ Value::Object(_), asked)) => (Some(Arc::new(m)), Some(asked)),
-            _ => (None, None),
+        (g.mirror, g.subscribed, g.handoff) = match status {
+            Some((m @ Value::Object(_), asked)) => (Some(text_of(&m)), Some(asked), Some(m)),
+            _ => (None, None, None),
         };
+        g.mirror_base = g.mirror.as_ref().map_or(0, |m| m.len());
         g.mirror_changed = false;
         g.mirror_held = false;
-        g.mirror_grown = 0;
     }
 
     /// The `sd-mqtt` poller: the broker connection is up (and subscribed to `<src>/rpc`); requests go to
@@ -281,9 +283,9 @@ impl Tunnel {
         });
         g.mirror = None;
         g.subscribed = None;
+        g.handoff = None;
         g.mirror_changed = false;
         g.mirror_held = false;
-        g.mirror_grown = 0;
     }
 
     /// The `sd-mqtt` poller: notifications of this device were dropped (it sent more than its share): the
@@ -321,6 +323,7 @@ impl Tunnel {
         g.link = None;
         g.pending = None;
         g.subscribed = None;
+        g.handoff = None;
         g.info = None;
         g.mirror = None;
         g.mirror_changed = false;
@@ -334,20 +337,30 @@ impl Tunnel {
 
     /// The poller: a notification came; the subscription's answer is older than what it says.
     pub(crate) fn notified(&self) {
-        self.lock().subscribed = None;
+        let mut g = self.lock();
+        g.subscribed = None;
+        g.handoff = None;
     }
 
     /// The worker: the status the subscription read, when no notification came after it, no read or command
     /// of the driver's began after it was asked for (a switch sent meanwhile makes it stale), and it is recent.
-    pub(crate) fn take_prefetched(&self) -> Option<Arc<Value>> {
-        let mut g = self.lock();
-        let asked = g.subscribed.take()?;
-        let newer_read = g.last_read.is_some_and(|r| r >= asked);
-        if newer_read || asked.elapsed() >= PREFETCH_FRESH {
-            return None;
-        }
-        g.mirror_held = g.mirror.is_some();
-        g.mirror.clone()
+    pub(crate) fn take_prefetched(&self) -> Option<Value> {
+        let text = {
+            let mut g = self.lock();
+            let handoff = g.handoff.take();
+            let asked = g.subscribed.take()?;
+            let newer_read = g.last_read.is_some_and(|r| r >= asked);
+            if newer_read || asked.elapsed() >= PREFETCH_FRESH {
+                return None;
+            }
+            g.mirror_held = g.mirror.is_some();
+            if handoff.is_some() {
+                return handoff;
+            }
+            g.mirror.clone()?
+        };
+        // Parsed outside the lock: the poller merges notifications under it.
+        parsed(&text)
     }
 
     /// The poller: a `NotifyStatus` (changed fields, merged into the mirror) or a `NotifyFullStatus` (`full`:
@@ -355,17 +368,18 @@ impl Tunnel {
     pub(crate) fn merge_status(&self, components: &Map<String, Value>, full: bool) {
         let mut g = self.lock();
         if full {
-            g.mirror = Some(Arc::new(Value::Object(components.clone())));
-            g.mirror_grown = 0;
-        } else if let Some(Value::Object(m)) = g.mirror.as_mut().map(Arc::make_mut) {
-            let added = merge(m, components);
-            g.mirror_grown = g.mirror_grown.saturating_add(added);
-            if g.mirror_grown > MIRROR_GROWTH {
+            let text = text_of_map(components);
+            g.mirror_base = text.len();
+            g.mirror = Some(text);
+        } else if let Some(Value::Object(mut m)) = g.mirror.as_deref().and_then(parsed) {
+            merge(&mut m, components);
+            let text = text_of_map(&m);
+            if text.len() > g.mirror_base.saturating_add(MIRROR_GROWTH) {
                 g.mirror = None;
-                g.mirror_grown = 0;
                 g.mirror_held = false;
                 return;
             }
+            g.mirror = Some(text);
         } else {
             return;
         }
@@ -375,23 +389,27 @@ impl Tunnel {
     /// The worker: what notifications told since the driver last took the mirror (a read they asked for needs
     /// no request).
     pub(crate) fn take_mirror(&self) -> Mirror {
-        let mut g = self.lock();
-        let changed = std::mem::take(&mut g.mirror_changed);
-        match &g.mirror {
-            Some(m) if changed => {
-                let m = m.clone();
-                g.mirror_held = true;
-                Mirror::Changed(m)
+        let text = {
+            let mut g = self.lock();
+            let changed = std::mem::take(&mut g.mirror_changed);
+            match &g.mirror {
+                Some(m) if changed => {
+                    let m = m.clone();
+                    g.mirror_held = true;
+                    m
+                }
+                // Several notifications in a row each ask for a read; the first one took them all.
+                Some(_) if g.mirror_held => return Mirror::Held,
+                _ => return Mirror::Absent,
             }
-            // Several notifications in a row each ask for a read; the first one took them all.
-            Some(_) if g.mirror_held => Mirror::Held,
-            _ => Mirror::Absent,
-        }
+        };
+        parsed(&text).map_or(Mirror::Absent, Mirror::Changed)
     }
 
     /// The poller: the mirror (what the connection says the device's status is now).
-    pub(crate) fn mirror(&self) -> Option<Arc<Value>> {
-        self.lock().mirror.clone()
+    pub(crate) fn mirror(&self) -> Option<Value> {
+        let text = self.lock().mirror.clone()?;
+        parsed(&text)
     }
 
     /// The poller: whether a read asked now can be served from the mirror (else it is a request).
@@ -415,11 +433,13 @@ impl Tunnel {
         };
         // Frames come in order: this answer is newer than every notification before it.
         if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
-            g.mirror = Some(Arc::new(Value::Object(r.clone())));
+            let text = text_of_map(r);
+            g.mirror_base = text.len();
+            g.mirror = Some(text);
             g.mirror_changed = false;
             g.mirror_held = true;
-            g.mirror_grown = 0;
             g.subscribed = None;
+            g.handoff = None;
         }
         p.answer.put(Some(frame));
         true
@@ -519,33 +539,32 @@ impl Tunnel {
 }
 
 /// Merges a `NotifyStatus`'s changed fields into a status: objects field by field (nested ones too), anything
-/// else replaced. Returns the [`weight`] it grew by (new keys, values replaced by bigger ones).
-fn merge(into: &mut Map<String, Value>, changed: &Map<String, Value>) -> usize {
-    let mut added = 0;
+/// else replaced.
+fn merge(into: &mut Map<String, Value>, changed: &Map<String, Value>) {
     for (k, v) in changed {
         match (into.get_mut(k), v) {
-            (Some(Value::Object(old)), Value::Object(new)) => added += merge(old, new),
-            (Some(old), _) => {
-                added += weight(v).saturating_sub(weight(old));
-                *old = v.clone();
-            }
+            (Some(Value::Object(old)), Value::Object(new)) => merge(old, new),
+            (Some(old), _) => *old = v.clone(),
             (None, _) => {
-                added += k.len() + weight(v);
                 into.insert(k.clone(), v.clone());
             }
         }
     }
-    added
 }
 
-/// About the bytes a value holds: its strings and keys, 8 per node.
-fn weight(v: &Value) -> usize {
-    match v {
-        Value::String(s) => 8 + s.len(),
-        Value::Array(a) => 8 + a.iter().map(weight).sum::<usize>(),
-        Value::Object(o) => 8 + o.iter().map(|(k, v)| k.len() + weight(v)).sum::<usize>(),
-        _ => 8,
-    }
+/// A status as the mirror keeps it (compact JSON).
+fn text_of_map(m: &Map<String, Value>) -> Box<str> {
+    // Writing a map of strings and numbers to a `Vec` cannot fail.
+    serde_json::to_string(m).unwrap_or_default().into_boxed_str()
+}
+
+fn text_of(v: &Value) -> Box<str> {
+    v.to_string().into_boxed_str()
+}
+
+/// The mirror's text as a value (it is our own writing; `None` only if that broke).
+fn parsed(text: &str) -> Option<Value> {
+    serde_json::from_str(text).ok()
 }
 
 fn write_locked(g: &mut Inner, opcode: Opcode, payload: &[u8]) -> bool {
@@ -670,7 +689,7 @@ mod tests {
         );
         assert_eq!(
             t.take_mirror(),
-            Mirror::Changed(Arc::new(json!({"switch:0": {"output": true}})))
+            Mirror::Changed(json!({"switch:0": {"output": true}}))
         );
         // A status read over the socket is newer than the notifications before it.
         t.merge_status(json!({"sys": {"uptime": 9}}).as_object().unwrap(), false);
@@ -697,9 +716,7 @@ mod tests {
         t.merge_status(json!({"sys": {"uptime": 10}}).as_object().unwrap(), false);
         assert_eq!(
             t.take_mirror(),
-            Mirror::Changed(Arc::new(
-                json!({"switch:0": {"output": false}, "sys": {"uptime": 10}})
-            ))
+            Mirror::Changed(json!({"switch:0": {"output": false}, "sys": {"uptime": 10}}))
         );
         t.detach();
         t.merge_status(json!({"sys": {"uptime": 11}}).as_object().unwrap(), false);
@@ -772,13 +789,19 @@ mod tests {
         assert_eq!(t.opened(long, long), None, "too late: HTTP was used");
     }
 
-    /// A read takes the mirror without a copy; a notification merged while the driver still holds it leaves
-    /// the driver's status as it was.
+    /// The mirror is kept as the status's compact text (a tenth of its size as maps), and a read gets its
+    /// own status: a notification merged later leaves the driver's as it was.
     #[test]
-    fn the_driver_shares_the_mirror_and_a_later_merge_copies_it() {
-        let (t, _peer) = attached(Some(json!({"switch:0": {"output": false}})));
+    fn the_mirror_is_compact_text_and_a_read_gets_its_own_status() {
+        let status = json!({"switch:0": {"id": 0, "output": false, "apower": 12.5, "aenergy": {"total": 1.25}}});
+        let (t, _peer) = attached(Some(status.clone()));
+        assert_eq!(
+            t.lock().mirror.as_deref(),
+            Some(status.to_string().as_str()),
+            "its compact text"
+        );
         let taken = t.take_prefetched().unwrap();
-        assert!(Arc::ptr_eq(&taken, &t.mirror().unwrap()), "no copy");
+        assert_eq!(taken, status, "numbers and order as read");
         t.merge_status(
             json!({"switch:0": {"output": true}}).as_object().unwrap(),
             false,
@@ -787,7 +810,9 @@ mod tests {
             taken["switch:0"]["output"], false,
             "the driver's status stays"
         );
-        assert_eq!(t.mirror().unwrap()["switch:0"]["output"], true);
+        let now = t.mirror().unwrap();
+        assert_eq!(now["switch:0"]["output"], true);
+        assert_eq!(now["switch:0"]["apower"], 12.5, "the rest kept");
     }
 
     #[test]
