@@ -73,11 +73,19 @@ fn run(
     // open's wall time from below.
     let mut shares: Vec<(String, f64)> = support::cpu_ns_by_name()
         .into_iter()
-        .map(|(name, ns)| (name.clone(), (ns - by_thread.get(&name).copied().unwrap_or(0)) as f64 / 1e6))
+        .map(|(name, ns)| {
+            (
+                name.clone(),
+                (ns - by_thread.get(&name).copied().unwrap_or(0)) as f64 / 1e6,
+            )
+        })
         .filter(|(_, ms)| *ms >= 1.0)
         .collect();
     shares.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let shares: Vec<String> = shares.iter().map(|(n, ms)| format!("{n} {ms:.0} ms")).collect();
+    let shares: Vec<String> = shares
+        .iter()
+        .map(|(n, ms)| format!("{n} {ms:.0} ms"))
+        .collect();
     println!(
         "  {} open's CPU by thread: {}; the emulator child {emu_open_cpu_ms:.0} ms (both on {} cores: open takes at least {:.0} ms)",
         if tls { "https" } else { "http " },

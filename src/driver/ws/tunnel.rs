@@ -80,8 +80,9 @@ struct Inner {
     /// While the mirror is still the subscribing `Shelly.GetStatus` result, not yet taken as a read: when
     /// that request was sent.
     subscribed: Option<Instant>,
-    /// That answer as the poller parsed it, for the driver's read to take instead of parsing the mirror again
-    /// (a parse on the worker's stack would make its resident stack grow by a page at open).
+    /// The mirror as the poller last built it (the subscription's answer, or notifications merged into it),
+    /// until the driver's read takes it: a parse of the text on the worker's stack would make its resident
+    /// stack a page deeper for good. At most one per device, dropped when taken or replaced.
     handoff: Option<Value>,
     /// `Shelly.GetDeviceInfo` read with the subscription at open and when, until the driver takes it.
     info: Option<(Value, Instant)>,
@@ -147,6 +148,18 @@ pub(crate) enum Mirror {
     Held,
     /// No mirror (no connection, dropped for its growth) or one the driver never took: ask the device.
     Absent,
+}
+
+/// A request frame as it goes out: `{"id","src","method","params","auth"}`.
+#[derive(serde::Serialize)]
+struct RequestFrame<'a> {
+    id: u64,
+    src: &'a str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth: Option<&'a Value>,
 }
 
 /// What became of a request sent through the tunnel.
@@ -293,6 +306,7 @@ impl Tunnel {
     pub(crate) fn forget_mirror(&self) {
         let mut g = self.lock();
         g.mirror = None;
+        g.handoff = None;
         g.mirror_changed = false;
         g.mirror_held = false;
     }
@@ -371,7 +385,12 @@ impl Tunnel {
             let text = text_of_map(components);
             g.mirror_base = text.len();
             g.mirror = Some(text);
-        } else if let Some(Value::Object(mut m)) = g.mirror.as_deref().and_then(parsed) {
+            g.handoff = Some(Value::Object(components.clone()));
+        } else if let Some(Value::Object(mut m)) = g
+            .handoff
+            .take()
+            .or_else(|| g.mirror.as_deref().and_then(parsed))
+        {
             merge(&mut m, components);
             let text = text_of_map(&m);
             if text.len() > g.mirror_base.saturating_add(MIRROR_GROWTH) {
@@ -380,6 +399,7 @@ impl Tunnel {
                 return;
             }
             g.mirror = Some(text);
+            g.handoff = Some(Value::Object(m));
         } else {
             return;
         }
@@ -392,7 +412,12 @@ impl Tunnel {
         let text = {
             let mut g = self.lock();
             let changed = std::mem::take(&mut g.mirror_changed);
+            let handoff = g.handoff.take();
             match &g.mirror {
+                Some(_) if changed && handoff.is_some() => {
+                    g.mirror_held = true;
+                    return handoff.map_or(Mirror::Absent, Mirror::Changed);
+                }
                 Some(m) if changed => {
                     let m = m.clone();
                     g.mirror_held = true;
@@ -463,29 +488,27 @@ impl Tunnel {
     ) -> Sent {
         let (answer, id) = {
             let mut g = self.lock();
-            let Some(link) = &g.link else {
+            if g.link.is_none() {
                 return Sent::Down;
-            };
-            let src = link.src.clone();
+            }
             let id = g.next_id;
             g.next_id += 1;
-            let mut f = Map::new();
-            f.insert("id".into(), id.into());
-            f.insert("src".into(), src.into());
-            f.insert("method".into(), method.into());
-            if let Some(p) = params {
-                f.insert("params".into(), p.clone());
-            }
-            if let Some(a) = auth(&mut g.challenge) {
-                f.insert("auth".into(), a);
-            }
+            let auth = auth(&mut g.challenge);
+            // Written straight from its parts: no map of copies (and no hash table grown on the worker's stack).
+            let text = serde_json::to_string(&RequestFrame {
+                id,
+                src: g.link.as_ref().map_or("", |l| l.src.as_str()),
+                method,
+                params,
+                auth: auth.as_ref(),
+            })
+            .unwrap_or_default();
             let answer = Arc::new(Answer::default());
             g.pending = Some(Pending {
                 id,
                 answer: answer.clone(),
                 status: method == "Shelly.GetStatus",
             });
-            let text = Value::Object(f).to_string();
             if !write_locked(&mut g, Opcode::Text, text.as_bytes()) {
                 g.pending = None;
                 // Nothing left over MQTT (the link refused it): as good as no connection.
@@ -555,7 +578,9 @@ fn merge(into: &mut Map<String, Value>, changed: &Map<String, Value>) {
 /// A status as the mirror keeps it (compact JSON).
 fn text_of_map(m: &Map<String, Value>) -> Box<str> {
     // Writing a map of strings and numbers to a `Vec` cannot fail.
-    serde_json::to_string(m).unwrap_or_default().into_boxed_str()
+    serde_json::to_string(m)
+        .unwrap_or_default()
+        .into_boxed_str()
 }
 
 fn text_of(v: &Value) -> Box<str> {
