@@ -730,3 +730,135 @@ fn tls_keys_are_read_in_layout_a_too() {
     let want = ["AB"; 32].join(":");
     assert_eq!(s.devices[1].cert_sha256.as_deref(), Some(want.as_str()));
 }
+
+/// The in-frame 429 scenarios, over WSS (`tls`) or plain WS: a firmware 2.0 device with short nonces (the
+/// emulator's clock is manual), the controller switching over its socket, then its nonce expired and every
+/// slot taken by another client until one is answered 429 (the 2 s throttle window runs).
+struct Busy {
+    emu: Arc<Emulator>,
+    clock: EmuClock,
+    ctl: Controller,
+    on: bool,
+    _dir: TempDir,
+}
+
+fn busy_over_the_socket(tls: bool, retry_count: u32, retry_delay: Duration) -> Busy {
+    let mut s = tls_with_password();
+    s.tls = tls;
+    s.nonce_lifetime = Duration::from_millis(600);
+    let clock = EmuClock::manual();
+    let emu = Arc::new(
+        Emulator::start_with_clock(vec![s], &ModelLibrary::embedded(), clock.clone()).unwrap(),
+    );
+    let dir = TempDir::new("wss-429");
+    // Verified by a CA (not pinned) so that the other client can verify it too.
+    let (block, root) = if tls {
+        let ca = ca_signed(&emu, &dir, &["127.0.0.1"], false);
+        let root = format!("  CaFile: {}\n", dir.join("ca.pem").display());
+        (
+            format!("Name: D, Model: ShellyPlus1PM, Password: {PW}, Tls: true"),
+            (Some(ca), root),
+        )
+    } else {
+        (
+            format!("Name: D, Model: ShellyPlus1PM, Password: {PW}"),
+            (None, String::new()),
+        )
+    };
+    let (ca, root) = root;
+    let mut st = settings(&emu, &[&block], &format!("  ResponseTimeout: 2\n{root}"));
+    st.retry_count = retry_count;
+    st.retry_delay = retry_delay;
+    let ctl = Controller::open(st, None).unwrap();
+    let limit = Duration::from_secs(20);
+    assert!(common::eventually(limit, || emu.ws_subscribed(0) == 1));
+    let mut on = false;
+    assert!(common::eventually(limit, || {
+        on = !on;
+        let before = emu.ws_requests(0);
+        ctl.change_output(id(1), on).unwrap();
+        emu.ws_requests(0) > before && emu.output(0, 0) == on
+    }));
+    // Our nonce expires; another client then takes every slot: 33 fresh challenges, the last one a 429.
+    clock.advance(Duration::from_millis(800));
+    let mut last = String::new();
+    for _ in 0..33 {
+        last = match &ca {
+            Some(ca) => raw_https_get(emu.port(0), ca, "/rpc/Shelly.GetStatus"),
+            None => format!(
+                "HTTP/1.1 {}",
+                request(emu.port(0), "GET", "/rpc/Shelly.GetStatus", None).status
+            ),
+        };
+    }
+    assert!(last.starts_with("HTTP/1.1 429"), "{last}");
+    Busy {
+        emu,
+        clock,
+        ctl,
+        on,
+        _dir: dir,
+    }
+}
+
+/// Firmware 2.0 over the WebSocket: a 429 in the frame is waited out under the retry policy and the command
+/// is sent again over the socket (the device refused it before running it).
+fn waits_out_an_in_frame_429(tls: bool) {
+    // Room to wait out the throttle window: the mover ends it after the first in-frame 429.
+    let b = busy_over_the_socket(tls, 10, Duration::from_millis(300));
+    let (throttled, ws) = (b.emu.auth_stats(0).throttled, b.emu.ws_requests(0));
+    let mover = {
+        let (emu, clock) = (b.emu.clone(), b.clock.clone());
+        std::thread::spawn(move || {
+            assert!(common::eventually(Duration::from_secs(20), || {
+                emu.auth_stats(0).throttled > throttled
+            }));
+            // The others' nonces expire and the 2 s window ends.
+            clock.advance(Duration::from_secs(3));
+        })
+    };
+    let switched = b.ctl.change_output(id(1), !b.on);
+    mover.join().unwrap();
+    switched.expect("the 429 is waited out within the retry budget");
+    assert_eq!(b.emu.output(0, 0), !b.on);
+    let st = b.emu.auth_stats(0);
+    assert!(st.throttled > throttled, "{st:?}");
+    assert!(b.emu.ws_requests(0) >= ws + 2, "sent again over the socket");
+    assert_eq!(st.rejected, 0, "{st:?}");
+    b.ctl.close();
+}
+
+#[test]
+fn wss_waits_out_an_in_frame_429() {
+    waits_out_an_in_frame_429(true);
+}
+
+/// The same over plain WS (issue 26: each firmware 2.0 rule over TLS and over the in-frame auth).
+#[test]
+fn ws_waits_out_an_in_frame_429() {
+    waits_out_an_in_frame_429(false);
+}
+
+/// A 429 in the frame that outlasts the retry budget (the clock never moves) is a device error naming the
+/// 429 and the fix, after `RetryCount` + 1 sends over the socket and none over HTTP.
+#[test]
+fn wss_in_frame_429_past_the_budget_names_the_fix() {
+    let b = busy_over_the_socket(true, 2, Duration::from_millis(50));
+    let (throttled, ws, all) = (
+        b.emu.auth_stats(0).throttled,
+        b.emu.ws_requests(0),
+        b.emu.total_requests(0),
+    );
+    let e = b.ctl.change_output(id(1), !b.on).unwrap_err();
+    let Error::Device { message, .. } = &e else {
+        panic!("expected a device error, got {e:?}: {e}");
+    };
+    assert!(message.contains("429 Too many requests"), "{message}");
+    assert!(message.contains("after 3 attempts"), "{message}");
+    assert!(message.contains("RetryCount"), "{message}");
+    assert_eq!(b.emu.output(0, 0), b.on, "not switched");
+    assert_eq!(b.emu.auth_stats(0).throttled, throttled + 3);
+    assert_eq!(b.emu.ws_requests(0), ws + 3);
+    assert_eq!(b.emu.total_requests(0), all + 3, "nothing over HTTP");
+    b.ctl.close();
+}

@@ -5,10 +5,10 @@ use serde_json::{Value, json};
 
 use super::Rpc;
 use crate::driver::http::{Reply, Request};
-use crate::driver::ws::rpc::{FrameChallenge, auth_object, parse_challenge};
+use crate::driver::ws::rpc::{BUSY, BUSY_CODE, FrameChallenge, auth_object, parse_challenge};
 use crate::driver::ws::tunnel::Sent;
 use crate::driver::{AuthProblem, auth_error, digest};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, attempts_text};
 use crate::objects::Device;
 
 impl Rpc {
@@ -211,7 +211,8 @@ impl Rpc {
     /// Sends the call over the device's push connection when it is up: `Some(answer frame)`, or `None` to
     /// use HTTP (no connection; or an idempotent call whose answer was lost, which HTTP then repeats under
     /// its retry policy). A call that may have run (not idempotent) and got no answer is not repeated.
-    /// In-frame digest: the challenge in hand (the connector's, then each new one) with a rising count.
+    /// In-frame digest: the challenge in hand (the connector's, then each new one) with a rising count; a 429
+    /// (no free nonce slot) is sent again after `RetryDelay`, up to `RetryCount` times.
     fn call_tunnel(
         &mut self,
         dev: &Device,
@@ -226,7 +227,9 @@ impl Rpc {
             return Ok(None);
         }
         let mut fresh = false;
-        for _ in 0..3 {
+        // Sends answered by a challenge (at most 3), and by a 429 (within the retry budget).
+        let (mut challenged, mut busy) = (0, 0);
+        while challenged < 3 {
             let password = self.credentials.password.as_ref();
             let auth = |ch: &mut Option<(FrameChallenge, u32)>| {
                 let (pw, (ch, nc)) = (password?, ch.as_mut()?);
@@ -256,9 +259,33 @@ impl Rpc {
                 Sent::Answer(frame) => {
                     self.http.record_reach(true);
                     let error = frame.get("error").filter(|e| !e.is_null());
-                    if error.and_then(|e| e.get("code")).and_then(Value::as_i64) != Some(401) {
+                    let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
+                    // Firmware 2.x out of nonce slots (over the WebSocket only: device authentication does
+                    // not apply to MQTT). The device refused before running the call, so any call, a
+                    // toggle too, is safe to send again: waited out under the HTTP retry policy.
+                    if code == Some(BUSY_CODE) && self.mqtt.is_none() {
+                        busy += 1;
+                        log::debug!(
+                            "device {}: {what}: 429 over the WebSocket ({busy}/{})",
+                            dev.label(),
+                            self.http.attempts()
+                        );
+                        if busy >= self.http.attempts() || self.http.closing() || !self.http.pause()
+                        {
+                            return Err(Error::Device {
+                                device: dev.label(),
+                                message: format!(
+                                    "{what}: {BUSY} (after {}); have fewer clients log in to it at once, or raise RetryCount or RetryDelay",
+                                    attempts_text(busy)
+                                ),
+                            });
+                        }
+                        continue;
+                    }
+                    if code != Some(401) {
                         return Ok(Some(Value::Object(frame)));
                     }
+                    challenged += 1;
                     if self.credentials.password.is_none() {
                         return Err(auth_error(dev, what, AuthProblem::Missing { user: false }));
                     }

@@ -769,6 +769,23 @@ mod tests {
         assert!(why.contains("requires a password"), "{why}");
     }
 
+    /// Firmware 2.x out of nonce slots refuses the subscription with a 429 in the frame: the dial fails saying
+    /// so in words (the poller then waits its back-off before the next attempt).
+    #[test]
+    fn a_429_to_the_subscription_says_the_device_is_busy() {
+        let busy =
+            serde_json::json!({"id": 0, "error": {"code": 429, "message": "Too many requests"}});
+        let (addr, _h) = device(None, vec![busy]);
+        let Progress::Failed(why) = drive(&mut start(addr, Some("pw"))) else {
+            panic!("subscribed through a 429");
+        };
+        assert!(
+            why.starts_with("subscribing failed: the device is busy (429 Too many requests"),
+            "{why}"
+        );
+        assert!(why.contains("nonce slots"), "{why}");
+    }
+
     #[test]
     fn each_step_has_its_own_deadline() {
         // A listener that takes the connection and never answers.

@@ -24,6 +24,12 @@ pub(crate) const MAX_QUEUED: usize = 256;
 /// Events kept from one `NotifyEvent`.
 const MAX_EVENTS: usize = 64;
 
+/// The in-frame error code of firmware 2.x out of nonce slots. What real firmware puts in a frame is not
+/// documented: assumed to be its HTTP status (429 Too many requests), as the emulator answers.
+pub(crate) const BUSY_CODE: i64 = 429;
+/// What an in-frame 429 means, for error texts.
+pub(crate) const BUSY: &str = "the device is busy (429 Too many requests over its WebSocket: all 32 of its nonce slots are taken, by other clients)";
+
 /// One event of a `NotifyEvent`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
@@ -94,6 +100,9 @@ impl fmt::Display for CallError {
         match self {
             CallError::Ws(e) => e.fmt(f),
             CallError::Timeout => f.write_str("no answer over the WebSocket in time"),
+            CallError::Rpc {
+                code: BUSY_CODE, ..
+            } => f.write_str(BUSY),
             CallError::Rpc { code, message } => write!(f, "RPC error {code}: {message}"),
             CallError::AuthMissing => f.write_str(
                 "the device requires a password; set Password for it (the user is always admin)",
@@ -206,6 +215,8 @@ impl RpcSocket {
 
     /// Calls `method` and returns its `result`, answering digest challenges: the nonce in hand first; a
     /// challenge to a call is answered once, a second one to the same call means a wrong password.
+    /// A 429 (no free nonce slot) is returned as is: this standalone client has no retry policy, and the
+    /// driver does not use it (its calls go through the poller's `Tunnel`).
     pub fn call(&mut self, method: &str, params: Option<Value>) -> Result<Value, CallError> {
         let mut fresh = false;
         loop {
