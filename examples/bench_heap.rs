@@ -21,12 +21,19 @@ struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 static BLOCKS: AtomicIsize = AtomicIsize::new(0);
+/// The most `LIVE` has been since it was last reset (transient allocations leave freed holes resident).
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn grew(by: isize) {
+    let now = LIVE.fetch_add(by, Relaxed) + by;
+    PEAK.fetch_max(now, Relaxed);
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Relaxed);
+            grew(layout.size() as isize);
             BLOCKS.fetch_add(1, Relaxed);
         }
         p
@@ -34,7 +41,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Relaxed);
+            grew(layout.size() as isize);
             BLOCKS.fetch_add(1, Relaxed);
         }
         p
@@ -47,7 +54,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new: usize) -> *mut u8 {
         let q = unsafe { System.realloc(p, layout, new) };
         if !q.is_null() {
-            LIVE.fetch_add(new as isize - layout.size() as isize, Relaxed);
+            grew(new as isize - layout.size() as isize);
         }
         q
     }
@@ -81,12 +88,18 @@ fn line(label: &str, n: usize, bytes: isize, blocks: isize) {
 /// The live heap an open controller holds per device, measured once it has settled.
 fn weigh_open(label: &str, n: usize, settings: Settings, settled: impl FnOnce(&Controller)) {
     let (b0, k0) = live();
+    PEAK.store(b0, Relaxed);
     let ctl = Controller::open(settings, None).expect("open");
     settled(&ctl);
     // Let connector threads end and reads after subscribing settle.
     std::thread::sleep(Duration::from_secs(1));
     let (b1, k1) = live();
     line(label, n, b1 - b0, k1 - k0);
+    println!(
+        "  {:<58} {:>8.0} B/device",
+        "  peak while opening and settling",
+        (PEAK.load(Relaxed) - b0) as f64 / n as f64
+    );
     weigh("  + a copy of every snapshot (devices())", n, || {
         ctl.devices()
     });
