@@ -7,11 +7,13 @@
 //! the connection (shut down: the poller sees it and reconnects after its back-off), so a silent socket
 //! costs one timeout, not one per request. The tunnel keeps the connection's mirror of the device's status:
 //! the answer to the subscribing `Shelly.GetStatus`, replaced by every status read over the socket, with each
-//! `NotifyStatus` merged in. It is kept as compact JSON text: a status of 0.7 KiB takes 10 KiB as
-//! `serde_json` maps, and 1,000 devices keep one each; a read parses it on the worker's own thread. The worker's read right after a (re)connect takes the subscription's answer
-//! instead of asking again (unless a notification came after it or the driver began a read of its own after
-//! it was asked for), and a read that a notification asks for is served from the mirror, with no request;
-//! when an earlier read already took every change (notifications in a row each ask for one), it needs nothing.
+//! `NotifyStatus` merged in. It is kept as compact JSON text (a status of 0.7 KiB takes 10 KiB as
+//! `serde_json` maps, and 1,000 devices keep one each); the value the poller last built waits beside it for the
+//! worker's next read, so the worker parses nothing. The worker's read right after a (re)connect takes the
+//! subscription's answer instead of asking again (unless a notification came after it or the driver began a
+//! read of its own after it was asked for), and a read that a notification asks for is served from the mirror,
+//! with no request; when an earlier read already took every change (notifications in a row each ask for one),
+//! it needs nothing.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -23,9 +25,9 @@ use serde_json::{Map, Value};
 use super::frame::{self, Opcode};
 use super::rpc::FrameChallenge;
 
-/// How many bytes notifications may add to the mirror's text before it is dropped (a device that keeps sending new fields must
-/// not grow our memory: the next read asks the device and starts a new mirror). A real device adds nothing
-/// (its notifications change fields it has).
+/// How many bytes notifications may add to the mirror's text before it is dropped (a device that keeps sending
+/// new fields must not grow our memory: the next read asks the device and starts a new mirror). A real device
+/// adds nothing (its notifications change fields it has).
 const MIRROR_GROWTH: usize = 64 * 1024;
 /// How long the subscription's answer stands in for the read after a (re)connect.
 const PREFETCH_FRESH: Duration = Duration::from_secs(2);
@@ -361,8 +363,9 @@ impl Tunnel {
     pub(crate) fn take_prefetched(&self) -> Option<Value> {
         let text = {
             let mut g = self.lock();
-            let handoff = g.handoff.take();
             let asked = g.subscribed.take()?;
+            // While the subscription's answer stands, the value beside the mirror is that answer.
+            let handoff = g.handoff.take();
             let newer_read = g.last_read.is_some_and(|r| r >= asked);
             if newer_read || asked.elapsed() >= PREFETCH_FRESH {
                 return None;
@@ -812,6 +815,34 @@ mod tests {
         assert_eq!(t.opened(long, Duration::from_millis(20)), None);
         t.first_ended(Opened::Up);
         assert_eq!(t.opened(long, long), None, "too late: HTTP was used");
+    }
+
+    /// The value the poller built waits for the driver's next read beside the mirror's text: a notification's
+    /// merge is taken by the read it asks for, even when the driver looked for the subscription's answer first.
+    #[test]
+    fn a_merged_status_waits_for_the_next_read_beside_its_text() {
+        let (t, _peer) = attached(Some(json!({"switch:0": {"output": false, "apower": 1.5}})));
+        t.notified();
+        t.merge_status(
+            json!({"switch:0": {"output": true}}).as_object().unwrap(),
+            false,
+        );
+        assert!(t.lock().handoff.is_some(), "the merged value waits");
+        assert_eq!(t.take_prefetched(), None, "a notification came after it");
+        assert!(
+            t.lock().handoff.is_some(),
+            "still there for the read the notification asks for"
+        );
+        let Mirror::Changed(m) = t.take_mirror() else {
+            panic!("changed")
+        };
+        assert_eq!(m, json!({"switch:0": {"output": true, "apower": 1.5}}));
+        assert!(t.lock().handoff.is_none(), "taken once");
+        assert_eq!(
+            t.lock().mirror.as_deref(),
+            Some(m.to_string().as_str()),
+            "the text says the same"
+        );
     }
 
     /// The mirror is kept as the status's compact text (a tenth of its size as maps), and a read gets its
