@@ -442,7 +442,7 @@ impl State {
         Some(cmd)
     }
 
-    /// A read asked by the caller (`reply`) or by open's end.
+    /// A read; its result goes to `reply` when a caller waits for it.
     #[inline(never)]
     fn refresh(&mut self, reply: Option<Sender<Result<()>>>) {
         let r = self.op(true, |dev, drv| drv.read(dev));
