@@ -74,6 +74,7 @@ fn main() {
     }
     let settings = Settings::from_yaml_str(&yaml).expect("valid");
     let wake = WakeFlag::new();
+    let emu_open0 = emu.cpu_ticks();
     let t = Instant::now();
     let ctl = Controller::open(settings, Some(wake.clone())).expect("open");
     let open_ms = t.elapsed().as_secs_f64() * 1000.0;
@@ -91,11 +92,15 @@ fn main() {
             std::thread::sleep(Duration::from_millis(20));
         }
         println!(
-            "open {open_ms:.0} ms; every push channel subscribed {:.0} ms after open began",
-            t.elapsed().as_secs_f64() * 1000.0
+            "open {open_ms:.0} ms; every push channel subscribed {:.0} ms after open began; emulator child CPU meanwhile {:.0} ms",
+            t.elapsed().as_secs_f64() * 1000.0,
+            (emu.cpu_ticks() - emu_open0) as f64 * 10.0
         );
     } else {
-        println!("open {open_ms:.0} ms");
+        println!(
+            "open {open_ms:.0} ms; emulator child CPU meanwhile {:.0} ms",
+            (emu.cpu_ticks() - emu_open0) as f64 * 10.0
+        );
     }
     // Let the connector threads end and the reads after subscribing settle.
     std::thread::sleep(Duration::from_secs(1));

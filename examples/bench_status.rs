@@ -82,10 +82,12 @@ fn main() {
     )
     .expect("valid");
     let (mut open, mut json, mut close) = (Vec::new(), Vec::new(), Vec::new());
+    let mut emu_open = Vec::with_capacity(rounds);
     for _ in 0..rounds {
-        let t = Instant::now();
+        let (t, emu0) = (Instant::now(), emu.cpu_ticks());
         let ctl = smartdev::Controller::open(settings.clone(), None).expect("open");
         open.push(t.elapsed().as_secs_f64() * 1000.0);
+        emu_open.push((emu.cpu_ticks() - emu0) as f64 * 10.0);
         let t = Instant::now();
         let text = serde_json::to_string_pretty(&ctl.devices()).expect("JSON");
         json.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -95,7 +97,7 @@ fn main() {
         close.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     emu.stop();
-    for v in [&mut open, &mut json, &mut close] {
+    for v in [&mut open, &mut json, &mut close, &mut emu_open] {
         v.sort_by(f64::total_cmp);
     }
     times.sort_by(f64::total_cmp);
@@ -112,8 +114,9 @@ fn main() {
     );
     println!("  emulator child CPU per sdctl round: {emu_cpu:.0} ms");
     println!(
-        "  in this process (median): open {:.0} ms, devices() as JSON {:.1} ms, close {:.0} ms",
+        "  in this process (median): open {:.0} ms (emulator child CPU meanwhile {:.0} ms), devices() as JSON {:.1} ms, close {:.0} ms",
         quantile(&open, 0.5),
+        quantile(&emu_open, 0.5),
         quantile(&json, 0.5),
         quantile(&close, 0.5)
     );
