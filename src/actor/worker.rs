@@ -22,6 +22,15 @@ use crate::objects::{Cover, CoverAction, Device, Output, OutputChange};
 /// cheap in address space.
 pub(crate) const STACK_SIZE: usize = 256 * 1024;
 
+/// A command for channel `index` of a `kind` the device has fewer of.
+fn no_channel(kind: &'static str, index: usize, dev: &Device) -> Error {
+    Error::NotFound {
+        kind,
+        identity: format!("channel {index} of device {}", dev.label()),
+        hint: String::new(),
+    }
+}
+
 /// Commands from callers and the supervisor. Each carries its own reply channel.
 pub(crate) enum Command {
     /// Read the device's state; `reply` is `None` for background refreshes.
@@ -472,11 +481,7 @@ impl State {
         let r = self.confirm_identity().and_then(|()| {
             self.op(false, |dev, drv| {
                 if index >= dev.outputs.len() {
-                    return Err(Error::NotFound {
-                        kind: "output",
-                        identity: format!("channel {index} of device {}", dev.label()),
-                        hint: String::new(),
-                    });
+                    return Err(no_channel("output", index, dev));
                 }
                 drv.switch(dev, index, action)
             })
@@ -491,11 +496,7 @@ impl State {
         let r = self.confirm_identity().and_then(|()| {
             self.op(false, |dev, drv| {
                 if index >= dev.covers.len() {
-                    return Err(Error::NotFound {
-                        kind: "cover",
-                        identity: format!("channel {index} of device {}", dev.label()),
-                        hint: String::new(),
-                    });
+                    return Err(no_channel("cover", index, dev));
                 }
                 drv.cover(dev, index, action)?;
                 Ok(dev.covers[index].clone())
@@ -519,11 +520,7 @@ impl State {
             .and_then(|()| {
                 self.op(false, |dev, drv| {
                     if index >= dev.outputs.len() {
-                        return Err(Error::NotFound {
-                            kind: "output",
-                            identity: format!("channel {index} of device {}", dev.label()),
-                            hint: String::new(),
-                        });
+                        return Err(no_channel("output", index, dev));
                     }
                     drv.light(dev, index, &change)?;
                     Ok(dev.outputs[index].clone())
