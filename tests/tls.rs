@@ -593,13 +593,7 @@ fn push_over_wss(password: Option<&str>) {
     );
     // Once the socket is lent to the driver, a switch is one frame and no HTTP request.
     let mut on = true;
-    assert!(common::eventually(limit, || {
-        on = !on;
-        let before = (emu.total_requests(0), emu.ws_requests(0));
-        ctl.change_output(id(1), on).unwrap();
-        let after = (emu.total_requests(0), emu.ws_requests(0));
-        after.0 - before.0 == after.1 - before.1 && after.1 > before.1
-    }));
+    on = switched_by_socket_alone(&emu, &ctl, on);
     let challenges = emu.auth_stats(0).challenges;
     for _ in 0..5 {
         on = !on;
@@ -655,6 +649,31 @@ fn wss_refuses_a_changed_certificate() {
     ctl.close();
 }
 
+/// Switches device 0's output back and forth until a switch goes over its socket (the connection is lent to
+/// the driver once subscribed) and lands; the state it was left in.
+fn switched_over_the_socket(emu: &Emulator, ctl: &Controller) -> bool {
+    let mut on = false;
+    assert!(common::eventually(Duration::from_secs(20), || {
+        on = !on;
+        let before = emu.ws_requests(0);
+        ctl.change_output(id(1), on).unwrap();
+        emu.ws_requests(0) > before && emu.output(0, 0) == on
+    }));
+    on
+}
+
+/// As [`switched_over_the_socket`] from state `on`, until a switch is socket frames alone (no HTTP request).
+fn switched_by_socket_alone(emu: &Emulator, ctl: &Controller, mut on: bool) -> bool {
+    assert!(common::eventually(Duration::from_secs(20), || {
+        on = !on;
+        let before = (emu.total_requests(0), emu.ws_requests(0));
+        ctl.change_output(id(1), on).unwrap();
+        let after = (emu.total_requests(0), emu.ws_requests(0));
+        after.0 - before.0 == after.1 - before.1 && after.1 > before.1
+    }));
+    on
+}
+
 /// Firmware 2.0 over WSS: an expired in-frame nonce is renewed (`stale`), not reported as a wrong password.
 #[test]
 fn wss_renews_a_stale_in_frame_nonce() {
@@ -666,14 +685,7 @@ fn wss_renews_a_stale_in_frame_nonce() {
     let ctl = open(&emu, &[&pinned_block(&emu)], "  ResponseTimeout: 2\n").unwrap();
     let limit = Duration::from_secs(20);
     assert!(common::eventually(limit, || emu.ws_subscribed(0) == 1));
-    // Wait until switching goes over the socket.
-    let mut on = false;
-    assert!(common::eventually(limit, || {
-        on = !on;
-        let before = emu.ws_requests(0);
-        ctl.change_output(id(1), on).unwrap();
-        emu.ws_requests(0) > before && emu.output(0, 0) == on
-    }));
+    let on = switched_over_the_socket(&emu, &ctl);
     clock.advance(Duration::from_millis(800));
     let before = emu.ws_requests(0);
     ctl.change_output(id(1), !on)
@@ -696,13 +708,7 @@ fn wss_with_pre_2_0_firmware_switches_over_the_socket() {
     let limit = Duration::from_secs(20);
     assert!(common::eventually(limit, || emu.ws_subscribed(0) == 1));
     let mut on = false;
-    assert!(common::eventually(limit, || {
-        on = !on;
-        let before = (emu.total_requests(0), emu.ws_requests(0));
-        ctl.change_output(id(1), on).unwrap();
-        let after = (emu.total_requests(0), emu.ws_requests(0));
-        after.0 - before.0 == after.1 - before.1 && after.1 > before.1
-    }));
+    on = switched_by_socket_alone(&emu, &ctl, on);
     for _ in 0..3 {
         on = !on;
         ctl.change_output(id(1), on).unwrap();
@@ -772,13 +778,7 @@ fn busy_over_the_socket(tls: bool, retry_count: u32, retry_delay: Duration) -> B
     let ctl = Controller::open(st, None).unwrap();
     let limit = Duration::from_secs(20);
     assert!(common::eventually(limit, || emu.ws_subscribed(0) == 1));
-    let mut on = false;
-    assert!(common::eventually(limit, || {
-        on = !on;
-        let before = emu.ws_requests(0);
-        ctl.change_output(id(1), on).unwrap();
-        emu.ws_requests(0) > before && emu.output(0, 0) == on
-    }));
+    let on = switched_over_the_socket(&emu, &ctl);
     // Our nonce expires; another client then takes every slot: 33 fresh challenges, the last one a 429.
     clock.advance(Duration::from_millis(800));
     let mut last = String::new();
