@@ -15,11 +15,11 @@
 //!
 //! The example re-runs itself as the emulator (`--emulator N LATENCY_MS`, driven by lines on its stdin; the latency
 //! applies to every answer, HTTP or WebSocket). Prints: threads by name, RSS and resident memory by mapping with
-//! every device connected, idle CPU over 5 s; change→snapshot latency (from writing the command to the child until
+//! every device connected, the library threads' idle CPU over 5 s (`BENCH_IDLE_SECS`); change→snapshot latency (from writing the command to the child until
 //! `ctl.output` shows the new state, polled every 50 µs); event→wake latency (from writing the command until the
 //! wake flag is set, then the event is checked in the queue); `refresh_all` median/p99; a reconnect storm (every
 //! WebSocket dropped at once: time until each device is subscribed again, measured in the child, and the spread of
-//! the back-off jitter). `CHANNEL=http` opens without the push channel and prints only threads,
+//! the back-off jitter; `BENCH_STORMS`, 3 by default, with RSS after each). `CHANNEL=http` opens without the push channel and prints only threads,
 //! memory, idle CPU and `refresh_all`, for comparison.
 
 mod support;
@@ -51,6 +51,11 @@ fn main() {
     );
     let channel = args.get(5).map_or("auto", String::as_str);
     let push = channel == "auto";
+    // How long the idle window lasts (BENCH_IDLE_SECS, 5 by default): longer for a steadier figure or for perf.
+    let idle_secs = std::env::var("BENCH_IDLE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5u64);
     assert!(push || channel == "http", "CHANNEL is auto or http");
 
     let t = Instant::now();
@@ -131,16 +136,33 @@ fn main() {
         .collect();
     println!("  resident by mapping: {}", by_map.join("; "));
 
-    let (c0, ns0) = (support::cpu_ticks(), support::cpu_ns_live_threads());
+    // The library's threads alone: the bench's own thread reads 1,000 threads' /proc files to measure, and
+    // that scan (about 10 ms) landed inside the window when every thread was summed.
+    let before = support::cpu_ns_by_name();
     let t = Instant::now();
-    std::thread::sleep(Duration::from_secs(5));
-    let cpu = (support::cpu_ticks() - c0) as f64 * 10.0;
-    let ns = support::cpu_ns_live_threads() - ns0;
+    std::thread::sleep(Duration::from_secs(idle_secs));
+    let after = support::cpu_ns_by_name();
     let secs = t.elapsed().as_secs_f64();
+    let lib = |m: &std::collections::BTreeMap<String, u64>| -> u64 {
+        m.iter()
+            .filter(|(k, _)| k.starts_with("sd-"))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let ns = lib(&after).saturating_sub(lib(&before));
+    let by: Vec<String> = after
+        .iter()
+        .filter(|(k, _)| k.starts_with("sd-"))
+        .map(|(k, v)| {
+            let d = v.saturating_sub(before.get(k).copied().unwrap_or(0));
+            format!("{k} {:.2} ms", d as f64 / 1e6)
+        })
+        .collect();
     println!(
-        "idle CPU over {secs:.1} s: utime+stime {cpu:.0} ms (10 ms ticks); all threads' schedstat {:.2} ms = {:.4} % of one core",
+        "idle CPU over {secs:.1} s, the library's threads (schedstat): {:.2} ms = {:.4} % of one core ({})",
         ns as f64 / 1e6,
-        ns as f64 / 1e7 / secs
+        ns as f64 / 1e7 / secs,
+        by.join(", ")
     );
 
     if push {
@@ -231,7 +253,11 @@ fn main() {
 
     if push {
         // Reconnect storms: every socket dropped at once, three times (does memory settle?).
-        for storm in 1..=3 {
+        let storms: usize = std::env::var("BENCH_STORMS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3);
+        for storm in 1..=storms {
             std::thread::sleep(Duration::from_secs(1));
             let answer = emu.ask("storm");
             let mut back: Vec<f64> = answer

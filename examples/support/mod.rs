@@ -362,23 +362,6 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(0, |c| c.get())
 }
 
-/// CPU time of this process's live threads in ns (sum of `/proc/self/task/*/schedstat` first fields): finer
-/// than [`cpu_ticks`], but threads that ended meanwhile are not counted.
-pub fn cpu_ns_live_threads() -> u64 {
-    let mut sum = 0;
-    if let Ok(entries) = std::fs::read_dir("/proc/self/task") {
-        for e in entries.flatten() {
-            let s = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();
-            sum += s
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-    }
-    sum
-}
-
 /// The 1-minute load average (how busy the machine was).
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
