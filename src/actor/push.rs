@@ -43,6 +43,7 @@ use crate::actor::worker;
 use crate::driver::ws::dial::{Dial, Dialed, Progress, Share};
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 use crate::driver::ws::rpc::{Event, Notification, parse_notification};
+use crate::driver::ws::spent::Spent;
 use crate::driver::ws::tunnel::{Opened, Tunnel};
 use crate::objects::{ComponentKind, Device};
 use crate::wake::WakeFlag;
@@ -259,12 +260,19 @@ impl Push {
         let n = targets.len();
         // A device that moved wakes the poller, which reconnects it at its new address.
         let moved = Arc::new(Stop::new(false));
+        let spent = {
+            let waker = waker.clone();
+            Arc::new(Spent::new(Box::new(move || {
+                let _ = waker.wake();
+            })))
+        };
         for t in &targets {
             let (moved, waker) = (moved.clone(), waker.clone());
             t.tunnel.on_move(Box::new(move || {
                 moved.store(true, Ordering::SeqCst);
                 let _ = waker.wake();
             }));
+            t.tunnel.on_spent(spent.clone());
         }
         let poller = Poller {
             poll,
@@ -291,6 +299,7 @@ impl Push {
             scratch: vec![0u8; CHUNK],
             due: now,
             ready: Vec::new(),
+            spent,
             in_turn: vec![false; n],
             hosts: vec![None; n],
             moved,
@@ -402,12 +411,15 @@ struct Poller {
     hosts: Vec<Option<(String, u16)>>,
     /// Set when a device moved (its tunnel says which).
     moved: Arc<Stop>,
+    /// Statuses the workers took and gave back: freed here, where they were parsed.
+    spent: Arc<Spent>,
 }
 
 impl Poller {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
         while !self.stop.load(Ordering::SeqCst) {
+            self.spent.drain();
             self.adopt_context();
             if self.moved.swap(false, Ordering::SeqCst) {
                 self.follow_moves();

@@ -142,7 +142,11 @@ impl Rpc {
         // Right after a (re)connect the subscription's answer is the read.
         let prefetched = self.tunnel.as_ref().and_then(|t| t.take_prefetched());
         match prefetched {
-            Some(status) => self.take_pushed(dev, &status, earlier)?,
+            Some(status) => {
+                let taken = self.take_pushed(dev, &status, earlier);
+                self.give_back(status);
+                taken?
+            }
             None => {
                 if let Some(t) = &self.tunnel {
                     t.reading();
@@ -158,6 +162,7 @@ impl Rpc {
                     &status,
                     &clock::rfc3339_now(),
                 );
+                self.give_back(status);
             }
         }
         if !self.hooks_need_list() && !self.quick {
@@ -166,6 +171,15 @@ impl Rpc {
             self.learn_supported(dev);
         }
         Ok(())
+    }
+
+    /// Done with a status: with a push channel its poller frees it, having parsed it (`driver/ws/spent.rs`);
+    /// one this worker read over HTTP goes there too (the poller's cache keeps at most seven blocks a size).
+    fn give_back(&self, status: serde_json::Value) {
+        match &self.tunnel {
+            Some(t) => t.give_back(status),
+            None => drop(status),
+        }
     }
 
     /// A status the push channel brought (the subscription's answer, or notifications merged into the last one):
@@ -275,7 +289,9 @@ impl Driver for Rpc {
         match mirrored {
             Mirror::Changed(status) => {
                 let recheck = self.introduced;
-                self.take_pushed(dev, &status, recheck)
+                let taken = self.take_pushed(dev, &status, recheck);
+                self.give_back(status);
+                taken
             }
             Mirror::Absent if self.sleeps => Err(Error::Sleeping {
                 device: dev.label(),

@@ -2,13 +2,15 @@
 //! a strict, synchronous RFC 6455 client ([`client`]), the same handshake and one call without blocking for
 //! a poller (`dial`), its framing ([`frame`], shared with the emulator's
 //! server side), and Shelly JSON-RPC over it ([`rpc`]: calls with in-frame digest auth, typed notifications);
-//! `secure` runs TLS (WSS) over the poller's socket; `tunnel` (crate-private) lends a live push connection to the device's driver for its requests.
+//! `secure` runs TLS (WSS) over the poller's socket; `tunnel` (crate-private) lends a live push connection to the device's driver for its requests, and
+//! `spent` brings the statuses it parsed back to the poller to be freed.
 
 pub mod client;
 pub(crate) mod dial;
 pub mod frame;
 pub mod rpc;
 pub(crate) mod secure;
+pub(crate) mod spent;
 pub(crate) mod tunnel;
 
 use base64::Engine as _;

@@ -42,6 +42,8 @@ pub(crate) struct Tunnel {
     moved: std::sync::atomic::AtomicBool,
     /// Wakes the poller (set by it when it starts).
     wake: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Where the driver gives back the statuses it took, for the poller that parsed them to free.
+    spent: std::sync::OnceLock<Arc<super::spent::Spent>>,
     /// The poller dials the device at open: where its first attempt is (the worker's first contact waits
     /// for it, then goes over the connection, or HTTP when there is none).
     first: Mutex<First>,
@@ -316,6 +318,19 @@ impl Tunnel {
     /// The poller: how to wake it when the device moves.
     pub(crate) fn on_move(&self, wake: Box<dyn Fn() + Send + Sync>) {
         let _ = self.wake.set(wake);
+    }
+
+    /// The poller: where statuses it parsed come back to be freed.
+    pub(crate) fn on_spent(&self, spent: Arc<super::spent::Spent>) {
+        let _ = self.spent.set(spent);
+    }
+
+    /// The worker: done with a status; the poller frees it when it serves this tunnel (else here).
+    pub(crate) fn give_back(&self, status: Value) {
+        match self.spent.get() {
+            Some(spent) => spent.give(status),
+            None => drop(status),
+        }
     }
 
     /// The worker: the device is at another address. The connection to the old one stops serving the driver
