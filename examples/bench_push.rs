@@ -250,6 +250,20 @@ fn main() {
         .map(|(name, ms)| format!("{name} {ms:.1} ms"))
         .collect();
     println!("  library CPU per round by thread: {}", split.join(", "));
+    // What stays resident once every device has been read again (and notified, above): the steady state.
+    std::thread::sleep(Duration::from_secs(1));
+    let rss_after = support::status_kib("VmRSS:");
+    println!(
+        "RSS after the reads: {:.1} MiB ({:.1} KiB per device); stacks and arenas: {}",
+        rss_after as f64 / 1024.0,
+        (rss_after - rss_before) as f64 / n as f64,
+        support::rss_by_mapping()
+            .iter()
+            .take(3)
+            .map(|(k, kib, c)| format!("{k} ×{c}: {:.1} MiB", *kib as f64 / 1024.0))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
 
     if push {
         // Reconnect storms: every socket dropped at once, three times (does memory settle?).
@@ -290,10 +304,12 @@ fn main() {
                 );
                 println!("  per 50 ms from the first: {}", hist.join(" "));
             }
+            let rss = support::status_kib("VmRSS:");
             println!(
-                "  after the storm: threads {}, RSS {:.1} MiB, peak {:.1} MiB",
+                "  after the storm: threads {}, RSS {:.1} MiB ({:.1} KiB per device), peak {:.1} MiB",
                 support::thread_count(),
-                support::status_kib("VmRSS:") as f64 / 1024.0,
+                rss as f64 / 1024.0,
+                (rss - rss_before) as f64 / n as f64,
                 support::status_kib("VmHWM:") as f64 / 1024.0
             );
         }

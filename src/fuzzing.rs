@@ -283,7 +283,7 @@ pub fn gen1_status(data: &[u8]) {
 /// meter style.
 pub fn rpc_status(data: &[u8]) {
     let Some(v) = json(data) else { return };
-    let _ = crate::driver::rpc::parse_frame(v.clone(), "Shelly.GetStatus");
+    let _ = crate::driver::rpc::parse_frame(&mut v.clone(), "Shelly.GetStatus");
     let _ = crate::driver::rpc::probe_ids(&v);
     let _ = crate::webhook::install::supported_events(&v);
     let lib = &*LIBRARY;

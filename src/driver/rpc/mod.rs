@@ -173,12 +173,13 @@ impl Rpc {
         Ok(())
     }
 
-    /// Done with a status: with a push channel its poller frees it, having parsed it (`driver/ws/spent.rs`);
-    /// one this worker read over HTTP goes there too (the poller's cache keeps at most seven blocks a size).
-    fn give_back(&self, status: serde_json::Value) {
+    /// Done with what a device sent (a status, the rest of an answer frame): with a push channel its poller
+    /// frees it, having parsed it (`driver/ws/spent.rs`); one this worker read over HTTP goes there too (the
+    /// poller's cache keeps at most seven blocks a size).
+    fn give_back(&self, value: serde_json::Value) {
         match &self.tunnel {
-            Some(t) => t.give_back(status),
-            None => drop(status),
+            Some(t) => t.give_back(value),
+            None => drop(value),
         }
     }
 
@@ -623,18 +624,18 @@ mod tests {
     #[test]
     fn frames_errors_and_probe_ids() {
         assert_eq!(
-            parse_frame(json!({"id": 1, "result": {"was_on": true}}), "m").unwrap()["was_on"],
+            parse_frame(&mut json!({"id": 1, "result": {"was_on": true}}), "m").unwrap()["was_on"],
             true
         );
         assert_eq!(
             parse_frame(
-                json!({"id": 1, "error": {"code": -105, "message": "not found"}}),
+                &mut json!({"id": 1, "error": {"code": -105, "message": "not found"}}),
                 "m"
             ),
             Err(FrameError::Rpc(-105, "not found".into()))
         );
         assert!(matches!(
-            parse_frame(json!({"id": 1}), "m"),
+            parse_frame(&mut json!({"id": 1}), "m"),
             Err(FrameError::Malformed(_))
         ));
         let cfg = json!({"temperature:0": {"name": "internal"}, "temperature:102": {"name": "Roof"},

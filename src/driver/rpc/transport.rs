@@ -140,8 +140,11 @@ impl Rpc {
     }
 
     /// The `result` of an answer frame, or the device's error as ours.
-    fn result(&self, dev: &Device, method: &str, reply: Value) -> Result<Value> {
-        parse_frame(reply, method).map_err(|e| match e {
+    fn result(&self, dev: &Device, method: &str, mut reply: Value) -> Result<Value> {
+        let taken = parse_frame(&mut reply, method);
+        // The rest of the frame (its id, src, dst): the poller parsed it, the poller frees it.
+        self.give_back(reply);
+        taken.map_err(|e| match e {
             FrameError::Rpc(401, _) => auth_error(
                 dev,
                 &format!("RPC {method}"),
@@ -385,9 +388,9 @@ pub(crate) enum FrameError {
     Malformed(String),
 }
 
-/// Takes the `result` out of an RPC answer frame, or its error.
+/// Takes the `result` out of an RPC answer frame, or its error; the rest of the frame stays with its owner.
 pub(crate) fn parse_frame(
-    mut frame: Value,
+    frame: &mut Value,
     method: &str,
 ) -> std::result::Result<Value, FrameError> {
     if let Some(err) = frame.get("error").filter(|e| !e.is_null()) {

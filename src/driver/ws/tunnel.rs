@@ -325,11 +325,12 @@ impl Tunnel {
         let _ = self.spent.set(spent);
     }
 
-    /// The worker: done with a status; the poller frees it when it serves this tunnel (else here).
-    pub(crate) fn give_back(&self, status: Value) {
+    /// The worker: done with a value the poller parsed; the poller frees it (here when no poller took the
+    /// tunnel: MQTT's, or none yet).
+    pub(crate) fn give_back(&self, value: Value) {
         match self.spent.get() {
-            Some(spent) => spent.give(status),
-            None => drop(status),
+            Some(spent) => spent.give(value),
+            None => drop(value),
         }
     }
 
