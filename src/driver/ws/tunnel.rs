@@ -584,17 +584,25 @@ impl Tunnel {
 }
 
 /// Merges a `NotifyStatus`'s changed fields into a status: objects field by field (nested ones too), anything
-/// else replaced.
+/// else replaced. A field that changes its kind (a switch's `output` as `"yes"`, a component as a number) is
+/// not taken: firmware keeps each field's type, so it is a broken or hostile sender, and the last status read
+/// stands (`null` is taken either way: firmware reports a value it lost, a sensor unplugged, as `null`).
 fn merge(into: &mut Map<String, Value>, changed: &Map<String, Value>) {
     for (k, v) in changed {
         match (into.get_mut(k), v) {
             (Some(Value::Object(old)), Value::Object(new)) => merge(old, new),
+            (Some(old), _) if !same_kind(old, v) => {}
             (Some(old), _) => *old = v.clone(),
             (None, _) => {
                 into.insert(k.clone(), v.clone());
             }
         }
     }
+}
+
+/// Whether a notified value may replace a known one: the same JSON kind, or `null` on either side.
+fn same_kind(old: &Value, new: &Value) -> bool {
+    std::mem::discriminant(old) == std::mem::discriminant(new) || old.is_null() || new.is_null()
 }
 
 /// A status as the mirror keeps it (compact JSON).
@@ -768,6 +776,42 @@ mod tests {
         t.detach();
         t.merge_status(json!({"sys": {"uptime": 11}}).as_object().unwrap(), false);
         assert_eq!(t.take_mirror(), Mirror::Absent, "no connection, no mirror");
+    }
+
+    /// A notification whose field changes its kind (a hostile or broken sender) leaves the known value; `null`
+    /// (a value the device lost) and a value after a `null` are taken.
+    #[test]
+    fn a_notified_field_of_another_kind_changes_nothing() {
+        let (t, _peer) = attached(Some(
+            json!({"switch:0": {"output": false, "apower": 1.5, "temperature": {"tC": 40.0}}}),
+        ));
+        t.merge_status(
+            json!({"switch:0": {"output": "yes", "apower": [1], "temperature": 7}})
+                .as_object()
+                .unwrap(),
+            false,
+        );
+        t.merge_status(
+            json!({"switch:0": {"apower": null}}).as_object().unwrap(),
+            false,
+        );
+        let Some(m) = t.mirror() else {
+            panic!("a mirror")
+        };
+        assert_eq!(
+            m,
+            json!({"switch:0": {"output": false, "apower": null, "temperature": {"tC": 40.0}}})
+        );
+        t.merge_status(
+            json!({"switch:0": {"apower": 2.5, "output": true}})
+                .as_object()
+                .unwrap(),
+            false,
+        );
+        assert_eq!(
+            t.mirror().unwrap(),
+            json!({"switch:0": {"output": true, "apower": 2.5, "temperature": {"tC": 40.0}}})
+        );
     }
 
     /// A device that keeps announcing fields it never had cannot grow the mirror without bound: past
