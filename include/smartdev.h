@@ -75,6 +75,26 @@
 #define SD_FIRMWARE_BETA 1
 
 /*
+ Update step: the device accepted the request; `from` is the version it ran, `to` the one it will install.
+ */
+#define SD_UPDATE_STARTED 1
+
+/*
+ Update step: the device still answers and is downloading or installing (`from`, `to` NULL).
+ */
+#define SD_UPDATE_DOWNLOADING 2
+
+/*
+ Update step: the device stopped answering, it restarts (expected; `from`, `to` NULL).
+ */
+#define SD_UPDATE_RESTARTING 3
+
+/*
+ Update step: the device answers again; `to` is the version it runs now (`from` NULL).
+ */
+#define SD_UPDATE_BACK 4
+
+/*
  Log level: errors.
  */
 #define SD_LOG_ERROR 1
@@ -432,6 +452,14 @@ typedef struct sd_cover_reading {
    */
   bool has_calibrated;
 } sd_cover_reading;
+
+/*
+ Receives one step of a firmware update (`sd_update_firmware_progress`): the caller's `user_data`, the step
+ (`SD_UPDATE_STARTED`, `SD_UPDATE_DOWNLOADING`, `SD_UPDATE_RESTARTING`, `SD_UPDATE_BACK`) and two versions
+ (UTF-8, NUL-terminated, NULL when unknown or not part of the step, valid only during the call). Called on
+ the thread that called `sd_update_firmware_progress`, before it returns.
+ */
+typedef void (*sd_update_callback)(void *user_data, int step, const char *from, const char *to);
 
 /*
  A change to a light: each value is used only when its `set_*` flag is true. Units: `brightness` and
@@ -1076,7 +1104,7 @@ enum sd_result sd_check_firmware(const struct sd_controller *ctl,
  failure to end with the new version is `SD_FIRMWARE` (nothing on offer, another update running, refused by
  the device, not back in time, back with the old version), the message says which; a device that cannot be
  reached at the start gives its usual code. Afterwards `sd_check_firmware` or `sd_device` (`"Firmware"`)
- show the version it runs.
+ show the version it runs. `sd_update_firmware_progress` does the same and reports each step.
 
  # Safety
  `ctl` valid; `name` NULL or a valid C string.
@@ -1087,6 +1115,27 @@ enum sd_result sd_update_firmware(const struct sd_controller *ctl,
                                   int channel,
                                   bool allow_concurrent,
                                   double timeout_seconds);
+
+/*
+ `sd_update_firmware` (same arguments, same results) that also calls `callback(user_data, step, from, to)`
+ for each step of the update, on the calling thread, before it returns: `SD_UPDATE_STARTED` (`from` the
+ version it ran, `to` the version it installs), possibly `SD_UPDATE_DOWNLOADING`, `SD_UPDATE_RESTARTING`
+ (both NULL), `SD_UPDATE_BACK` (`to` the version it runs now). Unknown versions are NULL, never "". The
+ strings are valid only during the call: copy them to keep them. An update refused before it starts (nothing
+ on offer, another update running) calls nothing. A NULL `callback` makes this `sd_update_firmware`.
+
+ # Safety
+ `ctl` valid; `name` NULL or a valid C string; `callback` NULL or a function of that signature, callable
+ with `user_data` until this returns.
+ */
+enum sd_result sd_update_firmware_progress(const struct sd_controller *ctl,
+                                           const char *name,
+                                           int64_t id,
+                                           int channel,
+                                           bool allow_concurrent,
+                                           double timeout_seconds,
+                                           sd_update_callback callback,
+                                           void *user_data);
 
 /*
  Sets a light (the output by `name`, or by `id` when `name` is NULL) as `change` says and writes the output

@@ -240,11 +240,26 @@ fn firmware_checks_and_updates() {
         };
         let mut hall = DeviceSpec::new("ShellyPlus1PM");
         hall.firmware.version = Some("1.4.4".into());
-        let emu = Emulator::start(vec![kitchen, hall], &ModelLibrary::embedded()).unwrap();
+        // Attic is followed by a progress callback: a restart long enough that the controller's first look
+        // (200 ms after the request) finds it offline even on a loaded machine, so Restarting is always seen.
+        let mut attic = DeviceSpec::new("ShellyPlus1PM");
+        attic.firmware = FirmwareSpec {
+            restart: std::time::Duration::from_millis(1500),
+            ..kitchen.firmware.clone()
+        };
+        // Cellar: the progress export with a NULL callback.
+        let cellar = kitchen.clone();
+        let emu = Emulator::start(
+            vec![kitchen, hall, attic, cellar],
+            &ModelLibrary::embedded(),
+        )
+        .unwrap();
         let env = vec![
             ("SD_TEST_DIR", d.path().display().to_string()),
             ("SD_EMU_PORT_0", emu.port(0).to_string()),
             ("SD_EMU_PORT_1", emu.port(1).to_string()),
+            ("SD_EMU_PORT_2", emu.port(2).to_string()),
+            ("SD_EMU_PORT_3", emu.port(3).to_string()),
         ];
         // The emulator must outlive the program run: leak it for the life of this test process.
         std::mem::forget(emu);

@@ -7,6 +7,8 @@ import "C"
 
 import (
 	"encoding/json"
+	"fmt"
+	"runtime/cgo"
 	"time"
 )
 
@@ -71,17 +73,73 @@ func (c *Controller) CheckFirmware(id Identity) (*FirmwareInfo, error) {
 // returns CheckFirmware's answer afterwards. Failures to end with the new version are ErrFirmware (the
 // message says why); a device that cannot be asked gives its usual error.
 func (c *Controller) UpdateFirmware(id Identity, opts UpdateOptions) (*FirmwareInfo, error) {
+	return c.UpdateFirmwareProgress(id, opts, nil)
+}
+
+// UpdateStep is a step of a firmware update (UpdateProgress.Step).
+type UpdateStep int
+
+const (
+	// UpdateStarted: the device accepted the request (From: the version it ran, To: the one it installs).
+	UpdateStarted UpdateStep = C.SD_UPDATE_STARTED
+	// UpdateDownloading: the device still answers and is downloading or installing.
+	UpdateDownloading UpdateStep = C.SD_UPDATE_DOWNLOADING
+	// UpdateRestarting: the device stopped answering; it restarts (expected).
+	UpdateRestarting UpdateStep = C.SD_UPDATE_RESTARTING
+	// UpdateBack: the device answers again (To: the version it runs now).
+	UpdateBack UpdateStep = C.SD_UPDATE_BACK
+)
+
+// String names the step ("Started", "Downloading", "Restarting", "Back").
+func (s UpdateStep) String() string {
+	switch s {
+	case UpdateStarted:
+		return "Started"
+	case UpdateDownloading:
+		return "Downloading"
+	case UpdateRestarting:
+		return "Restarting"
+	case UpdateBack:
+		return "Back"
+	}
+	return fmt.Sprintf("UpdateStep(%d)", int(s))
+}
+
+// UpdateProgress is one step of a firmware update. Unknown versions, and those the step does not carry, are
+// nil: Started has From and To, Back has To (the version the device runs now), the others neither.
+type UpdateProgress struct {
+	Step UpdateStep
+	From *string
+	To   *string
+}
+
+// UpdateFirmwareProgress is UpdateFirmware that also calls progress for each step of the update (Started,
+// possibly Downloading, Restarting, Back), in order, on the calling goroutine, before it returns. A nil
+// progress makes it UpdateFirmware. progress must not close the controller. A panic in progress does not
+// reach the library: the update runs to its end, then the panic is raised again here.
+func (c *Controller) UpdateFirmwareProgress(id Identity, opts UpdateOptions, progress func(UpdateProgress)) (*FirmwareInfo, error) {
 	if opts.Channel != FirmwareStable && opts.Channel != FirmwareBeta {
 		return nil, errInvalid("UpdateOptions.Channel %d is not FirmwareStable or FirmwareBeta", opts.Channel)
+	}
+	var listener *progressListener
+	var handle C.uintptr_t // 0: no callback
+	if progress != nil {
+		listener = &progressListener{fn: progress}
+		h := cgo.NewHandle(listener)
+		defer h.Delete() // after the C call: the library calls back only before it returns
+		handle = C.uintptr_t(h)
 	}
 	err := c.use(func(p *C.sd_controller) error {
 		return withIdentity(id, func(name *C.char, num C.int64_t) error {
 			var msg *C.char
-			r := C.sdgo_update_firmware(p, name, num, C.int(opts.Channel), C.bool(opts.AllowConcurrent),
-				C.double(opts.Timeout.Seconds()), &msg)
+			r := C.sdgo_update_firmware_progress(p, name, num, C.int(opts.Channel), C.bool(opts.AllowConcurrent),
+				C.double(opts.Timeout.Seconds()), handle, &msg)
 			return check(r, msg)
 		})
 	})
+	if listener != nil && listener.panicked {
+		panic(listener.panicValue)
+	}
 	if err != nil {
 		return nil, err
 	}

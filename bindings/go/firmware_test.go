@@ -51,3 +51,74 @@ func TestFirmwareCheckAndUpdate(t *testing.T) {
 		t.Errorf("a bad channel: %v, want ErrInvalidParameter", err)
 	}
 }
+
+// TestFirmwareUpdateProgress: UpdateFirmwareProgress reports Started (1.4.4 to 1.5.0), maybe Downloading,
+// Restarting and Back (1.5.0) in that order; a panic in the callback comes back after the update finished.
+func TestFirmwareUpdateProgress(t *testing.T) {
+	device, admin := startEmulator(t)
+	// A restart long enough that the first look (200 ms after the request) finds the device offline even on
+	// a loaded machine, so Restarting is always seen.
+	offer := func() {
+		resp, err := http.Post(admin+"/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=100&restart_ms=1500",
+			"text/plain", nil)
+		must(t, err)
+		resp.Body.Close()
+	}
+	offer()
+	yaml := fmt.Sprintf(`SmartDevices:
+  ResponseTimeout: 0.4
+  PingAllowed: false
+  RefreshInterval: 0
+  Devices:
+    - {Name: Attic, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}
+`, port(t, device))
+	ctl, err := smartdev.OpenYAML(yaml)
+	must(t, err)
+	defer ctl.Close()
+
+	str := func(s *string) string {
+		if s == nil {
+			return "nil"
+		}
+		return *s
+	}
+	var seen []string
+	after, err := ctl.UpdateFirmwareProgress(smartdev.ByName("Attic"),
+		smartdev.UpdateOptions{Channel: smartdev.FirmwareStable, Timeout: time.Minute},
+		func(p smartdev.UpdateProgress) {
+			seen = append(seen, fmt.Sprintf("%v %s %s", p.Step, str(p.From), str(p.To)))
+		})
+	must(t, err)
+	if after.Current == nil || *after.Current != "1.5.0" {
+		t.Fatalf("after the update: %+v", after)
+	}
+	want := []string{"Started 1.4.4 1.5.0", "Restarting nil nil", "Back nil 1.5.0"}
+	if len(seen) == 4 && seen[1] == "Downloading nil nil" {
+		seen = append(seen[:1], seen[2:]...)
+	}
+	if strings.Join(seen, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("progress = %q, want %q (Downloading possibly second)", seen, want)
+	}
+
+	// A panicking callback: the update still ends (the device runs 1.5.0), then the panic is raised here.
+	offer()
+	calls := 0
+	func() {
+		defer func() {
+			if v := recover(); v != "stop" {
+				t.Errorf("recovered %v, want the callback's panic", v)
+			}
+		}()
+		_, _ = ctl.UpdateFirmwareProgress(smartdev.ByName("Attic"), smartdev.UpdateOptions{Timeout: time.Minute},
+			func(smartdev.UpdateProgress) { calls++; panic("stop") })
+		t.Error("UpdateFirmwareProgress returned instead of raising the callback's panic")
+	}()
+	if calls != 1 {
+		t.Errorf("the callback was called %d times after it panicked once, want no more calls", calls)
+	}
+	info, err := ctl.CheckFirmware(smartdev.ByName("Attic"))
+	must(t, err)
+	if info.Current == nil || *info.Current != "1.5.0" {
+		t.Fatalf("after the update with a panicking callback: %+v", info)
+	}
+}

@@ -193,7 +193,16 @@ sd_result sdgo_energy_history_last(char *buf, size_t len, size_t *needed, char *
   return done(sd_energy_history_last(buf, len, needed), err);
 }
 
-sd_result sdgo_update_firmware(const sd_controller *c, const char *name, int64_t id, int channel,
-                               bool allow_concurrent, double timeout_seconds, char **err) {
-  return done(sd_update_firmware(c, name, id, channel, allow_concurrent, timeout_seconds), err);
+/* Forwards a firmware update's step to Go; the cgo.Handle travels through `user_data`. */
+static void progress_trampoline(void *user_data, int step, const char *from, const char *to) {
+  sdgoUpdateProgress((uintptr_t)user_data, step, (char *)from, (char *)to);
+}
+
+sd_result sdgo_update_firmware_progress(const sd_controller *c, const char *name, int64_t id, int channel,
+                                        bool allow_concurrent, double timeout_seconds, uintptr_t progress_handle,
+                                        char **err) {
+  sd_update_callback cb = progress_handle != 0 ? progress_trampoline : NULL;
+  return done(sd_update_firmware_progress(c, name, id, channel, allow_concurrent, timeout_seconds, cb,
+                                          (void *)progress_handle),
+              err);
 }

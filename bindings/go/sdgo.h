@@ -63,8 +63,10 @@ sd_result sdgo_set_light(const sd_controller *c, const char *name, int64_t id, c
                          char *buf, size_t len, size_t *needed, char **err);
 sd_result sdgo_check_firmware(const sd_controller *c, const char *name, int64_t id, char *buf, size_t len,
                               size_t *needed, char **err);
-sd_result sdgo_update_firmware(const sd_controller *c, const char *name, int64_t id, int channel,
-                               bool allow_concurrent, double timeout_seconds, char **err);
+/* progress_handle: a cgo.Handle of the call's progressListener, or 0 for no callback. */
+sd_result sdgo_update_firmware_progress(const sd_controller *c, const char *name, int64_t id, int channel,
+                                        bool allow_concurrent, double timeout_seconds, uintptr_t progress_handle,
+                                        char **err);
 
 sd_result sdgo_energy_history(const sd_controller *c, const char *name, int64_t id, int64_t from, int64_t to,
                               char *buf, size_t len, size_t *needed, char **err);

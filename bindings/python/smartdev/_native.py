@@ -46,10 +46,13 @@ from typing import List, Optional
 
 from .errors import LibraryNotFoundError
 
-__all__ = ["lib", "library_path", "OpenOptions", "MeterReading", "LOG_FUNC", "find_library"]
+__all__ = ["lib", "library_path", "OpenOptions", "MeterReading", "LOG_FUNC", "UPDATE_FUNC", "find_library"]
 
 #: ``sd_log_callback``: ``void (*)(void *user, int level, const char *message)``.
 LOG_FUNC = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
+
+#: ``sd_update_callback``: ``void (*)(void *user_data, int step, const char *from, const char *to)``.
+UPDATE_FUNC = CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p)
 
 
 class OpenOptions(Structure):
@@ -123,6 +126,10 @@ _PROTOTYPES = {
     "sd_device": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_check_firmware": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),
     "sd_update_firmware": (c_int, [_ctl, c_char_p, c_int64, c_int, c_bool, c_double]),
+    "sd_update_firmware_progress": (
+        c_int,
+        [_ctl, c_char_p, c_int64, c_int, c_bool, c_double, UPDATE_FUNC, c_void_p],
+    ),
     "sd_energy_history": (c_int, [_ctl, c_char_p, c_int64, c_int64, c_int64, _buf, c_size_t, _size_p]),
     "sd_energy_history_last": (c_int, [_buf, c_size_t, _size_p]),
     "sd_get_device": (c_int, [_ctl, c_char_p, c_int64, _buf, c_size_t, _size_p]),

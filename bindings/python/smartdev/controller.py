@@ -84,6 +84,9 @@ _WAIT_SLICE_S = 0.25
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
+#: ``SD_UPDATE_*`` (smartdev.h) -> the ``"Step"`` of :meth:`Controller.update_firmware`'s progress dicts.
+_UPDATE_STEPS = {1: "Started", 2: "Downloading", 3: "Restarting", 4: "Back"}
+
 
 # --- identities ---------------------------------------------------------------------------------------------
 
@@ -628,10 +631,17 @@ class Controller:
         *,
         allow_concurrent: bool = False,
         timeout: float = 600.0,
+        progress: Optional[Callable[[Dict[str, Any]], None]] = None,
     ) -> Dict[str, Any]:
         """Installs the latest firmware of ``channel`` (``"stable"`` or ``"beta"``) and waits until the device
         runs it, following it through its restart (expected: not logged as a warning). Blocks for as long as
         the update takes, at most ``timeout`` seconds. Returns :meth:`check_firmware`'s dict afterwards.
+
+        ``progress``, when given, is called for each step of the update, in order, on the calling thread,
+        before this returns: ``{"Step": "Started", "From": "1.4.4", "To": "1.5.0"}``, possibly ``"Downloading"``,
+        ``"Restarting"``, then ``"Back"`` (``"To"``: the version the device runs now). ``None`` is unknown or
+        not part of the step. An exception it raises does not stop the update: the update runs to its end
+        (without further calls), then the exception is raised here.
 
         Raises:
             FirmwareError: nothing newer on offer, another update running (one device at a time unless
@@ -643,7 +653,38 @@ class Controller:
         if channel not in channels:
             raise InvalidArgumentError(f"channel must be 'stable' or 'beta', not {channel!r}")
         who = _identity(identity)
-        self._call("sd_update_firmware", *who, channels[channel], bool(allow_concurrent), float(timeout))
+        raised: List[BaseException] = []
+
+        def forward(_user: Any, step: int, old: Optional[bytes], new: Optional[bytes]) -> None:
+            # An exception must not cross into C: keep the first, stop telling, raise it after the update.
+            if raised or progress is None:
+                return
+            try:
+                progress(
+                    {
+                        "Step": _UPDATE_STEPS.get(step, f"Step{step}"),
+                        "From": None if old is None else old.decode("utf-8", "replace"),
+                        "To": None if new is None else new.decode("utf-8", "replace"),
+                    }
+                )
+            except BaseException as e:  # re-raised after the C call
+                raised.append(e)
+
+        # Referenced until the call returns: the library calls it only before then. No progress: a NULL one.
+        callback = _native.UPDATE_FUNC(forward) if progress is not None else _native.UPDATE_FUNC()
+        try:
+            self._call(
+                "sd_update_firmware_progress",
+                *who,
+                channels[channel],
+                bool(allow_concurrent),
+                float(timeout),
+                callback,
+                None,
+            )
+        finally:
+            if raised:
+                raise raised[0]
         return self.check_firmware(identity)
 
     def energy_history(self, identity: Identity, start: _TimeArg, end: _TimeArg) -> Dict[str, Any]:

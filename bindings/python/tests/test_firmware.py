@@ -1,5 +1,6 @@
 """Firmware against ``sdctl emulate``: ``check_firmware`` (unknown is ``None``), ``update_firmware`` followed
-through the device's restart, and :class:`smartdev.FirmwareError` when nothing is on offer.
+through the device's restart, its ``progress`` steps, and :class:`smartdev.FirmwareError` when nothing is on
+offer.
 
 Skipped unless ``SDCTL_BIN`` names the ``sdctl`` binary (``cargo test --test python_binding`` sets it).
 """
@@ -7,6 +8,9 @@ Skipped unless ``SDCTL_BIN`` names the ``sdctl`` binary (``cargo test --test pyt
 from __future__ import annotations
 
 import unittest
+
+import threading
+from typing import Any, Dict, List
 
 from smartdev import Controller, FirmwareError, InvalidArgumentError
 
@@ -60,6 +64,50 @@ class FirmwareTest(unittest.TestCase):
             self.assertIn("no newer stable version", str(caught.exception))
             with self.assertRaises(InvalidArgumentError):
                 ctl.update_firmware("Hall", "nightly")
+
+    def test_progress_steps_in_order_and_a_raising_callback(self) -> None:
+        # A restart long enough that the first look (200 ms after the request) finds the device offline even
+        # on a loaded machine, so "Restarting" is always seen.
+        offer = "/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=100&restart_ms=1500"
+        self.post_admin(offer)
+        caller = threading.get_ident()
+        seen: List[Dict[str, Any]] = []
+
+        def progress(step: Dict[str, Any]) -> None:
+            self.assertEqual(threading.get_ident(), caller)
+            seen.append(step)
+
+        with Controller(yaml=self.yaml()) as ctl:
+            after = ctl.update_firmware("Kitchen", "stable", timeout=60, progress=progress)
+            self.assertEqual(after["Current"], "1.5.0")
+            if len(seen) == 4 and seen[1] == {"Step": "Downloading", "From": None, "To": None}:
+                del seen[1]
+            self.assertEqual(
+                seen,
+                [
+                    {"Step": "Started", "From": "1.4.4", "To": "1.5.0"},
+                    {"Step": "Restarting", "From": None, "To": None},
+                    {"Step": "Back", "From": None, "To": "1.5.0"},
+                ],
+            )
+
+            # The callback's exception comes back after the update ran to its end, with no further calls.
+            self.post_admin(offer)
+            calls: List[str] = []
+
+            def fails(step: Dict[str, Any]) -> None:
+                calls.append(step["Step"])
+                raise ValueError("stop")
+
+            with self.assertRaisesRegex(ValueError, "stop"):
+                ctl.update_firmware("Kitchen", progress=fails)
+            self.assertEqual(calls, ["Started"])
+            self.assertEqual(ctl.check_firmware("Kitchen")["Current"], "1.5.0")
+
+            # Nothing on offer: refused before it starts, so progress is never called.
+            with self.assertRaises(FirmwareError):
+                ctl.update_firmware("Hall", progress=fails)
+            self.assertEqual(calls, ["Started"])
 
 
 if __name__ == "__main__":
