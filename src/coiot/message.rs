@@ -227,11 +227,14 @@ pub(crate) fn status_values(payload: &[u8]) -> Result<Vec<Reading>, &'static str
 }
 
 /// The CoAP GET code (0.01): how a client asks a Gen1 device for `cit/d` or `cit/s` over UDP.
+#[cfg(any(test, feature = "emulator", feature = "fuzzing"))] // only devices (the emulator) write CoAP
 pub(crate) const CODE_GET: u8 = 1;
 /// The CoAP 2.05 Content code of an answer.
+#[cfg(any(test, feature = "emulator", feature = "fuzzing"))] // only devices (the emulator) write CoAP
 pub(crate) const CODE_CONTENT: u8 = 69;
 
 /// A NON datagram with `code`, the options in ascending order, then `0xFF` and the payload.
+#[cfg(any(test, feature = "emulator", feature = "fuzzing"))] // only devices (the emulator) write CoAP
 fn encode(code: u8, message_id: u16, options: &[(u16, &[u8])], payload: &[u8]) -> Vec<u8> {
     let mut out = vec![0x50, code];
     out.extend_from_slice(&message_id.to_be_bytes());
@@ -257,6 +260,7 @@ fn encode(code: u8, message_id: u16, options: &[(u16, &[u8])], payload: &[u8]) -
 
 /// A status datagram as firmware sends it (NON, code 0.30, `cit/s`, 3332, 3412, 3420, payload): what the
 /// emulator sends and tests forge.
+#[cfg(any(test, feature = "emulator", feature = "fuzzing"))] // only devices (the emulator) write CoAP
 pub(crate) fn encode_status(
     message_id: u16,
     tag: &str,
@@ -280,6 +284,7 @@ pub(crate) fn encode_status(
 
 /// The answer to a client's `GET cit/d` or `cit/s` (NON, 2.05 Content, 3332, payload), as firmware answers
 /// over UDP.
+#[cfg(any(test, feature = "emulator", feature = "fuzzing"))] // only devices (the emulator) write CoAP
 pub(crate) fn encode_reply(message_id: u16, tag: &str, payload: &[u8]) -> Vec<u8> {
     encode(
         CODE_CONTENT,
