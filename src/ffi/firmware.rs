@@ -1,5 +1,5 @@
 //! The C ABI of firmware updates: `sd_check_firmware` (JSON like the other getters), `sd_update_firmware` and
-//! `sd_update_firmware_progress` (the same with a callback per step; one implementation, `update`).
+//! `sd_update_firmware_progress` (the same with a callback per step, which `sd_update_firmware` calls).
 
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::time::Duration;
@@ -97,8 +97,8 @@ pub unsafe extern "C" fn sd_update_firmware(
     timeout_seconds: f64,
 ) -> sd_result {
     // SAFETY: forwarded contract; no callback.
-    guard(|| unsafe {
-        update(
+    unsafe {
+        sd_update_firmware_progress(
             ctl,
             name,
             id,
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn sd_update_firmware(
             None,
             std::ptr::null_mut(),
         )
-    })
+    }
 }
 
 /// `sd_update_firmware` (same arguments, same results) that also calls `callback(user_data, step, from, to)`
@@ -132,78 +132,52 @@ pub unsafe extern "C" fn sd_update_firmware_progress(
     callback: sd_update_callback,
     user_data: *mut c_void,
 ) -> sd_result {
-    // SAFETY: forwarded contract.
-    guard(|| unsafe {
-        update(
-            ctl,
-            name,
-            id,
+    guard(|| {
+        require!(ctl, "ctl");
+        let channel = match channel {
+            SD_FIRMWARE_STABLE => FirmwareChannel::Stable,
+            SD_FIRMWARE_BETA => FirmwareChannel::Beta,
+            other => {
+                return fail(
+                    sd_result::SD_INVALID_PARAMETER,
+                    format!(
+                        "channel {other} is not SD_FIRMWARE_STABLE (0) or SD_FIRMWARE_BETA (1)"
+                    ),
+                );
+            }
+        };
+        let timeout = if timeout_seconds.is_finite() && timeout_seconds > 0.0 {
+            Duration::from_secs_f64(timeout_seconds.min(86_400.0))
+        } else {
+            UpdateOptions::DEFAULT_TIMEOUT
+        };
+        // SAFETY: forwarded contract.
+        let who = match unsafe { identity(name, id) } {
+            Ok(w) => w,
+            Err(code) => return code,
+        };
+        // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
+        let h = unsafe { handle(ctl) };
+        let options = UpdateOptions {
             channel,
             allow_concurrent,
-            timeout_seconds,
-            callback,
-            user_data,
-        )
+            timeout,
+        };
+        let tell = |p: &UpdateProgress| {
+            if let Some(callback) = callback {
+                let (step, from, to) = step(p);
+                let (from, to) = (c_version(from), c_version(to));
+                let ptr = |v: &Option<CString>| v.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+                // SAFETY: the caller passed a function of this signature, callable with `user_data` until this
+                // export returns; the strings live until the call returns.
+                unsafe { callback(user_data, step, ptr(&from), ptr(&to)) };
+            }
+        };
+        match h.ctl.update_firmware_with(who, &options, tell) {
+            Ok(_) => sd_result::SD_OK,
+            Err(e) => fail_with(&e),
+        }
     })
-}
-
-/// The body of both update exports.
-///
-/// # Safety
-/// As `sd_update_firmware_progress`.
-#[allow(clippy::too_many_arguments)] // the C signature's arguments, passed through
-unsafe fn update(
-    ctl: *const sd_controller,
-    name: *const c_char,
-    id: i64,
-    channel: c_int,
-    allow_concurrent: bool,
-    timeout_seconds: f64,
-    callback: sd_update_callback,
-    user_data: *mut c_void,
-) -> sd_result {
-    require!(ctl, "ctl");
-    let channel = match channel {
-        SD_FIRMWARE_STABLE => FirmwareChannel::Stable,
-        SD_FIRMWARE_BETA => FirmwareChannel::Beta,
-        other => {
-            return fail(
-                sd_result::SD_INVALID_PARAMETER,
-                format!("channel {other} is not SD_FIRMWARE_STABLE (0) or SD_FIRMWARE_BETA (1)"),
-            );
-        }
-    };
-    let timeout = if timeout_seconds.is_finite() && timeout_seconds > 0.0 {
-        Duration::from_secs_f64(timeout_seconds.min(86_400.0))
-    } else {
-        UpdateOptions::DEFAULT_TIMEOUT
-    };
-    // SAFETY: forwarded contract.
-    let who = match unsafe { identity(name, id) } {
-        Ok(w) => w,
-        Err(code) => return code,
-    };
-    // SAFETY: `ctl` is non-NULL (checked above) and open by the caller's contract.
-    let h = unsafe { handle(ctl) };
-    let options = UpdateOptions {
-        channel,
-        allow_concurrent,
-        timeout,
-    };
-    let tell = |p: &UpdateProgress| {
-        if let Some(callback) = callback {
-            let (step, from, to) = step(p);
-            let (from, to) = (c_version(from), c_version(to));
-            let ptr = |v: &Option<CString>| v.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
-            // SAFETY: the caller passed a function of this signature, callable with `user_data` until this
-            // export returns; the strings live until the call returns.
-            unsafe { callback(user_data, step, ptr(&from), ptr(&to)) };
-        }
-    };
-    match h.ctl.update_firmware_with(who, &options, tell) {
-        Ok(_) => sd_result::SD_OK,
-        Err(e) => fail_with(&e),
-    }
 }
 
 /// A step's number and its `from`, `to` versions.
