@@ -15,20 +15,7 @@ import (
 // reports it (nil beta), UpdateFirmware follows the device through its restart to 1.5.0, and a second update
 // with nothing on offer is ErrFirmware.
 func TestFirmwareCheckAndUpdate(t *testing.T) {
-	device, admin := startEmulator(t)
-	resp, err := http.Post(admin+"/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=100&restart_ms=300",
-		"text/plain", nil)
-	must(t, err)
-	resp.Body.Close()
-	yaml := fmt.Sprintf(`SmartDevices:
-  ResponseTimeout: 0.4
-  PingAllowed: false
-  RefreshInterval: 0
-  Devices:
-    - {Name: Kitchen, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}
-`, port(t, device))
-	ctl, err := smartdev.OpenYAML(yaml)
-	must(t, err)
+	ctl, _ := openFirmwareDevice(t, "Kitchen", 300)
 	defer ctl.Close()
 
 	info, err := ctl.CheckFirmware(smartdev.ByName("Kitchen"))
@@ -55,25 +42,9 @@ func TestFirmwareCheckAndUpdate(t *testing.T) {
 // TestFirmwareUpdateProgress: UpdateFirmwareProgress reports Started (1.4.4 to 1.5.0), maybe Downloading,
 // Restarting and Back (1.5.0) in that order; a panic in the callback comes back after the update finished.
 func TestFirmwareUpdateProgress(t *testing.T) {
-	device, admin := startEmulator(t)
 	// A restart long enough that the first look (200 ms after the request) finds the device offline even on
 	// a loaded machine, so Restarting is always seen.
-	offer := func() {
-		resp, err := http.Post(admin+"/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=100&restart_ms=1500",
-			"text/plain", nil)
-		must(t, err)
-		resp.Body.Close()
-	}
-	offer()
-	yaml := fmt.Sprintf(`SmartDevices:
-  ResponseTimeout: 0.4
-  PingAllowed: false
-  RefreshInterval: 0
-  Devices:
-    - {Name: Attic, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}
-`, port(t, device))
-	ctl, err := smartdev.OpenYAML(yaml)
-	must(t, err)
+	ctl, offer := openFirmwareDevice(t, "Attic", 1500)
 	defer ctl.Close()
 
 	str := func(s *string) string {
@@ -121,4 +92,28 @@ func TestFirmwareUpdateProgress(t *testing.T) {
 	if info.Current == nil || *info.Current != "1.5.0" {
 		t.Fatalf("after the update with a panicking callback: %+v", info)
 	}
+}
+
+// openFirmwareDevice starts one emulated ShellyPlus1PM running 1.4.4 with 1.5.0 on offer (a 100 ms download,
+// a restart of restartMs) and opens a controller on it, named name; offer() puts the same offer up again.
+func openFirmwareDevice(t *testing.T, name string, restartMs int) (*smartdev.Controller, func()) {
+	t.Helper()
+	device, admin := startEmulator(t)
+	yaml := fmt.Sprintf(`SmartDevices:
+  ResponseTimeout: 0.4
+  PingAllowed: false
+  RefreshInterval: 0
+  Devices:
+    - {Name: %s, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}
+`, name, port(t, device))
+	offer := func() {
+		resp, err := http.Post(fmt.Sprintf("%s/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=100&restart_ms=%d",
+			admin, restartMs), "text/plain", nil)
+		must(t, err)
+		resp.Body.Close()
+	}
+	offer()
+	ctl, err := smartdev.OpenYAML(yaml)
+	must(t, err)
+	return ctl, offer
 }
