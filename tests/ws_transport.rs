@@ -442,3 +442,65 @@ fn a_cover_move_pushes_its_state() {
     });
     assert_eq!(state, json!("opening"));
 }
+
+/// A device answers and notifies from one loop: an answer reflects every change notified before it on the
+/// wire. (The emulator computed an answer, then a change's notification overtook it: the client took the
+/// older answer over the newer notification and kept a light off that was on.)
+#[test]
+fn no_notification_overtakes_an_answer_older_than_it() {
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    // A meter draws its load while the output is on.
+    emu.set_output(0, 0, true);
+    let mut c =
+        Connection::connect(local(emu.port(0)), "127.0.0.1", "/rpc", Timeouts::default()).unwrap();
+    let ask = |c: &mut Connection, id: u64| {
+        let f = json!({"id": id, "src": "order-test", "method": "Shelly.GetStatus"});
+        c.send_text(&f.to_string()).unwrap();
+    };
+    // The first request subscribes; its answer comes before any change.
+    ask(&mut c, 0);
+    let first: Value =
+        serde_json::from_str(&c.recv(Instant::now() + LIMIT).unwrap().unwrap()).unwrap();
+    assert_eq!(first["id"], json!(0));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (mut answers, mut notes) = (0u64, 0u64);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut w = 1u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                emu.set_load(0, 0, f64::from(w));
+                w += 1;
+            }
+        });
+        let mut notified = 0.0f64;
+        for id in 1..=400u64 {
+            ask(&mut c, id);
+            loop {
+                let text = c
+                    .recv(Instant::now() + LIMIT)
+                    .unwrap()
+                    .expect("an answer within LIMIT");
+                let f: Value = serde_json::from_str(&text).unwrap();
+                let power = |v: &Value| v["switch:0"]["apower"].as_f64();
+                if f["method"] == json!("NotifyStatus") {
+                    if let Some(p) = power(&f["params"]) {
+                        notified = notified.max(p);
+                        notes += 1;
+                    }
+                    continue;
+                }
+                assert_eq!(f["id"], json!(id), "{text}");
+                let answered = power(&f["result"]).unwrap();
+                if answered < notified {
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    panic!("answer {id} says {answered} W after a notification of {notified} W");
+                }
+                answers += 1;
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    assert_eq!(answers, 400);
+    assert!(notes > 0, "the changes were notified");
+}

@@ -303,30 +303,38 @@ fn read_loop(dev: &Device, mut stream: Duplex, sink: &Sink, src: &Mutex<Option<S
                 }
             }
             Ok(Message::Pong(_) | Message::Binary(_)) => {}
-            Ok(Message::Text(t)) => match answer(dev, &t, src) {
-                Reply::Frame(answer) => {
-                    if !out(Opcode::Text, &answer) {
+            Ok(Message::Text(t)) => {
+                // Notifications made meanwhile go out after the answer (`Queue::answered`): on the wire no
+                // change overtakes an answer older than it.
+                sink.queue.answering();
+                match answer(dev, &t, src) {
+                    Reply::Frame(answer) => {
+                        let sent = out(Opcode::Text, &answer);
+                        sink.queue.answered(sent);
+                        if !sent {
+                            return;
+                        }
+                        let subscribed = first && lock(src).is_some();
+                        if subscribed && dev.ws.flood.load(Ordering::SeqCst) > 0 {
+                            // A writer told to flood waits for the subscription (or starts now).
+                            sink.queue.wake();
+                        }
+                        // A flapping device: the subscription answered, then the connection ends.
+                        if subscribed && dev.ws.hang_up.load(Ordering::SeqCst) {
+                            out(Opcode::Close, &frame::close_payload(1001, ""));
+                            return;
+                        }
+                    }
+                    Reply::Cut(answer) => {
+                        // The frame's header promises more than comes: the connection ends mid-frame.
+                        let wire = frame::encode(Opcode::Text, true, &answer, None);
+                        sink.send(dev, wire[..wire.len() / 2].to_vec());
+                        sink.queue.answered(false);
                         return;
                     }
-                    let subscribed = first && lock(src).is_some();
-                    if subscribed && dev.ws.flood.load(Ordering::SeqCst) > 0 {
-                        // A writer told to flood waits for the subscription (or starts now).
-                        sink.queue.wake();
-                    }
-                    // A flapping device: the subscription answered, then the connection ends.
-                    if subscribed && dev.ws.hang_up.load(Ordering::SeqCst) {
-                        out(Opcode::Close, &frame::close_payload(1001, ""));
-                        return;
-                    }
+                    Reply::Silent => sink.queue.answered(true),
                 }
-                Reply::Cut(answer) => {
-                    // The frame's header promises more than comes: the connection ends mid-frame.
-                    let wire = frame::encode(Opcode::Text, true, &answer, None);
-                    sink.send(dev, wire[..wire.len() / 2].to_vec());
-                    return;
-                }
-                Reply::Silent => {}
-            },
+            }
         }
     }
 }

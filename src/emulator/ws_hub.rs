@@ -20,10 +20,21 @@ use crate::driver::ws::frame::{self, Opcode};
 pub(super) struct Queue {
     tx: Sender<Vec<u8>>,
     unwritten: Arc<AtomicUsize>,
+    /// Notifications made while the reader works out an answer: they go out after it.
+    held: Arc<Mutex<Held>>,
     /// Starts the writer thread, at the first frame queued: a client that only asks (the reader writes
     /// answers itself) and leaves never costs one.
     writer: Arc<Mutex<Option<StartWriter>>>,
     started: Arc<AtomicBool>,
+}
+
+/// While the reader works out an answer (`answering`), the notifications made meanwhile. A device answers and
+/// notifies from one loop, so an answer reflects every change notified before it; a change during the answer's
+/// making is notified after it (the answer may already show it; a client takes the notification as newer).
+#[derive(Default)]
+struct Held {
+    answering: bool,
+    frames: Vec<Vec<u8>>,
 }
 
 /// Starts a connection's writer thread, which keeps the queue's count.
@@ -34,6 +45,7 @@ impl Queue {
         Queue {
             tx,
             unwritten: Arc::new(AtomicUsize::new(0)),
+            held: Arc::default(),
             writer: Arc::new(Mutex::new(Some(writer))),
             started: Arc::new(AtomicBool::new(false)),
         }
@@ -57,6 +69,36 @@ impl Queue {
         self.tx.try_send(wire).inspect_err(|_| {
             self.unwritten.fetch_sub(1, Ordering::SeqCst);
         })
+    }
+
+    /// Queues a notification, or holds it while an answer is being made; gives it back when there is no room.
+    /// Never waits: it is called with the device's state lock held.
+    pub(super) fn notify(&self, wire: Vec<u8>) -> Result<(), TrySendError<Vec<u8>>> {
+        let mut held = lock(&self.held);
+        if !held.answering {
+            return self.try_push(wire);
+        }
+        if held.frames.len() >= self.tx.capacity().unwrap_or(usize::MAX) {
+            return Err(TrySendError::Full(wire));
+        }
+        held.frames.push(wire);
+        Ok(())
+    }
+
+    /// The reader: it begins making an answer; notifications wait for [`Queue::answered`].
+    pub(super) fn answering(&self) {
+        lock(&self.held).answering = true;
+    }
+
+    /// The reader: its answer went out (`sent`: queue what was held behind it) or the connection ends.
+    pub(super) fn answered(&self, sent: bool) {
+        let mut held = lock(&self.held);
+        held.answering = false;
+        for wire in std::mem::take(&mut held.frames) {
+            if sent && self.try_push(wire).is_err() {
+                log::debug!("emulator: a WebSocket client is not reading; notification dropped");
+            }
+        }
     }
 
     /// Queues a frame, waiting while the queue is full (the reader: its own connection only).
@@ -280,9 +322,49 @@ impl WsHub {
             let frame = json!({"src": device_id, "dst": src, "method": method, "params": params});
             let text = Response::json_whole(200, &frame).body;
             let wire = frame::encode(Opcode::Text, true, &text, None);
-            if let Err(TrySendError::Full(_)) = c.queue.try_push(wire) {
+            if let Err(TrySendError::Full(_)) = c.queue.notify(wire) {
                 log::debug!("emulator: a WebSocket client is not reading; notification dropped");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(cap: usize) -> (Queue, crossbeam_channel::Receiver<Vec<u8>>) {
+        let (tx, rx) = crossbeam_channel::bounded(cap);
+        (Queue::new(tx, Box::new(|_| {})), rx)
+    }
+
+    #[test]
+    fn notifications_made_during_an_answer_go_out_after_it() {
+        let (q, rx) = queue(8);
+        q.notify(b"before".to_vec()).unwrap();
+        q.answering();
+        q.notify(b"during".to_vec()).unwrap();
+        assert_eq!(rx.try_recv().unwrap(), b"before");
+        assert!(rx.try_recv().is_err(), "held while the answer is made");
+        // The reader queues its answer behind what was already queued, then releases the held ones.
+        q.push(b"answer".to_vec());
+        q.answered(true);
+        q.notify(b"after".to_vec()).unwrap();
+        let order: Vec<Vec<u8>> = rx.try_iter().collect();
+        assert_eq!(order, [&b"answer"[..], b"during", b"after"]);
+    }
+
+    #[test]
+    fn held_notifications_are_bounded_and_dropped_when_the_connection_ends() {
+        let (q, rx) = queue(2);
+        q.answering();
+        q.notify(b"1".to_vec()).unwrap();
+        q.notify(b"2".to_vec()).unwrap();
+        assert!(matches!(
+            q.notify(b"3".to_vec()),
+            Err(TrySendError::Full(_))
+        ));
+        q.answered(false);
+        assert!(rx.try_recv().is_err());
     }
 }
