@@ -4,6 +4,7 @@
 //! neither inbox slots nor device reads, and the worker stays the only writer of the device.
 
 use std::sync::Mutex;
+use std::time::Instant;
 
 use crate::objects::ComponentKind;
 
@@ -13,8 +14,8 @@ pub(crate) struct HookInbox(Mutex<Waiting>);
 
 #[derive(Default)]
 struct Waiting {
-    /// Latest implied state per component.
-    states: Vec<(ComponentKind, usize, bool)>,
+    /// Latest implied state per component, and when it came.
+    states: Vec<(ComponentKind, usize, bool, Instant)>,
     /// Some event asked for a device read.
     read: bool,
     /// A `Command::Hook` is on its way to the worker.
@@ -77,13 +78,14 @@ impl Waiting {
     /// The latest state per component; a read asked stays asked until taken.
     fn keep(&mut self, kind: ComponentKind, index: usize, state: Option<bool>, read: bool) {
         if let Some(on) = state {
+            let now = Instant::now();
             match self
                 .states
                 .iter_mut()
-                .find(|(k, i, _)| *k == kind && *i == index)
+                .find(|(k, i, _, _)| *k == kind && *i == index)
             {
-                Some(s) => s.2 = on,
-                None => self.states.push((kind, index, on)),
+                Some(s) => (s.2, s.3) = (on, now),
+                None => self.states.push((kind, index, on, now)),
             }
         }
         self.read |= read;
@@ -161,7 +163,21 @@ impl HookInbox {
     pub(crate) fn take(&self) -> (Vec<(ComponentKind, usize, bool)>, bool) {
         let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
         w.queued = false;
-        (std::mem::take(&mut w.states), std::mem::take(&mut w.read))
+        let states = std::mem::take(&mut w.states);
+        (
+            states.into_iter().map(|(k, i, on, _)| (k, i, on)).collect(),
+            std::mem::take(&mut w.read),
+        )
+    }
+
+    /// The worker's command set the component's state as of `answered` (when the device's answer came): a state
+    /// that came before it is older than that answer and is dropped; one that came after stays.
+    pub(crate) fn forget_older(&self, kind: ComponentKind, index: usize, answered: Instant) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .states
+            .retain(|(k, i, _, at)| !(*k == kind && *i == index && *at <= answered));
     }
 }
 

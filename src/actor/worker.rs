@@ -478,6 +478,7 @@ impl State {
     /// Switches output `index`.
     #[inline(never)]
     fn switch(&mut self, index: usize, action: OutputAction, reply: Sender<Result<OutputChange>>) {
+        let began = Instant::now();
         let r = self.confirm_identity().and_then(|()| {
             self.op(false, |dev, drv| {
                 if index >= dev.outputs.len() {
@@ -486,6 +487,9 @@ impl State {
                 drv.switch(dev, index, action)
             })
         });
+        if r.is_ok() {
+            self.forget_older(index, began);
+        }
         // The caller may have given up; that is not an error here.
         let _ = reply.send(r);
     }
@@ -513,6 +517,7 @@ impl State {
         change: crate::light::LightChange,
         reply: Sender<Result<Output>>,
     ) {
+        let began = Instant::now();
         // A refusal sends nothing: not even the identity check a failure would cost later.
         let checked = self.driver.check_light(&self.device, index, &change);
         let r = checked
@@ -526,7 +531,19 @@ impl State {
                     Ok(dev.outputs[index].clone())
                 })
             });
+        if r.is_ok() {
+            self.forget_older(index, began);
+        }
         let _ = reply.send(r);
+    }
+
+    /// After a command set output `index` (begun at `began`): a pushed or hooked state of it that came before
+    /// the device's answer is older than what the answer said, and must not overwrite it. (Over a push
+    /// connection the notification of an earlier switch can arrive after the next command began.)
+    fn forget_older(&self, index: usize, began: Instant) {
+        let answered = self.driver.answered_at().map_or(began, |a| a.max(began));
+        self.inbox
+            .forget_older(crate::objects::ComponentKind::Output, index, answered);
     }
 
     /// Any other command.
@@ -1316,6 +1333,98 @@ mod tests {
         assert_eq!(snap.mac_address.as_deref(), Some("A8:03:2A:B1:23:45"));
         send_switch(&w).unwrap();
         assert_eq!(drv.switches.load(std::sync::atomic::Ordering::SeqCst), 1);
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
+    /// A push connection: the notification of an earlier switch (on) is read after the next command began and
+    /// before that command's answer (off). It is older than the answer and must not overwrite it; a state read
+    /// after the answer is newer and is taken.
+    #[test]
+    fn a_state_pushed_before_a_switch_answer_does_not_overwrite_it_and_one_after_does() {
+        #[derive(Clone)]
+        struct Pushy {
+            inbox: Arc<HookInbox>,
+            relay: Arc<std::sync::atomic::AtomicBool>,
+            answered: Arc<std::sync::Mutex<Option<Instant>>>,
+        }
+        impl Driver for Pushy {
+            fn read(&mut self, dev: &mut Device) -> Result<()> {
+                dev.outputs[0].state = Some(self.relay.load(std::sync::atomic::Ordering::SeqCst));
+                Ok(())
+            }
+            fn switch(
+                &mut self,
+                dev: &mut Device,
+                _index: usize,
+                action: OutputAction,
+            ) -> Result<OutputChange> {
+                // The poller reads the earlier switch's notification, then this command's answer.
+                self.inbox
+                    .post(crate::objects::ComponentKind::Output, 0, Some(true), false);
+                *self.answered.lock().unwrap() = Some(Instant::now());
+                let before = self.relay.load(std::sync::atomic::Ordering::SeqCst);
+                let after = action.apply(before);
+                self.relay.store(after, std::sync::atomic::Ordering::SeqCst);
+                dev.outputs[0].state = Some(after);
+                Ok(OutputChange {
+                    state: after,
+                    did_change: before != after,
+                })
+            }
+            fn answered_at(&self) -> Option<Instant> {
+                *self.answered.lock().unwrap()
+            }
+            fn reach(&mut self) -> Option<bool> {
+                Some(true)
+            }
+        }
+        let inbox = Arc::new(HookInbox::default());
+        let drv = Pushy {
+            inbox: inbox.clone(),
+            relay: Arc::new(true.into()),
+            answered: Arc::default(),
+        };
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            device(),
+            Box::new(drv.clone()),
+            Box::new(|_, _| unreachable!("no panic here")),
+            crate::actor::restart::tests::manual().0,
+            Links {
+                liveness: liveness(),
+                inbox: inbox.clone(),
+                peers: Arc::default(),
+                refreshes: false,
+                follow: None,
+                events: None,
+                mac: None,
+                sleep: None,
+            },
+            started_tx,
+        )
+        .unwrap();
+        started_rx.recv().unwrap().1.unwrap();
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        w.tx.send(Command::Switch {
+            index: 0,
+            action: OutputAction::Off,
+            reply,
+        })
+        .unwrap();
+        assert!(!rx.recv().unwrap().unwrap().state);
+        // Dropped before the answer went back: the wake-up it queued finds nothing to apply.
+        let (states, _) = inbox.take();
+        assert_eq!(states, [], "the older state is gone");
+        assert_eq!(snapshot(&w.slot).outputs[0].state, Some(false));
+        // Someone presses the button afterwards: that one is taken.
+        inbox.post(crate::objects::ComponentKind::Output, 0, Some(true), false);
+        w.tx.send(Command::Hook).unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while snapshot(&w.slot).outputs[0].state != Some(true) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(snapshot(&w.slot).outputs[0].state, Some(true));
         drop(w.tx);
         w.thread.join().unwrap();
     }

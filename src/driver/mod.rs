@@ -156,6 +156,12 @@ pub(crate) trait Driver: Send {
         false
     }
 
+    /// When the last answer the driver waited for was read off a push connection (the RPC driver's socket or
+    /// broker): notifications read before it are older than that answer. `None` elsewhere.
+    fn answered_at(&self) -> Option<std::time::Instant> {
+        None
+    }
+
     /// The device is being followed to another address (this driver is built for it): a connection to the
     /// old address shared with the push channel must not serve it any longer.
     fn moved(&mut self) {}

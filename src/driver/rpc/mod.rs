@@ -276,6 +276,10 @@ impl Driver for Rpc {
         self.tunnel.as_ref().is_some_and(|t| t.live())
     }
 
+    fn answered_at(&self) -> Option<std::time::Instant> {
+        self.tunnel.as_ref().and_then(|t| t.answered_at())
+    }
+
     fn read(&mut self, dev: &mut Device) -> Result<()> {
         self.contact(dev)
     }

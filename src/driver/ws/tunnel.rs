@@ -92,6 +92,8 @@ struct Inner {
     info: Option<(Value, Instant)>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
     last_read: Option<Instant>,
+    /// When the poller handed over the last awaited answer: notifications read before it are older.
+    answered: Option<Instant>,
     /// This connection's view of the device's status (a JSON object's compact text), and whether
     /// notifications changed it since the driver last took it.
     mirror: Option<Box<str>>,
@@ -464,6 +466,12 @@ impl Tunnel {
         self.lock().mirror.is_some()
     }
 
+    /// When the last answer to the driver was read (the poller reads frames in order: every notification read
+    /// before it is older than what the answer says).
+    pub(crate) fn answered_at(&self) -> Option<Instant> {
+        self.lock().answered
+    }
+
     /// The worker: it begins a status read or a command of its own (over either channel).
     pub(crate) fn reading(&self) {
         self.lock().last_read = Some(Instant::now());
@@ -478,6 +486,7 @@ impl Tunnel {
         let Some(p) = g.pending.take() else {
             return false;
         };
+        g.answered = Some(Instant::now());
         // Frames come in order: this answer is newer than every notification before it.
         if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
             let text = text_of_map(r);
