@@ -455,11 +455,16 @@ typedef struct sd_cover_reading {
 
 /*
  Receives one step of a firmware update (`sd_update_firmware_progress`): the caller's `user_data`, the step
- (`SD_UPDATE_STARTED`, `SD_UPDATE_DOWNLOADING`, `SD_UPDATE_RESTARTING`, `SD_UPDATE_BACK`) and two versions
- (UTF-8, NUL-terminated, NULL when unknown or not part of the step, valid only during the call). Called on
+ (`SD_UPDATE_STARTED`, `SD_UPDATE_DOWNLOADING`, `SD_UPDATE_RESTARTING`, `SD_UPDATE_BACK`), two versions
+ (UTF-8, NUL-terminated, NULL when unknown or not part of the step, valid only during the call) and, for
+ `SD_UPDATE_DOWNLOADING`, the percent of the image in (0–100; -1 when the device does not tell). Called on
  the thread that called `sd_update_firmware_progress`, before it returns.
  */
-typedef void (*sd_update_callback)(void *user_data, int step, const char *from, const char *to);
+typedef void (*sd_update_callback)(void *user_data,
+                                   int step,
+                                   const char *from,
+                                   const char *to,
+                                   int percent);
 
 /*
  A change to a light: each value is used only when its `set_*` flag is true. Units: `brightness` and
@@ -1117,10 +1122,11 @@ enum sd_result sd_update_firmware(const struct sd_controller *ctl,
                                   double timeout_seconds);
 
 /*
- `sd_update_firmware` (same arguments, same results) that also calls `callback(user_data, step, from, to)`
- for each step of the update, on the calling thread, before it returns: `SD_UPDATE_STARTED` (`from` the
- version it ran, `to` the version it installs), possibly `SD_UPDATE_DOWNLOADING`, `SD_UPDATE_RESTARTING`
- (both NULL), `SD_UPDATE_BACK` (`to` the version it runs now). Unknown versions are NULL, never "". The
+ `sd_update_firmware` (same arguments, same results) that also calls `callback(user_data, step, from, to,
+ percent)` for each step of the update, on the calling thread, before it returns: `SD_UPDATE_STARTED` (`from`
+ the version it ran, `to` the version it installs), possibly `SD_UPDATE_DOWNLOADING` (again for each new
+ percent a Gen2+ device tells over its push channel; `percent` -1 when unknown), `SD_UPDATE_RESTARTING`
+ (versions NULL), `SD_UPDATE_BACK` (`to` the version it runs now). `percent` is -1 for every other step. Unknown versions are NULL, never "". The
  strings are valid only during the call: copy them to keep them. An update refused before it starts (nothing
  on offer, another update running) calls nothing. A NULL `callback` makes this `sd_update_firmware`.
 

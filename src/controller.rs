@@ -442,6 +442,7 @@ impl Controller {
             push: pushed,
             dedupe: Default::default(),
             allowed,
+            ota: Default::default(),
         });
         let _ = sink.0.set(shared.clone());
         let controller = Controller {

@@ -128,8 +128,12 @@ pub enum UpdateProgress {
         /// The version it said it would install, where it said.
         to: Option<String>,
     },
-    /// The device still answers and says it is updating (Gen1 `update.status`), or has not restarted yet.
-    Downloading,
+    /// The device still answers and says it is updating (Gen1 `update.status`), or has not restarted yet; again
+    /// each time a Gen2+ device with a push channel tells a new percent of its download (`ota_progress`).
+    Downloading {
+        /// How much of the image is in, 0–100, where the device said.
+        percent: Option<u8>,
+    },
     /// The device stopped answering: it restarts (expected; not logged as a warning).
     Restarting,
     /// The device answers again, with this version.
@@ -149,7 +153,8 @@ impl fmt::Display for UpdateProgress {
             UpdateProgress::Started { from, to: None } => {
                 write!(f, "update from {} started", v(from))
             }
-            UpdateProgress::Downloading => f.write_str("downloading"),
+            UpdateProgress::Downloading { percent: None } => f.write_str("downloading"),
+            UpdateProgress::Downloading { percent: Some(p) } => write!(f, "downloading, {p} %"),
             UpdateProgress::Restarting => f.write_str("restarting"),
             UpdateProgress::Back { version } => write!(f, "back, running {}", v(version)),
         }
@@ -186,6 +191,9 @@ pub enum UpdateFailure {
     NotBack,
     /// The device restarted and runs the old version.
     OldVersion,
+    /// The device said the update failed before it restarted (Gen2+ `ota_error` over a push channel); it runs
+    /// the old version.
+    Failed,
 }
 
 /// `20230913-112003/v1.14.0-gcb84623` → `1.14.0`, `v1.14.1-rc1-g0617c15` → `1.14.1-rc1`, `13.4.0(tasmota)` →

@@ -242,8 +242,11 @@ fn firmware_checks_and_updates() {
         hall.firmware.version = Some("1.4.4".into());
         // Attic is followed by a progress callback: a restart long enough that the controller's first look
         // (200 ms after the request) finds it offline even on a loaded machine, so Restarting is always seen.
+        // Its download of 1 s: the device tells each tenth over its WebSocket, the first ones long before the
+        // restart.
         let mut attic = DeviceSpec::new("ShellyPlus1PM");
         attic.firmware = FirmwareSpec {
+            download: std::time::Duration::from_millis(1000),
             restart: std::time::Duration::from_millis(1500),
             ..kitchen.firmware.clone()
         };

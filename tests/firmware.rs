@@ -1,6 +1,7 @@
 //! Firmware checks and updates against the emulator, for every family: the versions a check reports (unknown
 //! is `None`), an update followed through the device's restart to its new version, and every way it can fail
-//! (nothing on offer, another update running, refused, never back, back with the old version). The restart
+//! (nothing on offer, another update running, refused, never back, back with the old version, a download the
+//! device says failed), and a Gen2+ device's download percent over its push channel. The restart
 //! is expected: it must not be logged as a warning. (Own test binary: it installs a capturing logger.)
 //!
 //! The emulator's download and restart run on a manual clock: the test ends each phase by moving the clock,
@@ -145,7 +146,7 @@ fn drive(
 ) {
     std::thread::scope(|s| {
         let (handle, rx) = spawn_update(s, ctl, device, options);
-        let mut seen = wait_for(&rx, |p| matches!(p, UpdateProgress::Downloading));
+        let mut seen = wait_for(&rx, |p| matches!(p, UpdateProgress::Downloading { .. }));
         clock.advance(Duration::from_secs(1));
         seen.extend(wait_for(&rx, |p| matches!(p, UpdateProgress::Restarting)));
         clock.advance(Duration::from_secs(2));
@@ -259,7 +260,7 @@ fn a_second_update_is_refused_while_one_runs_unless_concurrent_updates_are_allow
     emu.set_update_outcome(1, UpdateOutcome::Refuse);
     std::thread::scope(|s| {
         let (handle, rx) = spawn_update(s, &ctl, "First", options(FirmwareChannel::Stable));
-        wait_for(&rx, |p| matches!(p, UpdateProgress::Downloading));
+        wait_for(&rx, |p| matches!(p, UpdateProgress::Downloading { .. }));
         let r = ctl.update_firmware("Second", FirmwareChannel::Stable);
         let (why, text) = failure(&r);
         assert_eq!(why, UpdateFailure::Busy);
@@ -378,6 +379,80 @@ fn a_device_that_never_comes_back_fails_after_the_configured_time() {
         ),
         "{again}"
     );
+}
+
+/// A Gen2+ device tells how its download goes over its push channel: each new tenth reaches the progress
+/// callback as it is told, and a download that fails (`ota_error`) ends the update at once with the device's
+/// reason, instead of a wait for the timeout. (A Gen1 device tells nothing: its failed download is a device
+/// that was not seen restarting.)
+#[test]
+fn a_gen2_device_tells_its_download_percent_and_its_failure_over_the_push_channel() {
+    let (emu, clock, ctl) = start(
+        vec![
+            spec("ShellyPlus1PM", Some("1.5.0"), None),
+            spec("ShellyPlus1PM", Some("1.5.0"), None),
+        ],
+        &["Told", "Failing"],
+    );
+    std::thread::scope(|s| {
+        let (handle, rx) = spawn_update(s, &ctl, "Told", options(FirmwareChannel::Stable));
+        wait_for(&rx, |p| matches!(p, UpdateProgress::Started { .. }));
+        // Each step of the (manual) clock makes the device tell the tenth it reached; nothing races: the test
+        // waits for the percent before the next step.
+        for tenth in [3u8, 6, 9] {
+            clock.advance(Duration::from_millis(300));
+            let seen = wait_for(&rx, |p| {
+                matches!(p, UpdateProgress::Downloading { percent: Some(_) })
+            });
+            assert_eq!(
+                seen.last(),
+                Some(&UpdateProgress::Downloading {
+                    percent: Some(tenth * 10)
+                }),
+                "{seen:?}"
+            );
+            // Before it, at most the look's own Downloading without a percent.
+            assert!(
+                seen[..seen.len() - 1]
+                    .iter()
+                    .all(|p| *p == UpdateProgress::Downloading { percent: None }),
+                "{seen:?}"
+            );
+        }
+        clock.advance(Duration::from_millis(100));
+        wait_for(&rx, |p| matches!(p, UpdateProgress::Restarting));
+        clock.advance(Duration::from_secs(2));
+        let done = handle.join().unwrap().unwrap();
+        assert_eq!(done.current, "1.5.0");
+    });
+    assert_eq!(
+        UpdateProgress::Downloading { percent: Some(40) }.to_string(),
+        "downloading, 40 %"
+    );
+
+    emu.set_update_outcome(1, UpdateOutcome::DownloadFails);
+    std::thread::scope(|s| {
+        let (handle, rx) = spawn_update(s, &ctl, "Failing", options(FirmwareChannel::Stable));
+        wait_for(&rx, |p| matches!(p, UpdateProgress::Started { .. }));
+        // Halfway the device gives up; the update ends without the test moving the clock again.
+        clock.advance(Duration::from_millis(600));
+        let (why, text) = failure(&handle.join().unwrap());
+        assert_eq!(why, UpdateFailure::Failed, "{text}");
+        assert!(
+            text.contains("the device reported that the update failed (Download failed)")
+                && text.contains("it still runs 1.4.4"),
+            "{text}"
+        );
+        let seen: Vec<_> = rx.try_iter().collect();
+        assert!(!seen.contains(&UpdateProgress::Restarting), "{seen:?}");
+    });
+    assert_eq!(emu.firmware_version(1), "1.4.4");
+    assert!(ctl.device("Failing").unwrap().online);
+    assert_eq!(warnings_about("Failing"), Vec::<String>::new());
+    // Not busy any more: the guard was released with the failure.
+    emu.set_update_outcome(1, UpdateOutcome::Succeed);
+    let (r, _) = drive(&clock, &ctl, "Failing", options(FirmwareChannel::Stable));
+    assert_eq!(r.unwrap().current, "1.5.0");
 }
 
 #[test]

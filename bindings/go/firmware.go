@@ -82,7 +82,8 @@ type UpdateStep int
 const (
 	// UpdateStarted: the device accepted the request (From: the version it ran, To: the one it installs).
 	UpdateStarted UpdateStep = C.SD_UPDATE_STARTED
-	// UpdateDownloading: the device still answers and is downloading or installing.
+	// UpdateDownloading: the device still answers and is downloading or installing (Percent: how far, where
+	// it tells).
 	UpdateDownloading UpdateStep = C.SD_UPDATE_DOWNLOADING
 	// UpdateRestarting: the device stopped answering; it restarts (expected).
 	UpdateRestarting UpdateStep = C.SD_UPDATE_RESTARTING
@@ -106,15 +107,18 @@ func (s UpdateStep) String() string {
 }
 
 // UpdateProgress is one step of a firmware update. Unknown versions, and those the step does not carry, are
-// nil: Started has From and To, Back has To (the version the device runs now), the others neither.
+// nil: Started has From and To, Back has To (the version the device runs now), the others neither. Percent is
+// how much of the image is in (0-100) on a Downloading step where the device told it (Gen2+ over its push
+// channel: one step per new percent), else nil.
 type UpdateProgress struct {
-	Step UpdateStep
-	From *string
-	To   *string
+	Step    UpdateStep
+	From    *string
+	To      *string
+	Percent *int
 }
 
 // UpdateFirmwareProgress is UpdateFirmware that also calls progress for each step of the update (Started,
-// possibly Downloading, Restarting, Back), in order, on the calling goroutine, before it returns. A nil
+// possibly Downloading (again for each new percent), Restarting, Back), in order, on the calling goroutine, before it returns. A nil
 // progress makes it UpdateFirmware. progress must not close the controller. A panic in progress does not
 // reach the library: the update runs to its end, then the panic is raised again here.
 func (c *Controller) UpdateFirmwareProgress(id Identity, opts UpdateOptions, progress func(UpdateProgress)) (*FirmwareInfo, error) {

@@ -15,7 +15,7 @@ import (
 // reports it (nil beta), UpdateFirmware follows the device through its restart to 1.5.0, and a second update
 // with nothing on offer is ErrFirmware.
 func TestFirmwareCheckAndUpdate(t *testing.T) {
-	ctl, _ := openFirmwareDevice(t, "Kitchen", 300)
+	ctl, _ := openFirmwareDevice(t, "Kitchen", 100, 300)
 	defer ctl.Close()
 
 	info, err := ctl.CheckFirmware(smartdev.ByName("Kitchen"))
@@ -39,12 +39,14 @@ func TestFirmwareCheckAndUpdate(t *testing.T) {
 	}
 }
 
-// TestFirmwareUpdateProgress: UpdateFirmwareProgress reports Started (1.4.4 to 1.5.0), maybe Downloading,
-// Restarting and Back (1.5.0) in that order; a panic in the callback comes back after the update finished.
+// TestFirmwareUpdateProgress: UpdateFirmwareProgress reports Started (1.4.4 to 1.5.0), Downloading with each
+// new percent the device tells over its WebSocket (and maybe once without, from a look), Restarting and Back
+// (1.5.0) in that order; a panic in the callback comes back after the update finished.
 func TestFirmwareUpdateProgress(t *testing.T) {
-	// A restart long enough that the first look (200 ms after the request) finds the device offline even on
-	// a loaded machine, so Restarting is always seen.
-	ctl, offer := openFirmwareDevice(t, "Attic", 1500)
+	// A download of 1 s: the device tells each tenth; the first ones reach the callback long before the
+	// restart. A restart long enough that the first look after it finds the device offline even on a loaded
+	// machine, so Restarting is always seen.
+	ctl, offer := openFirmwareDevice(t, "Attic", 1000, 1500)
 	defer ctl.Close()
 
 	str := func(s *string) string {
@@ -54,9 +56,22 @@ func TestFirmwareUpdateProgress(t *testing.T) {
 		return *s
 	}
 	var seen []string
+	var percents []int
 	after, err := ctl.UpdateFirmwareProgress(smartdev.ByName("Attic"),
 		smartdev.UpdateOptions{Channel: smartdev.FirmwareStable, Timeout: time.Minute},
 		func(p smartdev.UpdateProgress) {
+			if p.Step == smartdev.UpdateDownloading {
+				if p.From != nil || p.To != nil {
+					t.Errorf("Downloading with versions: %+v", p)
+				}
+				if p.Percent != nil {
+					percents = append(percents, *p.Percent)
+				}
+				return
+			}
+			if p.Percent != nil {
+				t.Errorf("%v with a percent: %d", p.Step, *p.Percent)
+			}
 			seen = append(seen, fmt.Sprintf("%v %s %s", p.Step, str(p.From), str(p.To)))
 		})
 	must(t, err)
@@ -64,11 +79,16 @@ func TestFirmwareUpdateProgress(t *testing.T) {
 		t.Fatalf("after the update: %+v", after)
 	}
 	want := []string{"Started 1.4.4 1.5.0", "Restarting nil nil", "Back nil 1.5.0"}
-	if len(seen) == 4 && seen[1] == "Downloading nil nil" {
-		seen = append(seen[:1], seen[2:]...)
-	}
 	if strings.Join(seen, "; ") != strings.Join(want, "; ") {
-		t.Fatalf("progress = %q, want %q (Downloading possibly second)", seen, want)
+		t.Fatalf("progress = %q, want %q (and Downloading between Started and Restarting)", seen, want)
+	}
+	if len(percents) == 0 {
+		t.Fatalf("no percent of the download was told")
+	}
+	for i, p := range percents {
+		if p < 0 || p > 100 || (i > 0 && p <= percents[i-1]) {
+			t.Fatalf("percents %v: each within 0-100 and rising", percents)
+		}
 	}
 
 	// A panicking callback: the update still ends (the device runs 1.5.0), then the panic is raised here.
@@ -94,9 +114,9 @@ func TestFirmwareUpdateProgress(t *testing.T) {
 	}
 }
 
-// openFirmwareDevice starts one emulated ShellyPlus1PM running 1.4.4 with 1.5.0 on offer (a 100 ms download,
-// a restart of restartMs) and opens a controller on it, named name; offer() puts the same offer up again.
-func openFirmwareDevice(t *testing.T, name string, restartMs int) (*smartdev.Controller, func()) {
+// openFirmwareDevice starts one emulated ShellyPlus1PM running 1.4.4 with 1.5.0 on offer (a download of
+// downloadMs, a restart of restartMs) and opens a controller on it, named name; offer() puts the same offer up again.
+func openFirmwareDevice(t *testing.T, name string, downloadMs, restartMs int) (*smartdev.Controller, func()) {
 	t.Helper()
 	device, admin := startEmulator(t)
 	yaml := fmt.Sprintf(`SmartDevices:
@@ -107,8 +127,8 @@ func openFirmwareDevice(t *testing.T, name string, restartMs int) (*smartdev.Con
     - {Name: %s, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: %s}
 `, name, port(t, device))
 	offer := func() {
-		resp, err := http.Post(fmt.Sprintf("%s/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=100&restart_ms=%d",
-			admin, restartMs), "text/plain", nil)
+		resp, err := http.Post(fmt.Sprintf("%s/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=%d&restart_ms=%d",
+			admin, downloadMs, restartMs), "text/plain", nil)
 		must(t, err)
 		resp.Body.Close()
 	}

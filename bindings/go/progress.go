@@ -21,7 +21,7 @@ type progressListener struct {
 }
 
 //export sdgoUpdateProgress
-func sdgoUpdateProgress(handle C.uintptr_t, step C.int, from, to *C.char) {
+func sdgoUpdateProgress(handle C.uintptr_t, step C.int, from, to *C.char, percent C.int) {
 	l := cgo.Handle(handle).Value().(*progressListener)
 	if l.panicked {
 		return
@@ -34,7 +34,12 @@ func sdgoUpdateProgress(handle C.uintptr_t, step C.int, from, to *C.char) {
 		}
 	}()
 	// The strings are valid only during this call: copy them first.
-	l.fn(UpdateProgress{Step: UpdateStep(step), From: goVersion(from), To: goVersion(to)})
+	p := UpdateProgress{Step: UpdateStep(step), From: goVersion(from), To: goVersion(to)}
+	if percent >= 0 {
+		n := int(percent)
+		p.Percent = &n
+	}
+	l.fn(p)
 }
 
 // goVersion copies a version from C; NULL (unknown) is nil.

@@ -194,8 +194,8 @@ sd_result sdgo_energy_history_last(char *buf, size_t len, size_t *needed, char *
 }
 
 /* Forwards a firmware update's step to Go; the cgo.Handle travels through `user_data`. */
-static void progress_trampoline(void *user_data, int step, const char *from, const char *to) {
-  sdgoUpdateProgress((uintptr_t)user_data, step, (char *)from, (char *)to);
+static void progress_trampoline(void *user_data, int step, const char *from, const char *to, int percent) {
+  sdgoUpdateProgress((uintptr_t)user_data, step, (char *)from, (char *)to, percent);
 }
 
 sd_result sdgo_update_firmware_progress(const sd_controller *c, const char *name, int64_t id, int channel,

@@ -5,6 +5,7 @@ pub(crate) mod find;
 pub(crate) mod firmware_op;
 pub(crate) mod hook_inbox;
 pub(crate) mod mqtt;
+pub(crate) mod ota_board;
 pub(crate) mod outbound;
 pub(crate) mod pace;
 pub(crate) mod peers;

@@ -1444,6 +1444,10 @@ fn on_status(
 
 /// A `NotifyEvent` event as the webhook the device would have called: same event name, object type and IDs.
 fn on_event(t: &Target, ctx: &Context, e: Event, source: IpAddr) {
+    // A firmware update's steps also reach the caller following it; they are events like any other too.
+    if e.component == "sys" {
+        ctx.shared.ota.tell(t.di, &e.event, &e.fields);
+    }
     let (kind_text, n) = match split_key(&e.component) {
         Some((k, n)) => (k.to_string(), Some(n)),
         None => (e.component.clone(), e.id.map(|i| i as usize)),

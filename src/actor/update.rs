@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::firmware_op::FirmwareOp;
+use super::ota_board::{OtaBoard, OtaWatch};
 use super::worker::{Command, Slot, WorkerTx, snapshot};
 use crate::error::{Error, Result};
 use crate::firmware::{FirmwareInfo, FirmwareUpdate, UpdateFailure, UpdateOptions, UpdateProgress};
@@ -69,10 +70,14 @@ impl Updates {
     }
 }
 
-/// One device's worker and published state, as an update talks to them.
+/// One device's worker and published state, as an update talks to them, and where its push channel tells how
+/// the update goes.
 pub(crate) struct Target<'a> {
     pub tx: WorkerTx,
     pub slot: &'a Slot,
+    pub ota: &'a OtaBoard,
+    /// The device's index (configuration order).
+    pub index: usize,
 }
 
 impl Target<'_> {
@@ -144,6 +149,8 @@ pub(crate) fn run(
         ));
     }
     let from = info.current.clone();
+    // Listening before the request: a device's first `ota_*` events may come before its answer.
+    let watch = target.ota.follow(target.index);
     let said = target.ask(|r| FirmwareOp::Start(channel, r))?;
     // From here on the worker must hear that the update is over, even if the caller's callback panics.
     let finish = Finish(Some(target));
@@ -152,7 +159,7 @@ pub(crate) fn run(
         from: from.clone(),
         to: to.clone(),
     });
-    let outcome = follow(target, options, from.as_deref(), progress);
+    let outcome = follow(target, &watch, options, from.as_deref(), progress);
     // Whatever the outcome: a full read shows the device as it is now, and its going offline is news again.
     let read = finish.now();
     let current = outcome.map_err(|(failure, message)| failed(failure, message))?;
@@ -172,9 +179,10 @@ pub(crate) fn run(
 }
 
 /// Looks at the device with a growing wait until it runs another version than `from`: that version, or why
-/// not.
+/// not. Between looks, what its push channel tells (`watch`): the download's percent, or its failure.
 fn follow(
     target: &Target<'_>,
+    watch: &OtaWatch<'_>,
     options: &UpdateOptions,
     from: Option<&str>,
     progress: &mut dyn FnMut(&UpdateProgress),
@@ -184,6 +192,9 @@ fn follow(
         .min(options.timeout / 4)
         .max(Duration::from_millis(10));
     let mut wait = FIRST_LOOK.min(longest);
+    let mut next_look = Instant::now() + wait;
+    // The news seen so far, and the last percent told.
+    let (mut seen, mut told) = (0u64, None::<u8>);
     // `restarted`: seen offline; `rebooted`: seen with a smaller uptime than before (a proof where the device
     // tells its uptime: one lost answer during a long download is no restart).
     let (mut restarted, mut rebooted, mut downloading) = (false, false, false);
@@ -196,8 +207,34 @@ fn follow(
         if now >= deadline {
             break;
         }
-        std::thread::sleep(wait.min(deadline - now));
+        let news = watch.wait(seen, next_look.min(deadline) - now);
+        if news.seq > seen {
+            seen = news.seq;
+            if let Some(why) = news.error {
+                let why = if why.is_empty() {
+                    "no reason given".into()
+                } else {
+                    why
+                };
+                return Err((
+                    UpdateFailure::Failed,
+                    format!(
+                        "the device reported that the update failed ({why}); it still runs {}",
+                        from.unwrap_or("the old version")
+                    ),
+                ));
+            }
+            if news.percent.is_some() && news.percent != told && !restarted {
+                told = news.percent;
+                downloading = true;
+                progress(&UpdateProgress::Downloading { percent: told });
+            }
+            if Instant::now() < next_look {
+                continue;
+            }
+        }
         wait = (wait * 3 / 2).min(longest);
+        next_look = Instant::now() + wait;
         match target.ask(FirmwareOp::Poll) {
             Err(Error::Closed) => {
                 return Err((UpdateFailure::NotBack, "the controller was closed".into()));
@@ -247,7 +284,7 @@ fn follow(
                 }
                 if !downloading {
                     downloading = true;
-                    progress(&UpdateProgress::Downloading);
+                    progress(&UpdateProgress::Downloading { percent: None });
                 }
             }
         }

@@ -18,6 +18,8 @@ impl Controller {
         let target = Target {
             tx: self.sender(i)?,
             slot: &self.shared.slots[i],
+            ota: &self.shared.ota,
+            index: i,
         };
         target.check()
     }
@@ -49,6 +51,8 @@ impl Controller {
         let target = Target {
             tx: self.sender(i)?,
             slot: &self.shared.slots[i],
+            ota: &self.shared.ota,
+            index: i,
         };
         let label = self.snapshot(i).label();
         let _ticket = self.updates.enter(i, &label, options.allow_concurrent)?;

@@ -21,7 +21,7 @@
 //! back-off; stay away; come back),
 //! `GET|POST sleep[?action=wake|hold|release]` (a sleeping device: wake it now, hold it awake as its button
 //! does, or let it sleep; answers its period, whether it is held, its outbound server and reports so far).
-//! `GET|POST firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old][&download_ms=N][&restart_ms=N]`
+//! `GET|POST firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old|fail][&download_ms=N][&restart_ms=N]`
 //! (the versions on offer, an empty one: none; how the next updates end; how long download and restart take).
 //! `GET|POST cert[?ca=true][&expired=true][&names=A;B]` (HTTPS devices: the fingerprint served, or a new
 //! certificate: self-signed or signed by the emulator's CA, `GET /ca`).

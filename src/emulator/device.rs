@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::auth::{self, Auth};
 use super::clock::EmuClock;
@@ -341,6 +341,8 @@ pub(crate) struct Notify {
     pub state: fn(&Device, &DeviceState),
     /// A fired event (webhook form `input.button_push`, component id).
     pub event: fn(&Device, &str, usize),
+    /// An event of the device itself (`sys`: a firmware update's `ota_*` steps) and its fields; Gen2+ only.
+    pub sys: fn(&Device, &str, Map<String, Value>),
 }
 
 /// A device: identity, state and port controls.
@@ -680,6 +682,14 @@ impl Device {
 
     pub(crate) fn webhooks(&self) -> Vec<Value> {
         self.state().hooks.list()
+    }
+
+    /// Tells the WebSocket clients and the broker of an event of the device itself (Gen2+: `sys` events, a
+    /// firmware update's steps); other families have no such notification.
+    pub(crate) fn sys_event(&self, event: &str, fields: Map<String, Value>) {
+        if self.ident.family == Family::Rpc {
+            (self.notify.sys)(self, event, fields);
+        }
     }
 
     /// Calls every enabled URL for the event (outside the state lock: the peer may query us back).

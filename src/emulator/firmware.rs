@@ -47,6 +47,8 @@ pub enum UpdateOutcome {
     NeverBack,
     /// Download, restart, and still run the old version (the new image did not boot).
     OldVersion,
+    /// The download fails halfway: a Gen2+ device says so (`ota_error`) and runs on, never restarting.
+    DownloadFails,
 }
 
 /// Where an update is.

@@ -49,7 +49,7 @@ fn nonempty(v: &str) -> Result<(), String> {
 }
 
 /// The admin endpoint's `firmware` action: `GET` reports, `POST` changes what its parameters name (`version`,
-/// `stable`, `beta` (empty: none on offer), `outcome=succeed|refuse|never|old`, `download_ms`, `restart_ms`).
+/// `stable`, `beta` (empty: none on offer), `outcome=succeed|refuse|never|old|fail`, `download_ms`, `restart_ms`).
 pub(crate) fn admin(
     dev: &Device,
     post: bool,
@@ -62,9 +62,10 @@ pub(crate) fn admin(
             Some("refuse") => Some(UpdateOutcome::Refuse),
             Some("never") => Some(UpdateOutcome::NeverBack),
             Some("old") => Some(UpdateOutcome::OldVersion),
+            Some("fail") => Some(UpdateOutcome::DownloadFails),
             Some(o) => {
                 return Err(format!(
-                    "outcome must be succeed, refuse, never or old, not {o:?}"
+                    "outcome must be succeed, refuse, never, old or fail, not {o:?}"
                 ));
             }
         };
@@ -108,6 +109,7 @@ pub(crate) fn admin(
         UpdateOutcome::Refuse => "refuse",
         UpdateOutcome::NeverBack => "never",
         UpdateOutcome::OldVersion => "old",
+        UpdateOutcome::DownloadFails => "fail",
     };
     let stage = match f.stage {
         Stage::Idle => "idle",

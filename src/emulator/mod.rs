@@ -249,6 +249,11 @@ const NOTIFY: device::Notify = device::Notify {
         dev.ws.on_event(dev, event, cid);
         mqtt_client::on_event(dev, event, cid);
     },
+    sys: |dev, event, fields| {
+        let params = notify::sys_event(dev, event, fields);
+        dev.ws.on_sys(dev, &params);
+        mqtt_client::on_sys(dev, &params);
+    },
 };
 
 /// Default [`DeviceSpec::cover_travel`] (private: cbindgen would put a public const into the C header).

@@ -69,6 +69,13 @@ pub(crate) fn on_event(dev: &Device, event: &str, cid: usize) {
     }
 }
 
+/// A `NotifyEvent` of the device itself (Gen2+).
+pub(crate) fn on_sys(dev: &Device, params: &serde_json::Value) {
+    if dev.mqtt.connected() && dev.ident.family == Family::Rpc {
+        mqtt_rpc::notification(dev, "NotifyEvent", params);
+    }
+}
+
 fn will(dev: &Device) -> Will {
     match dev.ident.family {
         Family::Tasmota => mqtt_tasmota::will(dev),

@@ -45,7 +45,7 @@ pub(crate) fn on_connect(dev: &Device) {
     drop(s);
 }
 
-fn notification(dev: &Device, method: &str, params: &Value) {
+pub(crate) fn notification(dev: &Device, method: &str, params: &Value) {
     let frame = json!({"src": dev.ident.id, "dst": topic(dev, "events"), "method": method, "params": params});
     let body = Response::json_whole(200, &frame).body;
     dev.mqtt.publish(&topic(dev, "events/rpc"), &body, false);

@@ -97,6 +97,18 @@ pub(crate) fn status_change(
     Some(("NotifyStatus", Value::Object(changed)))
 }
 
+/// `NotifyEvent` params for an event of the device itself (component `sys`: a firmware update's `ota_begin`,
+/// `ota_progress` with `progress_percent`, `ota_success`, `ota_error`), with its fields.
+pub(crate) fn sys_event(dev: &Device, event: &str, fields: Map<String, Value>) -> Value {
+    let ts = round2(dev.clock.unix());
+    let mut e = Map::new();
+    e.insert("component".into(), json!("sys"));
+    e.insert("event".into(), json!(event));
+    e.extend(fields);
+    e.insert("ts".into(), json!(ts));
+    json!({"ts": ts, "events": [e]})
+}
+
 /// `NotifyEvent` params for a fired event (webhook form `input.button_push`, component id).
 pub(crate) fn event(dev: &Device, event: &str, cid: usize) -> Value {
     let (kind, name) = event.split_once('.').unwrap_or(("sys", event));

@@ -1,10 +1,13 @@
 //! A firmware update's cycle on an emulated device, as real ones go through it: the request is accepted (or
 //! refused), the image downloads while the device still answers, the device restarts (connections refused,
 //! WebSocket connections dropped: `Fault::Refuse`), and it comes back running the new version (or, as
-//! [`UpdateOutcome`] says, the old one, or not at all). Durations run on the emulator clock, so a test with a
+//! [`UpdateOutcome`] says, the old one, or not at all, or the download fails). A Gen2+ device tells its push
+//! clients how the download goes (`ota_*` events). Durations run on the emulator clock, so a test with a
 //! manual clock decides when each phase ends; the cycle runs on a short-lived thread `sd-emu-fw-<port>`.
 
 use std::time::{Duration, Instant};
+
+use serde_json::{Map, json};
 
 use super::Fault;
 use super::device::Device;
@@ -13,6 +16,9 @@ use super::firmware::{Stage, Track, UpdateOutcome};
 
 /// How often the cycle looks at the (possibly manual) clock.
 const TICK: Duration = Duration::from_millis(10);
+/// The longest wait for the WebSocket writers before a restart (real time: a client that does not read does
+/// not hold the restart back).
+const FLUSH: Duration = Duration::from_millis(500);
 
 /// Starts an update to the version on `track`: the version it will install, or why the device refuses. `same`:
 /// with nothing newer on offer, install the running version again (Tasmota's `Upgrade 1` downloads whatever its
@@ -55,7 +61,7 @@ pub(crate) fn begin(dev: &Device, track: Track, same: bool) -> Result<String, St
 /// Download, restart, come back (or not).
 fn cycle(dev: &Device, target: String, downloaded: Instant) {
     let outcome = dev.firmware().outcome;
-    if !wait_until(dev, downloaded) {
+    if !download(dev, downloaded, outcome == UpdateOutcome::DownloadFails) {
         return;
     }
     let never_back = outcome == UpdateOutcome::NeverBack;
@@ -106,6 +112,8 @@ fn restart(dev: &Device, never_back: bool, booted: impl FnOnce(&mut super::firmw
         f.stage = Stage::Restarting;
         dev.clock.instant() + f.restart
     };
+    // What it notified before going down (`ota_success`) reaches its clients.
+    dev.ws.flush(FLUSH);
     dev.set_fault(Fault::Refuse);
     if never_back || !wait_until(dev, back) {
         return;
@@ -117,6 +125,50 @@ fn restart(dev: &Device, never_back: bool, booted: impl FnOnce(&mut super::firmw
     }
     dev.state().restart();
     dev.set_fault(Fault::None);
+}
+
+/// The download, until `end` on the device's clock, told as a Gen2+ device tells it (`ota_begin`, `ota_progress`
+/// at each tenth, `ota_success`; `ota_error` halfway when it `fails`, and the device runs on). False when it
+/// failed or the emulator stopped meanwhile.
+fn download(dev: &Device, end: Instant, fails: bool) -> bool {
+    let msg = |m: &str| {
+        let mut f = Map::new();
+        f.insert("msg".into(), json!(m));
+        f
+    };
+    dev.sys_event("ota_begin", msg("Waiting for data"));
+    let begun = dev.clock.instant();
+    let span = end.saturating_duration_since(begun).as_secs_f64();
+    let mut told = 0u32;
+    loop {
+        let now = dev.clock.instant();
+        let done = now >= end;
+        let percent = if done || span <= 0.0 {
+            100
+        } else {
+            ((now - begun).as_secs_f64() / span * 100.0) as u32
+        };
+        if fails && percent >= 50 {
+            dev.sys_event("ota_error", msg("Download failed"));
+            dev.firmware().stage = Stage::Idle;
+            return false;
+        }
+        // The last tenth reached, once each (a manual clock may jump several).
+        if percent / 10 > told / 10 {
+            told = percent / 10 * 10;
+            let mut f = msg("Waiting for data");
+            f.insert("progress_percent".into(), json!(told));
+            dev.sys_event("ota_progress", f);
+        }
+        if done {
+            dev.sys_event("ota_success", msg("Update applied, rebooting"));
+            return dev.net.phase(Instant::now()) != Phase::Stop;
+        }
+        if dev.net.phase(Instant::now()) == Phase::Stop {
+            return false;
+        }
+        dev.net.sleep(TICK);
+    }
 }
 
 /// Waits until `end` on the device's clock; false when the emulator stops meanwhile.

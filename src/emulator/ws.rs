@@ -64,6 +64,13 @@ impl WsHub {
             &notify::event(dev, event, cid),
         );
     }
+
+    /// A `NotifyEvent` of the device itself (`notify::sys_event`).
+    pub(crate) fn on_sys(&self, dev: &Device, params: &Value) {
+        if self.subscribed.load(Ordering::SeqCst) {
+            self.broadcast(&dev.ident.id, "NotifyEvent", params);
+        }
+    }
 }
 
 /// Whether a request asks for a WebSocket upgrade.

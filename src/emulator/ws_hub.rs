@@ -205,6 +205,17 @@ impl WsHub {
         self.requests.load(Ordering::Relaxed)
     }
 
+    /// Waits until every connection's writer wrote what was queued, for at most `bound` (a device restarting
+    /// after `ota_success` has sent it: its TCP stack delivers what it sent before going down).
+    pub(crate) fn flush(&self, bound: std::time::Duration) {
+        let end = std::time::Instant::now() + bound;
+        while std::time::Instant::now() < end
+            && lock(&self.clients).iter().any(|c| !c.queue.drained())
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// Cuts every connection (no close frame), as a device that reboots or loses Wi-Fi.
     pub(crate) fn drop_all(&self) {
         for c in lock(&self.clients).drain(..) {

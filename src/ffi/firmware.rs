@@ -55,8 +55,9 @@ pub unsafe extern "C" fn sd_check_firmware(
 }
 
 /// Receives one step of a firmware update (`sd_update_firmware_progress`): the caller's `user_data`, the step
-/// (`SD_UPDATE_STARTED`, `SD_UPDATE_DOWNLOADING`, `SD_UPDATE_RESTARTING`, `SD_UPDATE_BACK`) and two versions
-/// (UTF-8, NUL-terminated, NULL when unknown or not part of the step, valid only during the call). Called on
+/// (`SD_UPDATE_STARTED`, `SD_UPDATE_DOWNLOADING`, `SD_UPDATE_RESTARTING`, `SD_UPDATE_BACK`), two versions
+/// (UTF-8, NUL-terminated, NULL when unknown or not part of the step, valid only during the call) and, for
+/// `SD_UPDATE_DOWNLOADING`, the percent of the image in (0–100; -1 when the device does not tell). Called on
 /// the thread that called `sd_update_firmware_progress`, before it returns.
 pub type sd_update_callback = Option<
     unsafe extern "C" fn(
@@ -64,6 +65,7 @@ pub type sd_update_callback = Option<
         step: c_int,
         from: *const c_char,
         to: *const c_char,
+        percent: c_int,
     ),
 >;
 
@@ -111,10 +113,11 @@ pub unsafe extern "C" fn sd_update_firmware(
     }
 }
 
-/// `sd_update_firmware` (same arguments, same results) that also calls `callback(user_data, step, from, to)`
-/// for each step of the update, on the calling thread, before it returns: `SD_UPDATE_STARTED` (`from` the
-/// version it ran, `to` the version it installs), possibly `SD_UPDATE_DOWNLOADING`, `SD_UPDATE_RESTARTING`
-/// (both NULL), `SD_UPDATE_BACK` (`to` the version it runs now). Unknown versions are NULL, never "". The
+/// `sd_update_firmware` (same arguments, same results) that also calls `callback(user_data, step, from, to,
+/// percent)` for each step of the update, on the calling thread, before it returns: `SD_UPDATE_STARTED` (`from`
+/// the version it ran, `to` the version it installs), possibly `SD_UPDATE_DOWNLOADING` (again for each new
+/// percent a Gen2+ device tells over its push channel; `percent` -1 when unknown), `SD_UPDATE_RESTARTING`
+/// (versions NULL), `SD_UPDATE_BACK` (`to` the version it runs now). `percent` is -1 for every other step. Unknown versions are NULL, never "". The
 /// strings are valid only during the call: copy them to keep them. An update refused before it starts (nothing
 /// on offer, another update running) calls nothing. A NULL `callback` makes this `sd_update_firmware`.
 ///
@@ -165,12 +168,12 @@ pub unsafe extern "C" fn sd_update_firmware_progress(
         };
         let tell = |p: &UpdateProgress| {
             if let Some(callback) = callback {
-                let (step, from, to) = step(p);
+                let (step, from, to, percent) = step(p);
                 let (from, to) = (c_version(from), c_version(to));
                 let ptr = |v: &Option<CString>| v.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
                 // SAFETY: the caller passed a function of this signature, callable with `user_data` until this
                 // export returns; the strings live until the call returns.
-                unsafe { callback(user_data, step, ptr(&from), ptr(&to)) };
+                unsafe { callback(user_data, step, ptr(&from), ptr(&to), percent) };
             }
         };
         match h.ctl.update_firmware_with(who, &options, tell) {
@@ -180,13 +183,20 @@ pub unsafe extern "C" fn sd_update_firmware_progress(
     })
 }
 
-/// A step's number and its `from`, `to` versions.
-fn step(p: &UpdateProgress) -> (c_int, Option<&str>, Option<&str>) {
+/// A step's number, its `from`, `to` versions and its percent (-1: unknown or none).
+fn step(p: &UpdateProgress) -> (c_int, Option<&str>, Option<&str>, c_int) {
     match p {
-        UpdateProgress::Started { from, to } => (SD_UPDATE_STARTED, from.as_deref(), to.as_deref()),
-        UpdateProgress::Downloading => (SD_UPDATE_DOWNLOADING, None, None),
-        UpdateProgress::Restarting => (SD_UPDATE_RESTARTING, None, None),
-        UpdateProgress::Back { version } => (SD_UPDATE_BACK, None, version.as_deref()),
+        UpdateProgress::Started { from, to } => {
+            (SD_UPDATE_STARTED, from.as_deref(), to.as_deref(), -1)
+        }
+        UpdateProgress::Downloading { percent } => (
+            SD_UPDATE_DOWNLOADING,
+            None,
+            None,
+            percent.map_or(-1, c_int::from),
+        ),
+        UpdateProgress::Restarting => (SD_UPDATE_RESTARTING, None, None, -1),
+        UpdateProgress::Back { version } => (SD_UPDATE_BACK, None, version.as_deref(), -1),
     }
 }
 
@@ -207,14 +217,22 @@ mod tests {
             from: Some("1.4.4".into()),
             to: None,
         };
-        assert_eq!(step(&started), (SD_UPDATE_STARTED, Some("1.4.4"), None));
+        assert_eq!(step(&started), (SD_UPDATE_STARTED, Some("1.4.4"), None, -1));
         let back = UpdateProgress::Back {
             version: Some("1.5.0".into()),
         };
-        assert_eq!(step(&back), (SD_UPDATE_BACK, None, Some("1.5.0")));
+        assert_eq!(step(&back), (SD_UPDATE_BACK, None, Some("1.5.0"), -1));
         assert_eq!(
             step(&UpdateProgress::Restarting),
-            (SD_UPDATE_RESTARTING, None, None)
+            (SD_UPDATE_RESTARTING, None, None, -1)
+        );
+        assert_eq!(
+            step(&UpdateProgress::Downloading { percent: Some(40) }),
+            (SD_UPDATE_DOWNLOADING, None, None, 40)
+        );
+        assert_eq!(
+            step(&UpdateProgress::Downloading { percent: None }),
+            (SD_UPDATE_DOWNLOADING, None, None, -1)
         );
         assert_eq!(c_version(None), None);
         assert_eq!(c_version(Some("")), None);

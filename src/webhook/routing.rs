@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     /// With `AllowedSources: devices`: the addresses webhooks are accepted from (the listener's list, which
     /// grows with the address of a device that moved, once its MAC answered there).
     pub(crate) allowed: Option<super::AllowedSources>,
+    /// What devices being updated say of their update (their push channel's `ota_*` events).
+    pub(crate) ota: crate::actor::ota_board::OtaBoard,
 }
 
 /// The listener starts before the workers exist (its port goes into the hooks the workers install), so it

@@ -1,6 +1,7 @@
 /* Firmware through the C API: sd_check_firmware's JSON (unknown is null), an update followed through the
  * device's restart to its new version, nothing on offer (SD_FIRMWARE), a bad channel, and
- * sd_update_firmware_progress: its steps in order on the calling thread, and a NULL callback. The harness
+ * sd_update_firmware_progress: its steps in order on the calling thread (the download's percents as the device
+ * tells them over its push channel), and a NULL callback. The harness
  * starts Gen2+ devices running 1.4.4 with 1.5.0 on offer (Kitchen, Attic with a long restart, Cellar), and one
  * with nothing on offer (Hall). */
 #include "sd_test.h"
@@ -11,6 +12,7 @@ typedef struct {
   int steps[16];
   char from[16][32]; /* "(null)" for NULL */
   char to[16][32];
+  int percent[16];
   int off_thread; /* calls not on the thread that called the update */
 } progress_log;
 
@@ -21,11 +23,12 @@ static void copy_version(char *dst, const char *v) {
   snprintf(dst, 32, "%s", v == NULL ? "(null)" : v);
 }
 
-static void on_progress(void *user_data, int step, const char *from, const char *to) {
+static void on_progress(void *user_data, int step, const char *from, const char *to, int percent) {
   progress_log *log = user_data;
   if (!updating_here) log->off_thread++;
   if (log->count < 16) {
     log->steps[log->count] = step;
+    log->percent[log->count] = percent;
     copy_version(log->from[log->count], from);
     copy_version(log->to[log->count], to);
   }
@@ -75,19 +78,31 @@ int main(void) {
   CHECK(strstr(buf, "no newer beta version") != NULL && strstr(buf, "Hall (ID: 2)") != NULL);
   CHECK(strcmp(sd_result_name(SD_FIRMWARE), "SD_FIRMWARE") == 0);
 
-  /* Progress: Started (from 1.4.4 to 1.5.0), maybe Downloading, Restarting, Back with 1.5.0, in that order. */
+  /* Progress: Started (from 1.4.4 to 1.5.0), Downloading with each new percent the device tells over its
+   * WebSocket (and maybe once with -1, from a look), Restarting, Back with 1.5.0, in that order. */
   progress_log seen = {0};
   updating_here = 1;
   CHECK_RC(sd_update_firmware_progress(ctl, "Attic", 0, SD_FIRMWARE_STABLE, false, 30.0, on_progress, &seen),
            SD_OK);
   updating_here = 0;
   CHECK(seen.off_thread == 0);
-  CHECK(seen.count >= 3 && seen.count <= 4);
-  if (seen.count >= 3 && seen.count <= 4) {
+  CHECK(seen.count >= 4 && seen.count <= 16);
+  if (seen.count >= 4 && seen.count <= 16) {
     int last = seen.count - 1;
     CHECK(seen.steps[0] == SD_UPDATE_STARTED);
     CHECK(strcmp(seen.from[0], "1.4.4") == 0 && strcmp(seen.to[0], "1.5.0") == 0);
-    if (seen.count == 4) CHECK(seen.steps[1] == SD_UPDATE_DOWNLOADING);
+    CHECK(seen.percent[0] == -1 && seen.percent[last - 1] == -1 && seen.percent[last] == -1);
+    int known = 0, highest = -1;
+    for (int i = 1; i < last - 1; i++) {
+      CHECK(seen.steps[i] == SD_UPDATE_DOWNLOADING);
+      CHECK(seen.percent[i] >= -1 && seen.percent[i] <= 100);
+      if (seen.percent[i] >= 0) {
+        CHECK(seen.percent[i] > highest); /* each told once, rising */
+        highest = seen.percent[i];
+        known++;
+      }
+    }
+    CHECK(known >= 1);
     CHECK(seen.steps[last - 1] == SD_UPDATE_RESTARTING);
     CHECK(strcmp(seen.from[last - 1], "(null)") == 0 && strcmp(seen.to[last - 1], "(null)") == 0);
     CHECK(seen.steps[last] == SD_UPDATE_BACK);

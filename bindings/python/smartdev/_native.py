@@ -52,7 +52,7 @@ __all__ = ["lib", "library_path", "OpenOptions", "MeterReading", "LOG_FUNC", "UP
 LOG_FUNC = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 
 #: ``sd_update_callback``: ``void (*)(void *user_data, int step, const char *from, const char *to)``.
-UPDATE_FUNC = CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p)
+UPDATE_FUNC = CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p, c_int)
 
 
 class OpenOptions(Structure):

@@ -638,9 +638,10 @@ class Controller:
         the update takes, at most ``timeout`` seconds. Returns :meth:`check_firmware`'s dict afterwards.
 
         ``progress``, when given, is called for each step of the update, in order, on the calling thread,
-        before this returns: ``{"Step": "Started", "From": "1.4.4", "To": "1.5.0"}``, possibly ``"Downloading"``,
-        ``"Restarting"``, then ``"Back"`` (``"To"``: the version the device runs now). ``None`` is unknown or
-        not part of the step. An exception it raises does not stop the update: the update runs to its end
+        before this returns: ``{"Step": "Started", "From": "1.4.4", "To": "1.5.0", "Percent": None}``, possibly
+        ``"Downloading"`` (again for each new ``"Percent"`` of the image, 0-100, that a Gen2+ device tells over
+        its push channel), ``"Restarting"``, then ``"Back"`` (``"To"``: the version the device runs now).
+        ``None`` is unknown or not part of the step. An exception it raises does not stop the update: the update runs to its end
         (without further calls), then the exception is raised here.
 
         Raises:
@@ -655,7 +656,9 @@ class Controller:
         who = _identity(identity)
         raised: List[BaseException] = []
 
-        def forward(_user: Any, step: int, old: Optional[bytes], new: Optional[bytes]) -> None:
+        def forward(
+            _user: Any, step: int, old: Optional[bytes], new: Optional[bytes], percent: int
+        ) -> None:
             # An exception must not cross into C: keep the first, stop telling, raise it after the update.
             if raised or progress is None:
                 return
@@ -665,6 +668,7 @@ class Controller:
                         "Step": _UPDATE_STEPS.get(step, f"Step{step}"),
                         "From": None if old is None else old.decode("utf-8", "replace"),
                         "To": None if new is None else new.decode("utf-8", "replace"),
+                        "Percent": percent if percent >= 0 else None,
                     }
                 )
             except BaseException as e:  # re-raised after the C call

@@ -66,9 +66,10 @@ class FirmwareTest(unittest.TestCase):
                 ctl.update_firmware("Hall", "nightly")
 
     def test_progress_steps_in_order_and_a_raising_callback(self) -> None:
-        # A restart long enough that the first look (200 ms after the request) finds the device offline even
-        # on a loaded machine, so "Restarting" is always seen.
-        offer = "/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=100&restart_ms=1500"
+        # A download of 1 s: the device tells each tenth over its WebSocket, the first ones long before the
+        # restart. A restart long enough that the first look after it finds the device offline even on a
+        # loaded machine, so "Restarting" is always seen.
+        offer = "/devices/0/firmware?version=1.4.4&stable=1.5.0&beta=&download_ms=1000&restart_ms=1500"
         self.post_admin(offer)
         caller = threading.get_ident()
         seen: List[Dict[str, Any]] = []
@@ -80,16 +81,25 @@ class FirmwareTest(unittest.TestCase):
         with Controller(yaml=self.yaml()) as ctl:
             after = ctl.update_firmware("Kitchen", "stable", timeout=60, progress=progress)
             self.assertEqual(after["Current"], "1.5.0")
-            if len(seen) == 4 and seen[1] == {"Step": "Downloading", "From": None, "To": None}:
-                del seen[1]
+            downloading = [s for s in seen if s["Step"] == "Downloading"]
+            for s in downloading:
+                self.assertEqual((s["From"], s["To"]), (None, None))
+            percents = [s["Percent"] for s in downloading if s["Percent"] is not None]
+            self.assertTrue(percents, f"no percent of the download was told: {seen}")
+            self.assertEqual(percents, sorted(set(percents)), "each told once, rising")
+            self.assertTrue(all(0 <= p <= 100 for p in percents), percents)
             self.assertEqual(
-                seen,
+                [s for s in seen if s["Step"] != "Downloading"],
                 [
-                    {"Step": "Started", "From": "1.4.4", "To": "1.5.0"},
-                    {"Step": "Restarting", "From": None, "To": None},
-                    {"Step": "Back", "From": None, "To": "1.5.0"},
+                    {"Step": "Started", "From": "1.4.4", "To": "1.5.0", "Percent": None},
+                    {"Step": "Restarting", "From": None, "To": None, "Percent": None},
+                    {"Step": "Back", "From": None, "To": "1.5.0", "Percent": None},
                 ],
             )
+            # Downloading steps come between Started and Restarting.
+            steps = [s["Step"] for s in seen]
+            self.assertLess(steps.index("Restarting"), len(steps) - 1)
+            self.assertTrue(all(s == "Downloading" for s in steps[1 : steps.index("Restarting")]), steps)
 
             # The callback's exception comes back after the update ran to its end, with no further calls.
             self.post_admin(offer)

@@ -100,7 +100,7 @@ covers, sensors and lights:
        a new address keeps the port unless P is given; no address: a free port; GET /devices/<i> says where)
   GET /devices/<i>/mqtt   POST /devices/<i>/mqtt?action=drop|pause|resume (cut the broker connection
        without DISCONNECT: the broker publishes the will, the device reconnects; stay away; come back)
-  GET|POST /devices/<i>/firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old]
+  GET|POST /devices/<i>/firmware[?version=V][&stable=V][&beta=V][&outcome=succeed|refuse|never|old|fail]
        [&download_ms=N][&restart_ms=N] (firmware on offer, an empty one: none; how the next updates end)";
 
 const USAGE_ERROR: u8 = 2;
