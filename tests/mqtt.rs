@@ -105,6 +105,48 @@ fn gen2_is_read_and_switched_over_mqtt() {
     ctl.close();
 }
 
+/// A firmware update's course comes over the broker as over the WebSocket (`events/rpc`): the download's
+/// percents, then a failure the device reports ends the update at once with its reason.
+#[test]
+#[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
+fn gen2_tells_its_update_over_mqtt() {
+    let b = Broker::start();
+    let emu = devices(&b, &["ShellyPlus1PM"], |_| {});
+    emu.set_firmware_offer(0, Some("9.9.9"), None);
+    emu.set_update_outcome(0, smartdev::emulator::UpdateOutcome::DownloadFails);
+    let ctl = open(&emu, &b, &[PLUS]);
+    let before = emu.firmware_version(0);
+    let mut seen = Vec::new();
+    let r = ctl.update_firmware_with(
+        "Hall",
+        &smartdev::UpdateOptions {
+            timeout: Duration::from_secs(600),
+            ..Default::default()
+        },
+        |p| seen.push(p.clone()),
+    );
+    // The 600 s timeout is never waited for: the device's ota_error ends it.
+    match r {
+        Err(smartdev::Error::Firmware {
+            failure: smartdev::UpdateFailure::Failed,
+            ..
+        }) => {}
+        other => panic!("{other:?}; progress {seen:?}"),
+    }
+    let percents: Vec<u8> = seen
+        .iter()
+        .filter_map(|p| match p {
+            smartdev::UpdateProgress::Downloading { percent } => *percent,
+            _ => None,
+        })
+        .collect();
+    assert!(percents.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    assert!(percents.iter().all(|p| *p < 50), "failed halfway: {seen:?}");
+    assert_eq!(emu.firmware_version(0), before);
+    assert!(ctl.device("Hall").unwrap().online);
+    ctl.close();
+}
+
 #[test]
 #[cfg_attr(smartdev_no_mosquitto, ignore = "mosquitto is not installed")]
 fn tasmota_is_read_and_switched_over_mqtt() {
