@@ -47,10 +47,11 @@ pub(crate) fn begin(dev: &Device, track: Track, same: bool) -> Result<String, St
     let to = target.clone();
     // Deadlines start now, not when the thread runs: a test moving a manual clock right after the answer
     // must not move it before the phase began.
-    let downloaded = dev.clock.instant() + dev.firmware().download;
+    let begun = dev.clock.instant();
+    let downloaded = begun + dev.firmware().download;
     let started = std::thread::Builder::new()
         .name(format!("sd-emu-fw-{}", dev.port()))
-        .spawn(move || cycle(&me, to, downloaded));
+        .spawn(move || cycle(&me, to, begun, downloaded));
     if started.is_err() {
         dev.firmware().stage = Stage::Idle;
         return Err("the emulator could not start the update".into());
@@ -59,9 +60,14 @@ pub(crate) fn begin(dev: &Device, track: Track, same: bool) -> Result<String, St
 }
 
 /// Download, restart, come back (or not).
-fn cycle(dev: &Device, target: String, downloaded: Instant) {
+fn cycle(dev: &Device, target: String, begun: Instant, downloaded: Instant) {
     let outcome = dev.firmware().outcome;
-    if !download(dev, downloaded, outcome == UpdateOutcome::DownloadFails) {
+    if !download(
+        dev,
+        begun,
+        downloaded,
+        outcome == UpdateOutcome::DownloadFails,
+    ) {
         return;
     }
     let never_back = outcome == UpdateOutcome::NeverBack;
@@ -127,17 +133,16 @@ fn restart(dev: &Device, never_back: bool, booted: impl FnOnce(&mut super::firmw
     dev.set_fault(Fault::None);
 }
 
-/// The download, until `end` on the device's clock, told as a Gen2+ device tells it (`ota_begin`, `ota_progress`
+/// The download, from `begun` until `end` on the device's clock, told as a Gen2+ device tells it (`ota_begin`, `ota_progress`
 /// at each tenth, `ota_success`; `ota_error` halfway when it `fails`, and the device runs on). False when it
 /// failed or the emulator stopped meanwhile.
-fn download(dev: &Device, end: Instant, fails: bool) -> bool {
+fn download(dev: &Device, begun: Instant, end: Instant, fails: bool) -> bool {
     let msg = |m: &str| {
         let mut f = Map::new();
         f.insert("msg".into(), json!(m));
         f
     };
     dev.sys_event("ota_begin", msg("Waiting for data"));
-    let begun = dev.clock.instant();
     let span = end.saturating_duration_since(begun).as_secs_f64();
     let mut told = 0u32;
     loop {
