@@ -1107,9 +1107,9 @@ enum sd_result sd_check_firmware(const struct sd_controller *ctl,
  for as long as the update takes: at most `timeout_seconds` (0 or less: 600 s). `allow_concurrent` non-zero
  lets it run while another device updates; otherwise a second update is refused (`SD_FIRMWARE`). Any
  failure to end with the new version is `SD_FIRMWARE` (nothing on offer, another update running, refused by
- the device, not back in time, back with the old version), the message says which; a device that cannot be
- reached at the start gives its usual code. Afterwards `sd_check_firmware` or `sd_device` (`"Firmware"`)
- show the version it runs. `sd_update_firmware_progress` does the same and reports each step.
+ the device, not back in time, back with the old version, a download the device said failed), the message
+ says which; a device that cannot be reached at the start gives its usual code. Afterwards
+ `sd_check_firmware` or `sd_device` (`"Firmware"`) show the version it runs. `sd_update_firmware_progress` does the same and reports each step.
 
  # Safety
  `ctl` valid; `name` NULL or a valid C string.
@@ -1126,8 +1126,8 @@ enum sd_result sd_update_firmware(const struct sd_controller *ctl,
  percent)` for each step of the update, on the calling thread, before it returns: `SD_UPDATE_STARTED` (`from`
  the version it ran, `to` the version it installs), possibly `SD_UPDATE_DOWNLOADING` (again for each new
  percent a Gen2+ device tells over its push channel; `percent` -1 when unknown), `SD_UPDATE_RESTARTING`
- (versions NULL), `SD_UPDATE_BACK` (`to` the version it runs now). `percent` is -1 for every other step. Unknown versions are NULL, never "". The
- strings are valid only during the call: copy them to keep them. An update refused before it starts (nothing
+ (versions NULL), `SD_UPDATE_BACK` (`to` the version it runs now). `percent` is -1 for every other step.
+ Unknown versions are NULL, never "". The strings are valid only during the call: copy them to keep them. An update refused before it starts (nothing
  on offer, another update running) calls nothing. A NULL `callback` makes this `sd_update_firmware`.
 
  # Safety

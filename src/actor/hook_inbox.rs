@@ -14,8 +14,10 @@ pub(crate) struct HookInbox(Mutex<Waiting>);
 
 #[derive(Default)]
 struct Waiting {
-    /// Latest implied state per component, and when it came.
-    states: Vec<(ComponentKind, usize, bool, Instant)>,
+    /// Latest implied state per component.
+    states: Vec<(ComponentKind, usize, bool)>,
+    /// When each of `states` came (same order): kept apart so `take` hands the states over without a copy.
+    arrived: Vec<Instant>,
     /// Some event asked for a device read.
     read: bool,
     /// A `Command::Hook` is on its way to the worker.
@@ -81,11 +83,14 @@ impl Waiting {
             let now = Instant::now();
             match self
                 .states
-                .iter_mut()
-                .find(|(k, i, _, _)| *k == kind && *i == index)
+                .iter()
+                .position(|(k, i, _)| *k == kind && *i == index)
             {
-                Some(s) => (s.2, s.3) = (on, now),
-                None => self.states.push((kind, index, on, now)),
+                Some(n) => (self.states[n].2, self.arrived[n]) = (on, now),
+                None => {
+                    self.states.push((kind, index, on));
+                    self.arrived.push(now);
+                }
             }
         }
         self.read |= read;
@@ -163,27 +168,55 @@ impl HookInbox {
     pub(crate) fn take(&self) -> (Vec<(ComponentKind, usize, bool)>, bool) {
         let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
         w.queued = false;
-        let states = std::mem::take(&mut w.states);
-        (
-            states.into_iter().map(|(k, i, on, _)| (k, i, on)).collect(),
-            std::mem::take(&mut w.read),
-        )
+        w.arrived.clear();
+        (std::mem::take(&mut w.states), std::mem::take(&mut w.read))
     }
 
     /// The worker's command set the component's state as of `answered` (when the device's answer came): a state
     /// that came before it is older than that answer and is dropped; one that came after stays.
     pub(crate) fn forget_older(&self, kind: ComponentKind, index: usize, answered: Instant) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let older = w
             .states
-            .retain(|(k, i, _, at)| !(*k == kind && *i == index && *at <= answered));
+            .iter()
+            .zip(&w.arrived)
+            .position(|((k, i, _), at)| *k == kind && *i == index && *at <= answered);
+        // One entry per component at most (`keep`).
+        if let Some(n) = older {
+            w.states.remove(n);
+            w.arrived.remove(n);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_older_than_an_answer_is_forgotten_and_a_newer_one_and_other_components_stay() {
+        let inbox = HookInbox::default();
+        inbox.stash(ComponentKind::Output, 0, Some(true), false);
+        inbox.stash(ComponentKind::Input, 0, Some(true), false);
+        let answered = Instant::now();
+        inbox.stash(ComponentKind::Output, 1, Some(true), false);
+        inbox.forget_older(ComponentKind::Output, 0, answered);
+        inbox.forget_older(ComponentKind::Output, 1, answered);
+        let (states, _) = inbox.take();
+        assert_eq!(
+            states,
+            [
+                (ComponentKind::Input, 0, true),
+                (ComponentKind::Output, 1, true)
+            ]
+        );
+        // A newer state of the same component replaces the older one and takes its time.
+        inbox.stash(ComponentKind::Output, 0, Some(false), false);
+        let answered = Instant::now();
+        inbox.stash(ComponentKind::Output, 0, Some(true), false);
+        inbox.forget_older(ComponentKind::Output, 0, answered);
+        assert_eq!(inbox.take().0, [(ComponentKind::Output, 0, true)]);
+    }
 
     #[test]
     fn measures_keep_the_latest_per_value_and_apply_only_where_known() {

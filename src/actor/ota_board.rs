@@ -160,6 +160,14 @@ mod tests {
         board.tell(3, "ota_error", &fields(json!({"msg": "bad\nimage"})));
         let news = watch.wait(1, Duration::ZERO);
         assert_eq!(news.error.as_deref(), Some("bad\\nimage"));
+        // A long message of multi-byte characters is cut on a character boundary.
+        board.tell(3, "ota_error", &fields(json!({"msg": "é".repeat(300)})));
+        let news = watch.wait(2, Duration::ZERO);
+        let kept = news.error.unwrap();
+        assert!(
+            kept.len() <= MESSAGE_BYTES + '…'.len_utf8() && kept.ends_with('…'),
+            "{kept}"
+        );
         drop(watch);
         assert!(board.lock().is_empty(), "the watch left the board");
     }

@@ -1392,14 +1392,8 @@ mod tests {
             Box::new(|_, _| unreachable!("no panic here")),
             crate::actor::restart::tests::manual().0,
             Links {
-                liveness: liveness(),
                 inbox: inbox.clone(),
-                peers: Arc::default(),
-                refreshes: false,
-                follow: None,
-                events: None,
-                mac: None,
-                sleep: None,
+                ..links(None)
             },
             started_tx,
         )

@@ -647,7 +647,7 @@ class Controller:
         Raises:
             FirmwareError: nothing newer on offer, another update running (one device at a time unless
                 ``allow_concurrent``), refused by the device, not back within ``timeout``, back with the old
-                version; the message says which. InvalidArgumentError: an unknown channel. NotFoundError,
+                version, a download the device said failed; the message says which. InvalidArgumentError: an unknown channel. NotFoundError,
                 DeviceError, ...: the device could not be asked.
         """
         channels = {"stable": 0, "beta": 1}
