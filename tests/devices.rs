@@ -342,7 +342,10 @@ fn change_output_and_toggle_report_what_the_device_did() {
         let c = t.ctl.toggle_output(id(out)).unwrap();
         assert!(!c.state && c.did_change, "output {out} toggled");
         assert!(!t.emu.output(dev, ch));
-        assert!(t.ctl.output(id(out)).unwrap().state == Some(false));
+        assert!(
+            t.ctl.output(id(out)).unwrap().state == Some(false),
+            "output {out} reads on after its toggle to off"
+        );
     }
     let counts = t.emu.counts(0);
     // A toggle is a read and an absolute set (safe to retry), never a Switch.Toggle.

@@ -113,6 +113,8 @@ struct Pending {
     id: u64,
     answer: Arc<Answer>,
     status: bool,
+    /// A switch of ours (`Switch.Set` and the lights' `Set` with `on`): the status key and the state it asks.
+    output: Option<(String, bool)>,
 }
 
 impl Drop for Pending {
@@ -488,6 +490,11 @@ impl Tunnel {
         };
         g.answered = Some(Instant::now());
         // Frames come in order: this answer is newer than every notification before it.
+        if let Some((key, on)) = p.output.as_ref().filter(|_| frame.contains_key("result")) {
+            // The device did our switch: a notification before it (an earlier switch) must not bring the older
+            // state back through the mirror. No news for a read: the driver has the answer.
+            set_output_in_mirror(&mut g, key, *on);
+        }
         if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
             let text = text_of_map(r);
             g.mirror_base = text.len();
@@ -539,6 +546,7 @@ impl Tunnel {
                 id,
                 answer: answer.clone(),
                 status: method == "Shelly.GetStatus",
+                output: output_set(method, params),
             });
             if !write_locked(&mut g, Opcode::Text, text.as_bytes()) {
                 g.pending = None;
@@ -615,6 +623,41 @@ fn same_kind(old: &Value, new: &Value) -> bool {
 }
 
 /// A status as the mirror keeps it (compact JSON).
+/// The status key and state a request switches, for `<Switch|Light|CCT|RGB|RGBW>.Set` with an `id` and a
+/// boolean `on` (`switch:0`, true).
+fn output_set(method: &str, params: Option<&Value>) -> Option<(String, bool)> {
+    let kind = method.strip_suffix(".Set")?;
+    if !matches!(kind, "Switch" | "Light" | "CCT" | "RGB" | "RGBW") {
+        return None;
+    }
+    let p = params?;
+    let on = p.get("on")?.as_bool()?;
+    let id = p.get("id")?.as_u64()?;
+    Some((format!("{}:{id}", kind.to_ascii_lowercase()), on))
+}
+
+/// Sets `key`'s `output` in the mirror (where the mirror has it) without marking the mirror changed. The
+/// parsed value waiting beside the text is kept in step; without one, the parse is dropped (freed here).
+fn set_output_in_mirror(g: &mut Inner, key: &str, on: bool) {
+    let waiting = g.handoff.is_some();
+    let Some(Value::Object(mut m)) = g
+        .handoff
+        .take()
+        .or_else(|| g.mirror.as_deref().and_then(parsed))
+    else {
+        return;
+    };
+    if let Some(Value::Object(c)) = m.get_mut(key)
+        && c.get("output").is_some_and(Value::is_boolean)
+    {
+        c.insert("output".into(), Value::Bool(on));
+        g.mirror = Some(text_of_map(&m));
+    }
+    if waiting {
+        g.handoff = Some(Value::Object(m));
+    }
+}
+
 fn text_of_map(m: &Map<String, Value>) -> Box<str> {
     // Writing a map of strings and numbers to a `Vec` cannot fail.
     serde_json::to_string(m)
@@ -1003,6 +1046,75 @@ mod tests {
             Sent::Answer(a) => assert_eq!(a["result"]["was_on"], false),
             _ => panic!("no answer"),
         }
+    }
+
+    /// A switch's notification read before our next switch's answer is older than it: the mirror a read then
+    /// takes says what the answer said, not what the notification did.
+    #[test]
+    fn a_switch_answer_sets_the_output_in_the_mirror_over_an_older_notification() {
+        let (t, mut peer) = attached(Some(
+            json!({"switch:0": {"id": 0, "output": false, "apower": 0.0}}),
+        ));
+        let t = std::sync::Arc::new(t);
+        assert!(t.take_prefetched().is_some());
+        for (on, waiting) in [(false, true), (true, false)] {
+            // An earlier switch's notification: the output and its power (a read is asked for).
+            let earlier = json!({"switch:0": {"id": 0, "output": !on, "apower": 5.0}});
+            t.merge_status(earlier.as_object().unwrap(), false);
+            if !waiting {
+                // Taken already by a read: no parsed value waits beside the text.
+                assert!(matches!(t.take_mirror(), Mirror::Changed(_)));
+            }
+            let caller = {
+                let t = t.clone();
+                std::thread::spawn(move || {
+                    t.request(
+                        "Switch.Set",
+                        Some(&json!({"id": 0, "on": on})),
+                        |_| None,
+                        Duration::from_secs(30),
+                    )
+                })
+            };
+            let mut buf = Vec::new();
+            let (f, _) = loop {
+                let mut chunk = [0u8; 512];
+                let n = peer.read(&mut chunk).unwrap();
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(done) = frame::decode(&buf, true, 1 << 20).unwrap() {
+                    break done;
+                }
+            };
+            let id = serde_json::from_slice::<Value>(&f.payload).unwrap()["id"]
+                .as_u64()
+                .unwrap();
+            let answer = json!({"id": id, "result": {"was_on": !on}});
+            assert!(t.deliver(id, answer.as_object().unwrap().clone()));
+            assert!(matches!(caller.join().unwrap(), Sent::Answer(_)));
+            let mirror = t.mirror().unwrap();
+            assert_eq!(mirror["switch:0"]["output"], json!(on), "{mirror}");
+            assert_eq!(mirror["switch:0"]["apower"], json!(5.0), "the rest stays");
+            if waiting {
+                match t.take_mirror() {
+                    Mirror::Changed(m) => assert_eq!(m["switch:0"]["output"], json!(on)),
+                    other => panic!("{other:?}"),
+                }
+            } else {
+                assert_eq!(t.take_mirror(), Mirror::Held, "no news for a read");
+            }
+        }
+        assert_eq!(
+            output_set("Light.Set", Some(&json!({"id": 2, "on": false}))),
+            Some(("light:2".into(), false))
+        );
+        assert_eq!(
+            output_set("Cover.Set", Some(&json!({"id": 0, "on": true}))),
+            None
+        );
+        assert_eq!(
+            output_set("Switch.Set", Some(&json!({"id": 0, "on": "yes"}))),
+            None
+        );
     }
 
     #[test]
