@@ -15,7 +15,9 @@
 //! request of the rounds); then the HTTPS/HTTP ratios; the CPU floor of `open` on the shared cores (both
 //! processes' CPU over the cores) for each; and the client's public-key crypto of one full handshake timed
 //! alone, added to `open`'s HTTP CPU per device.
-//! `BENCH_TLS_ONLY=http|https` runs one transport alone (for a profiler).
+//! `BENCH_TLS_ONLY=http|https` runs one transport alone (for a profiler). `BENCH_TLS_PAIRS=K` runs K
+//! HTTP-then-HTTPS pairs (each with its own emulator child) and takes the medians: on a shared VM the same
+//! open varies by a third from one minute to the next, so one pair's ratio says little.
 
 mod support;
 
@@ -196,8 +198,51 @@ fn main() {
         );
         return;
     }
-    let http = run(n, rounds, latency, false, sha256, channel, &dir);
-    let https = run(n, rounds, latency, true, sha256, channel, &dir);
+    let pairs: usize = std::env::var("BENCH_TLS_PAIRS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut all = Vec::with_capacity(pairs);
+    for i in 0..pairs {
+        let http = run(n, rounds, latency, false, sha256, channel, &dir);
+        let https = run(n, rounds, latency, true, sha256, channel, &dir);
+        if pairs > 1 {
+            println!(
+                "pair {}: open {:.1} ms over HTTP, {:.1} ms over HTTPS = {:.2}×",
+                i + 1,
+                http.open_ms,
+                https.open_ms,
+                https.open_ms / http.open_ms
+            );
+        }
+        all.push((http, https));
+    }
+    if pairs > 1 {
+        let mut ratios: Vec<f64> = all.iter().map(|(a, b)| b.open_ms / a.open_ms).collect();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "open HTTPS / HTTP over {pairs} pairs: median {:.2}×, range {:.2}–{:.2}× (the figures below are the medians)",
+            quantile(&ratios, 0.5),
+            ratios[0],
+            ratios[pairs - 1]
+        );
+    }
+    let median = |pick: fn(&(Figures, Figures)) -> &Figures| {
+        let of = |f: fn(&Figures) -> f64| {
+            let mut v: Vec<f64> = all.iter().map(|p| f(pick(p))).collect();
+            v.sort_by(f64::total_cmp);
+            quantile(&v, 0.5)
+        };
+        Figures {
+            open_ms: of(|f| f.open_ms),
+            open_cpu_ms: of(|f| f.open_cpu_ms),
+            emu_open_cpu_ms: of(|f| f.emu_open_cpu_ms),
+            refresh_ms: of(|f| f.refresh_ms),
+            cpu_us_per_request: of(|f| f.cpu_us_per_request),
+        }
+    };
+    let (http, https) = (median(|p| &p.0), median(|p| &p.1));
     for (name, f) in [("http", &http), ("https", &https)] {
         println!(
             "{name:5}: open {:7.1} ms (CPU {:6.0} ms)   refresh_all median {:7.1} ms   CPU {:7.1} µs per request",

@@ -3,6 +3,7 @@
 pub(crate) mod energy_op;
 pub(crate) mod find;
 pub(crate) mod firmware_op;
+pub(crate) mod handshakes;
 pub(crate) mod hook_inbox;
 pub(crate) mod mqtt;
 pub(crate) mod ota_board;

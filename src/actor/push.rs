@@ -38,6 +38,7 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::{Map, Value};
 
+use crate::actor::handshakes::Handshakes;
 use crate::actor::pace::Bucket;
 use crate::actor::worker;
 use crate::driver::ws::dial::{Dial, Dialed, Progress, Share};
@@ -300,6 +301,7 @@ impl Push {
             due: now,
             ready: Vec::new(),
             spent,
+            handshakes: Handshakes::new(waker.clone()),
             in_turn: vec![false; n],
             hosts: vec![None; n],
             moved,
@@ -413,6 +415,8 @@ struct Poller {
     moved: Arc<Stop>,
     /// Statuses the workers took and gave back: freed here, where they were parsed.
     spent: Arc<Spent>,
+    /// The threads that run WSS handshakes' crypto.
+    handshakes: Handshakes,
 }
 
 impl Poller {
@@ -436,6 +440,7 @@ impl Poller {
                     Err(e) => self.fail(ti, e),
                 }
             }
+            self.take_handshakes();
             // The slots are scanned only when something is due or a resolver's place came free, not on every
             // frame: with 1,000 sockets a scan per frame was a large part of the poller's CPU.
             if finished || Instant::now() >= self.due {
@@ -840,10 +845,36 @@ impl Poller {
                     self.go_live(ti, status);
                     return false;
                 }
+                Progress::Crypto(conn) => {
+                    self.handshakes.post(ti, conn);
+                    return false;
+                }
                 Progress::Failed(why) => {
                     self.fail(ti, why);
                     return false;
                 }
+            }
+        }
+    }
+
+    /// Gives each dial its processed handshake records and serves it again this turn (no socket event will
+    /// come for it: the records were read already). A dial that ended meanwhile is not this connection's.
+    fn take_handshakes(&mut self) {
+        let finished: Vec<_> = self.handshakes.finished().collect();
+        for (ti, conn, result) in finished {
+            let Some(Slot::Dialing(d)) = self.slots.get_mut(ti) else {
+                continue;
+            };
+            if !d.dial.processing() || !d.dial.tls().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                continue;
+            }
+            if let Err(why) = d.dial.processed(result) {
+                self.fail(ti, why);
+                continue;
+            }
+            if !self.in_turn[ti] {
+                self.in_turn[ti] = true;
+                self.ready.push(ti);
             }
         }
     }

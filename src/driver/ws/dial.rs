@@ -41,6 +41,10 @@ pub(crate) enum Progress {
     Calling,
     /// The call answered.
     Done(Value),
+    /// WSS: TLS handshake records came in. Run [`super::secure::process`] on them, on any thread (the
+    /// handshake's public-key crypto is the costly part of a dial), then give its result to
+    /// [`Dial::processed`]; until then the dial waits and does not touch the connection.
+    Crypto(super::secure::Shared),
     /// The dial failed (the text says why, for a log line).
     Failed(String),
 }
@@ -112,6 +116,8 @@ pub(crate) struct Dial {
     intro: Intro,
     /// The call's result, held while the introduction's answer is still to come.
     result: Option<Value>,
+    /// Handshake records handed out ([`Progress::Crypto`]) and not processed yet.
+    processing: bool,
 }
 
 impl Dial {
@@ -155,6 +161,7 @@ impl Dial {
             dropped: 0,
             intro: Intro::No,
             result: None,
+            processing: false,
         })
     }
 
@@ -176,6 +183,29 @@ impl Dial {
     /// Whether the TCP connect is still under way.
     pub(crate) fn connecting(&self) -> bool {
         self.phase == Phase::Tcp
+    }
+
+    /// The records [`Progress::Crypto`] handed out were processed (`Err`: the handshake failed, a refused
+    /// certificate among others); advance again next.
+    pub(crate) fn processed(&mut self, result: Result<(), rustls::Error>) -> Result<(), String> {
+        self.processing = false;
+        let Some(conn) = &self.tls else {
+            return Ok(());
+        };
+        // The next flight, or the alert telling the device why we stop.
+        let sent = super::secure::send_pending(conn, &mut self.stream);
+        result.map_err(|e| io_failed(&io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        sent.map_err(|e| io_failed(&e))
+    }
+
+    /// WSS: its TLS state.
+    pub(crate) fn tls(&self) -> Option<&super::secure::Shared> {
+        self.tls.as_ref()
+    }
+
+    /// Whether [`Progress::Crypto`]'s records are still being processed.
+    pub(crate) fn processing(&self) -> bool {
+        self.processing
     }
 
     /// When the current step times out.
@@ -221,6 +251,9 @@ impl Dial {
     ) -> Result<Progress, String> {
         // The deadline is looked at only when the socket has nothing more: a poller that runs late (a loaded
         // machine) still takes an answer that came in time.
+        if self.processing {
+            return self.waiting(now);
+        }
         if self.phase == Phase::Tcp {
             if !self.connected()? {
                 return self.waiting(now);
@@ -249,6 +282,21 @@ impl Dial {
             }
             if share.bytes == 0 || share.messages == 0 {
                 return Ok(Progress::More);
+            }
+            if let Some(conn) = &self.tls
+                && let Some(received) = super::secure::receive_handshake(conn, &mut self.stream)
+            {
+                match received {
+                    Ok(0) => return Err(self.ended()),
+                    Ok(n) => {
+                        share.bytes = share.bytes.saturating_sub(n);
+                        self.processing = true;
+                        return Ok(Progress::Crypto(conn.clone()));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.waiting(now),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io_failed(&e)),
+                }
             }
             let want = scratch.len().min(share.bytes);
             let read = match &self.tls {
@@ -674,6 +722,96 @@ mod tests {
             got
         });
         (addr, h)
+    }
+
+    /// A WSS dial to an emulated device pinned to `pin`, its handshake records processed on another thread
+    /// each time the dial hands them out; the outcome and how many times it handed records out.
+    fn wss_dial_with_crypto_elsewhere(pin: Option<&str>) -> (Progress, usize) {
+        let mut spec = crate::emulator::DeviceSpec::new("ShellyPlus1PM");
+        spec.tls = true;
+        let emu =
+            crate::emulator::Emulator::start(vec![spec], &crate::ModelLibrary::embedded()).unwrap();
+        let pin = pin.map_or_else(|| emu.certificate_sha256(0).unwrap(), str::to_string);
+        let tls = crate::driver::tls::client_config(crate::driver::tls::Trust::Pin(
+            crate::driver::tls::parse_fingerprint(&pin).unwrap(),
+        ))
+        .unwrap();
+        let conn =
+            rustls::ClientConnection::new(tls.config(), "127.0.0.1".try_into().unwrap()).unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", emu.port(0)).parse().unwrap();
+        let mut dial = Dial::start(
+            addr,
+            "dev",
+            "me",
+            "Shelly.GetStatus",
+            None,
+            STEP,
+            Instant::now(),
+            Some(conn),
+        )
+        .unwrap();
+        let mut poll = registered(&mut dial);
+        let mut events = mio::Events::with_capacity(8);
+        let mut scratch = vec![0u8; 1024];
+        let mut handed = 0;
+        for _ in 0..10_000 {
+            let mut share = Share {
+                bytes: 2048,
+                messages: 4,
+            };
+            match dial.advance(Instant::now(), &mut scratch, &mut share) {
+                Progress::Waiting => {
+                    poll.poll(&mut events, Some(Duration::from_secs(10)))
+                        .unwrap();
+                    assert!(!events.is_empty(), "no readiness within 10 s");
+                }
+                Progress::More | Progress::Calling => {}
+                Progress::Crypto(conn) => {
+                    handed += 1;
+                    assert!(dial.processing());
+                    // Until processed, the dial waits and leaves the connection alone.
+                    let mut share = Share {
+                        bytes: 2048,
+                        messages: 4,
+                    };
+                    let p = dial.advance(Instant::now(), &mut scratch, &mut share);
+                    assert!(matches!(p, Progress::Waiting), "{p:?}");
+                    let result = std::thread::spawn(move || super::super::secure::process(&conn))
+                        .join()
+                        .unwrap();
+                    if let Err(why) = dial.processed(result) {
+                        return (Progress::Failed(why), handed);
+                    }
+                }
+                done => return (done, handed),
+            }
+        }
+        panic!("the dial never finished");
+    }
+
+    /// WSS: the dial hands the handshake's records out to be processed elsewhere (the poller's helpers run
+    /// that crypto) and goes on once told; the handshake and the call complete.
+    #[test]
+    fn a_wss_dial_hands_its_handshake_out_and_completes_once_told() {
+        let (p, handed) = wss_dial_with_crypto_elsewhere(None);
+        let Progress::Done(status) = p else {
+            panic!("{p:?}");
+        };
+        assert!(status.get("switch:0").is_some(), "{status}");
+        // The server's first flight and its Finished at least.
+        assert!(handed >= 2, "{handed}");
+    }
+
+    /// A certificate refused while processed elsewhere fails the dial with the reason, naming both prints.
+    #[test]
+    fn a_certificate_refused_off_the_poller_fails_the_dial_with_the_reason() {
+        let wrong = "AB:".repeat(31) + "AB";
+        let (p, _) = wss_dial_with_crypto_elsewhere(Some(&wrong));
+        let Progress::Failed(why) = p else {
+            panic!("{p:?}");
+        };
+        assert!(why.starts_with("TLS certificate refused"), "{why}");
+        assert!(why.contains(&wrong), "{why}");
     }
 
     /// At open the dial reads the device information with the subscription: both calls go out in one write

@@ -69,6 +69,34 @@ pub(crate) fn read(
     }
 }
 
+/// While the handshake runs: sends what rustls has, then takes what the socket has into rustls *without*
+/// processing it, so that the handshake's public-key crypto (the costly part) can run on another thread
+/// ([`process`]). `None` once the handshake is over (read with [`read`]); `Some(Ok(0))` at the end of the
+/// stream.
+pub(crate) fn receive_handshake(
+    conn: &Shared,
+    tcp: &mut (impl Read + Write),
+) -> Option<io::Result<usize>> {
+    let mut conn = lock(conn);
+    if !conn.is_handshaking() {
+        return None;
+    }
+    if let Err(e) = push_out(&mut conn, tcp) {
+        return Some(Err(e));
+    }
+    Some(conn.read_tls(tcp))
+}
+
+/// Processes what [`receive_handshake`] took in, on the calling thread.
+pub(crate) fn process(conn: &Shared) -> Result<(), rustls::Error> {
+    lock(conn).process_new_packets().map(|_| ())
+}
+
+/// Sends what rustls has (after [`process`]: the next flight, or the alert of a refusal).
+pub(crate) fn send_pending(conn: &Shared, tcp: &mut impl Write) -> io::Result<()> {
+    push_out(&mut lock(conn), tcp)
+}
+
 /// Writes `buf` whole into the TLS stream (rustls buffers it until the handshake is done) and sends what the
 /// socket takes now.
 pub(crate) fn write(conn: &Shared, tcp: &mut impl Write, buf: &[u8]) -> io::Result<usize> {
