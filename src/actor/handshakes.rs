@@ -23,10 +23,15 @@ pub(crate) type Processed = (usize, Shared, Result<(), rustls::Error>);
 /// The helpers and their queues.
 pub(crate) struct Handshakes {
     jobs: Option<Sender<(usize, Shared)>>,
+    /// The helpers' side of `jobs` too: what they have not taken is dropped when the poller ends.
+    waiting: Option<Receiver<(usize, Shared)>>,
     done_tx: Sender<Processed>,
     done_rx: Receiver<Processed>,
     waker: Arc<Waker>,
     helpers: Vec<JoinHandle<()>>,
+    /// Jobs the helpers ran.
+    #[cfg(test)]
+    ran: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Handshakes {
@@ -35,10 +40,13 @@ impl Handshakes {
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         Handshakes {
             jobs: None,
+            waiting: None,
             done_tx,
             done_rx,
             waker,
             helpers: Vec::new(),
+            #[cfg(test)]
+            ran: Arc::default(),
         }
     }
 
@@ -70,12 +78,16 @@ impl Handshakes {
         let (tx, rx) = crossbeam_channel::unbounded::<(usize, Shared)>();
         for i in 0..cores.saturating_sub(1).clamp(1, MAX_HELPERS) {
             let (rx, done, waker) = (rx.clone(), self.done_tx.clone(), self.waker.clone());
+            #[cfg(test)]
+            let ran = self.ran.clone();
             let builder = std::thread::Builder::new()
                 .name(format!("sd-tls-{i}"))
                 .stack_size(256 * 1024);
             let spawned = crate::log_scope::spawn(builder, move || {
                 for (ti, conn) in rx {
                     let r = run(&conn);
+                    #[cfg(test)]
+                    ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     if done.send((ti, conn, r)).is_err() {
                         break;
                     }
@@ -91,6 +103,7 @@ impl Handshakes {
         }
         if !self.helpers.is_empty() {
             self.jobs = Some(tx);
+            self.waiting = Some(rx);
         }
     }
 }
@@ -105,9 +118,13 @@ fn run(conn: &Shared) -> Result<(), rustls::Error> {
 }
 
 impl Drop for Handshakes {
-    /// Ends the helpers (each finishes the job in hand) and joins them.
+    /// Ends the helpers and joins them: each finishes the job in hand, the rest are dropped (closing 1,000
+    /// devices mid-handshake waits for none of their crypto).
     fn drop(&mut self) {
         self.jobs = None;
+        if let Some(waiting) = self.waiting.take() {
+            while waiting.try_recv().is_ok() {}
+        }
         for h in self.helpers.drain(..) {
             let _ = h.join();
         }
@@ -158,5 +175,33 @@ mod tests {
         assert!(hs.helpers.iter().all(|h| h.thread().id() != me
             && h.thread().name().unwrap().starts_with("sd-tls-")));
         drop(hs);
+    }
+
+    #[test]
+    fn ending_drops_the_handshakes_no_helper_took_yet() {
+        let poll = mio::Poll::new().unwrap();
+        let waker = Arc::new(Waker::new(poll.registry(), mio::Token(7)).unwrap());
+        let mut hs = Handshakes::new(waker);
+        let ran = hs.ran.clone();
+        let conns: Vec<Shared> = (0..200).map(|_| connection()).collect();
+        // Every connection locked: a helper that takes a job waits on it, the rest stay queued.
+        let held: Vec<_> = conns.iter().map(|c| c.lock().unwrap()).collect();
+        for (i, c) in conns.iter().enumerate() {
+            hs.post(i, c.clone());
+        }
+        let ending = std::thread::spawn(move || drop(hs));
+        // A queued job holds its connection: once ending dropped them, only the helpers' jobs in hand do.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while conns.iter().filter(|c| Arc::strong_count(c) > 1).count() > MAX_HELPERS {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the queued handshakes were kept"
+            );
+            std::thread::yield_now();
+        }
+        drop(held);
+        ending.join().unwrap();
+        let ran = ran.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(ran <= MAX_HELPERS, "{ran}");
     }
 }
