@@ -526,6 +526,9 @@ impl Poller {
                 self.due = Instant::now();
             }
         }
+        // Every first answer parsed here was taken and given back (`spent`, drained before this turn): the
+        // peak of open is over, its free pages go back to the system.
+        crate::ffi::heap::release_free_memory();
     }
 
     /// Starts the connections that are due, ends the dials past their step's deadline, runs every heartbeat,

@@ -8,6 +8,7 @@ mod api;
 mod boundary;
 mod energy;
 mod firmware;
+pub(crate) mod heap;
 mod light;
 mod log;
 mod result;
