@@ -203,6 +203,38 @@ fn a_foreign_device_at_the_address_gives_sd_wrong_device_and_is_not_switched() {
     }
 }
 
+/// HTTPS devices from C: pinned, refused (pinned to another device's certificate), trusted at first use.
+#[test]
+fn https_devices_are_verified_refused_and_pinned_at_first_use() {
+    let emus = std::sync::Mutex::new(Vec::new());
+    each_build("sd_int_tls", |d| {
+        let spec = || {
+            let mut s = DeviceSpec::new("ShellyPlus1PM");
+            s.tls = true;
+            s
+        };
+        let emu = Emulator::start(vec![spec(), spec(), spec()], &ModelLibrary::embedded()).unwrap();
+        let mut env = vec![("SD_TEST_DIR", d.path().display().to_string())];
+        for (i, (port, fp)) in [
+            ("SD_EMU_PORT_0", "SD_EMU_FP_0"),
+            ("SD_EMU_PORT_1", "SD_EMU_FP_1"),
+            ("SD_EMU_PORT_2", "SD_EMU_FP_2"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            env.push((port, emu.port(i).to_string()));
+            env.push((fp, emu.certificate_sha256(i).unwrap()));
+        }
+        emus.lock().unwrap().push(emu);
+        env
+    });
+    for emu in emus.into_inner().unwrap() {
+        assert!(emu.output(0, 0), "the pinned device was not switched");
+        assert!(!emu.output(1, 0), "the refused device was switched");
+    }
+}
+
 #[test]
 fn get_device_reads_and_reports_the_error_with_the_object() {
     each_build("sd_int_get_device", |d| {

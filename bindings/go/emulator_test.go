@@ -25,11 +25,23 @@ func startEmulator(t *testing.T) (device, admin string) {
 // startEmulatorModel is startEmulator with another model.
 func startEmulatorModel(t *testing.T, model string) (device, admin string) {
 	t.Helper()
+	devices, admin := startEmulatorSpecs(t, model)
+	return devices[0].url, admin
+}
+
+// emulated is one device `sdctl emulate` serves: its base URL and, for a tls device, its certificate's
+// SHA-256 fingerprint ("AB:CD:…").
+type emulated struct{ url, sha256 string }
+
+// startEmulatorSpecs runs `$SDCTL_BIN emulate SPEC…` (e.g. "ShellyPlus1PM,tls") and returns its devices in
+// order and the admin endpoint's base URL. The process is killed when the test ends.
+func startEmulatorSpecs(t *testing.T, specs ...string) (devices []emulated, admin string) {
+	t.Helper()
 	bin := os.Getenv("SDCTL_BIN")
 	if bin == "" {
 		t.Skip("SDCTL_BIN is not set (run-tests.sh sets it to target/debug/sdctl)")
 	}
-	cmd := exec.Command(bin, "emulate", model)
+	cmd := exec.Command(bin, append([]string{"emulate"}, specs...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	must(t, err)
@@ -55,8 +67,10 @@ func startEmulatorModel(t *testing.T, model string) (device, admin string) {
 			}
 			f := strings.Fields(line)
 			switch {
-			case len(f) == 3 && f[0] == model:
-				device = f[2]
+			case len(f) == 3 && strings.HasPrefix(f[2], "http"):
+				devices = append(devices, emulated{url: f[2]})
+			case len(f) == 4 && strings.HasPrefix(f[2], "https://") && strings.HasPrefix(f[3], "sha256="):
+				devices = append(devices, emulated{url: f[2], sha256: strings.TrimPrefix(f[3], "sha256=")})
 			case len(f) == 2 && f[0] == "admin":
 				admin = f[1]
 			default:
@@ -70,10 +84,10 @@ func startEmulatorModel(t *testing.T, model string) (device, admin string) {
 		for range lines {
 		}
 	}()
-	if device == "" {
-		t.Fatal("the emulator printed no device line")
+	if len(devices) != len(specs) {
+		t.Fatalf("the emulator printed %d device lines for %d specs", len(devices), len(specs))
 	}
-	return device, admin
+	return devices, admin
 }
 
 func port(t *testing.T, url string) string {

@@ -10,7 +10,7 @@ import select
 import subprocess
 import unittest
 import urllib.request
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import smartdev
 from smartdev import Controller, WrongDeviceError
@@ -20,21 +20,38 @@ SDCTL_BIN = os.environ.get("SDCTL_BIN")
 
 def start_emulator(*devices: str) -> Tuple["subprocess.Popen[bytes]", List[int], int]:
     """Starts ``sdctl emulate``; returns the process, each device's port and the admin port."""
+    proc, served, admin = start_emulator_served(*devices)
+    return proc, [port for port, _ in served], admin
+
+
+def start_emulator_served(
+    *devices: str,
+) -> Tuple["subprocess.Popen[bytes]", List[Tuple[int, Optional[str]]], int]:
+    """Starts ``sdctl emulate``; returns the process, each device's port and certificate fingerprint (``tls``
+    devices; else ``None``), and the admin port."""
     assert SDCTL_BIN is not None
     proc = subprocess.Popen([SDCTL_BIN, "emulate", *devices], stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None
         text = b""
-        while b"admin " not in text:  # `MODEL <id> http://127.0.0.1:<port>` per device, then `admin http://…`
+        # `MODEL <id> http://127.0.0.1:<port>` per device (tls: `https://…` and `sha256=<fingerprint>`), then
+        # `admin http://…`.
+        while b"admin " not in text:
             ready, _, _ = select.select([proc.stdout], [], [], 10)
             chunk = os.read(proc.stdout.fileno(), 4096) if ready else b""
             if not chunk:
                 raise RuntimeError(f"sdctl emulate printed no admin line (so far: {text!r})")
             text += chunk
-        lines = text.decode().splitlines()
-        ports = [int(line.rsplit(":", 1)[1]) for line in lines if not line.startswith("admin ")]
-        admin = next(int(line.rsplit(":", 1)[1]) for line in lines if line.startswith("admin "))
-        return proc, ports, admin
+        served: List[Tuple[int, Optional[str]]] = []
+        admin = 0
+        for line in text.decode().splitlines():
+            fields = line.split()
+            if fields[0] == "admin":
+                admin = int(fields[1].rsplit(":", 1)[1])
+                continue
+            fingerprint = fields[3].removeprefix("sha256=") if len(fields) == 4 else None
+            served.append((int(fields[2].rsplit(":", 1)[1]), fingerprint))
+        return proc, served, admin
     except BaseException:
         proc.kill()
         proc.wait()
