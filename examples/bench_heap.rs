@@ -6,6 +6,7 @@
 //! `cargo run --release --example bench_heap --features fuzzing -- [N=1000]`
 //! `... -- N --hold CHANNEL`: opens the emulated devices with `Channel: CHANNEL` and exits without closing, for a
 //! heap profiler to list what is live at exit by where it was allocated (`heaptrack`, its "leaked" section).
+//! `BENCH_HEAP_LATENCY=MS`: the emulated devices answer that much later (default 0: at once).
 
 mod support;
 
@@ -157,7 +158,11 @@ fn main() {
     }
 
     let hold = std::env::args().skip_while(|a| a != "--hold").nth(1);
-    let mut emu = support::EmuChild::start(n, 0);
+    let latency = std::env::var("BENCH_HEAP_LATENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut emu = support::EmuChild::start(n, latency);
     if let Some(channel) = hold {
         let ctl = Controller::open(emulated(&emu, &channel), None).expect("open");
         subscribed(&mut emu, &channel, n);
