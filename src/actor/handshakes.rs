@@ -64,6 +64,8 @@ impl Handshakes {
             None => {
                 let r = run(&conn);
                 let _ = self.done_tx.send((ti, conn, r));
+                // Taken at the poller's next turn, which must not wait for a socket first.
+                let _ = self.waker.wake();
             }
         }
     }
