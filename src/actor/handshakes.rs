@@ -1,7 +1,7 @@
 //! The push poller's TLS helpers: threads that run the public-key crypto of WSS handshakes (certificate check,
 //! key exchange: about 150 µs a device), so that the one poller thread never spends it. Opening 1,000 HTTPS
-//! devices then uses more than one core, and a reconnecting device's handshake no longer delays another
-//! device's notifications on the poller. Started at the first handshake (a plain-WebSocket installation has
+//! devices then uses more than one core, and a reconnecting device's handshake no longer holds the poller
+//! (and every other device's frames) for its crypto. Started at the first handshake (a plain-WebSocket installation has
 //! none), one fewer than the cores (at least one, at most four), joined when the poller ends.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
