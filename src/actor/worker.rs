@@ -1233,17 +1233,26 @@ mod tests {
         ) -> Result<OutputChange> {
             self.switches
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let before = self.relay.load(std::sync::atomic::Ordering::SeqCst);
-            let after = action.apply(before);
-            self.relay.store(after, std::sync::atomic::Ordering::SeqCst);
-            dev.outputs[0].state = Some(after);
-            Ok(OutputChange {
-                state: after,
-                did_change: before != after,
-            })
+            Ok(flip(&self.relay, dev, action))
         }
         fn reach(&mut self) -> Option<bool> {
             Some(true)
+        }
+    }
+
+    /// A test driver's relay switched as `action` says; the device's first output set to it.
+    fn flip(
+        relay: &std::sync::atomic::AtomicBool,
+        dev: &mut Device,
+        action: OutputAction,
+    ) -> OutputChange {
+        let before = relay.load(std::sync::atomic::Ordering::SeqCst);
+        let after = action.apply(before);
+        relay.store(after, std::sync::atomic::Ordering::SeqCst);
+        dev.outputs[0].state = Some(after);
+        OutputChange {
+            state: after,
+            did_change: before != after,
         }
     }
 
@@ -1363,14 +1372,7 @@ mod tests {
                 self.inbox
                     .post(crate::objects::ComponentKind::Output, 0, Some(true), false);
                 *self.answered.lock().unwrap() = Some(Instant::now());
-                let before = self.relay.load(std::sync::atomic::Ordering::SeqCst);
-                let after = action.apply(before);
-                self.relay.store(after, std::sync::atomic::Ordering::SeqCst);
-                dev.outputs[0].state = Some(after);
-                Ok(OutputChange {
-                    state: after,
-                    did_change: before != after,
-                })
+                Ok(flip(&self.relay, dev, action))
             }
             fn answered_at(&self) -> Option<Instant> {
                 *self.answered.lock().unwrap()

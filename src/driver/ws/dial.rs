@@ -654,6 +654,16 @@ mod tests {
 
     /// Advances `dial` on readiness events until it is done or failed (a hang guard of 10 s).
     fn drive(dial: &mut Dial) -> Progress {
+        drive_with(dial, |_, _| {
+            panic!("a plain dial has no handshake to process")
+        })
+    }
+
+    /// [`drive`], giving each [`Progress::Crypto`] to `crypto` (an error fails the dial with it).
+    fn drive_with(
+        dial: &mut Dial,
+        mut crypto: impl FnMut(&mut Dial, super::super::secure::Shared) -> Result<(), String>,
+    ) -> Progress {
         let mut poll = registered(dial);
         let mut events = mio::Events::with_capacity(8);
         let mut scratch = vec![0u8; 1024];
@@ -669,6 +679,11 @@ mod tests {
                     assert!(!events.is_empty(), "no readiness within 10 s");
                 }
                 Progress::More | Progress::Calling => {}
+                Progress::Crypto(conn) => {
+                    if let Err(why) = crypto(dial, conn) {
+                        return Progress::Failed(why);
+                    }
+                }
                 done => return done,
             }
         }
@@ -750,43 +765,23 @@ mod tests {
             Some(conn),
         )
         .unwrap();
-        let mut poll = registered(&mut dial);
-        let mut events = mio::Events::with_capacity(8);
-        let mut scratch = vec![0u8; 1024];
         let mut handed = 0;
-        for _ in 0..10_000 {
+        let p = drive_with(&mut dial, |dial, conn| {
+            handed += 1;
+            assert!(dial.processing());
+            // Until processed, the dial waits and leaves the connection alone.
             let mut share = Share {
                 bytes: 2048,
                 messages: 4,
             };
-            match dial.advance(Instant::now(), &mut scratch, &mut share) {
-                Progress::Waiting => {
-                    poll.poll(&mut events, Some(Duration::from_secs(10)))
-                        .unwrap();
-                    assert!(!events.is_empty(), "no readiness within 10 s");
-                }
-                Progress::More | Progress::Calling => {}
-                Progress::Crypto(conn) => {
-                    handed += 1;
-                    assert!(dial.processing());
-                    // Until processed, the dial waits and leaves the connection alone.
-                    let mut share = Share {
-                        bytes: 2048,
-                        messages: 4,
-                    };
-                    let p = dial.advance(Instant::now(), &mut scratch, &mut share);
-                    assert!(matches!(p, Progress::Waiting), "{p:?}");
-                    let result = std::thread::spawn(move || super::super::secure::process(&conn))
-                        .join()
-                        .unwrap();
-                    if let Err(why) = dial.processed(result) {
-                        return (Progress::Failed(why), handed);
-                    }
-                }
-                done => return (done, handed),
-            }
-        }
-        panic!("the dial never finished");
+            let p = dial.advance(Instant::now(), &mut [0u8; 1024], &mut share);
+            assert!(matches!(p, Progress::Waiting), "{p:?}");
+            let result = std::thread::spawn(move || super::super::secure::process(&conn))
+                .join()
+                .unwrap();
+            dial.processed(result)
+        });
+        (p, handed)
     }
 
     /// WSS: the dial hands the handshake's records out to be processed elsewhere (the poller's helpers run

@@ -1001,22 +1001,21 @@ mod tests {
         assert_eq!(now["switch:0"]["apower"], 12.5, "the rest kept");
     }
 
-    #[test]
-    fn a_request_is_a_masked_frame_answered_by_its_id() {
-        let (t, mut peer) = attached(None);
-        let t = std::sync::Arc::new(t);
-        let caller = {
-            let t = t.clone();
-            std::thread::spawn(move || {
-                t.request(
-                    "Switch.Set",
-                    Some(&json!({"id": 0, "on": true})),
-                    |_| None,
-                    Duration::from_secs(30),
-                )
-            })
-        };
-        // Read the frame as a device would (masked, as from a client).
+    /// `Switch.Set` of switch 0 to `on` through `t`, on a thread of its own (it waits for its answer).
+    fn switch_elsewhere(t: &std::sync::Arc<Tunnel>, on: bool) -> std::thread::JoinHandle<Sent> {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            t.request(
+                "Switch.Set",
+                Some(&json!({"id": 0, "on": on})),
+                |_| None,
+                Duration::from_secs(30),
+            )
+        })
+    }
+
+    /// The next request frame, read as a device would (masked, as from a client).
+    fn next_request(peer: &mut TcpStream) -> Value {
         let mut buf = Vec::new();
         let (f, _) = loop {
             let mut chunk = [0u8; 512];
@@ -1026,7 +1025,15 @@ mod tests {
                 break done;
             }
         };
-        let sent: Value = serde_json::from_slice(&f.payload).unwrap();
+        serde_json::from_slice(&f.payload).unwrap()
+    }
+
+    #[test]
+    fn a_request_is_a_masked_frame_answered_by_its_id() {
+        let (t, mut peer) = attached(None);
+        let t = std::sync::Arc::new(t);
+        let caller = switch_elsewhere(&t, true);
+        let sent = next_request(&mut peer);
         assert_eq!(
             (sent["src"].as_str(), sent["method"].as_str()),
             (Some("me"), Some("Switch.Set"))
@@ -1065,29 +1072,8 @@ mod tests {
                 // Taken already by a read: no parsed value waits beside the text.
                 assert!(matches!(t.take_mirror(), Mirror::Changed(_)));
             }
-            let caller = {
-                let t = t.clone();
-                std::thread::spawn(move || {
-                    t.request(
-                        "Switch.Set",
-                        Some(&json!({"id": 0, "on": on})),
-                        |_| None,
-                        Duration::from_secs(30),
-                    )
-                })
-            };
-            let mut buf = Vec::new();
-            let (f, _) = loop {
-                let mut chunk = [0u8; 512];
-                let n = peer.read(&mut chunk).unwrap();
-                buf.extend_from_slice(&chunk[..n]);
-                if let Some(done) = frame::decode(&buf, true, 1 << 20).unwrap() {
-                    break done;
-                }
-            };
-            let id = serde_json::from_slice::<Value>(&f.payload).unwrap()["id"]
-                .as_u64()
-                .unwrap();
+            let caller = switch_elsewhere(&t, on);
+            let id = next_request(&mut peer)["id"].as_u64().unwrap();
             let answer = json!({"id": id, "result": {"was_on": !on}});
             assert!(t.deliver(id, answer.as_object().unwrap().clone()));
             assert!(matches!(caller.join().unwrap(), Sent::Answer(_)));
