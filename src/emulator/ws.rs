@@ -7,7 +7,9 @@
 //! Each connection has a reader thread (requests, pings, close; it writes an answer itself when nothing is
 //! queued ahead of it, saving a hand-over per answer) and, from the first frame queued on, a writer thread
 //! (notifications, and answers that found frames ahead of them, from a bounded queue: a client that does not
-//! read loses notifications, never blocks the device; a client that only asks and leaves costs no writer). Faults: [`WsHub::drop_all`] cuts every connection without a close frame;
+//! read loses notifications, never blocks the device; a client that only asks and leaves costs no writer). Both
+//! run on the device's kept threads (`threads.rs`): a connection that ends leaves its threads to the next one.
+//! Faults: [`WsHub::drop_all`] cuts every connection without a close frame;
 //! [`WsHub::set_stalled`] makes connections stop reading and writing until released;
 //! [`WsHub::set_hold_upgrades`] leaves upgrade requests unanswered.
 
@@ -15,7 +17,6 @@ use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError};
@@ -25,10 +26,11 @@ use super::Fault;
 use super::device::Device;
 pub(crate) use super::duplex::Duplex;
 use super::faults::Phase;
+use super::lock::lock;
 use super::server::{Request, Response};
 use super::state::DeviceState;
 pub(crate) use super::ws_hub::WsHub;
-use super::ws_hub::{Client, Queue, StartWriter, Tally, lock};
+use super::ws_hub::{Client, Queue, StartWriter, Tally};
 use super::{auth, notify, rpc};
 use crate::driver::ws::accept_key;
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
@@ -39,8 +41,6 @@ const QUEUE: usize = 64;
 const MAX_CLIENTS: usize = 16;
 /// How long a blocked write may take before the connection is given up.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Threads only parse small frames.
-const STACK: usize = 256 * 1024;
 
 impl WsHub {
     /// Called with the state lock held after every access to the state: notifies what changed.
@@ -135,11 +135,11 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
                 return;
             }
             let dev = Arc::clone(&d);
-            let writer = std::thread::Builder::new()
-                .name(format!("sd-emu-ws-{port}"))
-                .stack_size(STACK)
-                .spawn(move || write_loop(&dev, &o, &rx, &tally, &flood_to));
-            lock(&d.ws.threads).extend(writer.ok());
+            let writer = d.ws.threads.run(
+                || format!("sd-emu-ws-{port}"),
+                move || write_loop(&dev, &o, &rx, &tally, &flood_to),
+            );
+            lock(&d.ws.running).extend(writer.ok());
         })
     };
     let queue = Queue::new(tx, start_writer);
@@ -160,24 +160,21 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         });
     }
     let d = Arc::clone(&dev);
-    let reader = std::thread::Builder::new()
-        .name(format!("sd-emu-ws-{port}"))
-        .stack_size(STACK)
-        .spawn(move || {
+    let reader = dev.ws.threads.run(
+        || format!("sd-emu-ws-{port}"),
+        move || {
             read_loop(&d, reader, &Sink { out, queue }, &src);
             d.ws.remove(id);
-        });
-    let mut threads = lock(&dev.ws.threads);
-    // Finished threads are joined as new ones come, so the list stays short.
-    let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut *threads)
-        .into_iter()
-        .partition(JoinHandle::is_finished);
-    *threads = running;
-    threads.extend(reader.ok());
-    drop(threads);
-    for t in done {
-        let _ = t.join();
+        },
+    );
+    if reader.is_err() {
+        // No thread for it (stopping, or none could start): the connection is not served.
+        dev.ws.remove(id);
     }
+    let mut running = lock(&dev.ws.running);
+    // Jobs seen to end are forgotten as new ones come, so the list stays short.
+    running.retain(|job| !job.is_finished());
+    running.extend(reader.ok());
 }
 
 /// Writes what is queued (notifications; answers that found frames ahead of them), and flood frames while

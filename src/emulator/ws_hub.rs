@@ -5,13 +5,14 @@
 use std::io::Read as _;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{Sender, TrySendError};
 use serde_json::{Map, Value, json};
 
+use super::lock::lock;
 use super::server::Response;
+use super::threads::{Finished, Threads};
 use crate::driver::ws::frame::{self, Opcode};
 
 /// A connection's frames waiting for its writer thread, and how many are queued and not written yet (counted
@@ -150,7 +151,10 @@ pub(super) struct Client {
 #[derive(Default)]
 pub(crate) struct WsHub {
     pub(super) clients: Mutex<Vec<Client>>,
-    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The connections' threads (readers, writers), kept for the next connection.
+    pub(super) threads: Threads,
+    /// Their jobs not yet seen to end.
+    pub(super) running: Mutex<Vec<Finished>>,
     /// The status last notified (for diffs); `None` while nobody is subscribed.
     pub(super) last: Mutex<Option<Map<String, Value>>>,
     /// Set while somebody is subscribed: the cheap check on every state change.
@@ -172,10 +176,6 @@ pub(crate) struct WsHub {
     pub(super) hold_upgrades: AtomicBool,
     pub(super) held: Mutex<Vec<TcpStream>>,
     pub(super) abandoned: Mutex<usize>,
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl WsHub {
@@ -305,10 +305,11 @@ impl WsHub {
         self.set_stalled(false);
         self.set_hold_upgrades(false);
         self.drop_all();
-        let threads = std::mem::take(&mut *lock(&self.threads));
-        for t in threads {
-            let _ = t.join();
+        let running = std::mem::take(&mut *lock(&self.running));
+        for job in running {
+            job.wait();
         }
+        self.threads.stop();
     }
 
     pub(super) fn refresh_subscribed(&self) {

@@ -1,0 +1,232 @@
+//! `Threads`: one emulated device's connection threads, kept once their connection ends and given the next
+//! one. A thread costs its start and its exit (stack and signal-stack mappings, `clone`, page faults): with a
+//! thread per WebSocket connection, a client that connects 1,000 devices, reads them and leaves (`sdctl
+//! status`) made the emulator start and end 1,000 threads every time. A real device serves its connections
+//! from slots it keeps, too. Kept threads wait on a channel; they end when the device stops.
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::lock::lock;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads, those waiting for a job counted.
+pub(crate) struct Threads {
+    /// `None` once stopping: no job is taken then.
+    tx: Mutex<Option<Sender<Job>>>,
+    rx: Receiver<Job>,
+    /// Threads waiting (or about to wait) on `rx`: a job is sent only to a counted one.
+    idle: Arc<AtomicUsize>,
+    all: Mutex<Vec<JoinHandle<()>>>,
+    stack: usize,
+}
+
+/// A connection's thread only parses small frames and builds small answers.
+const STACK: usize = 256 * 1024;
+
+impl Default for Threads {
+    fn default() -> Self {
+        Threads::new(STACK)
+    }
+}
+
+impl Threads {
+    /// Threads with `stack` bytes of stack each.
+    pub(crate) fn new(stack: usize) -> Threads {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Threads {
+            tx: Mutex::new(Some(tx)),
+            rx,
+            idle: Arc::default(),
+            all: Mutex::default(),
+            stack,
+        }
+    }
+
+    /// Runs `job` on a waiting thread, else on a new one named `name()`; an error when no thread can start
+    /// or the device is stopping (the job is dropped then).
+    pub(crate) fn run(
+        &self,
+        name: impl FnOnce() -> String,
+        job: impl FnOnce() + Send + 'static,
+    ) -> io::Result<Finished> {
+        let finished = Finished::default();
+        let mark = MarkOnDrop(finished.clone());
+        let job: Job = Box::new(move || {
+            job();
+            drop(mark);
+        });
+        let tx = lock(&self.tx);
+        let Some(tx) = tx.as_ref() else {
+            return Err(io::Error::other("the device is stopping"));
+        };
+        let claimed = self
+            .idle
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if claimed {
+            // A counted thread waits on the channel, which lives as long as `rx` here.
+            let _ = tx.send(job);
+            return Ok(finished);
+        }
+        let (rx, idle) = (self.rx.clone(), Arc::clone(&self.idle));
+        let handle = std::thread::Builder::new()
+            .name(name())
+            .stack_size(self.stack)
+            .spawn(move || serve(job, &rx, &idle))?;
+        lock(&self.all).push(handle);
+        Ok(finished)
+    }
+
+    /// Takes no more jobs and joins every thread once the jobs running now have ended.
+    pub(crate) fn stop(&self) {
+        drop(lock(&self.tx).take());
+        let all = std::mem::take(&mut *lock(&self.all));
+        for t in all {
+            let _ = t.join();
+        }
+    }
+
+    /// Threads started so far and not ended (running a job or waiting for one).
+    #[cfg(test)]
+    fn count(&self) -> usize {
+        lock(&self.all).len()
+    }
+}
+
+/// A thread's life: its first job, then each job it is given, until the sender is gone.
+fn serve(first: Job, rx: &Receiver<Job>, idle: &AtomicUsize) {
+    let mut job = first;
+    loop {
+        job();
+        idle.fetch_add(1, Ordering::SeqCst);
+        match rx.recv() {
+            Ok(next) => job = next,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Whether a job has ended (returned or panicked).
+#[derive(Clone, Default)]
+pub(crate) struct Finished(Arc<(Mutex<bool>, Condvar)>);
+
+impl Finished {
+    /// Whether it has ended.
+    pub(crate) fn is_finished(&self) -> bool {
+        *lock(&self.0.0)
+    }
+
+    /// Waits until it has ended.
+    pub(crate) fn wait(&self) {
+        let mut done = lock(&self.0.0);
+        while !*done {
+            done = self.0.1.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Marks the job finished when dropped: after it returns, or while a panic unwinds through it.
+struct MarkOnDrop(Finished);
+
+impl Drop for MarkOnDrop {
+    fn drop(&mut self) {
+        *lock(&(self.0).0.0) = true;
+        (self.0).0.1.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits until `n` threads wait for a job (a job is marked finished just before its thread waits).
+    fn wait_idle(threads: &Threads, n: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while threads.idle.load(Ordering::SeqCst) != n {
+            assert!(std::time::Instant::now() < deadline, "never waited");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_thread_whose_job_ended_takes_the_next_and_stop_joins_them_all() {
+        let threads = Threads::new(64 * 1024);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let t = tx.clone();
+        let first = threads
+            .run(
+                || "t".into(),
+                move || t.send(std::thread::current().id()).unwrap(),
+            )
+            .unwrap();
+        first.wait();
+        let who = rx.recv().unwrap();
+        // The first thread now waits (counted once its job returned): the next job goes to it.
+        wait_idle(&threads, 1);
+        let t = tx.clone();
+        threads
+            .run(
+                || "t".into(),
+                move || t.send(std::thread::current().id()).unwrap(),
+            )
+            .unwrap()
+            .wait();
+        assert_eq!(rx.recv().unwrap(), who, "the kept thread ran it");
+        assert_eq!(threads.count(), 1);
+
+        // Two at once: a second thread starts while the first is busy.
+        wait_idle(&threads, 1);
+        let (release, hold) = crossbeam_channel::bounded::<()>(0);
+        let busy = threads
+            .run(
+                || "t".into(),
+                move || {
+                    let _ = hold.recv();
+                },
+            )
+            .unwrap();
+        let t = tx.clone();
+        threads
+            .run(
+                || "t".into(),
+                move || t.send(std::thread::current().id()).unwrap(),
+            )
+            .unwrap()
+            .wait();
+        assert_ne!(rx.recv().unwrap(), who, "the busy thread was not given it");
+        assert_eq!(threads.count(), 2);
+        assert!(!busy.is_finished());
+        drop(release);
+        busy.wait();
+
+        threads.stop();
+        assert_eq!(threads.count(), 0);
+        assert!(
+            threads.run(|| "t".into(), || {}).is_err(),
+            "a stopped device takes no job"
+        );
+    }
+
+    #[test]
+    fn a_job_that_panics_is_finished_and_its_thread_is_replaced() {
+        let threads = Threads::new(64 * 1024);
+        let f = threads
+            .run(|| "t".into(), || panic!("the job failed"))
+            .unwrap();
+        f.wait();
+        assert!(f.is_finished());
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        threads
+            .run(|| "t".into(), move || tx.send(7).unwrap())
+            .unwrap()
+            .wait();
+        assert_eq!(rx.recv().unwrap(), 7);
+        threads.stop();
+    }
+}
