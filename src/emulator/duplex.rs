@@ -5,7 +5,9 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use super::lock::lock;
 
 /// The socket, or TLS (either side) over it.
 pub(crate) struct Duplex {
@@ -13,10 +15,6 @@ pub(crate) struct Duplex {
     tls: Option<Arc<Mutex<rustls::Connection>>>,
     /// Plaintext decrypted and not read yet.
     pending: Vec<u8>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Duplex {

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::device::Device;
 use super::gen1;
+use super::lock::lock;
 use super::state::{DeviceState, Source};
 use crate::mqtt::packet::Will;
 
@@ -39,10 +40,6 @@ pub(crate) fn on_connect(dev: &Device) {
         *lock(&dev.mqtt.last) = Some(values(&s));
     }
     dev.mqtt.schedule_tele(dev.clock.instant());
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn announce(dev: &Device) {

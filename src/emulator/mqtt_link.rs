@@ -6,13 +6,14 @@
 use std::net::{Shutdown, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, TrySendError};
 use serde_json::{Map, Value};
 
+use super::lock::lock;
 use crate::mqtt::packet::{self, Packet, Publish};
 
 /// Tasmota's default `TelePeriod`, seconds.
@@ -132,10 +133,6 @@ pub(crate) struct MqttLink {
     tele: Mutex<Tele>,
     /// The client's thread.
     pub thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl MqttLink {

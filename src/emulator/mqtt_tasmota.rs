@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::device::{Device, Family};
+use super::lock::lock;
 use super::state::DeviceState;
 use super::{mqtt_gen1, tasmota};
 use crate::mqtt::packet::Will;
@@ -53,10 +54,6 @@ pub(crate) fn on_connect(dev: &Device) {
         *lock(&dev.mqtt.last) = Some(powers(&s));
     }
     dev.mqtt.schedule_tele(dev.clock.instant());
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `POWER<n>` → `ON`/`OFF` for every relay.

@@ -9,14 +9,11 @@ use serde_json::{Map, Value, json};
 
 use super::components;
 use super::device::Device;
+use super::lock::lock;
 use super::state::DeviceState;
 
 /// Status keys that change with time alone: not worth a notification.
 const VOLATILE: &[&str] = &["aenergy", "ret_aenergy"];
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
