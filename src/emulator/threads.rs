@@ -154,30 +154,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_thread_whose_job_ended_takes_the_next_and_stop_joins_them_all() {
-        let threads = Threads::new(64 * 1024);
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let t = tx.clone();
-        let first = threads
-            .run(
-                || "t".into(),
-                move || t.send(std::thread::current().id()).unwrap(),
-            )
-            .unwrap();
-        first.wait();
-        let who = rx.recv().unwrap();
-        // The first thread now waits (counted once its job returned): the next job goes to it.
-        wait_idle(&threads, 1);
-        let t = tx.clone();
+    /// Runs a job that tells which thread ran it, once it has ended.
+    fn which_thread(threads: &Threads) -> std::thread::ThreadId {
+        let (tx, rx) = crossbeam_channel::bounded(1);
         threads
             .run(
                 || "t".into(),
-                move || t.send(std::thread::current().id()).unwrap(),
+                move || tx.send(std::thread::current().id()).unwrap(),
             )
             .unwrap()
             .wait();
-        assert_eq!(rx.recv().unwrap(), who, "the kept thread ran it");
+        rx.recv().unwrap()
+    }
+
+    #[test]
+    fn a_thread_whose_job_ended_takes_the_next_and_stop_joins_them_all() {
+        let threads = Threads::new(64 * 1024);
+        let who = which_thread(&threads);
+        // The first thread now waits (counted once its job returned): the next job goes to it.
+        wait_idle(&threads, 1);
+        assert_eq!(which_thread(&threads), who, "the kept thread ran it");
         assert_eq!(threads.count(), 1);
 
         // Two at once: a second thread starts while the first is busy.
@@ -191,15 +187,11 @@ mod tests {
                 },
             )
             .unwrap();
-        let t = tx.clone();
-        threads
-            .run(
-                || "t".into(),
-                move || t.send(std::thread::current().id()).unwrap(),
-            )
-            .unwrap()
-            .wait();
-        assert_ne!(rx.recv().unwrap(), who, "the busy thread was not given it");
+        assert_ne!(
+            which_thread(&threads),
+            who,
+            "the busy thread was not given it"
+        );
         assert_eq!(threads.count(), 2);
         assert!(!busy.is_finished());
         drop(release);
