@@ -53,7 +53,7 @@ fn main() {
     let mut times = Vec::with_capacity(rounds);
     let mut codes = std::collections::BTreeMap::<String, usize>::new();
     let mut bytes = 0;
-    let emu0 = emu.cpu_ticks();
+    let (emu0, own0) = (emu.cpu_ticks(), support::waited_children_ticks());
     for _ in 0..rounds {
         let t = Instant::now();
         let out = Command::new(&sdctl)
@@ -74,6 +74,7 @@ fn main() {
     }
     // Ticks are 10 ms: the child's CPU while answering the sdctl rounds, per round.
     let emu_cpu = (emu.cpu_ticks() - emu0) as f64 * 10.0 / rounds as f64;
+    let sdctl_cpu = (support::waited_children_ticks() - own0) as f64 * 10.0 / rounds as f64;
     let _ = std::fs::remove_file(&config);
 
     // The same steps in this process, to see where the time goes: open (reads every device), the JSON, close.
@@ -112,7 +113,7 @@ fn main() {
         codes.join(", "),
         support::load_average()
     );
-    println!("  emulator child CPU per sdctl round: {emu_cpu:.0} ms");
+    println!("  CPU per sdctl round: sdctl {sdctl_cpu:.0} ms, emulator child {emu_cpu:.0} ms");
     println!(
         "  in this process (median): open {:.0} ms (emulator child CPU meanwhile {:.0} ms), devices() as JSON {:.1} ms, close {:.0} ms",
         quantile(&open, 0.5),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use smartdev::ModelLibrary;
-use smartdev::emulator::{AuthMode, DeviceSpec, Emulator, InputType, Press};
+use smartdev::emulator::{AuthMode, DeviceSpec, EmuClock, Emulator, InputType, Press};
 use smartdev::ws::client::{Connection, Timeouts, WsError};
 use smartdev::ws::frame::ProtocolError;
 use smartdev::ws::rpc::{CallError, Notification, RpcSocket};
@@ -441,6 +441,64 @@ fn a_cover_move_pushes_its_state() {
         _ => None,
     });
     assert_eq!(state, json!("opening"));
+}
+
+/// A read changes nothing, so it notifies nothing, except while a cover moves: time alone moves it, and each
+/// read says where it is now, then that it stopped.
+#[test]
+fn while_a_cover_moves_every_read_notifies_its_position() {
+    let mut spec = DeviceSpec::new("Shelly2PMG3");
+    spec.profile = Some("cover".into());
+    spec.cover_travel = Duration::from_secs(20);
+    let clock = EmuClock::manual();
+    let emu =
+        Emulator::start_with_clock(vec![spec], &ModelLibrary::embedded(), clock.clone()).unwrap();
+    emu.set_cover_position(0, 0, 0.0);
+    let mut s = socket(emu.port(0), None, LIMIT);
+    s.call("Cover.GoToPosition", Some(json!({"id": 0, "pos": 100})))
+        .unwrap();
+    let mut positions = Vec::new();
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(4));
+        // A read: it writes nothing.
+        s.call("Shelly.GetDeviceInfo", None).unwrap();
+        positions.push(wait_for(&mut s, |n| match n {
+            Notification::Status { components, .. } => {
+                components.get("cover:0")?.get("current_pos")?.as_f64()
+            }
+            _ => None,
+        }));
+    }
+    assert!(
+        positions.windows(2).all(|w| w[0] < w[1]) && positions[2] < 100.0,
+        "{positions:?}"
+    );
+    clock.advance(Duration::from_secs(20));
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    let state = wait_for(&mut s, |n| match n {
+        Notification::Status { components, .. } => components.get("cover:0")?.get("state").cloned(),
+        _ => None,
+    });
+    assert_eq!(state, json!("open"));
+}
+
+/// The scripts are listed in the status but kept outside the device's state: one created over the socket is
+/// notified (a new component: `NotifyFullStatus`) at the next access, even a read.
+#[test]
+fn a_created_script_is_notified_at_the_next_read() {
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    let mut s = socket(emu.port(0), None, LIMIT);
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    let r = s
+        .call("Script.Create", Some(json!({"name": "lights"})))
+        .unwrap();
+    let id = r["id"].as_u64().unwrap();
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    let status = wait_for(&mut s, |n| match n {
+        Notification::FullStatus { status, .. } => Some(status.clone()),
+        _ => None,
+    });
+    assert_eq!(status[&format!("script:{id}")]["running"], json!(false));
 }
 
 /// A device answers and notifies from one loop: an answer reflects every change notified before it on the

@@ -241,6 +241,23 @@ pub fn cpu_ticks_of(pid: &str) -> u64 {
     get(14) + get(15)
 }
 
+/// The CPU time (user + system, in clock ticks) of this process's children that have ended and been waited
+/// for: a difference across runs of `sdctl` is those runs' own CPU.
+pub fn waited_children_ticks() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 16 and 17 (cutime, cstime), counted as in `cpu_ticks_of`.
+    [16, 17]
+        .iter()
+        .map(|k| {
+            f.get(k - 3)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
 /// A thread's name with a trailing number or id cut off (`sd-dev-12` → `sd-dev-*`).
 fn group(name: &str) -> String {
     match name.rsplit_once('-') {

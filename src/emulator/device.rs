@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -337,8 +338,9 @@ fn mac_from_id(id: &str) -> String {
 /// handed in by `mod.rs`, so this module stays below the front ends that render what is sent.
 #[derive(Clone, Copy)]
 pub(crate) struct Notify {
-    /// After every access to the state, with the state lock held.
-    pub state: fn(&Device, &DeviceState),
+    /// After every access to the state, with the state lock held; with whether the status may have changed
+    /// other than in its energy counters and clocks (see `StateGuard`).
+    pub state: fn(&Device, &DeviceState, bool),
     /// A fired event (webhook form `input.button_push`, component id).
     pub event: fn(&Device, &str, usize),
     /// An event of the device itself (`sys`: a firmware update's `ota_*` steps) and its fields; Gen2+ only.
@@ -379,6 +381,9 @@ pub(crate) struct Device {
     pub kvs: super::kvs::Kvs,
     /// Its scripts (Gen2+ `Script.*`), stored, never run.
     pub scripts: super::scripts::Scripts,
+    /// What the status shows from outside the state lock (the MQTT link's state, the scripts' calls), as
+    /// the last access saw it.
+    outside: AtomicU64,
 }
 
 impl Device {
@@ -432,6 +437,7 @@ impl Device {
             }),
             kvs: super::kvs::Kvs::default(),
             scripts: super::scripts::Scripts::default(),
+            outside: AtomicU64::new(0),
             me: Weak::new(),
             ident,
             tls: spec.tls.then(|| {
@@ -514,11 +520,28 @@ impl Device {
     /// changed (see `ws.rs`), so every change notifies, whoever made it.
     pub(crate) fn state(&self) -> StateGuard<'_> {
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Time alone changes what a status comparison sees (`notify.rs` leaves energy counters and clocks out)
+        // only while a cover moves: its position, its motor's relays and meter.
+        let moving = g.covers.iter().any(|c| c.finish_time().is_some());
         g.advance(self.clock.unix());
+        let changed = self.outside_changed() | moving;
         StateGuard {
             dev: self,
             guard: Some(g),
+            changed,
         }
+    }
+
+    /// Measures the status now, even when nothing was written: a newly subscribed client's changes are
+    /// measured against it.
+    pub(crate) fn measure_status(&self) {
+        self.state().changed = true;
+    }
+
+    /// Whether what the status shows from outside the state lock changed since the last access.
+    fn outside_changed(&self) -> bool {
+        let now = (self.scripts.calls() << 1) | u64::from(self.mqtt.connected());
+        self.outside.swap(now, Ordering::SeqCst) != now
     }
 
     pub(crate) fn check(&self, what: &str, i: usize, n: usize) -> Result<(), String> {
@@ -705,6 +728,9 @@ impl Device {
 pub(crate) struct StateGuard<'a> {
     dev: &'a Device,
     guard: Option<MutexGuard<'a, DeviceState>>,
+    /// Written through, a cover moving, or a change outside the lock: only then is the status measured
+    /// again (building it for every read was a quarter of the emulator's CPU).
+    changed: bool,
 }
 
 impl std::ops::Deref for StateGuard<'_> {
@@ -716,6 +742,7 @@ impl std::ops::Deref for StateGuard<'_> {
 
 impl std::ops::DerefMut for StateGuard<'_> {
     fn deref_mut(&mut self) -> &mut DeviceState {
+        self.changed = true;
         self.guard.as_deref_mut().unwrap_or_else(|| unreachable!())
     }
 }
@@ -723,7 +750,7 @@ impl std::ops::DerefMut for StateGuard<'_> {
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         if let Some(g) = self.guard.take() {
-            (self.dev.notify.state)(self.dev, &g);
+            (self.dev.notify.state)(self.dev, &g, self.changed);
         }
     }
 }

@@ -242,9 +242,9 @@ impl Default for DeviceSpec {
 
 /// How a device tells its WebSocket clients and its MQTT broker of changes and events.
 const NOTIFY: device::Notify = device::Notify {
-    state: |dev, s| {
-        dev.ws.on_state(dev, s);
-        mqtt_client::on_state(dev, s);
+    state: |dev, s, changed| {
+        dev.ws.on_state(dev, s, changed);
+        mqtt_client::on_state(dev, s, changed);
         coiot::on_state(dev, s);
     },
     event: |dev, event, cid| {

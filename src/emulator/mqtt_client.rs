@@ -50,13 +50,16 @@ pub(crate) fn start(dev: &Arc<Device>) -> io::Result<()> {
     Ok(())
 }
 
-/// The state hook: the family's publications of a change (with the state lock held; never blocks).
-pub(crate) fn on_state(dev: &Device, s: &DeviceState) {
+/// The state hook: the family's publications of a change (with the state lock held; never blocks). A Gen2+
+/// status is measured only when it may have changed (`changed`, as over the WebSocket); the others compare
+/// their few values every time.
+pub(crate) fn on_state(dev: &Device, s: &DeviceState, changed: bool) {
     if !dev.mqtt.connected() {
         return;
     }
     match dev.ident.family {
-        Family::Rpc => mqtt_rpc::on_state(dev, s),
+        Family::Rpc if changed => mqtt_rpc::on_state(dev, s),
+        Family::Rpc => {}
         Family::Tasmota => mqtt_tasmota::on_state(dev, s),
         Family::Gen1 => mqtt_gen1::on_state(dev, s),
     }

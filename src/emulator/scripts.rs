@@ -4,6 +4,7 @@
 //! script reports `running: false`, as a stopped script does. A leaf: the dispatcher hands it the calls.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value, json};
 
@@ -22,6 +23,8 @@ const CHUNK: usize = 2048;
 #[derive(Debug, Default)]
 pub(crate) struct Scripts {
     inner: Mutex<Vec<Script>>,
+    /// Counts calls: the device's status lists the scripts, so a call may have changed it.
+    calls: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -63,9 +66,15 @@ impl Scripts {
             .collect()
     }
 
+    /// How many calls were made: a change of it says the `script:<id>` statuses may have changed.
+    pub(crate) fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
     /// Answers `Script.<method>` (lower case); `RpcError::unknown()` for a method it does not have.
     pub(crate) fn call(&self, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
         let mut g = self.lock();
+        self.calls.fetch_add(1, Ordering::SeqCst);
         if method == "script.list" {
             let list: Vec<Value> = g
                 .iter()

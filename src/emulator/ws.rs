@@ -43,9 +43,10 @@ const MAX_CLIENTS: usize = 16;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl WsHub {
-    /// Called with the state lock held after every access to the state: notifies what changed.
-    pub(crate) fn on_state(&self, dev: &Device, s: &DeviceState) {
-        if !self.subscribed.load(Ordering::SeqCst) {
+    /// Called with the state lock held after every access to the state: notifies what changed (when it may
+    /// have, `changed`).
+    pub(crate) fn on_state(&self, dev: &Device, s: &DeviceState, changed: bool) {
+        if !changed || !self.subscribed.load(Ordering::SeqCst) {
             return;
         }
         if let Some((method, params)) = notify::status_change(dev, s, &self.last) {
@@ -392,7 +393,7 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Reply {
                     drop(g);
                     dev.ws.subscribed.store(true, Ordering::SeqCst);
                     // The status now is what later changes are measured against.
-                    drop(dev.state());
+                    dev.measure_status();
                 }
             }
             rpc::answer_frame(dev, &f)
