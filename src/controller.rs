@@ -140,8 +140,9 @@ pub struct Controller {
 
 /// The parts of an open controller that `close` stops.
 struct Running {
-    /// Workers and the supervisor.
-    threads: Vec<JoinHandle<()>>,
+    /// The workers.
+    threads: Vec<crate::ffi::thread::OsThread>,
+    supervisor: Option<JoinHandle<()>>,
     /// Dropping it stops the supervisor.
     stop_supervisor: Option<Sender<()>>,
     listener: Option<Listener>,
@@ -450,6 +451,7 @@ impl Controller {
             shared,
             running: Mutex::new(Some(Running {
                 threads,
+                supervisor: None,
                 stop_supervisor: None,
                 listener,
                 push,
@@ -537,7 +539,7 @@ impl Controller {
                 source: e,
             })?;
         if let Some(r) = controller.lock_running().as_mut() {
-            r.threads.push(sup);
+            r.supervisor = Some(sup);
             r.stop_supervisor = Some(stop_tx);
         }
         // Devices configured with a MAC are followed when they do not answer at their address.
@@ -1126,7 +1128,12 @@ impl Controller {
                 .unwrap_or_else(|e| e.into_inner())
                 .take(),
         );
-        let n = running.threads.len();
+        // The supervisor first: it holds senders too.
+        let mut n = running.threads.len();
+        if let Some(t) = running.supervisor.take() {
+            let _ = t.join();
+            n += 1;
+        }
         for t in running.threads {
             let _ = t.join();
         }

@@ -1107,3 +1107,22 @@ pub fn heap_sizes() -> Vec<(&'static str, usize)> {
         ),
     ]
 }
+
+/// A thread started the way the controller starts a device worker (`ffi/thread.rs`), for
+/// `examples/bench_threads.rs`.
+pub struct WorkerThread(crate::ffi::thread::OsThread);
+
+impl WorkerThread {
+    /// Waits for it to end; `Err` with the payload when its function panicked.
+    pub fn join(self) -> std::thread::Result<()> {
+        self.0.join()
+    }
+}
+
+/// Starts `main` on a thread as the controller starts a worker: pthread, named `name`, the workers' stack.
+pub fn spawn_worker_thread(
+    name: String,
+    main: impl FnOnce() + Send + 'static,
+) -> std::io::Result<WorkerThread> {
+    crate::ffi::thread::spawn(name, crate::actor::worker::STACK_SIZE, main).map(WorkerThread)
+}

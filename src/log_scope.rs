@@ -63,11 +63,20 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    builder.spawn(carry(f))
+}
+
+/// `f`, to run on another thread in the calling thread's scope (for threads started without `spawn`).
+pub(crate) fn carry<F, T>(f: F) -> impl FnOnce() -> T + Send + 'static
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
     let scope = current();
-    builder.spawn(move || {
+    move || {
         let _in = enter(scope);
         f()
-    })
+    }
 }
 
 #[cfg(test)]

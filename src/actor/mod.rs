@@ -1,5 +1,6 @@
 //! Threads: one worker per device, the supervisor, the push poller and the finder of devices that moved.
 
+pub(crate) mod bell;
 pub(crate) mod energy_op;
 pub(crate) mod find;
 pub(crate) mod firmware_op;

@@ -3,11 +3,11 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, RwLock};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, SendError, Sender, TryRecvError, TrySendError};
 
+use super::bell::Bell;
 use super::energy_op::EnergyAsk;
 use super::firmware_op::FirmwareOp;
 use super::hook_inbox::HookInbox;
@@ -84,15 +84,15 @@ pub(crate) enum Command {
     },
 }
 
-/// A worker's command channel as its senders hold it. The worker waits by parking rather than in a blocking
-/// receive (which spins and yields before it sleeps: with 1,000 workers on 2 cores that was a large share of
-/// their CPU), so every successful send unparks it, and so does every drop of a sender (the last one gone ends
-/// the worker's loop).
+/// A worker's command channel as its senders hold it. The worker waits on its [`Bell`] rather than in a
+/// blocking receive (which spins and yields before it sleeps: with 1,000 workers on 2 cores that was a large
+/// share of their CPU), so every successful send rings it, and so does every drop of a sender (the last one
+/// gone ends the worker's loop).
 pub(crate) struct WorkerTx {
-    /// Always `Some` until dropped: the sender must be gone before the unpark, or the worker would wake, still
-    /// see a sender, and park for good.
+    /// Always `Some` until dropped: the sender must be gone before the ring, or the worker would wake, still
+    /// see a sender, and wait for good.
     tx: Option<Sender<Command>>,
-    thread: std::thread::Thread,
+    bell: Arc<Bell>,
 }
 
 impl WorkerTx {
@@ -102,7 +102,7 @@ impl WorkerTx {
             Some(tx) => tx.send(cmd)?,
             None => return Err(SendError(cmd)),
         }
-        self.thread.unpark();
+        self.bell.ring();
         Ok(())
     }
 
@@ -112,7 +112,7 @@ impl WorkerTx {
             Some(tx) => tx.try_send(cmd)?,
             None => return Err(TrySendError::Disconnected(cmd)),
         }
-        self.thread.unpark();
+        self.bell.ring();
         Ok(())
     }
 }
@@ -121,7 +121,7 @@ impl Clone for WorkerTx {
     fn clone(&self) -> Self {
         WorkerTx {
             tx: self.tx.clone(),
-            thread: self.thread.clone(),
+            bell: Arc::clone(&self.bell),
         }
     }
 }
@@ -129,17 +129,17 @@ impl Clone for WorkerTx {
 impl Drop for WorkerTx {
     fn drop(&mut self) {
         drop(self.tx.take());
-        self.thread.unpark();
+        self.bell.ring();
     }
 }
 
-/// The worker's next command, parked until one comes; `None` once every [`WorkerTx`] is gone.
-fn next_command(rx: &Receiver<Command>) -> Option<Command> {
+/// The worker's next command, waited for on its bell; `None` once every [`WorkerTx`] is gone.
+fn next_command(rx: &Receiver<Command>, bell: &Bell) -> Option<Command> {
     loop {
         match rx.try_recv() {
             Ok(cmd) => return Some(cmd),
-            // Unparked by every send and every sender's drop; a spurious wake-up finds it still empty.
-            Err(TryRecvError::Empty) => std::thread::park(),
+            // Rung by every send and every sender's drop; a ring already taken finds it still empty.
+            Err(TryRecvError::Empty) => bell.wait(),
             Err(TryRecvError::Disconnected) => return None,
         }
     }
@@ -152,7 +152,7 @@ pub(crate) struct Worker {
     /// Its published state.
     pub slot: Slot,
     /// Its thread, joined on close.
-    pub thread: JoinHandle<()>,
+    pub thread: crate::ffi::thread::OsThread,
 }
 
 /// What a worker shares with the rest of the controller.
@@ -278,15 +278,13 @@ pub(crate) fn spawn(
         }),
         updating: false,
     };
-    let builder = std::thread::Builder::new()
-        .name(format!("sd-dev-{}", state.device.id))
-        .stack_size(STACK_SIZE);
+    let bell = Arc::new(Bell::default());
+    let rings = Arc::clone(&bell);
+    let name = format!("sd-dev-{}", state.device.id);
     // The worker's records belong to the controller that starts it (see log_scope).
-    let thread = crate::log_scope::spawn(builder, move || state.run(rx, started))?;
-    let tx = WorkerTx {
-        tx: Some(tx),
-        thread: thread.thread().clone(),
-    };
+    let main = crate::log_scope::carry(move || state.run(rx, &rings, started));
+    let thread = crate::ffi::thread::spawn(name, STACK_SIZE, main)?;
+    let tx = WorkerTx { tx: Some(tx), bell };
     Ok(Worker { tx, slot, thread })
 }
 
@@ -332,10 +330,10 @@ impl State {
     /// The worker's life: the first contact, then each command until the controller closes. Each runs in a
     /// function of its own, never inlined: with all of them in one frame (4.6 KiB), the deepest request made
     /// every worker's resident stack 16 KiB instead of 12 (1,000 workers: 4 MiB; `examples/bench_push`).
-    fn run(mut self, rx: Receiver<Command>, started: Sender<(i64, Result<()>)>) {
+    fn run(mut self, rx: Receiver<Command>, bell: &Bell, started: Sender<(i64, Result<()>)>) {
         self.first_contact(started);
         // The loop ends when every sender is gone: the controller is closing.
-        while let Some(cmd) = next_command(&rx) {
+        while let Some(cmd) = next_command(&rx, bell) {
             let Some(cmd) = self.prelude(cmd) else {
                 continue;
             };
@@ -1105,22 +1103,21 @@ mod tests {
     use crate::objects::Output;
 
     /// Every command is taken, and the loop ends only when the last of several senders is dropped, however the
-    /// drops and the worker's wake-ups interleave (the sender must be gone before its unpark).
+    /// drops and the worker's wake-ups interleave (the sender must be gone before its ring).
     #[test]
-    fn a_parked_inbox_takes_every_command_and_ends_with_its_last_sender() {
+    fn a_waiting_inbox_takes_every_command_and_ends_with_its_last_sender() {
         for round in 0..300 {
             let (tx, rx) = crossbeam_channel::bounded(8);
+            let bell = Arc::new(Bell::default());
+            let rings = Arc::clone(&bell);
             let worker = std::thread::spawn(move || {
                 let mut n = 0;
-                while next_command(&rx).is_some() {
+                while next_command(&rx, &rings).is_some() {
                     n += 1;
                 }
                 n
             });
-            let a = WorkerTx {
-                tx: Some(tx),
-                thread: worker.thread().clone(),
-            };
+            let a = WorkerTx { tx: Some(tx), bell };
             let b = a.clone();
             let c = b.clone();
             for _ in 0..round % 5 {

@@ -12,6 +12,7 @@ pub(crate) mod heap;
 mod light;
 mod log;
 mod result;
+pub(crate) mod thread;
 
 pub use api::*;
 pub use energy::*;

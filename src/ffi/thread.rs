@@ -1,0 +1,224 @@
+//! Device workers started with pthread, not `std::thread`. In a Rust program (not in a C, Go or Python host)
+//! std gives every thread it starts an alternate signal stack for its stack-overflow message: `mmap`,
+//! `mprotect` and `sigaltstack` at the start, `munmap` at the exit, which interrupts every other core to flush
+//! its TLB. With a worker per device that was about 40 µs of CPU per thread, a third of what a thread costs
+//! here (BENCHMARKS "Issue 30"). A worker's stack overflow then ends the process with SIGSEGV without std's
+//! message, as it always did in those hosts. Its name is the kernel's (`ps`, `/proc`, debuggers, panic
+//! messages say `<unnamed>`). Elsewhere than Linux, std starts it.
+
+use std::io;
+
+/// A started thread: joined, or detached when dropped.
+pub(crate) struct OsThread(imp::Handle);
+
+impl OsThread {
+    /// Waits for the thread to end: `Err` with the panic's payload when its function panicked.
+    pub(crate) fn join(self) -> std::thread::Result<()> {
+        imp::join(self.0)
+    }
+}
+
+/// Starts `main` on a thread named `name` (cut to the kernel's 15 bytes) with `stack` bytes of stack (at
+/// least the system's minimum, rounded up to a page).
+pub(crate) fn spawn(
+    name: String,
+    stack: usize,
+    main: impl FnOnce() + Send + 'static,
+) -> io::Result<OsThread> {
+    imp::spawn(name, stack, Box::new(main)).map(OsThread)
+}
+
+#[cfg(target_os = "linux")]
+mod imp {
+    use std::any::Any;
+    use std::ffi::{CString, c_void};
+    use std::io;
+    use std::mem::MaybeUninit;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    type Main = Box<dyn FnOnce() + Send>;
+    type Payload = Box<dyn Any + Send>;
+
+    pub(super) struct Handle {
+        id: libc::pthread_t,
+        joined: bool,
+    }
+
+    impl Drop for Handle {
+        fn drop(&mut self) {
+            if !self.joined {
+                // SAFETY: a thread this module started, neither joined nor detached before (`joined`).
+                unsafe { libc::pthread_detach(self.id) };
+            }
+        }
+    }
+
+    pub(super) fn spawn(name: String, stack: usize, main: Main) -> io::Result<Handle> {
+        let main: Main = Box::new(move || {
+            name_self(&name);
+            main();
+        });
+        let arg = Box::into_raw(Box::new(main));
+        let mut attr = MaybeUninit::<libc::pthread_attr_t>::uninit();
+        // SAFETY: `attr` is initialised before use and destroyed once; `start` takes back the box behind `arg`
+        // exactly once, and here it is taken back only when no thread was started.
+        unsafe {
+            let r = libc::pthread_attr_init(attr.as_mut_ptr());
+            if r != 0 {
+                drop(Box::from_raw(arg));
+                return Err(io::Error::from_raw_os_error(r));
+            }
+            let page = usize::try_from(libc::sysconf(libc::_SC_PAGESIZE)).unwrap_or(4096);
+            let size = stack.max(libc::PTHREAD_STACK_MIN).div_ceil(page) * page;
+            let mut r = libc::pthread_attr_setstacksize(attr.as_mut_ptr(), size);
+            let mut id: libc::pthread_t = 0;
+            if r == 0 {
+                r = libc::pthread_create(&mut id, attr.as_ptr(), start, arg.cast());
+            }
+            libc::pthread_attr_destroy(attr.as_mut_ptr());
+            if r != 0 {
+                drop(Box::from_raw(arg));
+                return Err(io::Error::from_raw_os_error(r));
+            }
+            Ok(Handle { id, joined: false })
+        }
+    }
+
+    /// The thread's function: nothing unwinds out of it; a panic's payload is its return value.
+    extern "C" fn start(arg: *mut c_void) -> *mut c_void {
+        // SAFETY: `spawn` gave up this box for this thread alone.
+        let main = unsafe { Box::from_raw(arg.cast::<Main>()) };
+        match catch_unwind(AssertUnwindSafe(main)) {
+            Ok(()) => std::ptr::null_mut(),
+            Err(payload) => Box::into_raw(Box::new(payload)).cast(),
+        }
+    }
+
+    fn name_self(name: &str) {
+        let mut end = name.len().min(15);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        if let Ok(c) = CString::new(&name[..end]) {
+            // SAFETY: a NUL-terminated name of at most 15 bytes for the calling thread.
+            unsafe { libc::pthread_setname_np(libc::pthread_self(), c.as_ptr()) };
+        }
+    }
+
+    pub(super) fn join(mut h: Handle) -> std::thread::Result<()> {
+        h.joined = true;
+        let mut ret: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a thread this module started and nobody joined or detached (`joined` was false).
+        let r = unsafe { libc::pthread_join(h.id, &mut ret) };
+        if r != 0 {
+            return Err(Box::new(io::Error::from_raw_os_error(r).to_string()));
+        }
+        if ret.is_null() {
+            Ok(())
+        } else {
+            // SAFETY: `start` returned a boxed payload it gave up.
+            Err(*unsafe { Box::from_raw(ret.cast::<Payload>()) })
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod imp {
+    use std::io;
+
+    pub(super) type Handle = std::thread::JoinHandle<()>;
+
+    pub(super) fn spawn(
+        name: String,
+        stack: usize,
+        main: Box<dyn FnOnce() + Send>,
+    ) -> io::Result<Handle> {
+        std::thread::Builder::new()
+            .name(name)
+            .stack_size(stack)
+            .spawn(main)
+    }
+
+    pub(super) fn join(h: Handle) -> std::thread::Result<()> {
+        h.join()
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_runs_its_function_under_its_name_and_join_waits_for_it() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = spawn("sd-dev-kitchen-light-1".into(), 64 * 1024, move || {
+            let comm = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+            tx.send(comm).unwrap();
+        })
+        .unwrap();
+        t.join().unwrap();
+        assert_eq!(rx.recv().unwrap().trim_end(), "sd-dev-kitchen-");
+    }
+
+    #[test]
+    fn join_returns_a_panics_payload() {
+        let t = spawn("sd-dev-x".into(), 64 * 1024, || panic!("driver bug")).unwrap();
+        let payload = t.join().unwrap_err();
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"driver bug"));
+    }
+
+    /// Whether the calling thread has no alternate signal stack.
+    fn no_altstack() -> bool {
+        let mut ss = libc::stack_t {
+            ss_sp: std::ptr::null_mut(),
+            ss_flags: 0,
+            ss_size: 0,
+        };
+        // SAFETY: only reads the calling thread's setting into a valid `stack_t`.
+        assert_eq!(unsafe { libc::sigaltstack(std::ptr::null(), &mut ss) }, 0);
+        ss.ss_flags & libc::SS_DISABLE != 0
+    }
+
+    /// The point of the module. This test binary's `main` is Rust's, so std gives its own threads one.
+    #[test]
+    fn the_thread_has_no_alternate_signal_stack_where_std_gives_one() {
+        let by_std = std::thread::spawn(no_altstack).join().unwrap();
+        assert!(!by_std, "std set none up here: the comparison says nothing");
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn("sd-dev-y".into(), 64 * 1024, move || {
+            tx.send(no_altstack()).unwrap()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+        assert!(rx.recv().unwrap(), "an alternate signal stack was set up");
+    }
+
+    #[test]
+    fn the_stack_is_at_least_the_size_asked_rounded_to_a_page() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn("sd-dev-z".into(), 100 * 1024 + 1, move || {
+            let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+            let mut size = 0usize;
+            // SAFETY: the calling thread's attributes, read into initialised memory and destroyed once.
+            unsafe {
+                assert_eq!(
+                    libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()),
+                    0
+                );
+                libc::pthread_attr_getstacksize(attr.as_ptr(), &mut size);
+                libc::pthread_attr_destroy(attr.as_mut_ptr());
+            }
+            tx.send(size).unwrap();
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+        // glibc may hand over a larger stack it kept from an ended thread, never its default (8 MiB here).
+        let size = rx.recv().unwrap();
+        assert!(
+            (104 * 1024..1024 * 1024).contains(&size) && size % 4096 == 0,
+            "{size}"
+        );
+    }
+}
