@@ -57,7 +57,8 @@ impl Drop for Entered {
 }
 
 /// Starts a thread that carries the calling thread's scope for its whole life. Every thread a controller
-/// starts goes through here, so its records reach that controller's log sink.
+/// starts goes through here (or, for the workers started with pthread, [`carry`]), so its records reach that
+/// controller's log sink.
 pub(crate) fn spawn<F, T>(builder: Builder, f: F) -> std::io::Result<JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,

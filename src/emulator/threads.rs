@@ -2,7 +2,7 @@
 //! one. A thread costs its start and its exit (stack and signal-stack mappings, `clone`, page faults): with a
 //! thread per WebSocket connection, a client that connects 1,000 devices, reads them and leaves (`sdctl
 //! status`) made the emulator start and end 1,000 threads every time. A real device serves its connections
-//! from slots it keeps, too. Kept threads wait on a channel; they end when the device stops.
+//! from slots it keeps, too. Kept threads wait on a condition variable; they end when the device stops.
 
 use std::collections::VecDeque;
 use std::io;

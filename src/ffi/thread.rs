@@ -1,8 +1,8 @@
 //! Device workers started with pthread, not `std::thread`. In a Rust program (not in a C, Go or Python host)
 //! std gives every thread it starts an alternate signal stack for its stack-overflow message: `mmap`,
 //! `mprotect` and `sigaltstack` at the start, `munmap` at the exit, which interrupts every other core to flush
-//! its TLB. With a worker per device that was about 40 µs of CPU per thread, a third of what a thread costs
-//! here (BENCHMARKS "Issue 30"). A worker's stack overflow then ends the process with SIGSEGV without std's
+//! its TLB. With a worker per device that was about 50 µs of CPU per thread, a quarter of what a thread costs
+//! here (`examples/bench_threads.rs`, BENCHMARKS "Issue 30"). A worker's stack overflow then ends the process with SIGSEGV without std's
 //! message, as it always did in those hosts. Its name is the kernel's (`ps`, `/proc`, debuggers, panic
 //! messages say `<unnamed>`). Elsewhere than Linux, std starts it.
 
