@@ -587,7 +587,18 @@ fn gen1_serves_on_port_80_or_says_how_to_get_it() {
 #[test]
 fn a_gen1_device_answers_coap_requests_from_its_own_address() {
     use std::net::{Ipv4Addr, UdpSocket};
-    let address = Ipv4Addr::new(127, 0, 0, 3);
+    // 5683 is one port per address: an address of this run's own, so two test runs on one machine (a CI run
+    // beside a developer's loop) do not take each other's.
+    let seed = u64::from(std::process::id())
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos().into());
+    let address = Ipv4Addr::new(
+        127,
+        100 + (seed % 100) as u8,
+        (seed >> 8) as u8,
+        2 + ((seed >> 16) % 250) as u8,
+    );
     let mut spec = DeviceSpec::new("Shelly1");
     spec.coap = true;
     let emu =
