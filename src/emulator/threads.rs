@@ -64,13 +64,8 @@ impl Threads {
         &self,
         name: impl FnOnce() -> String,
         job: impl FnOnce() + Send + 'static,
-    ) -> io::Result<Finished> {
-        let finished = Finished::default();
-        let mark = MarkOnDrop(finished.clone());
-        let job: Job = Box::new(move || {
-            job();
-            drop(mark);
-        });
+    ) -> io::Result<()> {
+        let job: Job = Box::new(job);
         // Held until the new thread is listed, so `stop` joins it.
         let mut waiting = lock(&self.shared.waiting);
         if waiting.stopping {
@@ -85,7 +80,7 @@ impl Threads {
             waiting.jobs.push_back(job);
             drop(waiting);
             self.shared.ready.notify_one();
-            return Ok(finished);
+            return Ok(());
         }
         let shared = Arc::clone(&self.shared);
         let handle = std::thread::Builder::new()
@@ -93,7 +88,7 @@ impl Threads {
             .stack_size(self.stack)
             .spawn(move || serve(job, &shared))?;
         lock(&self.all).push(handle);
-        Ok(finished)
+        Ok(())
     }
 
     /// Takes no more jobs and joins every thread once the jobs running now have ended.
@@ -135,40 +130,11 @@ fn serve(first: Job, shared: &Shared) {
     }
 }
 
-/// Whether a job has ended (returned or panicked).
-#[derive(Clone, Default)]
-pub(crate) struct Finished(Arc<(Mutex<bool>, Condvar)>);
-
-impl Finished {
-    /// Whether it has ended.
-    pub(crate) fn is_finished(&self) -> bool {
-        *lock(&self.0.0)
-    }
-
-    /// Waits until it has ended.
-    pub(crate) fn wait(&self) {
-        let mut done = lock(&self.0.0);
-        while !*done {
-            done = self.0.1.wait(done).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-/// Marks the job finished when dropped: after it returns, or while a panic unwinds through it.
-struct MarkOnDrop(Finished);
-
-impl Drop for MarkOnDrop {
-    fn drop(&mut self) {
-        *lock(&(self.0).0.0) = true;
-        (self.0).0.1.notify_all();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Waits until `n` threads wait for a job (a job is marked finished just before its thread waits).
+    /// Waits until `n` threads wait for a job.
     fn wait_idle(threads: &Threads, n: usize) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while threads.shared.idle.load(Ordering::SeqCst) != n {
@@ -177,7 +143,7 @@ mod tests {
         }
     }
 
-    /// Runs a job that tells which thread ran it, once it has ended.
+    /// Runs a job that tells which thread ran it, and waits for the answer.
     fn which_thread(threads: &Threads) -> std::thread::ThreadId {
         let (tx, rx) = crossbeam_channel::bounded(1);
         threads
@@ -185,8 +151,7 @@ mod tests {
                 || "t".into(),
                 move || tx.send(std::thread::current().id()).unwrap(),
             )
-            .unwrap()
-            .wait();
+            .unwrap();
         rx.recv().unwrap()
     }
 
@@ -202,24 +167,26 @@ mod tests {
         // Two at once: a second thread starts while the first is busy.
         wait_idle(&threads, 1);
         let (release, hold) = crossbeam_channel::bounded::<()>(0);
-        let busy = threads
+        let (started, busy) = crossbeam_channel::bounded(1);
+        threads
             .run(
                 || "t".into(),
                 move || {
+                    started.send(std::thread::current().id()).unwrap();
                     let _ = hold.recv();
                 },
             )
             .unwrap();
+        assert_eq!(busy.recv().unwrap(), who, "the waiting thread took it");
         assert_ne!(
             which_thread(&threads),
             who,
             "the busy thread was not given it"
         );
         assert_eq!(threads.count(), 2);
-        assert!(!busy.is_finished());
         drop(release);
-        busy.wait();
 
+        // Joins both, the busy one once its job has ended.
         threads.stop();
         assert_eq!(threads.count(), 0);
         assert!(
@@ -229,19 +196,21 @@ mod tests {
     }
 
     #[test]
-    fn a_job_that_panics_is_finished_and_its_thread_is_replaced() {
+    fn a_job_that_panics_ends_its_thread_and_the_next_job_gets_another() {
         let threads = Threads::new(64 * 1024);
-        let f = threads
-            .run(|| "t".into(), || panic!("the job failed"))
-            .unwrap();
-        f.wait();
-        assert!(f.is_finished());
         let (tx, rx) = crossbeam_channel::bounded(1);
         threads
-            .run(|| "t".into(), move || tx.send(7).unwrap())
-            .unwrap()
-            .wait();
-        assert_eq!(rx.recv().unwrap(), 7);
+            .run(
+                || "t".into(),
+                move || {
+                    tx.send(std::thread::current().id()).unwrap();
+                    panic!("the job failed");
+                },
+            )
+            .unwrap();
+        let failed = rx.recv().unwrap();
+        assert_ne!(which_thread(&threads), failed);
         threads.stop();
+        assert_eq!(threads.count(), 0);
     }
 }

@@ -136,11 +136,12 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
                 return;
             }
             let dev = Arc::clone(&d);
-            let writer = d.ws.threads.run(
+            // Without a thread (stopping, or none could start) queued frames are never written: the client
+            // times out, as against a device that hangs.
+            let _ = d.ws.threads.run(
                 || format!("sd-emu-ws-{port}"),
                 move || write_loop(&dev, &o, &rx, &tally, &flood_to),
             );
-            lock(&d.ws.running).extend(writer.ok());
         })
     };
     let queue = Queue::new(tx, start_writer);
@@ -172,10 +173,6 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         // No thread for it (stopping, or none could start): the connection is not served.
         dev.ws.remove(id);
     }
-    let mut running = lock(&dev.ws.running);
-    // Jobs seen to end are forgotten as new ones come, so the list stays short.
-    running.retain(|job| !job.is_finished());
-    running.extend(reader.ok());
 }
 
 /// Writes what is queued (notifications; answers that found frames ahead of them), and flood frames while

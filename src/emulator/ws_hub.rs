@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::lock::lock;
 use super::server::Response;
-use super::threads::{Finished, Threads};
+use super::threads::Threads;
 use crate::driver::ws::frame::{self, Opcode};
 
 /// A connection's frames waiting for its writer thread, and how many are queued and not written yet (counted
@@ -153,8 +153,6 @@ pub(crate) struct WsHub {
     pub(super) clients: Mutex<Vec<Client>>,
     /// The connections' threads (readers, writers), kept for the next connection.
     pub(super) threads: Threads,
-    /// Their jobs not yet seen to end.
-    pub(super) running: Mutex<Vec<Finished>>,
     /// The status last notified (for diffs); `None` while nobody is subscribed.
     pub(super) last: Mutex<Option<Map<String, Value>>>,
     /// Set while somebody is subscribed: the cheap check on every state change.
@@ -305,10 +303,7 @@ impl WsHub {
         self.set_stalled(false);
         self.set_hold_upgrades(false);
         self.drop_all();
-        let running = std::mem::take(&mut *lock(&self.running));
-        for job in running {
-            job.wait();
-        }
+        // Joins every thread once the connection it serves has ended.
         self.threads.stop();
     }
 
