@@ -428,27 +428,35 @@ fn pings_from_the_server_are_answered() {
     t.join().unwrap();
 }
 
-#[test]
-fn a_cover_move_pushes_its_state() {
+/// A Shelly 2PM Gen3 in its cover profile.
+fn cover_device() -> DeviceSpec {
     let mut spec = DeviceSpec::new("Shelly2PMG3");
     spec.profile = Some("cover".into());
-    let emu = emulator(spec);
+    spec
+}
+
+/// The next `NotifyStatus` value of `cover:0`'s `field`.
+fn next_cover_field(s: &mut RpcSocket, field: &str) -> Value {
+    wait_for(s, |n| match n {
+        Notification::Status { components, .. } => components.get("cover:0")?.get(field).cloned(),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_cover_move_pushes_its_state() {
+    let emu = emulator(cover_device());
     emu.set_cover_calibrated(0, 0, true);
     let mut s = socket(emu.port(0), None, LIMIT);
     s.call("Cover.Open", Some(json!({"id": 0}))).unwrap();
-    let state = wait_for(&mut s, |n| match n {
-        Notification::Status { components, .. } => components.get("cover:0")?.get("state").cloned(),
-        _ => None,
-    });
-    assert_eq!(state, json!("opening"));
+    assert_eq!(next_cover_field(&mut s, "state"), json!("opening"));
 }
 
 /// A read changes nothing, so it notifies nothing, except while a cover moves: time alone moves it, and each
 /// read says where it is now, then that it stopped.
 #[test]
 fn while_a_cover_moves_every_read_notifies_its_position() {
-    let mut spec = DeviceSpec::new("Shelly2PMG3");
-    spec.profile = Some("cover".into());
+    let mut spec = cover_device();
     spec.cover_travel = Duration::from_secs(20);
     let clock = EmuClock::manual();
     let emu =
@@ -462,12 +470,8 @@ fn while_a_cover_moves_every_read_notifies_its_position() {
         clock.advance(Duration::from_secs(4));
         // A read: it writes nothing.
         s.call("Shelly.GetDeviceInfo", None).unwrap();
-        positions.push(wait_for(&mut s, |n| match n {
-            Notification::Status { components, .. } => {
-                components.get("cover:0")?.get("current_pos")?.as_f64()
-            }
-            _ => None,
-        }));
+        let pos = next_cover_field(&mut s, "current_pos");
+        positions.push(pos.as_f64().unwrap_or_else(|| panic!("{pos}")));
     }
     assert!(
         positions.windows(2).all(|w| w[0] < w[1]) && positions[2] < 100.0,
@@ -475,11 +479,7 @@ fn while_a_cover_moves_every_read_notifies_its_position() {
     );
     clock.advance(Duration::from_secs(20));
     s.call("Shelly.GetDeviceInfo", None).unwrap();
-    let state = wait_for(&mut s, |n| match n {
-        Notification::Status { components, .. } => components.get("cover:0")?.get("state").cloned(),
-        _ => None,
-    });
-    assert_eq!(state, json!("open"));
+    assert_eq!(next_cover_field(&mut s, "state"), json!("open"));
 }
 
 /// The scripts are listed in the status but kept outside the device's state: one created over the socket is
