@@ -228,28 +228,23 @@ pub fn cpu_ticks() -> u64 {
 
 /// utime + stime of process `pid` (`self` or a number) in clock ticks.
 pub fn cpu_ticks_of(pid: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The command name in parentheses may hold spaces: count fields after the last ')'.
-    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After ')': field 3 (state) is f[0], so field k is f[k - 3].
-    let get = |k: usize| {
-        f.get(k - 3)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    get(14) + get(15)
+    stat_sum(pid, &[14, 15])
 }
 
 /// The CPU time (user + system, in clock ticks) of this process's children that have ended and been waited
 /// for: a difference across runs of `sdctl` is those runs' own CPU.
 pub fn waited_children_ticks() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    stat_sum("self", &[16, 17])
+}
+
+/// The sum of fields `ks` (numbered as in proc(5)) of `/proc/<pid>/stat`.
+fn stat_sum(pid: &str, ks: &[usize]) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name in parentheses may hold spaces: count fields after the last ')'.
     let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 16 and 17 (cutime, cstime), counted as in `cpu_ticks_of`.
-    [16, 17]
-        .iter()
+    // After ')': field 3 (state) is f[0], so field k is f[k - 3].
+    ks.iter()
         .map(|k| {
             f.get(k - 3)
                 .and_then(|v| v.parse::<u64>().ok())
