@@ -581,24 +581,47 @@ fn gen1_serves_on_port_80_or_says_how_to_get_it() {
     assert_eq!(shelly["type"], json!("SHSW-1"), "{shelly}");
 }
 
+/// 5683 is one port per address: a loopback address of this test's own, so two test runs on one machine (a CI
+/// run beside a developer's loop) do not take each other's.
+fn own_loopback() -> std::net::Ipv4Addr {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seed = u64::from(std::process::id())
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos().into())
+        ^ (NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst) << 20);
+    std::net::Ipv4Addr::new(
+        127,
+        100 + (seed % 100) as u8,
+        (seed >> 8) as u8,
+        2 + ((seed >> 16) % 250) as u8,
+    )
+}
+
+/// Another program holding UDP 5683 there (Home Assistant, a controller's CoIoT listener on every address) is
+/// named as the reason, not taken for a second emulated device.
+#[test]
+fn coap_beside_another_program_on_5683_says_so() {
+    let address = own_loopback();
+    let _other = std::net::UdpSocket::bind((address, 5683)).unwrap();
+    let mut spec = DeviceSpec::new("Shelly1");
+    spec.coap = true;
+    let Err(e) = Emulator::start_listening_on(vec![spec], &ModelLibrary::embedded(), 0, address)
+    else {
+        panic!("the emulator took {address}:5683 from another program");
+    };
+    let e = e.to_string();
+    assert!(e.contains("another program holds UDP 5683"), "{e}");
+    assert!(e.contains("CoIoTPort"), "{e}");
+}
+
 /// aioshelly's block device asks a Gen1 device for `cit/s` (and, on older firmware, `cit/d`) over CoAP on UDP
 /// 5683 and matches the answer by the address it came from: the emulated device answers there, from its own
 /// address, with 2.05 Content, its tag and the JSON; a second device cannot take the same address's 5683.
 #[test]
 fn a_gen1_device_answers_coap_requests_from_its_own_address() {
-    use std::net::{Ipv4Addr, UdpSocket};
-    // 5683 is one port per address: an address of this run's own, so two test runs on one machine (a CI run
-    // beside a developer's loop) do not take each other's.
-    let seed = u64::from(std::process::id())
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos().into());
-    let address = Ipv4Addr::new(
-        127,
-        100 + (seed % 100) as u8,
-        (seed >> 8) as u8,
-        2 + ((seed >> 16) % 250) as u8,
-    );
+    use std::net::UdpSocket;
+    let address = own_loopback();
     let mut spec = DeviceSpec::new("Shelly1");
     spec.coap = true;
     let emu =

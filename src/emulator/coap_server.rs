@@ -53,7 +53,15 @@ impl CoapServer {
         }
         let socket = bind(at).map_err(|e| {
             TAKEN.lock().unwrap_or_else(|e| e.into_inner()).remove(&at);
-            refuse(e.to_string())
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                // Another device of this process would be in TAKEN: another program has it, maybe on every address.
+                format!(
+                    "emulator: device {} cannot answer CoAP at {at}: another program holds UDP 5683 there, perhaps                      on every address (Home Assistant, or a smartdev application listening for CoIoT): stop it, or                      move it to another port (smartdev: CoIoTPort)",
+                    dev.index
+                )
+            } else {
+                refuse(e.to_string())
+            }
         })?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
