@@ -10,6 +10,7 @@ mod gen1_firmware;
 pub(crate) mod http;
 mod icmp;
 mod json;
+mod key_shares;
 pub(crate) mod profile;
 mod resolve;
 pub(crate) mod rpc;

@@ -46,6 +46,15 @@ pub(crate) fn provider() -> Arc<CryptoProvider> {
             };
             hash != rustls::crypto::hash::HashAlgorithm::SHA256
         });
+        // A key share offered and not used (the device chose TLS 1.2) serves the next handshake.
+        p.kx_groups = p
+            .kx_groups
+            .iter()
+            .map(|g| {
+                super::key_shares::Recycled::leak(*g)
+                    as &'static dyn rustls::crypto::SupportedKxGroup
+            })
+            .collect();
         Arc::new(p)
     })
     .clone()
