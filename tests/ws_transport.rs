@@ -562,3 +562,70 @@ fn no_notification_overtakes_an_answer_older_than_it() {
     assert_eq!(answers, 400);
     assert!(notes > 0, "the changes were notified");
 }
+
+/// Requests pipelined in one write came together, so they are answered together: one latency after they came,
+/// as over a network of that latency, not one latency after another (a dial's two calls at open).
+#[test]
+fn requests_that_came_together_are_answered_together() {
+    use smartdev::ws::frame::{self, Opcode};
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    let latency = Duration::from_millis(1500);
+    emu.set_latency(0, latency);
+    let mut s = std::net::TcpStream::connect(local(emu.port(0))).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(
+        b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        let k = s.read(&mut chunk).unwrap();
+        assert!(k > 0, "closed before the upgrade");
+        buf.extend_from_slice(&chunk[..k]);
+    };
+    assert!(
+        buf.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&buf)
+    );
+    buf.drain(..end + 4);
+    let two: Vec<u8> = ["Shelly.GetDeviceInfo", "Shelly.GetStatus"]
+        .iter()
+        .enumerate()
+        .flat_map(|(id, method)| {
+            let call = json!({"id": id + 1, "src": "pipelined", "method": method}).to_string();
+            frame::encode(Opcode::Text, true, call.as_bytes(), Some([7, 1, 9, 3]))
+        })
+        .collect();
+    let sent = Instant::now();
+    s.write_all(&two).unwrap();
+    let mut answered = Vec::new();
+    while answered.len() < 2 {
+        match frame::decode(&buf, false, 1 << 20).unwrap() {
+            Some((f, used)) => {
+                buf.drain(..used);
+                let v: Value = serde_json::from_slice(&f.payload).unwrap();
+                if v.get("id").is_some() {
+                    assert!(v.get("result").is_some(), "{v}");
+                    answered.push((v["id"].clone(), Instant::now()));
+                }
+            }
+            None => {
+                let k = s.read(&mut chunk).unwrap();
+                assert!(k > 0, "closed before both answers");
+                buf.extend_from_slice(&chunk[..k]);
+            }
+        }
+    }
+    assert_eq!((&answered[0].0, &answered[1].0), (&json!(1), &json!(2)));
+    // The latency still holds for each...
+    assert!(answered[0].1 - sent >= latency);
+    // ...and the second is not held a second latency (before: 1.5 s apart; now microseconds, half is margin).
+    let apart = answered[1].1 - answered[0].1;
+    assert!(apart < latency / 2, "answers {apart:?} apart");
+}

@@ -262,6 +262,9 @@ fn read_loop(dev: &Device, mut stream: Duplex, sink: &Sink, src: &Mutex<Option<S
     let mut buf: Vec<u8> = Vec::new();
     let mut asm = Assembler::default();
     let mut chunk = [0u8; 8192];
+    // When the bytes of the message being read came: requests that came together (pipelined in one write)
+    // are answered together, one latency after they came, as over a network of that latency.
+    let mut arrived = Instant::now();
     loop {
         dev.ws.wait_unstalled();
         let msg = loop {
@@ -279,7 +282,10 @@ fn read_loop(dev: &Device, mut stream: Duplex, sink: &Sink, src: &Mutex<Option<S
             }
             match stream.read(&mut chunk) {
                 Ok(0) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    arrived = Instant::now();
+                    buf.extend_from_slice(&chunk[..n]);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return,
             }
@@ -309,7 +315,7 @@ fn read_loop(dev: &Device, mut stream: Duplex, sink: &Sink, src: &Mutex<Option<S
                 // Notifications made meanwhile go out after the answer (`Queue::answered`): on the wire no
                 // change overtakes an answer older than it.
                 sink.queue.answering();
-                match answer(dev, &t, src) {
+                match answer(dev, &t, src, arrived) {
                     Reply::Frame(answer) => {
                         let sent = out(Opcode::Text, &answer);
                         sink.queue.answered(sent);
@@ -351,10 +357,10 @@ enum Reply {
     Silent,
 }
 
-/// One request frame → its response frame (bytes), counted under `rpc <Method>` like HTTP calls, after the
-/// port's latency; no answer under a blackhole fault, a broken frame under a malformed-JSON one, a response
+/// One request frame → its response frame (bytes), counted under `rpc <Method>` like HTTP calls, the port's
+/// latency after it `arrived`; no answer under a blackhole fault, a broken frame under a malformed-JSON one, a response
 /// cut off with the connection under a truncated-body one (after the request was carried out, as over HTTP).
-fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Reply {
+fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>, arrived: Instant) -> Reply {
     let Ok(Value::Object(f)) = crate::untrusted_json::parse(text.as_bytes()) else {
         let e = json!({"id": null, "src": dev.ident.id, "error": {"code": -32700, "message": "Parse error"}});
         return Reply::Frame(Response::json_whole(200, &e).body);
@@ -369,7 +375,7 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>) -> Reply {
         Fault::MalformedJson => return Reply::Frame(b"{\"broken\":".to_vec()),
         _ => {}
     }
-    dev.net.sleep(latency);
+    dev.net.sleep(latency.saturating_sub(arrived.elapsed()));
     let reply = match auth::guard_frame(&dev.auth, &f) {
         Some(error) => {
             let mut out = Map::new();
