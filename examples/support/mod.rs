@@ -192,6 +192,11 @@ impl EmuChild {
         self.reply()
     }
 
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The child's CPU time so far (utime + stime) in clock ticks.
     pub fn cpu_ticks(&self) -> u64 {
         cpu_ticks_of(&self.child.id().to_string())

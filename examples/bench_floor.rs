@@ -1,0 +1,614 @@
+//! The floor of `open` on this machine (issue 30): what reading 1,000 Gen2 devices over their WebSocket costs
+//! when neither side does anything but the wire's work, beside the library's own `open`, in one run.
+//!
+//! `cargo run --release --features fuzzing --example bench_floor -- [N=1000] [LATENCY_MS=20] [ROUNDS=5]`
+//!
+//! Two device sides, each in a child process:
+//! - **wire devices**: one thread, one `mio` poll, N listeners. Each connection: the upgrade (with a real
+//!   `Sec-WebSocket-Accept`), then each request frame answered after the latency with the bytes
+//!   `sdctl emulate` answers (`Shelly.GetDeviceInfo` 215 bytes, `Shelly.GetStatus` 721).
+//! - **the emulator** (`smartdev::emulator`, as every other benchmark).
+//!
+//! Three client sides, in this process:
+//! - **wire client**: one thread, one poll: N connects, the upgrade, `Shelly.GetDeviceInfo` and
+//!   `Shelly.GetStatus` in one write (what the library's push dial sends), both answers read, the socket
+//!   closed.
+//! - **wire client + threads**: the same, plus one thread per device started as the controller starts a
+//!   worker (pthread, its stack), each handed its device's answers over a channel: the design card's cost.
+//! - **smartdev**: `Controller::open` with `Channel: auto` (every device read and subscribed), then `close`.
+//!
+//! Every combination runs once per round, in turn, so the machine's drift falls on all alike. Per combination:
+//! the median wall time from the first connect to the last device read, this process's CPU and the device
+//! child's CPU (both per round). The wall time cannot fall below the two processes' CPU over the cores.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::io::{self, BufRead, Read, Write};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use sha1::{Digest, Sha1};
+use smartdev::{Controller, Settings};
+use support::{EmuChild, cpu_ticks, cpu_ticks_of, quantile};
+
+const WIRE_FLAG: &str = "--wire-devices";
+
+/// `sdctl emulate`'s answers for a ShellyPlus1PM (the result objects; id, src and dst are added per call).
+const DEVICE_INFO: &str = r#"{"name":null,"id":"shellyplus1pm-028e7b42916f","mac":"028E7B42916F","slot":1,"model":"SNSW-001P16EU","gen":2,"fw_id":"20260311-095847/1.7.5-g0e0e0e0","ver":"1.7.5","app":"Plus1PM","auth_en":false,"auth_domain":null}"#;
+const STATUS: &str = r#"{"ble":{},"cloud":{"connected":false},"input:0":{"id":0,"state":false},"mqtt":{"connected":false},"switch:0":{"id":0,"source":"init","output":false,"apower":0,"voltage":230.1,"current":0,"aenergy":{"total":0,"by_minute":[0,0,0],"minute_ts":1795732380},"temperature":{"tC":45,"tF":113}},"sys":{"mac":"028E7B42916F","restart_required":false,"time":"22:33","unixtime":1795732391,"last_sync_ts":1795732390,"uptime":1,"ram_size":250596,"ram_free":127644,"ram_min_free":102668,"fs_size":524288,"fs_free":188416,"cfg_rev":10,"kvs_rev":0,"schedule_rev":0,"webhook_rev":0,"available_updates":{},"reset_reason":3,"utc_offset":0},"wifi":{"sta_ip":"127.0.0.1","status":"got ip","ssid":"emulator","rssi":-55},"ws":{"connected":false}}"#;
+
+fn main() {
+    support::maybe_child();
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(WIRE_FLAG) {
+        let latency = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(20);
+        wire_devices(args[2].parse().unwrap(), Duration::from_millis(latency));
+        return;
+    }
+    let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let (n, latency, rounds) = (arg(1, 1000), arg(2, 20) as u64, arg(3, 5));
+    println!(
+        "{n} ShellyPlus1PM × {latency} ms, {rounds} rounds, {} cores, load average {}",
+        support::cores(),
+        support::load_average()
+    );
+    let wire = WireChild::start(n, latency);
+    let emu = EmuChild::start(n, latency);
+    // Clock ticks are 100 per second on Linux.
+    let tick_ms = 10.0;
+    // (label, wall ms per round, own CPU ticks, device child CPU ticks)
+    let mut rows: Vec<(String, Vec<f64>, u64, u64)> = Vec::new();
+    let combos: [(&str, Side, Client); 5] = [
+        ("wire client, wire devices", Side::Wire, Client::Wire),
+        (
+            "wire client + threads, wire devices",
+            Side::Wire,
+            Client::Threads,
+        ),
+        ("wire client, emulator", Side::Emulator, Client::Wire),
+        (
+            "wire client + threads, emulator",
+            Side::Emulator,
+            Client::Threads,
+        ),
+        ("smartdev open, emulator", Side::Emulator, Client::Smartdev),
+    ];
+    for (label, _, _) in &combos {
+        rows.push((label.to_string(), Vec::new(), 0, 0));
+    }
+    for _ in 0..rounds {
+        for (row, (_, side, client)) in rows.iter_mut().zip(&combos) {
+            let (ports, child_pid) = match side {
+                Side::Wire => (wire.ports.clone(), wire.pid()),
+                Side::Emulator => (emu.ports.clone(), emu.pid().to_string()),
+            };
+            // Let the previous combination's sockets and threads settle.
+            std::thread::sleep(Duration::from_millis(300));
+            // The configuration is read before the count: the wire clients have none.
+            let settings = matches!(client, Client::Smartdev).then(|| settings(&ports));
+            let (own0, child0) = (cpu_ticks(), cpu_ticks_of(&child_pid));
+            let wall = match settings {
+                Some(settings) => smartdev_open(settings, ports.len()),
+                None => wire_client(&ports, matches!(client, Client::Threads)),
+            };
+            // The device child finishes its side (closes) just after.
+            std::thread::sleep(Duration::from_millis(200));
+            row.1.push(wall);
+            row.2 += cpu_ticks() - own0;
+            row.3 += cpu_ticks_of(&child_pid) - child0;
+        }
+    }
+    for (label, mut walls, own, child) in rows {
+        walls.sort_by(f64::total_cmp);
+        let own_ms = own as f64 * tick_ms / rounds as f64;
+        let child_ms = child as f64 * tick_ms / rounds as f64;
+        println!(
+            "{label:<37} median {:6.1} ms (range {:.1}–{:.1}); CPU per round: this process {own_ms:4.0} ms, devices {child_ms:4.0} ms; floor on {} cores {:4.0} ms",
+            quantile(&walls, 0.5),
+            walls[0],
+            walls[walls.len() - 1],
+            support::cores(),
+            (own_ms + child_ms) / support::cores() as f64,
+        );
+    }
+    wire.stop();
+    emu.stop();
+}
+
+#[derive(Clone, Copy)]
+enum Side {
+    Wire,
+    Emulator,
+}
+
+#[derive(Clone, Copy)]
+enum Client {
+    Wire,
+    Threads,
+    Smartdev,
+}
+
+/// Devices `D<i>` (ShellyPlus1PM) at `ports`, over the push channel, no background refreshes.
+fn settings(ports: &[u16]) -> Settings {
+    let mut yaml = String::from(
+        "SmartDevices:\n  Channel: auto\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n",
+    );
+    for (i, port) in ports.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}}}\n"
+        ));
+    }
+    Settings::from_yaml_str(&yaml).expect("valid")
+}
+
+/// `Controller::open` (every device read and subscribed), in ms; then `close` (not timed: a one-shot `sdctl`
+/// exits instead; its CPU is counted, as the wire client's threads' ends are).
+fn smartdev_open(settings: Settings, n: usize) -> f64 {
+    let t = Instant::now();
+    let ctl = Controller::open(settings, None).expect("open");
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let online = ctl.devices().iter().filter(|d| d.online).count();
+    assert_eq!(online, n, "every device read");
+    ctl.close();
+    ms
+}
+
+/// The wire client's view of one device.
+struct Conn {
+    stream: TcpStream,
+    phase: Phase,
+    out: Vec<u8>,
+    written: usize,
+    buf: Vec<u8>,
+    answers: usize,
+}
+
+#[derive(PartialEq)]
+enum Phase {
+    Upgrade,
+    Calls,
+    Done,
+}
+
+/// One client thread reads every device at `ports` over its WebSocket; with `threads`, each device's answers
+/// go to a thread of its own, started meanwhile as the controller starts workers. Wall time in ms, from the
+/// first connect to the last device read (and, with threads, every thread handed its answers).
+fn wire_client(ports: &[u16], threads: bool) -> f64 {
+    let t = Instant::now();
+    let n = ports.len();
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<()>();
+    let mut inboxes = Vec::new();
+    let mut started = Vec::new();
+    let poll_ports = ports.to_vec();
+    // The poller dials at once, as the push channel does before the workers start.
+    let (ready_tx, ready_rx) =
+        crossbeam_channel::bounded::<Vec<crossbeam_channel::Sender<Vec<u8>>>>(1);
+    let poller = std::thread::spawn(move || {
+        let inboxes_later = if threads { Some(ready_rx) } else { None };
+        poll_devices(&poll_ports, inboxes_later)
+    });
+    if threads {
+        for i in 0..n {
+            let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(8);
+            let done = done_tx.clone();
+            let worker = smartdev::fuzzing::spawn_worker_thread(format!("floor-{i}"), move || {
+                let answers = rx.recv().unwrap_or_default();
+                std::hint::black_box(answers.len());
+                let _ = done.send(());
+                // Stays, as a worker does, until the end of the round.
+                let _ = rx.recv();
+            })
+            .expect("spawn");
+            inboxes.push(tx);
+            started.push(worker);
+        }
+        ready_tx.send(inboxes.clone()).unwrap();
+    }
+    poller.join().expect("poller");
+    if threads {
+        for _ in 0..n {
+            done_rx.recv().unwrap();
+        }
+    }
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    drop(inboxes);
+    for w in started {
+        w.join().expect("join");
+    }
+    ms
+}
+
+/// The poller: connects, upgrades, asks and reads every device, then closes each socket. With `inboxes`, a
+/// device's answers are handed to its thread once the threads exist.
+fn poll_devices(
+    ports: &[u16],
+    inboxes: Option<crossbeam_channel::Receiver<Vec<crossbeam_channel::Sender<Vec<u8>>>>>,
+) {
+    let mut poll = Poll::new().unwrap();
+    let mut conns: Vec<Conn> = Vec::with_capacity(ports.len());
+    for (i, port) in ports.iter().enumerate() {
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        poll.registry()
+            .register(
+                &mut stream,
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .unwrap();
+        let out = format!(
+            "GET /rpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        );
+        conns.push(Conn {
+            stream,
+            phase: Phase::Upgrade,
+            out: out.into_bytes(),
+            written: 0,
+            buf: Vec::new(),
+            answers: 0,
+        });
+    }
+    let mut events = Events::with_capacity(1024);
+    let mut left = ports.len();
+    let mut handed: Vec<Option<Vec<u8>>> = vec![None; ports.len()];
+    let mut senders: Option<Vec<crossbeam_channel::Sender<Vec<u8>>>> = None;
+    let mut chunk = vec![0u8; 16 * 1024];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while left > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "wire client: {left} devices not read in 60 s"
+        );
+        poll.poll(&mut events, Some(Duration::from_millis(100)))
+            .unwrap();
+        for ev in events.iter() {
+            let i = ev.token().0;
+            let c = &mut conns[i];
+            if c.phase == Phase::Done {
+                continue;
+            }
+            flush(c);
+            loop {
+                match c.stream.read(&mut chunk) {
+                    Ok(0) => panic!("device {i} closed"),
+                    Ok(k) => c.buf.extend_from_slice(&chunk[..k]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
+                    Err(e) => panic!("device {i}: {e}"),
+                }
+            }
+            if c.phase == Phase::Upgrade
+                && let Some(end) = find(&c.buf, b"\r\n\r\n")
+            {
+                assert!(
+                    c.buf.starts_with(b"HTTP/1.1 101"),
+                    "device {i} did not upgrade"
+                );
+                c.buf.drain(..end + 4);
+                c.phase = Phase::Calls;
+                c.out = [
+                    masked(br#"{"id":1,"src":"floor","method":"Shelly.GetDeviceInfo"}"#),
+                    masked(br#"{"id":2,"src":"floor","method":"Shelly.GetStatus"}"#),
+                ]
+                .concat();
+                c.written = 0;
+                flush(c);
+            }
+            if c.phase == Phase::Calls {
+                let mut answers = Vec::new();
+                while let Some((payload, used)) = frame(&c.buf) {
+                    if payload.starts_with(b"{\"id\":") {
+                        c.answers += 1;
+                        answers.extend_from_slice(payload);
+                    }
+                    c.buf.drain(..used);
+                }
+                if c.answers >= 2 {
+                    c.phase = Phase::Done;
+                    left -= 1;
+                    poll.registry().deregister(&mut c.stream).unwrap();
+                    let _ = c.stream.shutdown(std::net::Shutdown::Both);
+                    if let Some(rx) = &inboxes {
+                        handed[i] = Some(answers);
+                        if senders.is_none() {
+                            senders = rx.try_recv().ok();
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(s) = &senders {
+            for (i, h) in handed.iter_mut().enumerate() {
+                if let Some(a) = h.take() {
+                    s[i].send(a).unwrap();
+                }
+            }
+        }
+    }
+    if let Some(rx) = inboxes {
+        let s = match senders {
+            Some(s) => s,
+            None => rx.recv().unwrap(),
+        };
+        for (i, h) in handed.iter_mut().enumerate() {
+            if let Some(a) = h.take() {
+                s[i].send(a).unwrap();
+            }
+        }
+    }
+}
+
+fn flush(c: &mut Conn) {
+    while c.written < c.out.len() {
+        match c.stream.write(&c.out[c.written..]) {
+            Ok(k) => c.written += k,
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::NotConnected =>
+            {
+                break;
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A client's text frame (masked with a fixed key: the floor does not need fresh noise).
+fn masked(payload: &[u8]) -> Vec<u8> {
+    let key = [0x12u8, 0x34, 0x56, 0x78];
+    let mut f = vec![0x81];
+    header_len(&mut f, payload.len(), 0x80);
+    f.extend_from_slice(&key);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    f
+}
+
+/// An unmasked (server) text frame.
+fn unmasked(payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x81];
+    header_len(&mut f, payload.len(), 0);
+    f.extend_from_slice(payload);
+    f
+}
+
+fn header_len(f: &mut Vec<u8>, len: usize, mask_bit: u8) {
+    if len < 126 {
+        f.push(mask_bit | len as u8);
+    } else if len <= 0xffff {
+        f.push(mask_bit | 126);
+        f.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        f.push(mask_bit | 127);
+        f.extend_from_slice(&(len as u64).to_be_bytes());
+    }
+}
+
+/// The first whole frame in `buf`: its payload (unmasked) and the bytes it took.
+fn frame(buf: &[u8]) -> Option<(&[u8], usize)> {
+    if buf.len() < 2 {
+        return None;
+    }
+    let masked = buf[1] & 0x80 != 0;
+    let (len, mut at) = match buf[1] & 0x7f {
+        126 if buf.len() >= 4 => (u16::from_be_bytes([buf[2], buf[3]]) as usize, 4),
+        127 if buf.len() >= 10 => (
+            u64::from_be_bytes(buf[2..10].try_into().unwrap()) as usize,
+            10,
+        ),
+        126 | 127 => return None,
+        l => (l as usize, 2),
+    };
+    if masked {
+        at += 4;
+    }
+    (buf.len() >= at + len).then(|| (&buf[at..at + len], at + len))
+}
+
+/// The wire devices' child, seen from the parent.
+struct WireChild {
+    child: std::process::Child,
+    ports: Vec<u16>,
+}
+
+impl WireChild {
+    fn start(n: usize, latency: u64) -> WireChild {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([WIRE_FLAG, &n.to_string(), &latency.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("wire devices");
+        let mut line = String::new();
+        io::BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ports = line
+            .strip_prefix("ports")
+            .expect("ports")
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        WireChild { child, ports }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// A wire device's connection.
+struct Served {
+    stream: TcpStream,
+    upgraded: bool,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+/// The wire devices: one thread, one poll. Tokens below N are listeners; connections take the next ones. Ends
+/// when stdin closes (a thread watches it).
+fn wire_devices(n: usize, latency: Duration) {
+    let mut poll = Poll::new().unwrap();
+    let mut listeners = Vec::new();
+    let mut ports = Vec::new();
+    for i in 0..n {
+        let mut l = TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        ports.push(l.local_addr().unwrap().port().to_string());
+        poll.registry()
+            .register(&mut l, Token(i), Interest::READABLE)
+            .unwrap();
+        listeners.push(l);
+    }
+    println!("ports {}", ports.join(" "));
+    io::stdout().flush().unwrap();
+    std::thread::spawn(|| {
+        let _ = io::copy(&mut io::stdin(), &mut io::sink());
+        std::process::exit(0);
+    });
+    let mut conns: Vec<Option<Served>> = Vec::new();
+    // (due, connection token, answer frame): one latency for all, so in order of arrival.
+    let mut due: VecDeque<(Instant, usize, Vec<u8>)> = VecDeque::new();
+    let mut events = Events::with_capacity(1024);
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let timeout = due
+            .front()
+            .map(|(at, _, _)| at.saturating_duration_since(Instant::now()));
+        poll.poll(&mut events, timeout).unwrap();
+        for ev in events.iter() {
+            let t = ev.token().0;
+            if t < n {
+                while let Ok((mut stream, _)) = listeners[t].accept() {
+                    let token = n + conns.len();
+                    poll.registry()
+                        .register(&mut stream, Token(token), Interest::READABLE)
+                        .unwrap();
+                    conns.push(Some(Served {
+                        stream,
+                        upgraded: false,
+                        buf: Vec::new(),
+                        out: Vec::new(),
+                    }));
+                }
+                continue;
+            }
+            let Some(c) = conns[t - n].as_mut() else {
+                continue;
+            };
+            let mut closed = false;
+            loop {
+                match c.stream.read(&mut chunk) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(k) => c.buf.extend_from_slice(&chunk[..k]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            if closed {
+                conns[t - n] = None;
+                continue;
+            }
+            if !c.upgraded {
+                let Some(end) = find(&c.buf, b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&c.buf[..end]).into_owned();
+                c.buf.drain(..end + 4);
+                let key = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
+                let mut sha = Sha1::new();
+                sha.update(key.as_bytes());
+                sha.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+                let accept = base64::engine::general_purpose::STANDARD.encode(sha.finalize());
+                c.out.extend_from_slice(
+                    format!(
+                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                         Sec-WebSocket-Accept: {accept}\r\n\r\n"
+                    )
+                    .as_bytes(),
+                );
+                c.upgraded = true;
+                write_out(c);
+            }
+            while let Some((payload, used)) = frame(&c.buf) {
+                // Client frames are masked: the key is the 4 bytes before the payload.
+                let start = used - payload.len();
+                let key = [
+                    c.buf[start - 4],
+                    c.buf[start - 3],
+                    c.buf[start - 2],
+                    c.buf[start - 1],
+                ];
+                let text: Vec<u8> = payload
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| b ^ key[i % 4])
+                    .collect();
+                c.buf.drain(..used);
+                let text = String::from_utf8_lossy(&text);
+                let id: String = text
+                    .split("\"id\":")
+                    .nth(1)
+                    .unwrap_or("0")
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                let result = if text.contains("GetDeviceInfo") {
+                    DEVICE_INFO
+                } else {
+                    STATUS
+                };
+                let answer = format!(
+                    r#"{{"id":{id},"src":"shellyplus1pm-028e7b42916f","dst":"floor","result":{result}}}"#
+                );
+                due.push_back((Instant::now() + latency, t, unmasked(answer.as_bytes())));
+            }
+        }
+        let now = Instant::now();
+        while due.front().is_some_and(|(at, _, _)| *at <= now) {
+            let (_, t, frame) = due.pop_front().unwrap();
+            if let Some(c) = conns[t - n].as_mut() {
+                c.out.extend_from_slice(&frame);
+                write_out(c);
+            }
+        }
+    }
+}
+
+/// Writes what a wire device has for its client (small: the socket takes it at once).
+fn write_out(c: &mut Served) {
+    while !c.out.is_empty() {
+        match c.stream.write(&c.out) {
+            Ok(k) => {
+                c.out.drain(..k);
+            }
+            Err(_) => {
+                c.out.clear();
+            }
+        }
+    }
+}
