@@ -51,18 +51,14 @@ fn main() {
         return;
     }
     let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
-    let (n, latency, rounds) = (arg(1, 1000), arg(2, 20) as u64, arg(3, 5));
+    let (n, latency, rounds, refreshes) = (arg(1, 1000), arg(2, 20) as u64, arg(3, 5), arg(4, 5));
     println!(
-        "{n} ShellyPlus1PM × {latency} ms, {rounds} rounds, {} cores, load average {}",
+        "{n} ShellyPlus1PM × {latency} ms, {rounds} rounds of open and {refreshes} reads, {} cores, load average {}",
         support::cores(),
         support::load_average()
     );
     let wire = WireChild::start(n, latency);
     let emu = EmuChild::start(n, latency);
-    // Clock ticks are 100 per second on Linux.
-    let tick_ms = 10.0;
-    // (label, wall ms per round, own CPU ticks, device child CPU ticks)
-    let mut rows: Vec<(String, Vec<f64>, u64, u64)> = Vec::new();
     let combos: [(&str, Side, Client); 5] = [
         ("wire client, wire devices", Side::Wire, Client::Wire),
         (
@@ -76,11 +72,9 @@ fn main() {
             Side::Emulator,
             Client::Threads,
         ),
-        ("smartdev open, emulator", Side::Emulator, Client::Smartdev),
+        ("smartdev, emulator", Side::Emulator, Client::Smartdev),
     ];
-    for (label, _, _) in &combos {
-        rows.push((label.to_string(), Vec::new(), 0, 0));
-    }
+    let mut rows: Vec<Row> = combos.iter().map(|_| Row::default()).collect();
     for _ in 0..rounds {
         for (row, (_, side, client)) in rows.iter_mut().zip(&combos) {
             let (ports, child_pid) = match side {
@@ -91,29 +85,45 @@ fn main() {
             std::thread::sleep(Duration::from_millis(300));
             // The configuration is read before the count: the wire clients have none.
             let settings = matches!(client, Client::Smartdev).then(|| settings(&ports));
-            let (own0, child0) = (cpu_ticks(), cpu_ticks_of(&child_pid));
-            let wall = match settings {
-                Some(settings) => smartdev_open(settings, ports.len()),
-                None => wire_client(&ports, matches!(client, Client::Threads)),
-            };
-            // The device child finishes its side (closes) just after.
-            std::thread::sleep(Duration::from_millis(200));
-            row.1.push(wall);
-            row.2 += cpu_ticks() - own0;
-            row.3 += cpu_ticks_of(&child_pid) - child0;
+            let cpu = Cpu::new(&child_pid);
+            match settings {
+                Some(settings) => smartdev(settings, ports.len(), refreshes, &cpu, row),
+                None => wire_client(
+                    &ports,
+                    matches!(client, Client::Threads),
+                    refreshes,
+                    &cpu,
+                    row,
+                ),
+            }
+            // The device child finishes its side (closes) before the next combination.
         }
     }
-    for (label, mut walls, own, child) in rows {
-        walls.sort_by(f64::total_cmp);
-        let own_ms = own as f64 * tick_ms / rounds as f64;
-        let child_ms = child as f64 * tick_ms / rounds as f64;
+    let per = |ticks: u64, times: usize| ticks as f64 * 10.0 / times.max(1) as f64;
+    let cores = support::cores() as f64;
+    println!(
+        "open (connect, upgrade, Shelly.GetDeviceInfo and Shelly.GetStatus, every device read):"
+    );
+    for ((label, _, _), row) in combos.iter().zip(&rows) {
+        let (own, child) = (per(row.open_cpu.0, rounds), per(row.open_cpu.1, rounds));
         println!(
-            "{label:<37} median {:6.1} ms (range {:.1}–{:.1}); CPU per round: this process {own_ms:4.0} ms, devices {child_ms:4.0} ms; floor on {} cores {:4.0} ms",
-            quantile(&walls, 0.5),
-            walls[0],
-            walls[walls.len() - 1],
-            support::cores(),
-            (own_ms + child_ms) / support::cores() as f64,
+            "  {label:<37} median {:6.1} ms ({}); CPU per round: this process {own:4.0} ms, devices {child:4.0} ms; floor on {cores} cores {:4.0} ms",
+            median(&row.open),
+            range(&row.open),
+            (own + child) / cores,
+        );
+    }
+    println!(
+        "then {refreshes} reads of every device's status over its connection (refresh_all), per read:"
+    );
+    for ((label, _, _), row) in combos.iter().zip(&rows) {
+        let times = rounds * refreshes;
+        let (own, child) = (per(row.refresh_cpu.0, times), per(row.refresh_cpu.1, times));
+        println!(
+            "  {label:<37} median {:6.1} ms ({}); CPU per read: this process {own:4.0} ms, devices {child:4.0} ms; floor on {cores} cores {:4.0} ms",
+            median(&row.refresh),
+            range(&row.refresh),
+            (own + child) / cores,
         );
     }
     wire.stop();
@@ -146,16 +156,82 @@ fn settings(ports: &[u16]) -> Settings {
     Settings::from_yaml_str(&yaml).expect("valid")
 }
 
-/// `Controller::open` (every device read and subscribed), in ms; then `close` (not timed: a one-shot `sdctl`
-/// exits instead; its CPU is counted, as the wire client's threads' ends are).
-fn smartdev_open(settings: Settings, n: usize) -> f64 {
+/// One combination's figures over the rounds: wall times in ms, CPU in clock ticks (this process, devices).
+#[derive(Default)]
+struct Row {
+    open: Vec<f64>,
+    open_cpu: (u64, u64),
+    refresh: Vec<f64>,
+    refresh_cpu: (u64, u64),
+}
+
+/// CPU clock ticks of this process and the device child, from a start.
+struct Cpu {
+    child: String,
+    at: std::cell::Cell<(u64, u64)>,
+}
+
+impl Cpu {
+    fn new(child: &str) -> Cpu {
+        let c = Cpu {
+            child: child.to_string(),
+            at: Default::default(),
+        };
+        c.lap();
+        c
+    }
+
+    /// The ticks since the last lap (or the start).
+    fn lap(&self) -> (u64, u64) {
+        self.lap_to(now_ticks(&self.child))
+    }
+
+    /// The ticks from the last lap to `now` (read earlier, on another thread), which starts the next lap.
+    fn lap_to(&self, now: (u64, u64)) -> (u64, u64) {
+        let before = self.at.replace(now);
+        (now.0 - before.0, now.1 - before.1)
+    }
+}
+
+/// This process's and `child`'s CPU ticks now.
+fn now_ticks(child: &str) -> (u64, u64) {
+    (cpu_ticks(), cpu_ticks_of(child))
+}
+
+fn add(to: &mut (u64, u64), d: (u64, u64)) {
+    to.0 += d.0;
+    to.1 += d.1;
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    quantile(&v, 0.5)
+}
+
+fn range(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(0.0, f64::max);
+    format!("range {lo:.1}–{hi:.1}")
+}
+
+/// `Controller::open` (every device read and subscribed), then `refreshes` × `refresh_all`, then `close` (not
+/// counted, as the wire client's threads' ends are not).
+fn smartdev(settings: Settings, n: usize, refreshes: usize, cpu: &Cpu, row: &mut Row) {
     let t = Instant::now();
     let ctl = Controller::open(settings, None).expect("open");
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    row.open.push(t.elapsed().as_secs_f64() * 1000.0);
+    add(&mut row.open_cpu, cpu.lap());
     let online = ctl.devices().iter().filter(|d| d.online).count();
     assert_eq!(online, n, "every device read");
+    for _ in 0..refreshes {
+        let t = Instant::now();
+        let report = ctl.refresh_all().expect("refresh_all");
+        row.refresh.push(t.elapsed().as_secs_f64() * 1000.0);
+        std::hint::black_box(report);
+    }
+    add(&mut row.refresh_cpu, cpu.lap());
     ctl.close();
-    ms
 }
 
 /// The wire client's view of one device.
@@ -165,70 +241,78 @@ struct Conn {
     out: Vec<u8>,
     written: usize,
     buf: Vec<u8>,
-    answers: usize,
+    /// Answers still awaited.
+    awaited: usize,
+    /// The answers read, for its thread.
+    answers: Vec<u8>,
 }
 
 #[derive(PartialEq)]
 enum Phase {
     Upgrade,
     Calls,
-    Done,
+    Read,
 }
 
-/// One client thread reads every device at `ports` over its WebSocket; with `threads`, each device's answers
-/// go to a thread of its own, started meanwhile as the controller starts workers. Wall time in ms, from the
-/// first connect to the last device read (and, with threads, every thread handed its answers).
-fn wire_client(ports: &[u16], threads: bool) -> f64 {
+/// One poller thread reads every device at `ports` over its WebSocket (open), then `refreshes` times asks each
+/// for its status again over the same connection. With `threads`, each device also has a thread of its own,
+/// started meanwhile as the controller starts workers, which is handed its device's answers and says when it
+/// has them: a read ends when every thread has its answers.
+fn wire_client(ports: &[u16], threads: bool, refreshes: usize, cpu: &Cpu, row: &mut Row) {
     let t = Instant::now();
     let n = ports.len();
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<()>();
-    let mut inboxes = Vec::new();
-    let mut started = Vec::new();
+    let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
     let poll_ports = ports.to_vec();
+    let child = cpu.child.clone();
     // The poller dials at once, as the push channel does before the workers start.
-    let (ready_tx, ready_rx) =
-        crossbeam_channel::bounded::<Vec<crossbeam_channel::Sender<Vec<u8>>>>(1);
     let poller = std::thread::spawn(move || {
-        let inboxes_later = if threads { Some(ready_rx) } else { None };
-        poll_devices(&poll_ports, inboxes_later)
+        let threads = threads.then_some((ready_rx, done_rx));
+        poll_devices(&poll_ports, threads, refreshes, t, &child)
     });
+    let mut started = Vec::new();
     if threads {
+        let mut inboxes = Vec::new();
         for i in 0..n {
             let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(8);
             let done = done_tx.clone();
             let worker = smartdev::fuzzing::spawn_worker_thread(format!("floor-{i}"), move || {
-                let answers = rx.recv().unwrap_or_default();
-                std::hint::black_box(answers.len());
-                let _ = done.send(());
-                // Stays, as a worker does, until the end of the round.
-                let _ = rx.recv();
+                // Each read's answers; the thread stays until the poller drops its sender.
+                while let Ok(answers) = rx.recv() {
+                    std::hint::black_box(answers.len());
+                    let _ = done.send(());
+                }
             })
             .expect("spawn");
             inboxes.push(tx);
             started.push(worker);
         }
-        ready_tx.send(inboxes.clone()).unwrap();
+        ready_tx.send(inboxes).unwrap();
     }
-    poller.join().expect("poller");
-    if threads {
-        for _ in 0..n {
-            done_rx.recv().unwrap();
-        }
-    }
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
-    drop(inboxes);
+    let (open, at_open, reads, at_end) = poller.join().expect("poller");
+    row.open.push(open);
+    add(&mut row.open_cpu, cpu.lap_to(at_open));
+    row.refresh.extend(reads);
+    add(&mut row.refresh_cpu, cpu.lap_to(at_end));
     for w in started {
         w.join().expect("join");
     }
-    ms
 }
 
-/// The poller: connects, upgrades, asks and reads every device, then closes each socket. With `inboxes`, a
-/// device's answers are handed to its thread once the threads exist.
+type Inboxes = Vec<crossbeam_channel::Sender<Vec<u8>>>;
+
+/// The poller's side of [`wire_client`]: the open's wall time (from `t`), both processes' CPU ticks when it
+/// ended, each read's wall time, and the ticks after the last.
 fn poll_devices(
     ports: &[u16],
-    inboxes: Option<crossbeam_channel::Receiver<Vec<crossbeam_channel::Sender<Vec<u8>>>>>,
-) {
+    threads: Option<(
+        crossbeam_channel::Receiver<Inboxes>,
+        crossbeam_channel::Receiver<()>,
+    )>,
+    refreshes: usize,
+    t: Instant,
+    child: &str,
+) -> (f64, (u64, u64), Vec<f64>, (u64, u64)) {
     let mut poll = Poll::new().unwrap();
     let mut conns: Vec<Conn> = Vec::with_capacity(ports.len());
     for (i, port) in ports.iter().enumerate() {
@@ -251,94 +335,144 @@ fn poll_devices(
             out: out.into_bytes(),
             written: 0,
             buf: Vec::new(),
-            answers: 0,
+            awaited: 2,
+            answers: Vec::new(),
         });
     }
+    let mut inboxes: Option<Inboxes> = None;
+    let (ready, done) = threads.unzip();
     let mut events = Events::with_capacity(1024);
-    let mut left = ports.len();
-    let mut handed: Vec<Option<Vec<u8>>> = vec![None; ports.len()];
-    let mut senders: Option<Vec<crossbeam_channel::Sender<Vec<u8>>>> = None;
-    let mut chunk = vec![0u8; 16 * 1024];
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while left > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "wire client: {left} devices not read in 60 s"
-        );
-        poll.poll(&mut events, Some(Duration::from_millis(100)))
-            .unwrap();
-        for ev in events.iter() {
-            let i = ev.token().0;
-            let c = &mut conns[i];
-            if c.phase == Phase::Done {
+    let mut wire = Wire {
+        poll: &mut poll,
+        events: &mut events,
+        conns: &mut conns,
+        ready: ready.as_ref(),
+        done: done.as_ref(),
+        inboxes: &mut inboxes,
+    };
+    wire.read_all();
+    let open = t.elapsed().as_secs_f64() * 1000.0;
+    let at_open = now_ticks(child);
+    let mut reads = Vec::new();
+    for _ in 0..refreshes {
+        let t = Instant::now();
+        for c in wire.conns.iter_mut() {
+            c.phase = Phase::Calls;
+            c.awaited = 1;
+            c.out = masked(br#"{"id":3,"src":"floor","method":"Shelly.GetStatus"}"#);
+            c.written = 0;
+            flush(c);
+        }
+        wire.read_all();
+        reads.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    (open, at_open, reads, now_ticks(child))
+}
+
+/// What [`Wire::read_all`] drives.
+struct Wire<'a> {
+    poll: &'a mut Poll,
+    events: &'a mut Events,
+    conns: &'a mut [Conn],
+    /// The threads' inboxes, once they are all started.
+    ready: Option<&'a crossbeam_channel::Receiver<Inboxes>>,
+    /// A thread's word that it has its answers.
+    done: Option<&'a crossbeam_channel::Receiver<()>>,
+    inboxes: &'a mut Option<Inboxes>,
+}
+
+impl Wire<'_> {
+    /// Drives every connection until each has its awaited answers (and, with threads, each thread has them).
+    fn read_all(&mut self) {
+        let Wire {
+            poll,
+            events,
+            conns,
+            ready,
+            done,
+            inboxes,
+        } = self;
+        let mut left = conns.iter().filter(|c| c.phase != Phase::Read).count();
+        let mut handed = 0;
+        let mut chunk = vec![0u8; 16 * 1024];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let threads = done.is_some();
+        while left > 0 || (threads && handed < conns.len()) {
+            assert!(
+                Instant::now() < deadline,
+                "wire client: {left} devices not read in 60 s"
+            );
+            if inboxes.is_none()
+                && let Some(r) = ready
+            {
+                **inboxes = r.try_recv().ok();
+            }
+            if let Some(s) = inboxes.as_ref() {
+                for (i, c) in conns.iter_mut().enumerate() {
+                    if c.phase == Phase::Read && !c.answers.is_empty() {
+                        s[i].send(std::mem::take(&mut c.answers)).unwrap();
+                        handed += 1;
+                    }
+                }
+            }
+            if left == 0 {
+                // Only the threads' inboxes are awaited.
+                std::thread::sleep(Duration::from_micros(200));
                 continue;
             }
-            flush(c);
-            loop {
-                match c.stream.read(&mut chunk) {
-                    Ok(0) => panic!("device {i} closed"),
-                    Ok(k) => c.buf.extend_from_slice(&chunk[..k]),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
-                    Err(e) => panic!("device {i}: {e}"),
+            poll.poll(events, Some(Duration::from_millis(100))).unwrap();
+            for ev in events.iter() {
+                let i = ev.token().0;
+                let c = &mut conns[i];
+                if c.phase == Phase::Read {
+                    continue;
                 }
-            }
-            if c.phase == Phase::Upgrade
-                && let Some(end) = find(&c.buf, b"\r\n\r\n")
-            {
-                assert!(
-                    c.buf.starts_with(b"HTTP/1.1 101"),
-                    "device {i} did not upgrade"
-                );
-                c.buf.drain(..end + 4);
-                c.phase = Phase::Calls;
-                c.out = [
-                    masked(br#"{"id":1,"src":"floor","method":"Shelly.GetDeviceInfo"}"#),
-                    masked(br#"{"id":2,"src":"floor","method":"Shelly.GetStatus"}"#),
-                ]
-                .concat();
-                c.written = 0;
                 flush(c);
-            }
-            if c.phase == Phase::Calls {
-                let mut answers = Vec::new();
-                while let Some((payload, used)) = frame(&c.buf) {
-                    if payload.starts_with(b"{\"id\":") {
-                        c.answers += 1;
-                        answers.extend_from_slice(payload);
+                loop {
+                    match c.stream.read(&mut chunk) {
+                        Ok(0) => panic!("device {i} closed"),
+                        Ok(k) => c.buf.extend_from_slice(&chunk[..k]),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
+                        Err(e) => panic!("device {i}: {e}"),
                     }
-                    c.buf.drain(..used);
                 }
-                if c.answers >= 2 {
-                    c.phase = Phase::Done;
-                    left -= 1;
-                    poll.registry().deregister(&mut c.stream).unwrap();
-                    let _ = c.stream.shutdown(std::net::Shutdown::Both);
-                    if let Some(rx) = &inboxes {
-                        handed[i] = Some(answers);
-                        if senders.is_none() {
-                            senders = rx.try_recv().ok();
+                if c.phase == Phase::Upgrade
+                    && let Some(end) = find(&c.buf, b"\r\n\r\n")
+                {
+                    assert!(
+                        c.buf.starts_with(b"HTTP/1.1 101"),
+                        "device {i} did not upgrade"
+                    );
+                    c.buf.drain(..end + 4);
+                    c.phase = Phase::Calls;
+                    c.out = [
+                        masked(br#"{"id":1,"src":"floor","method":"Shelly.GetDeviceInfo"}"#),
+                        masked(br#"{"id":2,"src":"floor","method":"Shelly.GetStatus"}"#),
+                    ]
+                    .concat();
+                    c.written = 0;
+                    flush(c);
+                }
+                if c.phase == Phase::Calls {
+                    while let Some((payload, used)) = frame(&c.buf) {
+                        // Answers carry an id; notifications (a subscribed client gets them) do not.
+                        if payload.starts_with(b"{\"id\":") {
+                            c.awaited = c.awaited.saturating_sub(1);
+                            c.answers.extend_from_slice(payload);
                         }
+                        c.buf.drain(..used);
+                    }
+                    if c.awaited == 0 {
+                        c.phase = Phase::Read;
+                        left -= 1;
                     }
                 }
             }
         }
-        if let Some(s) = &senders {
-            for (i, h) in handed.iter_mut().enumerate() {
-                if let Some(a) = h.take() {
-                    s[i].send(a).unwrap();
-                }
-            }
-        }
-    }
-    if let Some(rx) = inboxes {
-        let s = match senders {
-            Some(s) => s,
-            None => rx.recv().unwrap(),
-        };
-        for (i, h) in handed.iter_mut().enumerate() {
-            if let Some(a) = h.take() {
-                s[i].send(a).unwrap();
+        if let Some(done) = done {
+            for _ in 0..conns.len() {
+                done.recv().expect("a thread ended early");
             }
         }
     }
