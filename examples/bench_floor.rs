@@ -318,6 +318,8 @@ fn poll_devices(
     for (i, port) in ports.iter().enumerate() {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let mut stream = TcpStream::connect(addr).expect("connect");
+        // As the library's sockets: a small write is never held back for an acknowledgement.
+        stream.set_nodelay(true).unwrap();
         poll.registry()
             .register(
                 &mut stream,
@@ -627,6 +629,8 @@ fn wire_devices(n: usize, latency: Duration) {
             let t = ev.token().0;
             if t < n {
                 while let Ok((mut stream, _)) = listeners[t].accept() {
+                    // Two answers in a row: the second must not wait for the client's delayed ACK.
+                    stream.set_nodelay(true).unwrap();
                     let token = n + conns.len();
                     poll.registry()
                         .register(&mut stream, Token(token), Interest::READABLE)
