@@ -1,6 +1,6 @@
 //! `Bell`: how a worker waits for its next command. A crossbeam receiver spins and yields before it sleeps
 //! (with 1,000 workers on 2 cores a large share of their CPU), so a worker sleeps on its bell, which every send
-//! and every sender's drop rings. A ring while the worker runs is kept for its next wait (as `Thread::unpark`,
+//! and the last sender's drop ring. A ring while the worker runs is kept for its next wait (as `Thread::unpark`,
 //! which needs a std thread; workers are started with pthread, `ffi/thread.rs`).
 
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -32,6 +32,12 @@ impl Bell {
             drop(s);
             self.woken.notify_one();
         }
+    }
+
+    /// Whether a ring waits to be taken.
+    #[cfg(test)]
+    pub(crate) fn is_rung(&self) -> bool {
+        self.lock().rung
     }
 
     /// Sleeps until rung (at once when rung since the last wait).

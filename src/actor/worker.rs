@@ -2,6 +2,7 @@
 //! channel and publishes an immutable snapshot after each one, so readers never wait for device I/O.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -86,13 +87,16 @@ pub(crate) enum Command {
 
 /// A worker's command channel as its senders hold it. The worker waits on its [`Bell`] rather than in a
 /// blocking receive (which spins and yields before it sleeps: with 1,000 workers on 2 cores that was a large
-/// share of their CPU), so every successful send rings it, and so does every drop of a sender (the last one
-/// gone ends the worker's loop).
+/// share of their CPU), so every successful send rings it, and so does the drop of the last sender (it ends
+/// the worker's loop). Other drops do not: every call clones a sender and drops it after its answer, and
+/// `refresh_all` clones them all, so ringing at each drop woke every worker a second time for nothing.
 pub(crate) struct WorkerTx {
     /// Always `Some` until dropped: the sender must be gone before the ring, or the worker would wake, still
     /// see a sender, and wait for good.
     tx: Option<Sender<Command>>,
     bell: Arc<Bell>,
+    /// How many `WorkerTx` hold the channel.
+    holders: Arc<AtomicUsize>,
 }
 
 impl WorkerTx {
@@ -117,11 +121,25 @@ impl WorkerTx {
     }
 }
 
+impl WorkerTx {
+    /// The first sender of a worker's channel.
+    fn new(tx: Sender<Command>, bell: Arc<Bell>) -> WorkerTx {
+        WorkerTx {
+            tx: Some(tx),
+            bell,
+            holders: Arc::new(AtomicUsize::new(1)),
+        }
+    }
+}
+
 impl Clone for WorkerTx {
     fn clone(&self) -> Self {
+        // Counted before the clone exists: the count never reaches 0 while a holder is left.
+        self.holders.fetch_add(1, Ordering::AcqRel);
         WorkerTx {
             tx: self.tx.clone(),
             bell: Arc::clone(&self.bell),
+            holders: Arc::clone(&self.holders),
         }
     }
 }
@@ -129,7 +147,11 @@ impl Clone for WorkerTx {
 impl Drop for WorkerTx {
     fn drop(&mut self) {
         drop(self.tx.take());
-        self.bell.ring();
+        // Every other holder dropped its sender before its own decrement, so the last one to count down rings a
+        // channel with no sender left: the worker wakes to find it disconnected.
+        if self.holders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.bell.ring();
+        }
     }
 }
 
@@ -284,7 +306,7 @@ pub(crate) fn spawn(
     // The worker's records belong to the controller that starts it (see log_scope).
     let main = crate::log_scope::carry(move || state.run(rx, &rings, started));
     let thread = crate::ffi::thread::spawn(name, STACK_SIZE, main)?;
-    let tx = WorkerTx { tx: Some(tx), bell };
+    let tx = WorkerTx::new(tx, bell);
     Ok(Worker { tx, slot, thread })
 }
 
@@ -1117,7 +1139,7 @@ mod tests {
                 }
                 n
             });
-            let a = WorkerTx { tx: Some(tx), bell };
+            let a = WorkerTx::new(tx, bell);
             let b = a.clone();
             let c = b.clone();
             for _ in 0..round % 5 {
@@ -1138,6 +1160,27 @@ mod tests {
             let taken = worker.join().unwrap();
             assert!(taken >= sent + round % 5, "round {round}: {taken} taken");
         }
+    }
+
+    /// A sender dropped while others hold the channel (every call's clone, `refresh_all`'s) leaves the worker
+    /// asleep; the last one's drop wakes it to find the channel closed.
+    #[test]
+    fn only_the_last_sender_dropped_rings_the_bell() {
+        let (tx, rx) = crossbeam_channel::bounded(8);
+        let bell = Arc::new(Bell::default());
+        let a = WorkerTx::new(tx, Arc::clone(&bell));
+        drop(a.clone());
+        assert!(!bell.is_rung(), "a clone's drop woke the worker");
+        a.send(Command::Tick).unwrap();
+        assert!(bell.is_rung());
+        bell.wait();
+        assert!(matches!(rx.try_recv(), Ok(Command::Tick)));
+        let b = a.clone();
+        drop(a);
+        assert!(!bell.is_rung(), "the first holder's drop woke the worker");
+        drop(b);
+        assert!(bell.is_rung());
+        assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
     }
 
     /// A driver that panics when asked to switch, to prove a panic stays inside its worker.
