@@ -1,25 +1,27 @@
-//! The floor of `open` on this machine (issue 30): what reading 1,000 Gen2 devices over their WebSocket costs
-//! when neither side does anything but the wire's work, beside the library's own `open`, in one run.
+//! The floor of `open` and `refresh_all` on this machine (issue 30): what reading 1,000 Gen2 devices over their
+//! WebSocket costs when neither side does anything but the wire's work, beside the library's own, in one run.
 //!
-//! `cargo run --release --features fuzzing --example bench_floor -- [N=1000] [LATENCY_MS=20] [ROUNDS=5]`
+//! `cargo run --release --features fuzzing --example bench_floor -- [N=1000] [LATENCY_MS=20] [ROUNDS=5] [READS=5]`
 //!
 //! Two device sides, each in a child process:
 //! - **wire devices**: one thread, one `mio` poll, N listeners. Each connection: the upgrade (with a real
-//!   `Sec-WebSocket-Accept`), then each request frame answered after the latency with the bytes
+//!   `Sec-WebSocket-Accept`), then each request frame answered the latency after it came with the bytes
 //!   `sdctl emulate` answers (`Shelly.GetDeviceInfo` 215 bytes, `Shelly.GetStatus` 721).
 //! - **the emulator** (`smartdev::emulator`, as every other benchmark).
 //!
 //! Three client sides, in this process:
 //! - **wire client**: one thread, one poll: N connects, the upgrade, `Shelly.GetDeviceInfo` and
-//!   `Shelly.GetStatus` in one write (what the library's push dial sends), both answers read, the socket
-//!   closed.
+//!   `Shelly.GetStatus` in one write (what the library's push dial sends), both answers read (the open); then
+//!   READS times one `Shelly.GetStatus` to every device over its connection, every answer read.
 //! - **wire client + threads**: the same, plus one thread per device started as the controller starts a
-//!   worker (pthread, its stack), each handed its device's answers over a channel: the design card's cost.
-//! - **smartdev**: `Controller::open` with `Channel: auto` (every device read and subscribed), then `close`.
+//!   worker (pthread, its stack), each handed its device's answers over a channel and saying so over another:
+//!   the design card's cost.
+//! - **smartdev**: `Controller::open` with `Channel: auto` (every device read and subscribed), READS ×
+//!   `refresh_all`, then `close`.
 //!
-//! Every combination runs once per round, in turn, so the machine's drift falls on all alike. Per combination:
-//! the median wall time from the first connect to the last device read, this process's CPU and the device
-//! child's CPU (both per round). The wall time cannot fall below the two processes' CPU over the cores.
+//! Every combination runs once per round, in turn, so the machine's drift falls on all alike. Per combination,
+//! for the open and for one read: the median wall time, this process's CPU and the device child's CPU (closes
+//! and thread ends not counted). The wall time cannot fall below the two processes' CPU over the cores.
 
 mod support;
 
