@@ -31,10 +31,9 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
-use sha1::{Digest, Sha1};
+use smartdev::ws::frame::{self, Opcode};
 use smartdev::{Controller, Settings};
 use support::{EmuChild, cpu_ticks, cpu_ticks_of, quantile};
 
@@ -101,33 +100,23 @@ fn main() {
             // The device child finishes its side (closes) before the next combination.
         }
     }
-    let per = |ticks: u64, times: usize| ticks as f64 * 10.0 / times.max(1) as f64;
-    let cores = support::cores() as f64;
-    println!(
-        "open (connect, upgrade, Shelly.GetDeviceInfo and Shelly.GetStatus, every device read):"
+    let labels: Vec<&str> = combos.iter().map(|(label, _, _)| *label).collect();
+    print_table(
+        "open (connect, upgrade, Shelly.GetDeviceInfo and Shelly.GetStatus, every device read):",
+        "round",
+        &labels,
+        rows.iter().map(|r| &r.open),
+        rounds,
     );
-    for ((label, _, _), row) in combos.iter().zip(&rows) {
-        let (own, child) = (per(row.open_cpu.0, rounds), per(row.open_cpu.1, rounds));
-        println!(
-            "  {label:<37} median {:6.1} ms ({}); CPU per round: this process {own:4.0} ms, devices {child:4.0} ms; floor on {cores} cores {:4.0} ms",
-            median(&row.open),
-            range(&row.open),
-            (own + child) / cores,
-        );
-    }
-    println!(
-        "then {refreshes} reads of every device's status over its connection (refresh_all), per read:"
+    print_table(
+        &format!(
+            "then {refreshes} reads of every device's status over its connection (refresh_all), per read:"
+        ),
+        "read",
+        &labels,
+        rows.iter().map(|r| &r.read),
+        rounds * refreshes,
     );
-    for ((label, _, _), row) in combos.iter().zip(&rows) {
-        let times = rounds * refreshes;
-        let (own, child) = (per(row.refresh_cpu.0, times), per(row.refresh_cpu.1, times));
-        println!(
-            "  {label:<37} median {:6.1} ms ({}); CPU per read: this process {own:4.0} ms, devices {child:4.0} ms; floor on {cores} cores {:4.0} ms",
-            median(&row.refresh),
-            range(&row.refresh),
-            (own + child) / cores,
-        );
-    }
     wire.stop();
     emu.stop();
 }
@@ -158,13 +147,49 @@ fn settings(ports: &[u16]) -> Settings {
     Settings::from_yaml_str(&yaml).expect("valid")
 }
 
-/// One combination's figures over the rounds: wall times in ms, CPU in clock ticks (this process, devices).
+/// One combination's figures over the rounds.
 #[derive(Default)]
 struct Row {
-    open: Vec<f64>,
-    open_cpu: (u64, u64),
-    refresh: Vec<f64>,
-    refresh_cpu: (u64, u64),
+    open: Measured,
+    read: Measured,
+}
+
+/// Wall times in ms, and CPU in clock ticks summed over them (this process, the device child).
+#[derive(Default)]
+struct Measured {
+    walls: Vec<f64>,
+    cpu: (u64, u64),
+}
+
+impl Measured {
+    fn add_cpu(&mut self, (own, child): (u64, u64)) {
+        self.cpu.0 += own;
+        self.cpu.1 += child;
+    }
+}
+
+/// One line per combination: the median wall time, its range, the CPU per `unit` (`times` of them in all) and
+/// the floor that CPU sets on the cores.
+fn print_table<'a>(
+    title: &str,
+    unit: &str,
+    labels: &[&str],
+    measured: impl Iterator<Item = &'a Measured>,
+    times: usize,
+) {
+    // Clock ticks are 100 per second on Linux.
+    let per = |ticks: u64| ticks as f64 * 10.0 / times.max(1) as f64;
+    let cores = support::cores() as f64;
+    println!("{title}");
+    for (label, m) in labels.iter().zip(measured) {
+        let (own, child) = (per(m.cpu.0), per(m.cpu.1));
+        println!(
+            "  {label:<37} median {:6.1} ms ({}); CPU per {unit}: this process {own:4.0} ms, devices {child:4.0} ms; floor on {cores} cores {:4.0} ms",
+            median(&m.walls),
+            range(&m.walls),
+            (own + child) / cores,
+        );
+    }
 }
 
 /// CPU clock ticks of this process and the device child, from a start.
@@ -200,11 +225,6 @@ fn now_ticks(child: &str) -> (u64, u64) {
     (cpu_ticks(), cpu_ticks_of(child))
 }
 
-fn add(to: &mut (u64, u64), d: (u64, u64)) {
-    to.0 += d.0;
-    to.1 += d.1;
-}
-
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -222,17 +242,17 @@ fn range(v: &[f64]) -> String {
 fn smartdev(settings: Settings, n: usize, refreshes: usize, cpu: &Cpu, row: &mut Row) {
     let t = Instant::now();
     let ctl = Controller::open(settings, None).expect("open");
-    row.open.push(t.elapsed().as_secs_f64() * 1000.0);
-    add(&mut row.open_cpu, cpu.lap());
+    row.open.walls.push(t.elapsed().as_secs_f64() * 1000.0);
+    row.open.add_cpu(cpu.lap());
     let online = ctl.devices().iter().filter(|d| d.online).count();
     assert_eq!(online, n, "every device read");
     for _ in 0..refreshes {
         let t = Instant::now();
         let report = ctl.refresh_all().expect("refresh_all");
-        row.refresh.push(t.elapsed().as_secs_f64() * 1000.0);
+        row.read.walls.push(t.elapsed().as_secs_f64() * 1000.0);
         std::hint::black_box(report);
     }
-    add(&mut row.refresh_cpu, cpu.lap());
+    row.read.add_cpu(cpu.lap());
     ctl.close();
 }
 
@@ -292,10 +312,10 @@ fn wire_client(ports: &[u16], threads: bool, refreshes: usize, cpu: &Cpu, row: &
         ready_tx.send(inboxes).unwrap();
     }
     let (open, at_open, reads, at_end) = poller.join().expect("poller");
-    row.open.push(open);
-    add(&mut row.open_cpu, cpu.lap_to(at_open));
-    row.refresh.extend(reads);
-    add(&mut row.refresh_cpu, cpu.lap_to(at_end));
+    row.open.walls.push(open);
+    row.open.add_cpu(cpu.lap_to(at_open));
+    row.read.walls.extend(reads);
+    row.read.add_cpu(cpu.lap_to(at_end));
     for w in started {
         w.join().expect("join");
     }
@@ -398,6 +418,8 @@ impl Wire<'_> {
         } = self;
         let mut left = conns.iter().filter(|c| c.phase != Phase::Read).count();
         let mut handed = 0;
+        // Devices read before their threads were all started.
+        let mut unhanded: Vec<usize> = Vec::new();
         let mut chunk = vec![0u8; 16 * 1024];
         let deadline = Instant::now() + Duration::from_secs(60);
         let threads = done.is_some();
@@ -409,19 +431,20 @@ impl Wire<'_> {
             if inboxes.is_none()
                 && let Some(r) = ready
             {
-                **inboxes = r.try_recv().ok();
-            }
-            if let Some(s) = inboxes.as_ref() {
-                for (i, c) in conns.iter_mut().enumerate() {
-                    if c.phase == Phase::Read && !c.answers.is_empty() {
-                        s[i].send(std::mem::take(&mut c.answers)).unwrap();
+                // Once every device is read, only the threads are awaited.
+                **inboxes = if left == 0 {
+                    r.recv().ok()
+                } else {
+                    r.try_recv().ok()
+                };
+                if let Some(s) = inboxes.as_ref() {
+                    for i in unhanded.drain(..) {
+                        s[i].send(std::mem::take(&mut conns[i].answers)).unwrap();
                         handed += 1;
                     }
                 }
             }
             if left == 0 {
-                // Only the threads' inboxes are awaited.
-                std::thread::sleep(Duration::from_micros(200));
                 continue;
             }
             poll.poll(events, Some(Duration::from_millis(100))).unwrap();
@@ -459,17 +482,25 @@ impl Wire<'_> {
                     flush(c);
                 }
                 if c.phase == Phase::Calls {
-                    while let Some((payload, used)) = frame(&c.buf) {
+                    while let Some((f, used)) = next_frame(&c.buf, false) {
                         // Answers carry an id; notifications (a subscribed client gets them) do not.
-                        if payload.starts_with(b"{\"id\":") {
+                        if f.payload.starts_with(b"{\"id\":") {
                             c.awaited = c.awaited.saturating_sub(1);
-                            c.answers.extend_from_slice(payload);
+                            c.answers.extend_from_slice(&f.payload);
                         }
                         c.buf.drain(..used);
                     }
                     if c.awaited == 0 {
                         c.phase = Phase::Read;
                         left -= 1;
+                        match inboxes.as_ref() {
+                            _ if !threads => c.answers.clear(),
+                            Some(s) => {
+                                s[i].send(std::mem::take(&mut c.answers)).unwrap();
+                                handed += 1;
+                            }
+                            None => unhanded.push(i),
+                        }
                     }
                 }
             }
@@ -503,53 +534,13 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// A client's text frame (masked with a fixed key: the floor does not need fresh noise).
 fn masked(payload: &[u8]) -> Vec<u8> {
-    let key = [0x12u8, 0x34, 0x56, 0x78];
-    let mut f = vec![0x81];
-    header_len(&mut f, payload.len(), 0x80);
-    f.extend_from_slice(&key);
-    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
-    f
+    frame::encode(Opcode::Text, true, payload, Some([0x12, 0x34, 0x56, 0x78]))
 }
 
-/// An unmasked (server) text frame.
-fn unmasked(payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x81];
-    header_len(&mut f, payload.len(), 0);
-    f.extend_from_slice(payload);
-    f
-}
-
-fn header_len(f: &mut Vec<u8>, len: usize, mask_bit: u8) {
-    if len < 126 {
-        f.push(mask_bit | len as u8);
-    } else if len <= 0xffff {
-        f.push(mask_bit | 126);
-        f.extend_from_slice(&(len as u16).to_be_bytes());
-    } else {
-        f.push(mask_bit | 127);
-        f.extend_from_slice(&(len as u64).to_be_bytes());
-    }
-}
-
-/// The first whole frame in `buf`: its payload (unmasked) and the bytes it took.
-fn frame(buf: &[u8]) -> Option<(&[u8], usize)> {
-    if buf.len() < 2 {
-        return None;
-    }
-    let masked = buf[1] & 0x80 != 0;
-    let (len, mut at) = match buf[1] & 0x7f {
-        126 if buf.len() >= 4 => (u16::from_be_bytes([buf[2], buf[3]]) as usize, 4),
-        127 if buf.len() >= 10 => (
-            u64::from_be_bytes(buf[2..10].try_into().unwrap()) as usize,
-            10,
-        ),
-        126 | 127 => return None,
-        l => (l as usize, 2),
-    };
-    if masked {
-        at += 4;
-    }
-    (buf.len() >= at + len).then(|| (&buf[at..at + len], at + len))
+/// The first whole frame in `buf` (masked from a client) and the bytes it took; the peers are ours, so a
+/// broken frame is a bug here.
+fn next_frame(buf: &[u8], masked: bool) -> Option<(frame::Frame, usize)> {
+    frame::decode(buf, masked, 1 << 20).expect("a valid frame")
 }
 
 /// The wire devices' child, seen from the parent.
@@ -680,10 +671,7 @@ fn wire_devices(n: usize, latency: Duration) {
                     .unwrap_or_default()
                     .trim()
                     .to_string();
-                let mut sha = Sha1::new();
-                sha.update(key.as_bytes());
-                sha.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
-                let accept = base64::engine::general_purpose::STANDARD.encode(sha.finalize());
+                let accept = smartdev::ws::accept_key(&key);
                 c.out.extend_from_slice(
                     format!(
                         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
@@ -694,22 +682,9 @@ fn wire_devices(n: usize, latency: Duration) {
                 c.upgraded = true;
                 write_out(c);
             }
-            while let Some((payload, used)) = frame(&c.buf) {
-                // Client frames are masked: the key is the 4 bytes before the payload.
-                let start = used - payload.len();
-                let key = [
-                    c.buf[start - 4],
-                    c.buf[start - 3],
-                    c.buf[start - 2],
-                    c.buf[start - 1],
-                ];
-                let text: Vec<u8> = payload
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| b ^ key[i % 4])
-                    .collect();
+            while let Some((f, used)) = next_frame(&c.buf, true) {
                 c.buf.drain(..used);
-                let text = String::from_utf8_lossy(&text);
+                let text = String::from_utf8_lossy(&f.payload);
                 let id: String = text
                     .split("\"id\":")
                     .nth(1)
@@ -725,7 +700,11 @@ fn wire_devices(n: usize, latency: Duration) {
                 let answer = format!(
                     r#"{{"id":{id},"src":"shellyplus1pm-028e7b42916f","dst":"floor","result":{result}}}"#
                 );
-                due.push_back((Instant::now() + latency, t, unmasked(answer.as_bytes())));
+                due.push_back((
+                    Instant::now() + latency,
+                    t,
+                    frame::encode(Opcode::Text, true, answer.as_bytes(), None),
+                ));
             }
         }
         let now = Instant::now();
