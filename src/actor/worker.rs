@@ -100,6 +100,15 @@ pub(crate) struct WorkerTx {
 }
 
 impl WorkerTx {
+    /// The first sender of a worker's channel.
+    fn new(tx: Sender<Command>, bell: Arc<Bell>) -> WorkerTx {
+        WorkerTx {
+            tx: Some(tx),
+            bell,
+            holders: Arc::new(AtomicUsize::new(1)),
+        }
+    }
+
     /// Sends, waiting while the inbox is full (back-pressure).
     pub(crate) fn send(&self, cmd: Command) -> std::result::Result<(), SendError<Command>> {
         match &self.tx {
@@ -118,17 +127,6 @@ impl WorkerTx {
         }
         self.bell.ring();
         Ok(())
-    }
-}
-
-impl WorkerTx {
-    /// The first sender of a worker's channel.
-    fn new(tx: Sender<Command>, bell: Arc<Bell>) -> WorkerTx {
-        WorkerTx {
-            tx: Some(tx),
-            bell,
-            holders: Arc::new(AtomicUsize::new(1)),
-        }
     }
 }
 
