@@ -282,7 +282,16 @@ pub fn gen1_status(data: &[u8]) {
 /// Reads an RPC answer frame, a `Shelly.GetConfig` result and a `Shelly.GetStatus` result for every RPC
 /// meter style.
 pub fn rpc_status(data: &[u8]) {
+    // The push poller's reader takes the bytes themselves; on any object it must read what the reader of a
+    // parsed value reads.
+    let typed = std::str::from_utf8(data)
+        .ok()
+        .and_then(crate::driver::rpc::StatusDoc::parse);
     let Some(v) = json(data) else { return };
+    if v.is_object() && crate::untrusted_json::within_depth(data) {
+        assert_eq!(typed, Some(crate::driver::rpc::StatusDoc::from_value(&v)));
+    }
+    let status = crate::driver::rpc::StatusDoc::from_value(&v);
     let _ = crate::driver::rpc::parse_frame(&mut v.clone(), "Shelly.GetStatus");
     let _ = crate::driver::rpc::probe_ids(&v);
     let _ = crate::webhook::install::supported_events(&v);
@@ -304,11 +313,11 @@ pub fn rpc_status(data: &[u8]) {
                 .chain(m.profiles.keys().filter_map(|p| m.shape(p)));
             for shape in shapes {
                 let mut d = d.clone();
-                crate::driver::rpc::apply_status(&mut d, &m, &shape, &v, "T");
+                crate::driver::rpc::apply_status(&mut d, &m, &shape, &status, "T");
             }
         }
     }
-    if let Some(cover) = v.get("cover:0") {
+    if let Some(cover) = status.channel(crate::driver::rpc::status_doc::Kind::Cover, 0) {
         crate::driver::rpc::apply_cover(&mut Cover::default(), Some(cover));
     }
 }

@@ -29,6 +29,35 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Value, String> {
     Ok(v)
 }
 
+/// Whether arrays and objects in `bytes` nest at most [`MAX_DEPTH`] levels: one linear pass, for JSON read
+/// some other way than [`parse`] (nothing is parsed here; brackets inside strings do not count).
+pub(crate) fn within_depth(bytes: &[u8]) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return false;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    true
+}
+
 /// Per nesting level, the entries of the object or array being read there (reused by the next one).
 #[derive(Default)]
 struct Scratch {

@@ -1147,6 +1147,10 @@ impl Poller {
                     l.last_traffic = now;
                     l.ping_sent = None;
                     let source = l.source;
+                    // A status read's answer goes straight into the typed status, no JSON tree.
+                    if self.targets[ti].tunnel.take_status_answer(&text) {
+                        continue;
+                    }
                     let Ok(Value::Object(frame)) = crate::untrusted_json::parse(text.as_bytes())
                     else {
                         continue;

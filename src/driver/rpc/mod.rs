@@ -13,6 +13,7 @@ mod hooks;
 mod intro;
 mod outbound;
 mod status;
+pub(crate) mod status_doc;
 mod transport;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ pub(crate) use intro::probe_ids;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use status::apply_cover;
 pub(crate) use status::apply_status;
+pub(crate) use status_doc::StatusDoc;
 #[cfg(test)]
 use transport::FrameError;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -151,7 +153,7 @@ impl Rpc {
                 if let Some(t) = &self.tunnel {
                     t.reading();
                 }
-                let status = self.call(dev, "Shelly.GetStatus", None)?;
+                let status = self.read_status(dev)?;
                 if earlier {
                     self.recheck_profile(dev, &status)?;
                 }
@@ -162,7 +164,6 @@ impl Rpc {
                     &status,
                     &clock::rfc3339_now(),
                 );
-                self.give_back(status);
             }
         }
         if !self.hooks_need_list() && !self.quick {
@@ -192,22 +193,25 @@ impl Rpc {
         recheck: bool,
     ) -> Result<()> {
         self.http.record_reach(true);
+        let status = StatusDoc::from_value(status);
         if recheck {
-            self.recheck_profile(dev, status)?;
+            self.recheck_profile(dev, &status)?;
         }
-        apply_status(dev, &self.model, &self.shape, status, &clock::rfc3339_now());
+        apply_status(
+            dev,
+            &self.model,
+            &self.shape,
+            &status,
+            &clock::rfc3339_now(),
+        );
         Ok(())
     }
 
     /// A status whose components are not those of the profile the device introduced itself with: it was
     /// switched to another profile since (it reboots into it, and the push channel sends the new full status).
     /// `/shelly` is asked again, which reports the new profile (log, `ConfigMismatch`).
-    fn recheck_profile(&mut self, dev: &mut Device, status: &serde_json::Value) -> Result<()> {
-        let outputs = format!("{}:0", self.shape.output_component());
-        if self.model.profiles.is_empty()
-            || self.recheck_off
-            || status_fits(&self.shape, status, &outputs)
-        {
+    fn recheck_profile(&mut self, dev: &mut Device, status: &StatusDoc) -> Result<()> {
+        if self.model.profiles.is_empty() || self.recheck_off || status_fits(&self.shape, status) {
             return Ok(());
         }
         log::debug!(
@@ -388,7 +392,7 @@ impl Driver for Rpc {
         let method = self.output_method("GetStatus");
         let status = self.call(dev, &method, Some(json!({ "id": index })))?;
         let temperature = dev.outputs[index].temperature;
-        status::apply_light(&mut dev.outputs[index], Some(&status), caps);
+        status::apply_light(&mut dev.outputs[index], Some(&channel(&status)), caps);
         // The component's own status carries its temperature as the full status does.
         let t = super::json::num(&status, &["temperature", "tC"]);
         dev.outputs[index].temperature = t
@@ -410,7 +414,7 @@ impl Driver for Rpc {
         };
         self.call(dev, method, Some(params))?;
         let status = self.call(dev, "Cover.GetStatus", Some(json!({ "id": index })))?;
-        status::apply_cover(&mut dev.covers[index], Some(&status));
+        status::apply_cover(&mut dev.covers[index], Some(&channel(&status)));
         Ok(())
     }
 
@@ -456,16 +460,24 @@ impl Driver for Rpc {
     }
 }
 
-/// Whether a `Shelly.GetStatus` result has the components of `shape`: outputs as `outputs` (`switch:0` or
+/// Whether a `Shelly.GetStatus` result has the components of `shape`: outputs of its type (`switch:0` or
 /// `light:0`), covers as `cover:0`, three-phase meters as `em:0`, per-channel meters as `em1:0`.
-fn status_fits(shape: &Shape, status: &serde_json::Value, outputs: &str) -> bool {
-    let has = |key: &str| status.get(key).is_some();
+fn status_fits(shape: &Shape, status: &StatusDoc) -> bool {
+    use status_doc::Kind;
+    let outputs = Kind::of(shape.output_component()).unwrap_or(Kind::Switch);
     let meters = match shape.meter_source {
-        crate::models::MeterSource::Em => has("em:0"),
-        crate::models::MeterSource::Em1 => has("em1:0"),
+        crate::models::MeterSource::Em => status.has(Kind::Em, 0),
+        crate::models::MeterSource::Em1 => status.has(Kind::Em1, 0),
         _ => true,
     };
-    (shape.outputs > 0) == has(outputs) && (shape.covers > 0) == has("cover:0") && meters
+    (shape.outputs > 0) == status.has(outputs, 0)
+        && (shape.covers > 0) == status.has(Kind::Cover, 0)
+        && meters
+}
+
+/// A component's own status (`Light.GetStatus`, `Cover.GetStatus`) read as a channel.
+fn channel(status: &serde_json::Value) -> status_doc::Channel {
+    serde::Deserialize::deserialize(status).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -485,18 +497,27 @@ mod tests {
         let (switch, cover) = (two.shape("switch").unwrap(), two.shape("cover").unwrap());
         let as_switch = json!({"switch:0": {}, "switch:1": {}, "input:0": {}});
         let as_cover = json!({"cover:0": {}, "input:0": {}});
-        assert!(status_fits(&switch, &as_switch, "switch:0"));
-        assert!(!status_fits(&switch, &as_cover, "switch:0"));
-        assert!(status_fits(&cover, &as_cover, "switch:0"));
-        assert!(!status_fits(&cover, &as_switch, "switch:0"));
+        assert!(status_fits(&switch, &StatusDoc::from_value(&as_switch)));
+        assert!(!status_fits(&switch, &StatusDoc::from_value(&as_cover)));
+        assert!(status_fits(&cover, &StatusDoc::from_value(&as_cover)));
+        assert!(!status_fits(&cover, &StatusDoc::from_value(&as_switch)));
         let em = lib.get("ShellyPro3EM").unwrap();
         let (tri, mono) = (
             em.shape("triphase").unwrap(),
             em.shape("monophase").unwrap(),
         );
-        assert!(status_fits(&tri, &json!({"em:0": {}}), "switch:0"));
-        assert!(!status_fits(&tri, &json!({"em1:0": {}}), "switch:0"));
-        assert!(status_fits(&mono, &json!({"em1:0": {}}), "switch:0"));
+        assert!(status_fits(
+            &tri,
+            &StatusDoc::from_value(&json!({"em:0": {}}))
+        ));
+        assert!(!status_fits(
+            &tri,
+            &StatusDoc::from_value(&json!({"em1:0": {}}))
+        ));
+        assert!(status_fits(
+            &mono,
+            &StatusDoc::from_value(&json!({"em1:0": {}}))
+        ));
     }
 
     #[test]
@@ -524,7 +545,13 @@ mod tests {
                           "temperature": {"tC": 40.0}},
             "temperature:100": {"id": 100, "tC": 20.0}, "temperature:101": {"id": 101, "tC": 22.5}
         });
-        apply_status(&mut d, model, &model.default_shape(), &s, "T");
+        apply_status(
+            &mut d,
+            model,
+            &model.default_shape(),
+            &StatusDoc::from_value(&s),
+            "T",
+        );
         // An input in button mode reports state null: it has no state (unknown, not off).
         assert_eq!((d.inputs[0].state, d.inputs[1].state), (Some(true), None));
         assert!(d.outputs[0].state == Some(true) && d.outputs[1].state == Some(false));
@@ -556,7 +583,13 @@ mod tests {
                          "b_total_act_ret_energy": 7.5, "total_act": 6.0},
             "temperature:0": {"tC": 38.5}
         });
-        apply_status(&mut d, model, &model.default_shape(), &s, "T");
+        apply_status(
+            &mut d,
+            model,
+            &model.default_shape(),
+            &StatusDoc::from_value(&s),
+            "T",
+        );
         assert_eq!(d.meters[1].power, Some(-50.0));
         assert_eq!(d.meters[1].returned_energy, Some(7.5));
         assert_eq!(d.meters[2].voltage, None);

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::Rpc;
+use super::{Rpc, StatusDoc};
 use crate::driver::http::{Reply, Request};
 use crate::driver::ws::rpc::{BUSY, BUSY_CODE, FrameChallenge, auth_object, parse_challenge};
 use crate::driver::ws::tunnel::Sent;
@@ -223,6 +223,41 @@ impl Rpc {
         params: Option<&Value>,
         what: &str,
     ) -> Result<Option<Value>> {
+        // Only a status read is answered typed.
+        Ok(match self.tunnel_call(dev, method, params, what, false)? {
+            Some(Got::Frame(frame)) => Some(frame),
+            Some(Got::Status(_)) | None => None,
+        })
+    }
+
+    /// Reads `Shelly.GetStatus`. Over the push connection the poller reads the answer straight into a
+    /// [`StatusDoc`]; an answer from elsewhere (HTTP, MQTT, an error frame) is read into one here.
+    pub(super) fn read_status(&mut self, dev: &mut Device) -> Result<StatusDoc> {
+        const METHOD: &str = "Shelly.GetStatus";
+        self.addressed(dev)?;
+        let status = if self.mqtt.is_some() {
+            self.call(dev, METHOD, None)?
+        } else {
+            match self.tunnel_call(dev, METHOD, None, &format!("RPC {METHOD}"), true)? {
+                Some(Got::Status(doc)) => return Ok(*doc),
+                Some(Got::Frame(frame)) => self.result(dev, METHOD, frame)?,
+                None => self.call_http(dev, METHOD, None)?,
+            }
+        };
+        let doc = StatusDoc::from_value(&status);
+        self.give_back(status);
+        Ok(doc)
+    }
+
+    /// [`Rpc::call_tunnel`]; `typed`: a status read, whose result may come as a [`StatusDoc`].
+    fn tunnel_call(
+        &mut self,
+        dev: &Device,
+        method: &str,
+        params: Option<&Value>,
+        what: &str,
+        typed: bool,
+    ) -> Result<Option<Got>> {
         let Some(tunnel) = self.tunnel.clone() else {
             return Ok(None);
         };
@@ -239,8 +274,17 @@ impl Rpc {
                 *nc += 1;
                 Some(auth_object(ch, pw.expose(), *nc, &digest::cnonce()))
             };
-            match tunnel.request(method, params, auth, self.http.timeout()) {
+            let sent = if typed {
+                tunnel.request_status(auth, self.http.timeout())
+            } else {
+                tunnel.request(method, params, auth, self.http.timeout())
+            };
+            match sent {
                 Sent::Down => return Ok(None),
+                Sent::Status(doc) => {
+                    self.http.record_reach(true);
+                    return Ok(Some(Got::Status(doc)));
+                }
                 Sent::Lost(why) if idempotent(what) => {
                     let then = if self.mqtt.is_some() {
                         "asked again"
@@ -286,7 +330,7 @@ impl Rpc {
                         continue;
                     }
                     if code != Some(401) {
-                        return Ok(Some(Value::Object(frame)));
+                        return Ok(Some(Got::Frame(Value::Object(frame))));
                     }
                     challenged += 1;
                     if self.credentials.password.is_none() {
@@ -310,6 +354,14 @@ impl Rpc {
         }
         Err(auth_error(dev, what, AuthProblem::KeptAsking))
     }
+}
+
+/// An answer through the push connection.
+enum Got {
+    /// The answer frame.
+    Frame(Value),
+    /// A status read's result, read by the poller.
+    Status(Box<StatusDoc>),
 }
 
 /// Whether an RPC (named `RPC <method>`) moves something: a switch, light or cover command (not a read,

@@ -7,9 +7,11 @@
 //! the connection (shut down: the poller sees it and reconnects after its back-off), so a silent socket
 //! costs one timeout, not one per request. The tunnel keeps the connection's mirror of the device's status:
 //! the answer to the subscribing `Shelly.GetStatus`, replaced by every status read over the socket, with each
-//! `NotifyStatus` merged in. It is kept as compact JSON text (a status of 0.7 KiB takes 10 KiB as
-//! `serde_json` maps, and 1,000 devices keep one each); the value the poller last built waits beside it for the
-//! worker's next read, so the worker parses nothing. The worker's read right after a (re)connect takes the
+//! `NotifyStatus` merged in. It is kept as JSON text (a status of 0.7 KiB takes 10 KiB as `serde_json` maps,
+//! and 1,000 devices keep one each): a status read's answer as the device wrote it, compact after a merge.
+//! The value the poller last built waits beside it for the worker's next read, so the worker parses nothing;
+//! the worker's own status reads come as a `StatusDoc` the poller read from the answer, with no tree at all
+//! (`Tunnel::take_status_answer`). The worker's read right after a (re)connect takes the
 //! subscription's answer instead of asking again (unless a notification came after it or the driver began a
 //! read of its own after it was asked for), and a read that a notification asks for is served from the mirror,
 //! with no request; when an earlier read already took every change (notifications in a row each ask for one),
@@ -24,6 +26,7 @@ use serde_json::{Map, Value};
 
 use super::frame::{self, Opcode};
 use super::rpc::FrameChallenge;
+use crate::driver::rpc::status_doc::StatusDoc;
 
 /// How many bytes notifications may add to the mirror's text before it is dropped (a device that keeps sending
 /// new fields must not grow our memory: the next read asks the device and starts a new mirror). A real device
@@ -94,7 +97,7 @@ struct Inner {
     last_read: Option<Instant>,
     /// When the poller handed over the last awaited answer: notifications read before it are older.
     answered: Option<Instant>,
-    /// This connection's view of the device's status (a JSON object's compact text), and whether
+    /// This connection's view of the device's status (a JSON object's text), and whether
     /// notifications changed it since the driver last took it.
     mirror: Option<Box<str>>,
     mirror_changed: bool,
@@ -113,6 +116,9 @@ struct Pending {
     id: u64,
     answer: Arc<Answer>,
     status: bool,
+    /// The worker takes a status read as a [`StatusDoc`] (`Tunnel::request_status`): the poller reads the
+    /// answer straight into one ([`Tunnel::take_status_answer`]).
+    typed: bool,
     /// A switch of ours (`Switch.Set` and the lights' `Set` with `on`): the status key and the state it asks.
     output: Option<(String, bool)>,
 }
@@ -123,8 +129,14 @@ impl Drop for Pending {
     }
 }
 
-/// Where one answer goes: the answer frame.
-type Answer = crate::answer::Answer<Map<String, Value>>;
+/// Where one answer goes.
+type Answer = crate::answer::Answer<Reply>;
+
+/// An answer as the poller hands it over.
+enum Reply {
+    Frame(Map<String, Value>),
+    Status(Box<StatusDoc>),
+}
 
 struct Link {
     wire: Wire,
@@ -178,6 +190,8 @@ pub(crate) enum Sent {
     Lost(String),
     /// The answer frame.
     Answer(Map<String, Value>),
+    /// A status read's result, as the poller read it (`Tunnel::request_status`).
+    Status(Box<StatusDoc>),
 }
 
 impl Tunnel {
@@ -504,7 +518,53 @@ impl Tunnel {
             g.subscribed = None;
             g.handoff = None;
         }
-        p.answer.put(Some(frame));
+        p.answer.put(Some(Reply::Frame(frame)));
+        true
+    }
+
+    /// The poller, for a text frame while a status read waits (`Tunnel::request_status`): when the frame is
+    /// that read's answer with a result, reads the result straight into a [`StatusDoc`], keeps the result's own
+    /// text as the mirror, and hands the status over. False when it is not (an error, a notification, another
+    /// id, a frame of any other shape): the frame then goes the usual way.
+    pub(crate) fn take_status_answer(&self, text: &str) -> bool {
+        /// The members of an answer frame this looks at; the rest are skipped.
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            id: Option<u64>,
+            #[serde(borrow)]
+            result: Option<&'a serde_json::value::RawValue>,
+            error: Option<serde::de::IgnoredAny>,
+        }
+        if !self.lock().pending.as_ref().is_some_and(|p| p.typed)
+            || !crate::untrusted_json::within_depth(text.as_bytes())
+        {
+            return false;
+        }
+        // A repeated member is an error here (serde's rule): such a frame goes the usual way.
+        let Ok(Head {
+            id: Some(id),
+            result: Some(result),
+            error: None,
+        }) = serde_json::from_str::<Head>(text)
+        else {
+            return false;
+        };
+        let Some(doc) = StatusDoc::parse(result.get()) else {
+            return false;
+        };
+        let mut g = self.lock();
+        let Some(p) = g.pending.take_if(|p| p.id == id && p.typed) else {
+            return false;
+        };
+        g.answered = Some(Instant::now());
+        let text: Box<str> = result.get().into();
+        g.mirror_base = text.len();
+        g.mirror = Some(text);
+        g.mirror_changed = false;
+        g.mirror_held = true;
+        g.subscribed = None;
+        g.handoff = None;
+        p.answer.put(Some(Reply::Status(Box::new(doc))));
         true
     }
 
@@ -523,6 +583,27 @@ impl Tunnel {
         params: Option<&Value>,
         auth: impl FnOnce(&mut Option<(FrameChallenge, u32)>) -> Option<Value>,
         timeout: Duration,
+    ) -> Sent {
+        self.send(method, params, auth, timeout, false)
+    }
+
+    /// The worker: `Shelly.GetStatus`, as [`Tunnel::request`]; a result comes as [`Sent::Status`] (an error,
+    /// or an answer another way than the push poller, as [`Sent::Answer`]).
+    pub(crate) fn request_status(
+        &self,
+        auth: impl FnOnce(&mut Option<(FrameChallenge, u32)>) -> Option<Value>,
+        timeout: Duration,
+    ) -> Sent {
+        self.send("Shelly.GetStatus", None, auth, timeout, true)
+    }
+
+    fn send(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        auth: impl FnOnce(&mut Option<(FrameChallenge, u32)>) -> Option<Value>,
+        timeout: Duration,
+        typed: bool,
     ) -> Sent {
         let (answer, id) = {
             let mut g = self.lock();
@@ -546,6 +627,7 @@ impl Tunnel {
                 id,
                 answer: answer.clone(),
                 status: method == "Shelly.GetStatus",
+                typed,
                 output: output_set(method, params),
             });
             if !write_locked(&mut g, Opcode::Text, text.as_bytes()) {
@@ -559,7 +641,8 @@ impl Tunnel {
             (answer, id)
         };
         match answer.wait(timeout) {
-            Ok(Some(frame)) => Sent::Answer(frame),
+            Ok(Some(Reply::Frame(frame))) => Sent::Answer(frame),
+            Ok(Some(Reply::Status(doc))) => Sent::Status(doc),
             Ok(None) => Sent::Lost("the WebSocket connection ended before the answer".into()),
             Err(()) => {
                 let mut g = self.lock();
@@ -622,7 +705,6 @@ fn same_kind(old: &Value, new: &Value) -> bool {
     std::mem::discriminant(old) == std::mem::discriminant(new) || old.is_null() || new.is_null()
 }
 
-/// A status as the mirror keeps it (compact JSON).
 /// The status key and state a request switches, for `<Switch|Light|CCT|RGB|RGBW>.Set` with an `id` and a
 /// boolean `on` (`switch:0`, true).
 fn output_set(method: &str, params: Option<&Value>) -> Option<(String, bool)> {
@@ -999,6 +1081,91 @@ mod tests {
         let now = t.mirror().unwrap();
         assert_eq!(now["switch:0"]["output"], true);
         assert_eq!(now["switch:0"]["apower"], 12.5, "the rest kept");
+    }
+
+    /// A status read's answer is read by the poller straight into a `StatusDoc`, and its result's own text
+    /// becomes the mirror. Anything else (another id, an error, a repeated member, no status read waiting)
+    /// is left for the usual way.
+    #[test]
+    fn a_status_read_is_answered_typed_and_its_text_is_the_mirror() {
+        let (t, mut peer) = attached(Some(json!({"switch:0": {"output": true}})));
+        let _ = t.take_prefetched();
+        let t = std::sync::Arc::new(t);
+        let read = |t: &std::sync::Arc<Tunnel>| {
+            let t = t.clone();
+            std::thread::spawn(move || t.request_status(|_| None, Duration::from_secs(30)))
+        };
+        // Not a typed read: the poller leaves the frame alone.
+        let plain = switch_elsewhere(&t, true);
+        let id = next_request(&mut peer)["id"].as_u64().unwrap();
+        assert!(!t.take_status_answer(&format!(r#"{{"id":{id},"result":{{}}}}"#)));
+        assert!(
+            t.deliver(
+                id,
+                json!({"id": id, "result": {"was_on": false}})
+                    .as_object()
+                    .unwrap()
+                    .clone()
+            )
+        );
+        assert!(matches!(plain.join().unwrap(), Sent::Answer(_)));
+
+        let reader = read(&t);
+        let sent = next_request(&mut peer);
+        assert_eq!(sent["method"], "Shelly.GetStatus");
+        let id = sent["id"].as_u64().unwrap();
+        let result = r#"{"switch:0": {"output": false, "apower": 7.5}, "sys": {"uptime": 3}}"#;
+        for other in [
+            format!(r#"{{"id":{},"result":{result}}}"#, id + 1),
+            format!(r#"{{"id":{id},"error":{{"code":401,"message":"x"}}}}"#),
+            format!(r#"{{"id":{id},"id":{id},"result":{result}}}"#),
+            format!(r#"{{"id":{id},"result":[1]}}"#),
+            format!(
+                r#"{{"id":{id},"result":{{"a":{}1{}}}}}"#,
+                "[".repeat(40),
+                "]".repeat(40)
+            ),
+            r#"{"method":"NotifyStatus","params":{}}"#.to_string(),
+            "not json".to_string(),
+        ] {
+            assert!(!t.take_status_answer(&other), "{other}");
+        }
+        let answer = format!(r#"{{"id":{id},"src":"dev","dst":"me","result":{result}}}"#);
+        assert!(t.take_status_answer(&answer));
+        let Sent::Status(doc) = reader.join().unwrap() else {
+            panic!("a typed status")
+        };
+        let c = doc
+            .channel(crate::driver::rpc::status_doc::Kind::Switch, 0)
+            .unwrap();
+        assert_eq!((c.output.0, c.apower.0), (Some(false), Some(7.5)));
+        assert_eq!(
+            t.lock().mirror.as_deref(),
+            Some(result),
+            "the device's own text"
+        );
+        assert_eq!(
+            t.take_mirror(),
+            Mirror::Held,
+            "the answer is the driver's read"
+        );
+        t.merge_status(json!({"sys": {"uptime": 4}}).as_object().unwrap(), false);
+        assert_eq!(
+            t.take_mirror(),
+            Mirror::Changed(
+                json!({"switch:0": {"output": false, "apower": 7.5}, "sys": {"uptime": 4}})
+            )
+        );
+        // Answered once: a repeat finds no read waiting.
+        assert!(!t.take_status_answer(&answer));
+
+        // An error answer to a typed read goes the usual way, as a frame.
+        let reader = read(&t);
+        let id = next_request(&mut peer)["id"].as_u64().unwrap();
+        let error = json!({"id": id, "error": {"code": -103, "message": "busy"}});
+        assert!(!t.take_status_answer(&error.to_string()));
+        assert!(t.deliver(id, error.as_object().unwrap().clone()));
+        assert!(matches!(reader.join().unwrap(), Sent::Answer(f) if f.contains_key("error")));
     }
 
     /// `Switch.Set` of switch 0 to `on` through `t`, on a thread of its own (it waits for its answer).
