@@ -15,6 +15,154 @@ use crate::models::{Protocol, SensorQuantity};
 /// Custom attributes of a device or component, in configuration order.
 pub type Attributes = Map<String, Value>;
 
+/// `Clone` field by field, with a `clone_from` that keeps the target's allocations (a worker brings its spare
+/// snapshot up to date from the published one at every read, `actor/worker.rs`). The pattern names every
+/// field, so a field added to the struct and not here does not compile.
+macro_rules! clone_by_fields {
+    ($t:ident { $($f:ident),* $(,)? }) => {
+        impl Clone for $t {
+            fn clone(&self) -> Self {
+                let $t { $($f),* } = self;
+                $t { $($f: $f.clone()),* }
+            }
+
+            fn clone_from(&mut self, source: &Self) {
+                let $t { $($f),* } = source;
+                $(self.$f.clone_from($f);)*
+            }
+        }
+    };
+}
+
+clone_by_fields!(Device {
+    id,
+    name,
+    object_type,
+    model,
+    model_name,
+    generation,
+    protocol,
+    hostname,
+    port,
+    address,
+    transport,
+    simulate,
+    expect_offline,
+    online,
+    sleeping,
+    last_seen,
+    wakeup_period,
+    mac_address,
+    temperature,
+    battery,
+    uptime,
+    restart_required,
+    update_available,
+    firmware,
+    reported_model,
+    profile,
+    config_mismatch,
+    total_power,
+    total_energy,
+    total_returned_energy,
+    supported_webhooks,
+    last_error,
+    simulation_file,
+    inputs,
+    outputs,
+    meters,
+    temp_probes,
+    covers,
+    sensors,
+    custom
+});
+clone_by_fields!(Input {
+    id,
+    name,
+    object_type,
+    device_id,
+    component_index,
+    state,
+    webhooks,
+    custom
+});
+clone_by_fields!(Output {
+    id,
+    name,
+    object_type,
+    device_id,
+    component_index,
+    state,
+    brightness,
+    color_temperature,
+    rgb,
+    white,
+    temperature,
+    has_meter,
+    webhooks,
+    custom
+});
+clone_by_fields!(Meter {
+    id,
+    name,
+    object_type,
+    device_id,
+    component_index,
+    output_id,
+    cover_id,
+    power,
+    apparent_power,
+    frequency,
+    voltage,
+    current,
+    power_factor,
+    energy,
+    returned_energy,
+    mock_rate,
+    custom
+});
+clone_by_fields!(TempProbe {
+    id,
+    name,
+    object_type,
+    device_id,
+    component_index,
+    temperature,
+    last_reading_time,
+    probe_id,
+    requires_output,
+    custom
+});
+clone_by_fields!(Cover {
+    id,
+    name,
+    object_type,
+    device_id,
+    component_index,
+    state,
+    position,
+    calibrated,
+    temperature,
+    has_meter,
+    webhooks,
+    custom
+});
+clone_by_fields!(Sensor {
+    id,
+    name,
+    object_type,
+    device_id,
+    component_index,
+    quantity,
+    value,
+    unit,
+    last_reading_time,
+    sensor_id,
+    built_in,
+    requires_output,
+    custom
+});
+
 /// A name or a numeric ID. The API never guesses between the two.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Identity {
@@ -252,7 +400,7 @@ pub enum Transport {
 }
 
 /// A device and all its components, as last read.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 #[non_exhaustive]
 pub struct Device {
@@ -449,7 +597,7 @@ impl Device {
 }
 
 /// A digital input.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 #[non_exhaustive]
 pub struct Input {
@@ -475,7 +623,7 @@ pub struct Input {
 }
 
 /// A relay output.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 #[non_exhaustive]
 pub struct Output {
@@ -514,7 +662,7 @@ pub struct Output {
 }
 
 /// An energy meter. Power keeps its sign: negative means energy flows back (e.g. solar export).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 #[non_exhaustive]
 pub struct Meter {
@@ -560,7 +708,7 @@ pub struct Meter {
 }
 
 /// An add-on temperature probe.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 #[non_exhaustive]
 pub struct TempProbe {
@@ -591,7 +739,7 @@ pub struct TempProbe {
 }
 
 /// A cover (roller shutter, blind): Gen2+ `cover:N`, Gen1 `rollers[N]`, Tasmota `Shutter<N+1>`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 #[non_exhaustive]
 pub struct Cover {
@@ -626,7 +774,7 @@ pub struct Cover {
 
 /// A sensor: an add-on's humidity or voltage input, or a device's own sensor (an H&T's temperature and
 /// humidity). Add-on sensors are matched by name like temperature probes.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Debug, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 #[non_exhaustive]
 pub struct Sensor {
@@ -769,6 +917,40 @@ pub(crate) fn reserved_keys(kind: Option<ComponentKind>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `clone_from` makes the same device as `clone`, and keeps the target's allocations where they fit.
+    #[test]
+    fn clone_from_equals_clone_and_keeps_allocations() {
+        let mut custom = Attributes::new();
+        custom.insert("Room".into(), "hall".into());
+        let mut source = Device::with_components(2, 2, 1);
+        source.name = "Hall light".into();
+        source.mac_address = Some("AA:BB:CC:DD:EE:FF".into());
+        source.supported_webhooks = vec!["switch.on".into(), "switch.off".into()];
+        source.outputs[1].name = "Lamp".into();
+        source.outputs[1].custom = custom;
+        source.temp_probes = vec![TempProbe {
+            name: "Probe".into(),
+            last_reading_time: Some("T".into()),
+            ..TempProbe::default()
+        }];
+        let mut target = source.clone();
+        target.name = "x".repeat(64);
+        target.mac_address = Some("y".repeat(64));
+        target.outputs.push(Output::default());
+        let (name, mac) = (
+            target.name.as_ptr(),
+            target.mac_address.as_ref().unwrap().as_ptr(),
+        );
+        target.clone_from(&source);
+        assert_eq!(target, source);
+        assert_eq!(target, source.clone());
+        assert_eq!(target.name.as_ptr(), name, "the name's buffer kept");
+        assert_eq!(target.mac_address.as_ref().unwrap().as_ptr(), mac);
+        let mut empty = Device::default();
+        empty.clone_from(&source);
+        assert_eq!(empty, source);
+    }
 
     #[test]
     fn json_uses_spec_field_names_and_custom_attributes_follow() {
