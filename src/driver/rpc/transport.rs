@@ -234,11 +234,12 @@ impl Rpc {
     /// [`StatusDoc`]; an answer from elsewhere (HTTP, MQTT, an error frame) is read into one here.
     pub(super) fn read_status(&mut self, dev: &mut Device) -> Result<StatusDoc> {
         const METHOD: &str = "Shelly.GetStatus";
+        const WHAT: &str = "RPC Shelly.GetStatus";
         self.addressed(dev)?;
         let status = if self.mqtt.is_some() {
             self.call(dev, METHOD, None)?
         } else {
-            match self.tunnel_call(dev, METHOD, None, &format!("RPC {METHOD}"), true)? {
+            match self.tunnel_call(dev, METHOD, None, WHAT, true)? {
                 Some(Got::Status(doc)) => return Ok(*doc),
                 Some(Got::Frame(frame)) => self.result(dev, METHOD, frame)?,
                 None => self.call_http(dev, METHOD, None)?,
