@@ -5,8 +5,8 @@
 //!
 //! Writes a temporary configuration with `Channel: CHANNEL` (`http` or `auto`) and the N devices at 127.0.0.1,
 //! runs the release `sdctl` next to this example's directory (`target/release/sdctl`) ROUNDS times and prints
-//! the median/p99 wall time (spawn to exit) and the exit codes. The issue's goal: ≤ 5 × latency + 150 ms for
-//! 1,000 devices × 20 ms.
+//! the median/p99 wall time (spawn to exit) and the exit codes. Goals: ≤ 120 ms for 1,000 devices × 20 ms
+//! (issue 30); ≤ 5 × latency + 150 ms before it, printed for other sizes.
 
 mod support;
 
@@ -103,13 +103,18 @@ fn main() {
     }
     times.sort_by(f64::total_cmp);
     let codes: Vec<String> = codes.iter().map(|(c, k)| format!("{c} ×{k}")).collect();
+    // Issue 30 sets the goal for 1,000 devices at 20 ms; elsewhere the earlier rule of thumb.
+    let goal = if n == 1000 && latency == 20 {
+        "≤ 120 ms, issue 30".to_string()
+    } else {
+        format!("≤ {} ms", 5 * latency + 150)
+    };
     println!(
-        "sdctl --json status: {n} devices × {latency} ms, Channel: {channel}, {rounds} rounds, {} cores: median {:.0} ms, p99 {:.0} ms, max {:.0} ms (goal ≤ {} ms); exit codes {}; {bytes} bytes of JSON; load average {}",
+        "sdctl --json status: {n} devices × {latency} ms, Channel: {channel}, {rounds} rounds, {} cores: median {:.0} ms, p99 {:.0} ms, max {:.0} ms (goal {goal}); exit codes {}; {bytes} bytes of JSON; load average {}",
         support::cores(),
         quantile(&times, 0.5),
         quantile(&times, 0.99),
         times[times.len() - 1],
-        5 * latency + 150,
         codes.join(", "),
         support::load_average()
     );
