@@ -26,6 +26,10 @@ impl<T> Answer<T> {
         let mut g = self.slot.lock().unwrap_or_else(|e| e.into_inner());
         if g.is_none() {
             *g = Some(value);
+            // Unlocked first: a waiter woken while the lock is still held sleeps again on the lock (a futex
+            // wait and wake, and a context switch, more per answer). It finds the answer under the lock either
+            // way, so no wake-up is lost.
+            drop(g);
             self.ready.notify_one();
         }
     }
@@ -38,5 +42,39 @@ impl<T> Answer<T> {
             .wait_timeout_while(g, timeout, |s| s.is_none())
             .unwrap_or_else(|e| e.into_inner());
         g.take().ok_or(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// However the answer and the wait fall (the answer before the wait, during it, at once after a wake-up),
+    /// the waiter gets it. A lost wake-up would leave the waiter asleep for its hour-long timeout: the test then
+    /// hangs, caught by its deadline.
+    #[test]
+    fn every_answer_reaches_its_waiter() {
+        for round in 0..2_000u32 {
+            let answer = Arc::new(Answer::default());
+            let putter = {
+                let a = Arc::clone(&answer);
+                std::thread::spawn(move || {
+                    if round % 3 == 0 {
+                        std::thread::yield_now();
+                    }
+                    a.put(Some(round));
+                })
+            };
+            assert_eq!(answer.wait(Duration::from_secs(3600)), Ok(Some(round)));
+            putter.join().unwrap();
+        }
+        let ended = Answer::<u32>::default();
+        ended.put(None);
+        // Only the first answer counts.
+        ended.put(Some(1));
+        assert_eq!(ended.wait(Duration::from_secs(3600)), Ok(None));
+        let unanswered = Answer::<u32>::default();
+        assert_eq!(unanswered.wait(Duration::from_millis(1)), Err(()));
     }
 }
