@@ -506,6 +506,11 @@ pub(crate) enum Part {
     DevicePower(DevicePower),
 }
 
+/// Components kept from one status. A real device has fewer than 30 of the types read here (a Pro 4PM with an
+/// add-on); the bound keeps a hostile one's thousands of `switch:N` from costing the push poller, which every
+/// device shares, a search of all those before per key.
+const MAX_PARTS: usize = 64;
+
 /// What a `Shelly.GetStatus` result says, reduced to what is read from it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct StatusDoc {
@@ -560,13 +565,15 @@ impl StatusDoc {
 
     fn put(&mut self, kind: Kind, index: u32, part: Part) {
         // A repeated key: the last one counts, in the first one's place (as a JSON object keeps it).
+        let full = self.parts.len() >= MAX_PARTS;
         match self
             .parts
             .iter_mut()
             .find(|(k, i, _)| *k == kind && *i == index)
         {
             Some(slot) => slot.2 = part,
-            None => self.parts.push((kind, index, part)),
+            None if !full => self.parts.push((kind, index, part)),
+            None => {}
         }
     }
 }
@@ -708,6 +715,21 @@ mod tests {
         // Escaped names are the same names.
         let d = StatusDoc::parse(r#"{"sw\u0069tch:0":{"\u006futput":true}}"#).unwrap();
         assert_eq!(d.channel(Kind::Switch, 0).unwrap().output, Flag(Some(true)));
+    }
+
+    /// A status with ever more components keeps the first `MAX_PARTS`; a repeat of one kept still counts.
+    #[test]
+    fn a_flood_of_components_is_bounded() {
+        let mut text = String::from(r#"{"switch:0":{"output":false}"#);
+        for i in 1..100_000 {
+            text.push_str(&format!(r#","switch:{i}":{{"output":true}}"#));
+        }
+        text.push_str(r#","switch:0":{"output":true}}"#);
+        let d = StatusDoc::parse(&text).unwrap();
+        assert_eq!(d.parts.len(), MAX_PARTS);
+        assert_eq!(d.channel(Kind::Switch, 0).unwrap().output, Flag(Some(true)));
+        assert!(d.has(Kind::Switch, MAX_PARTS as u32 - 1));
+        assert!(!d.has(Kind::Switch, MAX_PARTS as u32));
     }
 
     #[test]
