@@ -154,16 +154,7 @@ impl Rpc {
                     t.reading();
                 }
                 let status = self.read_status(dev)?;
-                if earlier {
-                    self.recheck_profile(dev, &status)?;
-                }
-                apply_status(
-                    dev,
-                    &self.model,
-                    &self.shape,
-                    &status,
-                    &clock::rfc3339_now(),
-                );
+                self.take_status(dev, &status, earlier)?;
             }
         }
         if !self.hooks_need_list() && !self.quick {
@@ -193,17 +184,16 @@ impl Rpc {
         recheck: bool,
     ) -> Result<()> {
         self.http.record_reach(true);
-        let status = StatusDoc::from_value(status);
+        self.take_status(dev, &StatusDoc::from_value(status), recheck)
+    }
+
+    /// A status read or pushed, onto the device (after asking `/shelly` again when `recheck` and its
+    /// components are not those of the profile the device introduced itself with).
+    fn take_status(&mut self, dev: &mut Device, status: &StatusDoc, recheck: bool) -> Result<()> {
         if recheck {
-            self.recheck_profile(dev, &status)?;
+            self.recheck_profile(dev, status)?;
         }
-        apply_status(
-            dev,
-            &self.model,
-            &self.shape,
-            &status,
-            &clock::rfc3339_now(),
-        );
+        apply_status(dev, &self.model, &self.shape, status, &clock::rfc3339_now());
         Ok(())
     }
 

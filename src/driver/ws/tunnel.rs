@@ -510,13 +510,7 @@ impl Tunnel {
             set_output_in_mirror(&mut g, key, *on);
         }
         if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
-            let text = text_of_map(r);
-            g.mirror_base = text.len();
-            g.mirror = Some(text);
-            g.mirror_changed = false;
-            g.mirror_held = true;
-            g.subscribed = None;
-            g.handoff = None;
+            mirror_a_read(&mut g, text_of_map(r));
         }
         p.answer.put(Some(Reply::Frame(frame)));
         true
@@ -557,13 +551,7 @@ impl Tunnel {
             return false;
         };
         g.answered = Some(Instant::now());
-        let text: Box<str> = result.get().into();
-        g.mirror_base = text.len();
-        g.mirror = Some(text);
-        g.mirror_changed = false;
-        g.mirror_held = true;
-        g.subscribed = None;
-        g.handoff = None;
+        mirror_a_read(&mut g, result.get().into());
         p.answer.put(Some(Reply::Status(Box::new(doc))));
         true
     }
@@ -703,6 +691,16 @@ fn merge(into: &mut Map<String, Value>, changed: &Map<String, Value>) {
 /// Whether a notified value may replace a known one: the same JSON kind, or `null` on either side.
 fn same_kind(old: &Value, new: &Value) -> bool {
     std::mem::discriminant(old) == std::mem::discriminant(new) || old.is_null() || new.is_null()
+}
+
+/// The driver's own status read (`text`, its result) becomes the mirror: the driver holds it as it is.
+fn mirror_a_read(g: &mut Inner, text: Box<str>) {
+    g.mirror_base = text.len();
+    g.mirror = Some(text);
+    g.mirror_changed = false;
+    g.mirror_held = true;
+    g.subscribed = None;
+    g.handoff = None;
 }
 
 /// The status key and state a request switches, for `<Switch|Light|CCT|RGB|RGBW>.Set` with an `id` and a
