@@ -10,7 +10,9 @@
 
 use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 use serde_json::Value;
 
 /// A number (`None`: missing, `null` or not a number).
@@ -190,7 +192,9 @@ macro_rules! fields {
         impl Leaf for $name {
             fn map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
                 let mut out = $name::default();
-                while let Some(key) = map.next_key::<Key>()? {
+                const NAMES: &[&str] = &[$($key),*];
+                let names = || Names { names: NAMES, components: false };
+                while let Some(key) = map.next_key_seed(names())? {
                     match key {
                         $(Key::Name($key) => out.$field = map.next_value()?,)*
                         _ => {
@@ -206,31 +210,43 @@ macro_rules! fields {
     };
 }
 
-/// An object member's name as far as a reader cares: one of the names wanted (a static name: nothing
-/// copied), a component, or something else.
+/// An object member's name as far as a reader cares: one of the names it reads (a static name: nothing
+/// copied), a component (at the top of a status), or something else.
 enum Key {
     Name(&'static str),
     Component(Kind, u32),
     Other,
 }
 
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Key, E> {
-                Ok(match (known(s), component_key(s)) {
-                    (Some(n), _) => Key::Name(n),
-                    (None, Some((kind, index))) => Key::Component(kind, index),
-                    (None, None) => Key::Other,
-                })
-            }
+/// Reads a member name as a [`Key`]: `names` are the reader's own, `components` whether `type:N` counts.
+struct Names {
+    names: &'static [&'static str],
+    components: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Names {
+    type Value = Key;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Names {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Key, E> {
+        if let Some(n) = self.names.iter().find(|n| **n == s) {
+            return Ok(Key::Name(n));
         }
-        d.deserialize_str(V)
+        Ok(match component_key(s).filter(|_| self.components) {
+            Some((kind, index)) => Key::Component(kind, index),
+            None => Key::Other,
+        })
     }
 }
 
@@ -359,80 +375,6 @@ fields!(
         restart_required: Flag = "restart_required",
         available_updates: NonEmpty = "available_updates",
     }
-);
-
-/// Every member name a reader above wants (a `match`: the compiler sorts it by length and bytes).
-macro_rules! names {
-    ($($n:literal),* $(,)?) => {
-        fn known(s: &str) -> Option<&'static str> {
-            match s {
-                $($n => Some($n),)*
-                _ => None,
-            }
-        }
-    };
-}
-
-names!(
-    "total",
-    "tC",
-    "percent",
-    "output",
-    "apower",
-    "voltage",
-    "current",
-    "pf",
-    "freq",
-    "aprtpower",
-    "aenergy",
-    "ret_aenergy",
-    "temperature",
-    "brightness",
-    "ct",
-    "rgb",
-    "white",
-    "state",
-    "pos_control",
-    "current_pos",
-    "act_power",
-    "aprt_power",
-    "total_act_energy",
-    "total_act_ret_energy",
-    "a_act_power",
-    "a_voltage",
-    "a_current",
-    "a_pf",
-    "a_freq",
-    "a_aprt_power",
-    "b_act_power",
-    "b_voltage",
-    "b_current",
-    "b_pf",
-    "b_freq",
-    "b_aprt_power",
-    "c_act_power",
-    "c_voltage",
-    "c_current",
-    "c_pf",
-    "c_freq",
-    "c_aprt_power",
-    "total_act_power",
-    "a_total_act_energy",
-    "a_total_act_ret_energy",
-    "b_total_act_energy",
-    "b_total_act_ret_energy",
-    "c_total_act_energy",
-    "c_total_act_ret_energy",
-    "total_act",
-    "total_act_ret",
-    "rh",
-    "battery",
-    "mac",
-    "wakeup_period",
-    "uptime",
-    "restart_required",
-    "available_updates",
-    "sys",
 );
 
 /// The component types a status is read for.
@@ -588,7 +530,11 @@ struct Read {
 impl Leaf for Read {
     fn map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
         let mut doc = StatusDoc::default();
-        while let Some(key) = map.next_key::<Key>()? {
+        let names = || Names {
+            names: &["sys"],
+            components: true,
+        };
+        while let Some(key) = map.next_key_seed(names())? {
             let (kind, index) = match key {
                 Key::Name("sys") => {
                     doc.sys = map.next_value()?;
