@@ -131,6 +131,43 @@ fn fired_events_push_notify_event() {
     assert_eq!(ev.event, "double_push");
 }
 
+/// The first change after subscribing is notified, with only what changed, however the client subscribed:
+/// `Shelly.GetStatus` (the device measures later changes against the status it answered), one it refused, and
+/// another method.
+#[test]
+fn the_first_change_after_subscribing_is_notified() {
+    for first in [
+        r#"{"id": 1, "src": "t", "method": "Shelly.GetStatus"}"#,
+        r#"{"id": 1, "src": "t", "method": "shelly.getstatus", "params": null}"#,
+        r#"{"id": 1, "src": "t", "method": "Shelly.GetStatus", "params": [1]}"#,
+        r#"{"id": 1, "src": "t", "method": "Switch.GetStatus", "params": {"id": 1}}"#,
+    ] {
+        let emu = emulator(DeviceSpec::new("Shelly2PMG3"));
+        let mut c =
+            Connection::connect(local(emu.port(0)), "127.0.0.1", "/rpc", Timeouts::default())
+                .unwrap();
+        let next = |c: &mut Connection| -> Value {
+            serde_json::from_str(&c.recv(Instant::now() + LIMIT).unwrap().unwrap()).unwrap()
+        };
+        c.send_text(first).unwrap();
+        let answer = next(&mut c);
+        assert_eq!(answer["id"], json!(1), "{first}: {answer}");
+        if let Some(status) = answer["result"].get("switch:1") {
+            assert_eq!(status["output"], json!(false), "{first}");
+        }
+        emu.set_output(0, 1, true);
+        let n = next(&mut c);
+        assert_eq!(n["method"], json!("NotifyStatus"), "{first}: {n}");
+        assert_eq!(
+            n["params"]["switch:1"]["output"],
+            json!(true),
+            "{first}: {n}"
+        );
+        assert!(n["params"].get("switch:0").is_none(), "{first}: {n}");
+        c.close();
+    }
+}
+
 #[test]
 fn a_client_without_src_gets_no_notifications() {
     let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));

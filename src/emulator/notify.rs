@@ -43,6 +43,16 @@ pub(crate) fn full_status(
     Value::Object(full)
 }
 
+/// `status`, just built under the state lock, becomes what later changes are measured against when nothing
+/// is yet: a subscribing `Shelly.GetStatus` answers with what the client then knows, and no second status is
+/// built to measure it (that was a fifth of the emulator's CPU at a push channel's open).
+pub(crate) fn measure_from(status: &Map<String, Value>, last: &Mutex<Option<Map<String, Value>>>) {
+    let mut last = lock(last);
+    if last.is_none() {
+        *last = Some(comparable(status.clone()));
+    }
+}
+
 /// What changed since `last` as a notification (method, params), `last` moved on; `None` when nothing did
 /// (or `last` was empty: the status now is what later changes are measured against).
 pub(crate) fn status_change(

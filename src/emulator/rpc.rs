@@ -1,5 +1,7 @@
 //! Shelly Gen2+ JSON-RPC over HTTP: `POST /rpc` frames, `GET|POST /rpc/<Method>`, and `GET /shelly`.
 
+use std::sync::atomic::Ordering;
+
 use serde_json::{Map, Value, json};
 
 use super::components::{
@@ -13,7 +15,7 @@ pub(crate) use super::rpc_params::{
 };
 use super::server::{Request, Response};
 use super::state::{InputType, Source};
-use super::{rpc_cover, rpc_light, rpc_sensors, rpc_system, rpc_webhook, sensors};
+use super::{notify, rpc_cover, rpc_light, rpc_sensors, rpc_system, rpc_webhook, sensors};
 use crate::models::{MeterSource, SensorQuantity};
 
 /// Methods every device has; component namespaces add theirs (`Shelly.ListMethods`).
@@ -242,7 +244,14 @@ fn ws(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcEr
 fn general(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, RpcError> {
     match method {
         "shelly.getdeviceinfo" => Ok(device_info(dev, &dev.state())),
-        "shelly.getstatus" => Ok(Value::Object(status(dev, &dev.state()))),
+        "shelly.getstatus" => {
+            let s = dev.state();
+            let status = status(dev, &s);
+            if dev.ws.subscribed.load(Ordering::SeqCst) {
+                notify::measure_from(&status, &dev.ws.last);
+            }
+            Ok(Value::Object(status))
+        }
         "shelly.getconfig" => Ok(Value::Object(config(dev, &dev.state()))),
         "shelly.getcomponents" => components(dev, p),
         "shelly.listmethods" => Ok(json!({ "methods": methods(dev) })),

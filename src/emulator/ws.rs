@@ -395,8 +395,13 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>, arrived: Instan
                     *g = Some(crate::text::clip(s, 64));
                     drop(g);
                     dev.ws.subscribed.store(true, Ordering::SeqCst);
-                    // The status now is what later changes are measured against.
-                    dev.measure_status();
+                    // The status now is what later changes are measured against: a `Shelly.GetStatus`
+                    // measures with the status it answers (`rpc::general`), any other request here.
+                    let params_ok =
+                        matches!(f.get("params"), None | Some(Value::Null | Value::Object(_)));
+                    if !(method.eq_ignore_ascii_case("shelly.getstatus") && params_ok) {
+                        dev.measure_status();
+                    }
                 }
             }
             rpc::answer_frame(dev, &f)
