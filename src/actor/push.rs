@@ -41,6 +41,7 @@ use serde_json::{Map, Value};
 use crate::actor::handshakes::Handshakes;
 use crate::actor::pace::Bucket;
 use crate::actor::worker;
+use crate::driver::rpc::status_doc::StatusRead;
 use crate::driver::ws::dial::{Dial, Dialed, Progress, Share};
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 use crate::driver::ws::rpc::{Event, Notification, parse_notification};
@@ -83,8 +84,8 @@ pub(crate) struct Target {
 /// Why the subscription's status is not from device `t`: its `sys.mac` is not the MAC the device is known
 /// by (configured, or confirmed by its worker; before open ends, the configured one), `None` when it is or
 /// either is unknown.
-fn foreign_mac(shared: Option<&Shared>, t: &Target, status: &Value) -> Option<String> {
-    let seen = crate::mac::Mac::parse(status.pointer("/sys/mac")?.as_str()?).ok()?;
+fn foreign_mac(shared: Option<&Shared>, t: &Target, status: &StatusRead) -> Option<String> {
+    let seen = crate::mac::Mac::parse(status.doc.sys.mac.0.as_deref()?).ok()?;
     let known = match shared {
         Some(shared) => {
             let known = shared
@@ -791,7 +792,6 @@ impl Poller {
             addr,
             &host_header,
             &src,
-            "Shelly.GetStatus",
             t.password.as_deref(),
             rt,
             now,
@@ -889,7 +889,7 @@ impl Poller {
     }
 
     /// Hands device `ti`'s answered dial to the device (`status`: the subscription's answer) and serves it.
-    fn go_live(&mut self, ti: usize, status: Value) {
+    fn go_live(&mut self, ti: usize, status: Option<StatusRead>) {
         let Slot::Dialing(d) =
             std::mem::replace(&mut self.slots[ti], Slot::Resolving { failures: 0 })
         else {
@@ -922,11 +922,10 @@ impl Poller {
         let ctx = self.ctx.clone();
         // The MAC rule: a subscription answered by another device is not this device's channel. Nothing it
         // said is merged; the worker's read (over HTTP) finds the foreign MAC and takes the device offline.
-        if let Some(why) = foreign_mac(
-            ctx.as_deref().map(|c| &*c.shared),
-            &self.targets[ti],
-            &status,
-        ) {
+        if let Some(why) = status
+            .as_ref()
+            .and_then(|s| foreign_mac(ctx.as_deref().map(|c| &*c.shared), &self.targets[ti], s))
+        {
             let _ = self.poll.registry().deregister(&mut stream);
             let _ = stream.shutdown(Shutdown::Both);
             self.fail(ti, why);
@@ -972,7 +971,7 @@ impl Poller {
             // At open: the worker's first contact takes the status and the device information; notifications
             // before the answer are older than it.
             t.tunnel
-                .attach(writer, src, challenge, Some((status, now)), info);
+                .attach(writer, src, challenge, status.map(|s| (s, now)), info);
             t.tunnel.first_ended(Opened::Up);
             log::debug!("device {}: push channel connected", t.label);
             self.again(ti);
@@ -986,13 +985,17 @@ impl Poller {
             Some((b, at)) => (Some(b), at),
             None => (None, now),
         };
-        // What changed while nobody listened is measured against what the socket saw before the drop.
-        if let Some(status) = status.as_object() {
-            let events = state_events(&t, &ctx, status, baseline);
+        // What changed while nobody listened is measured against what the socket saw before the drop (the
+        // status read again as a tree: reconnects are rare, open reads none).
+        if let Some(Ok(Value::Object(status))) = status
+            .as_ref()
+            .map(|s| crate::untrusted_json::parse(s.text.as_bytes()))
+        {
+            let events = state_events(&t, &ctx, &status, baseline);
             queue_all(&ctx, events, source);
         }
         t.tunnel
-            .attach(writer, src, challenge, Some((status, status_at)), info);
+            .attach(writer, src, challenge, status.map(|s| (s, status_at)), info);
         t.tunnel.first_ended(Opened::Up);
         // The worker's read after a (re)connect takes the subscription's status (no second request).
         ctx.shared.post(t.di, None, None, true);

@@ -38,7 +38,7 @@ use super::digest::Challenge;
 use super::http::Http;
 use super::json::flag;
 use super::switching::{Relay, SetAnswer};
-use super::ws::tunnel::{Mirror, Tunnel};
+use super::ws::tunnel::{Handoff, Mirror, Tunnel};
 use super::{Driver, OutputAction};
 use crate::clock;
 use crate::driver::profile;
@@ -144,7 +144,11 @@ impl Rpc {
         // Right after a (re)connect the subscription's answer is the read.
         let prefetched = self.tunnel.as_ref().and_then(|t| t.take_prefetched());
         match prefetched {
-            Some(status) => {
+            Some(Handoff::Read(status)) => {
+                self.http.record_reach(true);
+                self.take_status(dev, &status, earlier)?;
+            }
+            Some(Handoff::Parsed(status)) => {
                 let taken = self.take_pushed(dev, &status, earlier);
                 self.give_back(status);
                 taken?
@@ -473,6 +477,7 @@ fn channel(status: &serde_json::Value) -> status_doc::Channel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::rpc::status_doc::StatusRead;
     use crate::models::{ModelInfo, ModelLibrary};
     use crate::objects::TempProbe;
 
@@ -602,7 +607,7 @@ mod tests {
             crate::driver::ws::secure::Writer::plain(ours),
             "me".into(),
             None,
-            Some((status, std::time::Instant::now())),
+            StatusRead::from_value(&status).map(|s| (s, std::time::Instant::now())),
             None,
         );
         let script = Script::default();

@@ -462,6 +462,63 @@ pub(crate) struct StatusDoc {
     parts: Vec<(Kind, u32, Part)>,
 }
 
+/// A status read: its result's text (the push channel's mirror keeps it as it came) and what it says.
+#[derive(Debug)]
+pub(crate) struct StatusRead {
+    pub text: Box<str>,
+    pub doc: StatusDoc,
+}
+
+impl StatusRead {
+    /// An answer frame's `id` and its result read as a status, without building the frame; `None` for a frame
+    /// of any other shape (an error, a notification, a result that is no object, a repeated member, nesting
+    /// past `untrusted_json`'s bound), which then goes the usual way.
+    pub(crate) fn from_answer(frame: &str) -> Option<(u64, StatusRead)> {
+        /// The members of an answer frame this looks at; the rest are skipped.
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            id: Option<u64>,
+            #[serde(borrow)]
+            result: Option<&'a serde_json::value::RawValue>,
+            error: Option<IgnoredAny>,
+        }
+        if !crate::untrusted_json::within_depth(frame.as_bytes()) {
+            return None;
+        }
+        // A repeated member is an error here (serde's rule).
+        let Ok(Head {
+            id: Some(id),
+            result: Some(result),
+            error: None,
+        }) = serde_json::from_str::<Head>(frame)
+        else {
+            return None;
+        };
+        let doc = StatusDoc::parse(result.get())?;
+        Some((
+            id,
+            StatusRead {
+                text: result.get().into(),
+                doc,
+            },
+        ))
+    }
+
+    /// The text as a value (tests: what was read, to compare).
+    #[cfg(test)]
+    pub(crate) fn value(&self) -> Value {
+        serde_json::from_str(&self.text).expect("a status read is JSON")
+    }
+
+    /// A status already parsed; `None` when it is no object.
+    pub(crate) fn from_value(v: &Value) -> Option<StatusRead> {
+        v.is_object().then(|| StatusRead {
+            text: v.to_string().into_boxed_str(),
+            doc: StatusDoc::from_value(v),
+        })
+    }
+}
+
 impl StatusDoc {
     /// Reads a status from its JSON text (`None`: not JSON, or not an object).
     pub(crate) fn parse(text: &str) -> Option<StatusDoc> {

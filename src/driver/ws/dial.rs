@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::client::{self, MAX_HANDSHAKE, Noise};
 use super::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 use super::rpc::{self, CallError, FrameChallenge, Notification};
+use crate::driver::rpc::status_doc::StatusRead;
 
 /// Where a dial is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,8 +40,8 @@ pub(crate) enum Progress {
     More,
     /// The upgrade is done and the call goes out at the next advance: the moment "just before the request".
     Calling,
-    /// The call answered.
-    Done(Value),
+    /// The call answered: its result read as a status (`None`: the result was no object).
+    Done(Option<StatusRead>),
     /// WSS: TLS handshake records came in. Run [`super::secure::process`] on them, on any thread (the
     /// handshake's public-key crypto is the costly part of a dial), then give its result to
     /// [`Dial::processed`]; until then the dial waits and does not touch the connection.
@@ -104,7 +105,6 @@ pub(crate) struct Dial {
     accept: String,
     noise: Noise,
     src: String,
-    method: &'static str,
     password: Option<String>,
     challenge: Option<(FrameChallenge, u32)>,
     /// The id of the call in flight, the next one, and whether it already answered a fresh challenge.
@@ -115,14 +115,14 @@ pub(crate) struct Dial {
     dropped: u64,
     intro: Intro,
     /// The call's result, held while the introduction's answer is still to come.
-    result: Option<Value>,
+    result: Option<Option<StatusRead>>,
     /// Handshake records handed out ([`Progress::Crypto`]) and not processed yet.
     processing: bool,
 }
 
 impl Dial {
-    /// Starts the TCP connect to `addr` (`host` is the `Host` header value); the call is `method` with our
-    /// `src`, answering challenges with `password`. Every step must finish within `step` of its start. With
+    /// Starts the TCP connect to `addr` (`host` is the `Host` header value); the call is `Shelly.GetStatus` with
+    /// our `src`, answering challenges with `password`. Every step must finish within `step` of its start. With
     /// `tls` (WSS) the TLS handshake runs within the upgrade's step, the upgrade request waiting in rustls.
     /// Ask [`Dial::introduce`] before the first advance to read `Shelly.GetDeviceInfo` too.
     #[allow(clippy::too_many_arguments)]
@@ -130,7 +130,6 @@ impl Dial {
         addr: SocketAddr,
         host: &str,
         src: &str,
-        method: &'static str,
         password: Option<&str>,
         step: Duration,
         now: Instant,
@@ -151,7 +150,6 @@ impl Dial {
             accept: String::new(),
             noise: Noise::new(),
             src: src.to_string(),
-            method,
             password: password.map(str::to_string),
             challenge: None,
             id: 0,
@@ -427,7 +425,15 @@ impl Dial {
 
     /// One text message while the call is in flight: its answer (the result), a challenge (the call goes
     /// again), a notification (queued), or something skipped.
-    fn on_text(&mut self, text: &str) -> Result<Option<Value>, String> {
+    fn on_text(&mut self, text: &str) -> Result<Option<Option<StatusRead>>, String> {
+        // The call's answer is read straight into a status (no JSON tree); any other frame the usual way.
+        if let Some((id, read)) = StatusRead::from_answer(text)
+            && id == self.id
+            && !matches!(self.intro, Intro::Asked(asked) if asked == id)
+        {
+            self.result = Some(Some(read));
+            return Ok(self.finished());
+        }
         let Ok(Value::Object(frame)) = crate::untrusted_json::parse(text.as_bytes()) else {
             return Err(format!(
                 "subscribing failed: {}",
@@ -452,7 +458,7 @@ impl Dial {
         }
         match rpc::take_result(frame) {
             Ok(v) => {
-                self.result = Some(v);
+                self.result = Some(StatusRead::from_value(&v));
                 Ok(self.finished())
             }
             Err(CallError::Rpc { code: 401, message }) => {
@@ -471,7 +477,7 @@ impl Dial {
     }
 
     /// The call's result once it and the introduction (if asked) answered.
-    fn finished(&mut self) -> Option<Value> {
+    fn finished(&mut self) -> Option<Option<StatusRead>> {
         if matches!(self.intro, Intro::Wanted | Intro::Asked(_)) {
             return None;
         }
@@ -494,7 +500,7 @@ impl Dial {
         let frame = rpc::request_frame(
             self.id,
             &self.src,
-            self.method,
+            "Shelly.GetStatus",
             None,
             self.password.as_deref(),
             &mut self.challenge,
@@ -691,17 +697,7 @@ mod tests {
     }
 
     fn start(addr: SocketAddr, password: Option<&str>) -> Dial {
-        Dial::start(
-            addr,
-            "dev",
-            "me",
-            "Shelly.GetStatus",
-            password,
-            STEP,
-            Instant::now(),
-            None,
-        )
-        .unwrap()
+        Dial::start(addr, "dev", "me", password, STEP, Instant::now(), None).unwrap()
     }
 
     /// A device that upgrades, reads `calls` request frames and answers them with what `answer` makes of them
@@ -754,17 +750,8 @@ mod tests {
         let conn =
             rustls::ClientConnection::new(tls.config(), "127.0.0.1".try_into().unwrap()).unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", emu.port(0)).parse().unwrap();
-        let mut dial = Dial::start(
-            addr,
-            "dev",
-            "me",
-            "Shelly.GetStatus",
-            None,
-            STEP,
-            Instant::now(),
-            Some(conn),
-        )
-        .unwrap();
+        let mut dial =
+            Dial::start(addr, "dev", "me", None, STEP, Instant::now(), Some(conn)).unwrap();
         let mut handed = 0;
         let p = drive_with(&mut dial, |dial, conn| {
             handed += 1;
@@ -789,9 +776,10 @@ mod tests {
     #[test]
     fn a_wss_dial_hands_its_handshake_out_and_completes_once_told() {
         let (p, handed) = wss_dial_with_crypto_elsewhere(None);
-        let Progress::Done(status) = p else {
+        let Progress::Done(Some(status)) = p else {
             panic!("{p:?}");
         };
+        let status = status.value();
         assert!(status.get("switch:0").is_some(), "{status}");
         // The server's first flight and its Finished at least.
         assert!(handed >= 2, "{handed}");
@@ -822,10 +810,11 @@ mod tests {
         });
         let mut dial = start(addr, None);
         dial.introduce();
-        let Progress::Done(status) = drive(&mut dial) else {
+        let Progress::Done(Some(read)) = drive(&mut dial) else {
             panic!("not done")
         };
-        assert_eq!(status["sys"]["uptime"], 7);
+        assert_eq!(read.doc.sys.uptime.0, Some(7.0), "read typed");
+        assert_eq!(read.value()["sys"]["uptime"], 7, "its text kept");
         let dialed = dial.into_dialed();
         assert_eq!(
             dialed.info,
@@ -868,10 +857,13 @@ mod tests {
             ],
         );
         let mut dial = start(addr, None);
-        let Progress::Done(status) = drive(&mut dial) else {
+        let Progress::Done(Some(status)) = drive(&mut dial) else {
             panic!("not done");
         };
-        assert_eq!(status["switch:0"]["output"], serde_json::json!(false));
+        assert_eq!(
+            status.value()["switch:0"]["output"],
+            serde_json::json!(false)
+        );
         let d = dial.into_dialed();
         assert_eq!(d.queued.len(), 1, "the notification before the answer");
         assert!(

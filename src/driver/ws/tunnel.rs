@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 
 use super::frame::{self, Opcode};
 use super::rpc::FrameChallenge;
-use crate::driver::rpc::status_doc::StatusDoc;
+use crate::driver::rpc::status_doc::{StatusDoc, StatusRead};
 
 /// How many bytes notifications may add to the mirror's text before it is dropped (a device that keeps sending
 /// new fields must not grow our memory: the next read asks the device and starts a new mirror). A real device
@@ -90,7 +90,7 @@ struct Inner {
     /// The mirror as the poller last built it (the subscription's answer, or notifications merged into it),
     /// until the driver's read takes it: a parse of the text on the worker's stack would make its resident
     /// stack a page deeper for good. At most one per device, dropped when taken or replaced.
-    handoff: Option<Value>,
+    handoff: Option<Handoff>,
     /// `Shelly.GetDeviceInfo` read with the subscription at open and when, until the driver takes it.
     info: Option<(Value, Instant)>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
@@ -183,6 +183,26 @@ struct RequestFrame<'a> {
 }
 
 /// What became of a request sent through the tunnel.
+/// A status the poller read for the driver and hands over with the mirror.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Handoff {
+    /// Notifications merged into the last status (or a full one pushed).
+    Parsed(Value),
+    /// The subscription's answer, read straight into what the driver takes from it.
+    Read(Box<StatusDoc>),
+}
+
+impl Inner {
+    /// The handoff as a value to merge into or to hand over as one; a status read into a `StatusDoc` is
+    /// dropped (the caller reads the mirror's text instead).
+    fn parsed_handoff(&mut self) -> Option<Value> {
+        match self.handoff.take() {
+            Some(Handoff::Parsed(v)) => Some(v),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) enum Sent {
     /// No live connection: use HTTP.
     Down,
@@ -272,7 +292,7 @@ impl Tunnel {
         stream: super::secure::Writer,
         src: String,
         challenge: Option<(FrameChallenge, u32)>,
-        status: Option<(Value, Instant)>,
+        status: Option<(StatusRead, Instant)>,
         info: Option<Value>,
     ) {
         let mut g = self.lock();
@@ -292,8 +312,12 @@ impl Tunnel {
             g.challenge = challenge;
         }
         (g.mirror, g.subscribed, g.handoff) = match status {
-            Some((m @ Value::Object(_), asked)) => (Some(text_of(&m)), Some(asked), Some(m)),
-            _ => (None, None, None),
+            Some((read, asked)) => (
+                Some(read.text),
+                Some(asked),
+                Some(Handoff::Read(Box::new(read.doc))),
+            ),
+            None => (None, None, None),
         };
         g.mirror_base = g.mirror.as_ref().map_or(0, |m| m.len());
         g.mirror_changed = false;
@@ -394,7 +418,7 @@ impl Tunnel {
 
     /// The worker: the status the subscription read, when no notification came after it, no read or command
     /// of the driver's began after it was asked for (a switch sent meanwhile makes it stale), and it is recent.
-    pub(crate) fn take_prefetched(&self) -> Option<Value> {
+    pub(crate) fn take_prefetched(&self) -> Option<Handoff> {
         let text = {
             let mut g = self.lock();
             let asked = g.subscribed.take()?;
@@ -411,7 +435,7 @@ impl Tunnel {
             g.mirror.clone()?
         };
         // Parsed outside the lock: the poller merges notifications under it.
-        parsed(&text)
+        parsed(&text).map(Handoff::Parsed)
     }
 
     /// The poller: a `NotifyStatus` (changed fields, merged into the mirror) or a `NotifyFullStatus` (`full`:
@@ -422,10 +446,9 @@ impl Tunnel {
             let text = text_of_map(components);
             g.mirror_base = text.len();
             g.mirror = Some(text);
-            g.handoff = Some(Value::Object(components.clone()));
+            g.handoff = Some(Handoff::Parsed(Value::Object(components.clone())));
         } else if let Some(Value::Object(mut m)) = g
-            .handoff
-            .take()
+            .parsed_handoff()
             .or_else(|| g.mirror.as_deref().and_then(parsed))
         {
             merge(&mut m, components);
@@ -436,7 +459,7 @@ impl Tunnel {
                 return;
             }
             g.mirror = Some(text);
-            g.handoff = Some(Value::Object(m));
+            g.handoff = Some(Handoff::Parsed(Value::Object(m)));
         } else {
             return;
         }
@@ -452,7 +475,7 @@ impl Tunnel {
             match &g.mirror {
                 Some(_) if changed => {
                     g.mirror_held = true;
-                    if let Some(merged) = g.handoff.take() {
+                    if let Some(merged) = g.parsed_handoff() {
                         return Mirror::Changed(merged);
                     }
                     match &g.mirror {
@@ -521,29 +544,10 @@ impl Tunnel {
     /// text as the mirror, and hands the status over. False when it is not (an error, a notification, another
     /// id, a frame of any other shape): the frame then goes the usual way.
     pub(crate) fn take_status_answer(&self, text: &str) -> bool {
-        /// The members of an answer frame this looks at; the rest are skipped.
-        #[derive(serde::Deserialize)]
-        struct Head<'a> {
-            id: Option<u64>,
-            #[serde(borrow)]
-            result: Option<&'a serde_json::value::RawValue>,
-            error: Option<serde::de::IgnoredAny>,
-        }
-        if !self.lock().pending.as_ref().is_some_and(|p| p.typed)
-            || !crate::untrusted_json::within_depth(text.as_bytes())
-        {
+        if !self.lock().pending.as_ref().is_some_and(|p| p.typed) {
             return false;
         }
-        // A repeated member is an error here (serde's rule): such a frame goes the usual way.
-        let Ok(Head {
-            id: Some(id),
-            result: Some(result),
-            error: None,
-        }) = serde_json::from_str::<Head>(text)
-        else {
-            return false;
-        };
-        let Some(doc) = StatusDoc::parse(result.get()) else {
+        let Some((id, read)) = StatusRead::from_answer(text) else {
             return false;
         };
         let mut g = self.lock();
@@ -551,8 +555,8 @@ impl Tunnel {
             return false;
         };
         g.answered = Some(Instant::now());
-        mirror_a_read(&mut g, result.get().into());
-        p.answer.put(Some(Reply::Status(Box::new(doc))));
+        mirror_a_read(&mut g, read.text);
+        p.answer.put(Some(Reply::Status(Box::new(read.doc))));
         true
     }
 
@@ -719,10 +723,10 @@ fn output_set(method: &str, params: Option<&Value>) -> Option<(String, bool)> {
 /// Sets `key`'s `output` in the mirror (where the mirror has it) without marking the mirror changed. The
 /// parsed value waiting beside the text is kept in step; without one, the parse is dropped (freed here).
 fn set_output_in_mirror(g: &mut Inner, key: &str, on: bool) {
-    let waiting = g.handoff.is_some();
+    // A status read into a `StatusDoc` is dropped: it no longer says what the mirror will.
+    let waiting = matches!(g.handoff, Some(Handoff::Parsed(_)));
     let Some(Value::Object(mut m)) = g
-        .handoff
-        .take()
+        .parsed_handoff()
         .or_else(|| g.mirror.as_deref().and_then(parsed))
     else {
         return;
@@ -734,7 +738,7 @@ fn set_output_in_mirror(g: &mut Inner, key: &str, on: bool) {
         g.mirror = Some(text_of_map(&m));
     }
     if waiting {
-        g.handoff = Some(Value::Object(m));
+        g.handoff = Some(Handoff::Parsed(Value::Object(m)));
     }
 }
 
@@ -743,10 +747,6 @@ fn text_of_map(m: &Map<String, Value>) -> Box<str> {
     serde_json::to_string(m)
         .unwrap_or_default()
         .into_boxed_str()
-}
-
-fn text_of(v: &Value) -> Box<str> {
-    v.to_string().into_boxed_str()
 }
 
 /// The mirror's text as a value (it is our own writing; `None` only if that broke).
@@ -793,13 +793,14 @@ fn write_locked(g: &mut Inner, opcode: Opcode, payload: &[u8]) -> bool {
 mod tests {
     use super::super::secure::Writer;
     use super::*;
+    use crate::driver::rpc::status_doc::Kind;
     use serde_json::json;
     use std::io::Read as _;
     use std::net::{TcpListener, TcpStream};
 
     /// A tunnel attached to one end of a loopback connection; the other end is returned.
     fn attached(status: Option<Value>) -> (Tunnel, TcpStream) {
-        let status = status.map(|s| (s, Instant::now()));
+        let status = status.map(|s| (read(&s), Instant::now()));
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let ours = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (theirs, _) = l.accept().unwrap();
@@ -808,10 +809,23 @@ mod tests {
         (t, theirs)
     }
 
+    /// A subscription's answer, as the dial reads it.
+    fn read(status: &Value) -> StatusRead {
+        StatusRead::from_value(status).expect("an object")
+    }
+
+    /// Switch 0's `output` in a status handed over as read.
+    fn switch_0(h: Option<Handoff>) -> Option<bool> {
+        let Some(Handoff::Read(doc)) = h else {
+            panic!("{h:?}")
+        };
+        doc.channel(Kind::Switch, 0)?.output.0
+    }
+
     #[test]
     fn the_subscription_status_is_taken_once_and_a_notification_makes_it_stale() {
         let (t, _peer) = attached(Some(json!({"switch:0": {"output": true}})));
-        assert_eq!(t.take_prefetched().unwrap()["switch:0"]["output"], true);
+        assert_eq!(switch_0(t.take_prefetched()), Some(true));
         assert!(t.take_prefetched().is_none(), "taken once");
         let (t, _peer) = attached(Some(json!({})));
         t.notified();
@@ -824,7 +838,7 @@ mod tests {
             Writer::plain(_peer.try_clone().unwrap()),
             "me".into(),
             None,
-            Some((json!({}), asked)),
+            Some((read(&json!({})), asked)),
             None,
         );
         assert!(
@@ -838,7 +852,7 @@ mod tests {
             Writer::plain(_peer.try_clone().unwrap()),
             "me".into(),
             None,
-            Some((json!({"a": 1}), asked)),
+            Some((read(&json!({"a": 1})), asked)),
             None,
         );
         assert!(
@@ -1051,7 +1065,10 @@ mod tests {
             t.lock().handoff.is_some(),
             "the subscription's answer still waits"
         );
-        assert_eq!(t.take_prefetched(), Some(status));
+        assert_eq!(
+            t.take_prefetched(),
+            Some(Handoff::Read(Box::new(StatusDoc::from_value(&status))))
+        );
         assert!(t.lock().handoff.is_none(), "taken once");
     }
 
@@ -1066,16 +1083,16 @@ mod tests {
             Some(status.to_string().as_str()),
             "its compact text"
         );
-        let taken = t.take_prefetched().unwrap();
-        assert_eq!(taken, status, "numbers and order as read");
+        let taken = t.take_prefetched();
+        assert_eq!(
+            taken,
+            Some(Handoff::Read(Box::new(StatusDoc::from_value(&status))))
+        );
         t.merge_status(
             json!({"switch:0": {"output": true}}).as_object().unwrap(),
             false,
         );
-        assert_eq!(
-            taken["switch:0"]["output"], false,
-            "the driver's status stays"
-        );
+        assert_eq!(switch_0(taken), Some(false), "the driver's status stays");
         let now = t.mirror().unwrap();
         assert_eq!(now["switch:0"]["output"], true);
         assert_eq!(now["switch:0"]["apower"], 12.5, "the rest kept");
