@@ -898,20 +898,22 @@ pub struct OutputChange {
 }
 
 /// The keys an object of `kind` (or a device, for `None`) already uses; custom attributes must not reuse them.
-pub(crate) fn reserved_keys(kind: Option<ComponentKind>) -> Vec<String> {
-    let value = match kind {
-        None => serde_json::to_value(Device::default()),
-        Some(ComponentKind::Input) => serde_json::to_value(Input::default()),
-        Some(ComponentKind::Output) => serde_json::to_value(Output::default()),
-        Some(ComponentKind::Meter) => serde_json::to_value(Meter::default()),
-        Some(ComponentKind::TempProbe) => serde_json::to_value(TempProbe::default()),
-        Some(ComponentKind::Cover) => serde_json::to_value(Cover::default()),
-        Some(ComponentKind::Sensor) => serde_json::to_value(Sensor::default()),
+/// Worked out once per kind: the loader asks for every block of every device.
+pub(crate) fn reserved_keys(kind: Option<ComponentKind>) -> &'static [String] {
+    static KEYS: [std::sync::OnceLock<Vec<String>>; 7] = [const { std::sync::OnceLock::new() }; 7];
+    let (slot, value): (usize, fn() -> serde_json::Result<Value>) = match kind {
+        None => (0, || serde_json::to_value(Device::default())),
+        Some(ComponentKind::Input) => (1, || serde_json::to_value(Input::default())),
+        Some(ComponentKind::Output) => (2, || serde_json::to_value(Output::default())),
+        Some(ComponentKind::Meter) => (3, || serde_json::to_value(Meter::default())),
+        Some(ComponentKind::TempProbe) => (4, || serde_json::to_value(TempProbe::default())),
+        Some(ComponentKind::Cover) => (5, || serde_json::to_value(Cover::default())),
+        Some(ComponentKind::Sensor) => (6, || serde_json::to_value(Sensor::default())),
     };
-    match value {
+    KEYS[slot].get_or_init(|| match value() {
         Ok(Value::Object(m)) => m.keys().cloned().collect(),
         _ => Vec::new(),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -989,6 +991,11 @@ mod tests {
     fn reserved_keys_list_builtin_fields() {
         let keys = reserved_keys(Some(ComponentKind::Output));
         assert!(keys.contains(&"State".to_string()));
+        assert!(
+            !keys.contains(&"Online".to_string()),
+            "a device's, not an output's"
+        );
         assert!(reserved_keys(None).contains(&"Online".to_string()));
+        assert!(reserved_keys(Some(ComponentKind::Meter)).contains(&"Power".to_string()));
     }
 }
