@@ -470,10 +470,10 @@ pub(crate) struct StatusRead {
 }
 
 impl StatusRead {
-    /// An answer frame's `id` and its result read as a status, without building the frame; `None` for a frame
-    /// of any other shape (an error, a notification, a result that is no object, a repeated member, nesting
-    /// past `untrusted_json`'s bound), which then goes the usual way.
-    pub(crate) fn from_answer(frame: &str) -> Option<(u64, StatusRead)> {
+    /// The answer frame to request `id`, its result read as a status without building the frame; `None` for
+    /// a frame of any other shape (another id, an error, a notification, a result that is no object, a
+    /// repeated member, nesting past `untrusted_json`'s bound), which then goes the usual way.
+    pub(crate) fn from_answer(frame: &str, id: u64) -> Option<StatusRead> {
         /// The members of an answer frame this looks at; the rest are skipped.
         #[derive(serde::Deserialize)]
         struct Head<'a> {
@@ -487,21 +487,21 @@ impl StatusRead {
         }
         // A repeated member is an error here (serde's rule).
         let Ok(Head {
-            id: Some(id),
+            id: Some(answers),
             result: Some(result),
             error: None,
         }) = serde_json::from_str::<Head>(frame)
         else {
             return None;
         };
+        if answers != id {
+            return None;
+        }
         let doc = StatusDoc::parse(result.get())?;
-        Some((
-            id,
-            StatusRead {
-                text: result.get().into(),
-                doc,
-            },
-        ))
+        Some(StatusRead {
+            text: result.get().into(),
+            doc,
+        })
     }
 
     /// The text as a value (tests: what was read, to compare).

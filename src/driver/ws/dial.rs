@@ -427,10 +427,7 @@ impl Dial {
     /// again), a notification (queued), or something skipped.
     fn on_text(&mut self, text: &str) -> Result<Option<Option<StatusRead>>, String> {
         // The call's answer is read straight into a status (no JSON tree); any other frame the usual way.
-        if let Some((id, read)) = StatusRead::from_answer(text)
-            && id == self.id
-            && !matches!(self.intro, Intro::Asked(asked) if asked == id)
-        {
+        if let Some(read) = StatusRead::from_answer(text, self.id) {
             self.result = Some(Some(read));
             return Ok(self.finished());
         }

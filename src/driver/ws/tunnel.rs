@@ -242,6 +242,8 @@ impl Tunnel {
         let mut g = self.first();
         if let First::Dialing | First::Connected(_) = *g {
             *g = First::Ended(how);
+            // Woken after the lock is released, so the waiter does not wake only to wait for it.
+            drop(g);
             self.first_moved.notify_all();
         }
     }
@@ -544,10 +546,16 @@ impl Tunnel {
     /// text as the mirror, and hands the status over. False when it is not (an error, a notification, another
     /// id, a frame of any other shape): the frame then goes the usual way.
     pub(crate) fn take_status_answer(&self, text: &str) -> bool {
-        if !self.lock().pending.as_ref().is_some_and(|p| p.typed) {
+        let Some(id) = self
+            .lock()
+            .pending
+            .as_ref()
+            .filter(|p| p.typed)
+            .map(|p| p.id)
+        else {
             return false;
-        }
-        let Some((id, read)) = StatusRead::from_answer(text) else {
+        };
+        let Some(read) = StatusRead::from_answer(text, id) else {
             return false;
         };
         let mut g = self.lock();
