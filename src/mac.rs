@@ -30,21 +30,32 @@ impl Mac {
         if t.len() > 17 {
             return Err(bad("too long"));
         }
-        let groups: Vec<&str> = if t.contains(':') {
-            t.split(':').collect()
-        } else if t.contains('-') {
-            t.split('-').collect()
-        } else if t.contains('.') {
-            t.split('.').collect()
-        } else {
-            vec![t]
-        };
-        let expected_width = match groups.len() {
+        // Read without allocating: every status read checks the MAC its device reports.
+        let sep = [':', '-', '.'].into_iter().find(|&c| t.contains(c));
+        let mut parts = [""; 6];
+        let mut n = 0;
+        match sep {
+            Some(c) => {
+                for g in t.split(c) {
+                    if let Some(slot) = parts.get_mut(n) {
+                        *slot = g;
+                    }
+                    n += 1;
+                }
+            }
+            None => {
+                parts[0] = t;
+                n = 1;
+            }
+        }
+        let dotted = sep == Some('.');
+        let expected_width = match n {
             1 => 12,
-            3 if t.contains('.') => 4,
-            6 if !t.contains('.') => 2,
+            3 if dotted => 4,
+            6 if !dotted => 2,
             _ => return Err(bad("wrong number of groups")),
         };
+        let groups = &parts[..n];
         if groups.iter().any(|g| g.len() != expected_width) {
             return Err(if groups.len() == 1 {
                 bad("without separators a MAC has 12 hex digits")
@@ -52,14 +63,13 @@ impl Mac {
                 bad(&format!("each group must have {expected_width} hex digits"))
             });
         }
-        let digits: String = groups.concat();
-        if !digits.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(bad("only hex digits 0-9 and A-F are allowed"));
-        }
         let mut bytes = [0u8; 6];
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16)
-                .map_err(|_| bad("only hex digits 0-9 and A-F are allowed"))?;
+        let digits = groups.iter().flat_map(|g| g.bytes());
+        for (k, c) in digits.enumerate() {
+            let v = char::from(c)
+                .to_digit(16)
+                .ok_or_else(|| bad("only hex digits 0-9 and A-F are allowed"))?;
+            bytes[k / 2] = (bytes[k / 2] << 4) | v as u8;
         }
         Ok(Mac(bytes))
     }
@@ -82,12 +92,14 @@ impl Mac {
 
 impl fmt::Display for Mac {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
-        write!(
-            f,
-            "{:02X}:{:02X}:{:02X}:{:02X}:{:02X}:{:02X}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        let mut text = [b':'; 17];
+        for (i, b) in self.0.iter().enumerate() {
+            text[3 * i] = HEX[usize::from(b >> 4)];
+            text[3 * i + 1] = HEX[usize::from(b & 15)];
+        }
+        // Only ASCII was written.
+        f.write_str(std::str::from_utf8(&text).unwrap_or_default())
     }
 }
 
