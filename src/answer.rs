@@ -5,16 +5,25 @@
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-/// Where one answer goes: `Some(Some(x))` answered, `Some(None)` the channel ended first.
+/// Where one answer goes.
 pub(crate) struct Answer<T> {
-    slot: Mutex<Option<Option<T>>>,
+    slot: Mutex<Slot<T>>,
     ready: Condvar,
+}
+
+/// Whether the answer came, and whether the waiter took it.
+enum Slot<T> {
+    Waiting,
+    /// `Some(x)` answered, `None` the channel ended first.
+    Ready(Option<T>),
+    /// Taken: a later `put` (the request's own end, after its answer) neither counts nor wakes anyone.
+    Taken,
 }
 
 impl<T> Default for Answer<T> {
     fn default() -> Self {
         Answer {
-            slot: Mutex::new(None),
+            slot: Mutex::new(Slot::Waiting),
             ready: Condvar::new(),
         }
     }
@@ -24,8 +33,8 @@ impl<T> Answer<T> {
     /// The answer (`None`: the channel ended); only the first one counts.
     pub(crate) fn put(&self, value: Option<T>) {
         let mut g = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-        if g.is_none() {
-            *g = Some(value);
+        if let Slot::Waiting = *g {
+            *g = Slot::Ready(value);
             // Unlocked first: a waiter woken while the lock is still held sleeps again on the lock (a futex
             // wait and wake, and a context switch, more per answer). It finds the answer under the lock either
             // way, so no wake-up is lost.
@@ -34,14 +43,21 @@ impl<T> Answer<T> {
         }
     }
 
-    /// The answer (`None`: the channel ended), or `Err` when `timeout` passed first.
+    /// The answer (`None`: the channel ended), or `Err` when `timeout` passed first (or it was taken).
     pub(crate) fn wait(&self, timeout: Duration) -> Result<Option<T>, ()> {
         let g = self.slot.lock().unwrap_or_else(|e| e.into_inner());
         let (mut g, _) = self
             .ready
-            .wait_timeout_while(g, timeout, |s| s.is_none())
+            .wait_timeout_while(g, timeout, |s| matches!(s, Slot::Waiting))
             .unwrap_or_else(|e| e.into_inner());
-        g.take().ok_or(())
+        match std::mem::replace(&mut *g, Slot::Taken) {
+            Slot::Ready(v) => Ok(v),
+            Slot::Waiting => {
+                *g = Slot::Waiting;
+                Err(())
+            }
+            Slot::Taken => Err(()),
+        }
     }
 }
 
@@ -76,5 +92,11 @@ mod tests {
         assert_eq!(ended.wait(Duration::from_secs(3600)), Ok(None));
         let unanswered = Answer::<u32>::default();
         assert_eq!(unanswered.wait(Duration::from_millis(1)), Err(()));
+        // Still open after a timeout: a late answer is kept for the next wait.
+        unanswered.put(Some(2));
+        assert_eq!(unanswered.wait(Duration::from_secs(3600)), Ok(Some(2)));
+        // Once taken, a later put (the request's end) changes nothing.
+        unanswered.put(None);
+        assert!(matches!(*unanswered.slot.lock().unwrap(), Slot::Taken));
     }
 }
