@@ -7,8 +7,15 @@ use std::time::Duration;
 
 /// Where one answer goes.
 pub(crate) struct Answer<T> {
-    slot: Mutex<Slot<T>>,
+    state: Mutex<State<T>>,
     ready: Condvar,
+}
+
+struct State<T> {
+    slot: Slot<T>,
+    /// Someone waits on the condvar: only then does an answer cost a system call to wake it (one waiting
+    /// for its bell instead, `driver/ws/pre_read.rs`, is woken by that).
+    waiting: bool,
 }
 
 /// Whether the answer came, and whether the waiter took it.
@@ -23,37 +30,48 @@ enum Slot<T> {
 impl<T> Default for Answer<T> {
     fn default() -> Self {
         Answer {
-            slot: Mutex::new(Slot::Waiting),
+            state: Mutex::new(State {
+                slot: Slot::Waiting,
+                waiting: false,
+            }),
             ready: Condvar::new(),
         }
     }
 }
 
 impl<T> Answer<T> {
-    /// The answer (`None`: the channel ended); only the first one counts.
-    pub(crate) fn put(&self, value: Option<T>) {
-        let mut g = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-        if let Slot::Waiting = *g {
-            *g = Slot::Ready(value);
+    /// The answer (`None`: the channel ended); only the first one counts (true when this one did).
+    pub(crate) fn put(&self, value: Option<T>) -> bool {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Slot::Waiting = g.slot {
+            g.slot = Slot::Ready(value);
+            let waiting = g.waiting;
             // Unlocked first: a waiter woken while the lock is still held sleeps again on the lock (a futex
             // wait and wake, and a context switch, more per answer). It finds the answer under the lock either
             // way, so no wake-up is lost.
             drop(g);
-            self.ready.notify_one();
+            if waiting {
+                self.ready.notify_one();
+            }
+            return true;
         }
+        false
     }
 
     /// The answer (`None`: the channel ended), or `Err` when `timeout` passed first (or it was taken).
     pub(crate) fn wait(&self, timeout: Duration) -> Result<Option<T>, ()> {
-        let g = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Set under the lock the wait releases: an answer put after this sees it.
+        g.waiting = true;
         let (mut g, _) = self
             .ready
-            .wait_timeout_while(g, timeout, |s| matches!(s, Slot::Waiting))
+            .wait_timeout_while(g, timeout, |s| matches!(s.slot, Slot::Waiting))
             .unwrap_or_else(|e| e.into_inner());
-        match std::mem::replace(&mut *g, Slot::Taken) {
+        g.waiting = false;
+        match std::mem::replace(&mut g.slot, Slot::Taken) {
             Slot::Ready(v) => Ok(v),
             Slot::Waiting => {
-                *g = Slot::Waiting;
+                g.slot = Slot::Waiting;
                 Err(())
             }
             Slot::Taken => Err(()),
@@ -97,6 +115,6 @@ mod tests {
         assert_eq!(unanswered.wait(Duration::from_secs(3600)), Ok(Some(2)));
         // Once taken, a later put (the request's end) changes nothing.
         unanswered.put(None);
-        assert!(matches!(*unanswered.slot.lock().unwrap(), Slot::Taken));
+        assert!(matches!(unanswered.state.lock().unwrap().slot, Slot::Taken));
     }
 }

@@ -16,6 +16,7 @@ use crate::actor::worker::{self, Command, WorkerTx};
 use crate::config::Settings;
 use crate::directory::Directory;
 use crate::driver::http::Http;
+use crate::driver::ws::tunnel::PreRead;
 use crate::driver::{self, Liveness, OutputAction};
 use crate::error::{Error, Result};
 use crate::event::{EventFilter, WebhookEvent};
@@ -136,6 +137,9 @@ pub struct Controller {
     wake: Option<WakeFlag>,
     /// The firmware updates running (one at a time unless asked).
     updates: crate::actor::update::Updates,
+    /// Each device's push channel (`Channel: auto`), by configuration index: `refresh_all` sends the status
+    /// requests over them itself, so that each worker is woken once, by its answer.
+    push_tunnels: Vec<Option<Arc<crate::driver::ws::tunnel::Tunnel>>>,
 }
 
 /// The parts of an open controller that `close` stops.
@@ -235,6 +239,7 @@ impl Controller {
         for t in &push_targets {
             tunnels[t.di] = Some(t.tunnel.clone());
         }
+        let push_tunnels = tunnels.clone();
         // The MQTT channel: each device's port (and, Gen2+, its tunnel), and the connection, up before the
         // workers' first contact goes through it.
         let mqtt_ctx: Arc<std::sync::OnceLock<Arc<crate::actor::push::Context>>> = Arc::default();
@@ -465,6 +470,7 @@ impl Controller {
             queue,
             wake,
             updates: Default::default(),
+            push_tunnels,
         };
         if let Some(e) = first_error {
             controller.close();
@@ -629,7 +635,10 @@ impl Controller {
 
     /// Sends a refresh to one worker and waits for its answer.
     fn refresh_index(&self, device: usize) -> Result<()> {
-        self.ask(device, |reply| Command::Refresh { reply: Some(reply) })
+        self.ask(device, |reply| Command::Refresh {
+            reply: Some(reply),
+            pre: None,
+        })
     }
 
     /// Sends device `di`'s worker the command `command` builds around a reply channel, and waits for the answer.
@@ -1009,16 +1018,43 @@ impl Controller {
     /// stops the others.
     pub fn refresh_all(&self) -> Result<RefreshReport> {
         let senders = self.all_senders()?;
+        let began = std::time::Instant::now();
         let mut pending = Vec::with_capacity(senders.len());
         for (i, tx) in senders.iter().enumerate() {
             let (reply, rx) = crossbeam_channel::bounded(1);
-            let sent = tx.send(Command::Refresh { reply: Some(reply) });
-            pending.push((i, sent.map(|()| rx)));
+            // Over a push channel the request goes out from here, and the worker's command waits for its
+            // answer unwoken: one wake-up per device, not one for the command and one for the answer.
+            let pre = self
+                .push_tunnels
+                .get(i)
+                .and_then(Option::as_ref)
+                .and_then(|t| t.pre_read(tx.ringer()));
+            let wake = pre.as_ref().map(PreRead::wake);
+            let cmd = Command::Refresh {
+                reply: Some(reply),
+                pre,
+            };
+            let sent = match &wake {
+                Some(wake) => tx.send_quiet(cmd).map(|()| wake.arm()),
+                None => tx.send(cmd),
+            };
+            pending.push((i, sent.map(|()| (rx, wake))));
         }
+        // A device silent for a whole timeout: its worker is woken to give the read up, as when it waits.
+        let deadline = began + self.settings.response_timeout;
         let mut report = RefreshReport::default();
-        for (i, rx) in pending {
-            let result = match rx {
-                Ok(rx) => rx.recv().unwrap_or_else(|_| Err(self.worker_gone(i))),
+        for (i, sent) in pending {
+            let result = match sent {
+                Ok((rx, wake)) => {
+                    let got = match wake {
+                        Some(wake) => rx.recv_deadline(deadline).or_else(|_| {
+                            wake.ring_now();
+                            rx.recv()
+                        }),
+                        None => rx.recv().map_err(|_| crossbeam_channel::RecvError),
+                    };
+                    got.unwrap_or_else(|_| Err(self.worker_gone(i)))
+                }
                 Err(_) => Err(Error::Closed),
             };
             match result {

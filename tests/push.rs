@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::emu::{self, Emulated};
 use common::eventually;
-use smartdev::emulator::DeviceSpec;
+use smartdev::emulator::{DeviceSpec, Fault};
 use smartdev::{Controller, EventChannel, Identity, WakeFlag, WebhookEvent};
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -369,6 +369,69 @@ fn an_unanswered_request_falls_back_to_http_and_the_socket_is_renewed() {
     e.emu.set_output(0, 0, false);
     assert!(eventually(LIMIT, || light(&e.ctl) == Some(false)));
     e.ctl.close();
+}
+
+/// `refresh_all` sends each status request over the socket itself and wakes a worker only with its answer. A
+/// device that keeps its socket up (it answers pings) but never answers the read must still have its worker
+/// woken, after one ResponseTimeout: its read fails (HTTP is silent too), the other device is read over its
+/// socket.
+#[test]
+fn refresh_all_wakes_the_worker_of_a_read_never_answered() {
+    let _serial = serial();
+    let e = emu::start(
+        vec![
+            DeviceSpec::new("ShellyPlus1PM"),
+            DeviceSpec::new("ShellyPlus1PM"),
+        ],
+        &[
+            "Name: A, Model: ShellyPlus1PM, Outputs: [{Name: A Out}]",
+            "Name: B, Model: ShellyPlus1PM, Outputs: [{Name: B Out}]",
+        ],
+        "  ResponseTimeout: 0.5\n  RetryCount: 0\n",
+    );
+    assert!(eventually(LIMIT, || e.emu.ws_subscribed(0) == 1
+        && e.emu.ws_subscribed(1) == 1));
+    let out = |n: &str| e.ctl.output(Identity::name(n)).unwrap().state;
+    // Both read over their sockets once the first contacts' own requests are done.
+    assert!(eventually(LIMIT, || {
+        let before = (requests_of(&e, 0), requests_of(&e, 1));
+        let report = e.ctl.refresh_all().unwrap();
+        let after = (requests_of(&e, 0), requests_of(&e, 1));
+        report.failures.is_empty() && after.0.1 > before.0.1 && after.1.1 > before.1.1
+    }));
+    e.emu.set_fault_scope(0, Some("rpc Shelly.GetStatus"));
+    e.emu.set_fault(0, Fault::Blackhole);
+    e.emu.set_output(1, 0, true);
+    let before = requests_of(&e, 1);
+    // On a thread: a worker never woken would hang it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| tx.send(e.ctl.refresh_all()).unwrap());
+        let report = rx.recv_timeout(LIMIT);
+        if report.is_err() {
+            // Closing wakes every worker: the test then fails instead of hanging.
+            e.ctl.close();
+        }
+        let report = report.expect("refresh_all returns").unwrap();
+        assert_eq!(report.refreshed, 1, "{:?}", report.failures);
+        assert_eq!(report.failures.len(), 1);
+        assert_eq!(report.failures[0].device_name, "A");
+    });
+    let after = requests_of(&e, 1);
+    assert_eq!(
+        after.0 - before.0,
+        after.1 - before.1,
+        "B over its socket alone"
+    );
+    assert_eq!(out("B Out"), Some(true));
+    assert!(!e.ctl.device("A").unwrap().online);
+    e.emu.set_fault(0, Fault::None);
+    e.ctl.close();
+}
+
+/// Device `i`'s requests: all of them, and those over its WebSocket.
+fn requests_of(e: &Emulated, i: usize) -> (u64, u64) {
+    (e.emu.total_requests(i), e.emu.ws_requests(i))
 }
 
 #[test]

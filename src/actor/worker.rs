@@ -15,6 +15,7 @@ use super::hook_inbox::HookInbox;
 use super::peers::Peers;
 use super::restart::{Backoff, Gate, Now};
 pub(crate) use super::slot::{Slot, snapshot};
+use crate::driver::ws::tunnel::PreRead;
 use crate::driver::{Driver, Liveness, OutputAction};
 use crate::error::{Error, Result};
 use crate::objects::{Cover, CoverAction, Device, Output, OutputChange};
@@ -38,6 +39,8 @@ pub(crate) enum Command {
     Refresh {
         /// Where the result goes.
         reply: Option<Sender<Result<()>>>,
+        /// The status request, already sent (`refresh_all` over the push channel); its answer woke the worker.
+        pre: Option<PreRead>,
     },
     /// Webhook events wait in the device's [`HookInbox`]: take their states, and read the device if asked.
     Hook,
@@ -117,6 +120,20 @@ impl WorkerTx {
         }
         self.bell.ring();
         Ok(())
+    }
+
+    /// Sends without waking the worker: something else will ([`PreRead`]'s answer).
+    pub(crate) fn send_quiet(&self, cmd: Command) -> std::result::Result<(), SendError<Command>> {
+        match &self.tx {
+            Some(tx) => tx.send(cmd),
+            None => Err(SendError(cmd)),
+        }
+    }
+
+    /// What wakes the worker, for whoever will.
+    pub(crate) fn ringer(&self) -> Box<dyn Fn() + Send + Sync> {
+        let bell = Arc::clone(&self.bell);
+        Box::new(move || bell.ring())
     }
 
     /// Sends unless the inbox is full.
@@ -388,7 +405,7 @@ impl State {
             };
             match cmd {
                 // What every round brings, each in a small frame: `handle`'s holds every other command's.
-                Command::Refresh { reply } => self.refresh(reply),
+                Command::Refresh { reply, pre } => self.refresh(reply, pre),
                 Command::Tick => self.tick(),
                 Command::Hook => self.take_hooks(),
                 Command::Switch {
@@ -456,7 +473,9 @@ impl State {
             Command::Hook => crate::event::EventChannel::Webhook,
             _ => crate::event::EventChannel::Read,
         };
-        if self.sleep.is_some() && matches!(cmd, Command::Tick | Command::Refresh { reply: None }) {
+        if self.sleep.is_some()
+            && matches!(cmd, Command::Tick | Command::Refresh { reply: None, .. })
+        {
             // Never polled, asleep or overdue: only whether it missed its period.
             let _ = self.op(false, |_, _| Ok(()));
             return None;
@@ -464,7 +483,9 @@ impl State {
         if let Some(refused) = self.asleep() {
             // A sleeping device answers nobody: refused at once, not after a timeout.
             match cmd {
-                Command::Refresh { reply: Some(reply) } => {
+                Command::Refresh {
+                    reply: Some(reply), ..
+                } => {
                     let _ = reply.send(Err(refused));
                     return None;
                 }
@@ -489,7 +510,7 @@ impl State {
                     let _ = ask.reply.send(Err(refused));
                     return None;
                 }
-                Command::Refresh { reply: None }
+                Command::Refresh { reply: None, .. }
                 | Command::Tick
                 | Command::Hook
                 | Command::Moved { .. } => {}
@@ -500,8 +521,11 @@ impl State {
 
     /// A read; its result goes to `reply` when a caller waits for it.
     #[inline(never)]
-    fn refresh(&mut self, reply: Option<Sender<Result<()>>>) {
-        let r = self.op(true, |dev, drv| drv.read(dev));
+    fn refresh(&mut self, reply: Option<Sender<Result<()>>>, pre: Option<PreRead>) {
+        let r = self.op(true, |dev, drv| match pre {
+            Some(pre) => drv.read_sent(dev, pre),
+            None => drv.read(dev),
+        });
         if let Some(reply) = reply {
             let _ = reply.send(r);
         }
@@ -597,7 +621,7 @@ impl State {
     #[inline(never)]
     fn handle(&mut self, cmd: Command) {
         match cmd {
-            Command::Refresh { reply } => self.refresh(reply),
+            Command::Refresh { reply, pre } => self.refresh(reply, pre),
             Command::Hook => self.take_hooks(),
             Command::Moved { host, port } => self.move_to(host, port),
             Command::Firmware(op) => self.firmware(op),
@@ -1273,7 +1297,11 @@ mod tests {
 
     fn send_refresh(w: &Worker) -> Result<()> {
         let (reply, rx) = crossbeam_channel::bounded(1);
-        w.tx.send(Command::Refresh { reply: Some(reply) }).unwrap();
+        w.tx.send(Command::Refresh {
+            reply: Some(reply),
+            pre: None,
+        })
+        .unwrap();
         rx.recv().unwrap()
     }
 

@@ -84,6 +84,13 @@ pub(crate) trait Driver: Send {
     /// simulation file, learning what the device is).
     fn read(&mut self, dev: &mut Device) -> Result<()>;
 
+    /// [`Driver::read`], with its status request already sent (`Controller::refresh_all` over the push
+    /// channel): the driver takes its answer when it would have sent that request first, else reads as usual.
+    fn read_sent(&mut self, dev: &mut Device, pre: ws::tunnel::PreRead) -> Result<()> {
+        drop(pre);
+        self.read(dev)
+    }
+
     /// Applies `action` to output `index` (0-based channel) and reports the state before and after, as the
     /// device reports them.
     fn switch(

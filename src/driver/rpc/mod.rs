@@ -38,6 +38,7 @@ use super::digest::Challenge;
 use super::http::Http;
 use super::json::flag;
 use super::switching::{Relay, SetAnswer};
+use super::ws::tunnel::PreRead;
 use super::ws::tunnel::{Handoff, Mirror, Tunnel};
 use super::{Driver, OutputAction};
 use crate::clock;
@@ -79,6 +80,8 @@ pub(crate) struct Rpc {
     pub(crate) sleeps: bool,
     /// `Channel: mqtt`: every request goes through the broker (`tunnel` carries them), never HTTP.
     pub(crate) mqtt: Option<Arc<crate::mqtt::link::Port>>,
+    /// A status read sent for this read before the worker ran (`Driver::read_sent`), taken by it.
+    pre_read: Option<PreRead>,
 }
 
 impl Rpc {
@@ -110,6 +113,7 @@ impl Rpc {
             recheck_off: false,
             sleeps: false,
             mqtt: None,
+            pre_read: None,
         }
     }
 
@@ -132,13 +136,7 @@ impl Rpc {
             self.await_channel(dev)?;
             self.introduce(dev)?;
         }
-        let unmapped_sensors = dev
-            .sensors
-            .iter()
-            .any(|x| !x.built_in && x.sensor_id.is_none());
-        if !self.probes_mapped
-            && (dev.temp_probes.iter().any(|p| p.probe_id != Some(-1)) || unmapped_sensors)
-        {
+        if self.probes_to_map(dev) {
             self.map_probes(dev);
         }
         // Right after a (re)connect the subscription's answer is the read.
@@ -167,6 +165,16 @@ impl Rpc {
             self.learn_supported(dev);
         }
         Ok(())
+    }
+
+    /// Whether add-on probes or sensors still need their component ids (a request of their own).
+    fn probes_to_map(&self, dev: &Device) -> bool {
+        let unmapped_sensors = dev
+            .sensors
+            .iter()
+            .any(|x| !x.built_in && x.sensor_id.is_none());
+        !self.probes_mapped
+            && (dev.temp_probes.iter().any(|p| p.probe_id != Some(-1)) || unmapped_sensors)
     }
 
     /// Done with what a device sent (a status, the rest of an answer frame): with a push channel its poller
@@ -280,6 +288,17 @@ impl Driver for Rpc {
 
     fn read(&mut self, dev: &mut Device) -> Result<()> {
         self.contact(dev)
+    }
+
+    fn read_sent(&mut self, dev: &mut Device, pre: PreRead) -> Result<()> {
+        // Taken only by a read with nothing to ask first: a first contact or a probe mapping would send
+        // requests of their own over the connection, in its place (it is then answered unread).
+        if self.introduced && !self.sleeps && !self.probes_to_map(dev) {
+            self.pre_read = Some(pre);
+        }
+        let r = self.contact(dev);
+        self.pre_read = None;
+        r
     }
 
     fn read_for_event(&mut self, dev: &mut Device) -> Result<()> {

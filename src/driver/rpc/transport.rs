@@ -275,13 +275,16 @@ impl Rpc {
                 *nc += 1;
                 Some(auth_object(ch, pw.expose(), *nc, &digest::cnonce()))
             };
-            let sent = if typed {
-                tunnel.request_status(auth, self.http.timeout())
-            } else {
-                tunnel.request(method, params, auth, self.http.timeout())
+            // A status read sent before the worker ran: its answer is this read's first send (sent again if
+            // a request of the driver's went out in its place).
+            let pre = if typed { self.pre_read.take() } else { None };
+            let sent = match pre.and_then(|pre| tunnel.await_pre_read(pre, self.http.timeout())) {
+                Some(sent) => sent,
+                None if typed => tunnel.request_status(auth, self.http.timeout()),
+                None => tunnel.request(method, params, auth, self.http.timeout()),
             };
             match sent {
-                Sent::Down => return Ok(None),
+                Sent::Down | Sent::Superseded => return Ok(None),
                 Sent::Status(doc) => {
                     self.http.record_reach(true);
                     return Ok(Some(Got::Status(doc)));

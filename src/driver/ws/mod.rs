@@ -8,6 +8,7 @@
 pub mod client;
 pub(crate) mod dial;
 pub mod frame;
+pub(crate) mod pre_read;
 pub mod rpc;
 pub(crate) mod secure;
 pub(crate) mod spent;

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use super::frame::{self, Opcode};
+use super::pre_read::Wake;
 use super::rpc::FrameChallenge;
 use crate::driver::rpc::status_doc::{StatusDoc, StatusRead};
 
@@ -121,11 +122,24 @@ struct Pending {
     typed: bool,
     /// A switch of ours (`Switch.Set` and the lights' `Set` with `on`): the status key and the state it asks.
     output: Option<(String, bool)>,
+    /// A read sent before its worker runs ([`PreRead`]): what wakes the worker when it is answered.
+    wake: Option<Arc<Wake>>,
+}
+
+impl Pending {
+    /// The answer, or `None` when the request ended without one; only the first counts.
+    fn answered(&self, reply: Option<Reply>) {
+        if self.answer.put(reply)
+            && let Some(wake) = &self.wake
+        {
+            wake.fire();
+        }
+    }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.answer.put(None);
+        self.answered(None);
     }
 }
 
@@ -136,6 +150,8 @@ type Answer = crate::answer::Answer<Reply>;
 enum Reply {
     Frame(Map<String, Value>),
     Status(Box<StatusDoc>),
+    /// A request of the driver's went out while a read sent ahead of it waited ([`Tunnel::pre_read`]).
+    Superseded,
 }
 
 struct Link {
@@ -203,6 +219,22 @@ impl Inner {
     }
 }
 
+/// A sent status read, for the worker to take the answer of ([`Tunnel::await_pre_read`]).
+pub(crate) struct PreRead {
+    answer: Arc<Answer>,
+    id: u64,
+    sent: Instant,
+    wake: Arc<Wake>,
+}
+
+impl PreRead {
+    /// What wakes the worker.
+    pub(crate) fn wake(&self) -> Arc<Wake> {
+        Arc::clone(&self.wake)
+    }
+}
+
+/// What a request over the connection came to.
 pub(crate) enum Sent {
     /// No live connection: use HTTP.
     Down,
@@ -212,6 +244,9 @@ pub(crate) enum Sent {
     Answer(Map<String, Value>),
     /// A status read's result, as the poller read it (`Tunnel::request_status`).
     Status(Box<StatusDoc>),
+    /// A read sent ahead of the worker was superseded by a request of the driver's (never returned by
+    /// [`Tunnel::await_pre_read`], which says so with `None`, nor by a request of the driver's).
+    Superseded,
 }
 
 impl Tunnel {
@@ -537,7 +572,8 @@ impl Tunnel {
         if let Some(Value::Object(r)) = frame.get("result").filter(|_| p.status) {
             mirror_a_read(&mut g, text_of_map(r));
         }
-        p.answer.put(Some(Reply::Frame(frame)));
+        drop(g);
+        p.answered(Some(Reply::Frame(frame)));
         true
     }
 
@@ -564,7 +600,9 @@ impl Tunnel {
         };
         g.answered = Some(Instant::now());
         mirror_a_read(&mut g, read.text);
-        p.answer.put(Some(Reply::Status(Box::new(read.doc))));
+        // The waiter is woken with the lock free (it takes the tunnel's lock to go on).
+        drop(g);
+        p.answered(Some(Reply::Status(Box::new(read.doc))));
         true
     }
 
@@ -623,12 +661,17 @@ impl Tunnel {
             })
             .unwrap_or_default();
             let answer = Arc::new(Answer::default());
+            // Only a read sent ahead of the worker can be waiting here (the driver's own are one at a time).
+            if let Some(ahead) = g.pending.take() {
+                ahead.answered(Some(Reply::Superseded));
+            }
             g.pending = Some(Pending {
                 id,
                 answer: answer.clone(),
                 status: method == "Shelly.GetStatus",
                 typed,
                 output: output_set(method, params),
+                wake: None,
             });
             if !write_locked(&mut g, Opcode::Text, text.as_bytes()) {
                 g.pending = None;
@@ -640,9 +683,72 @@ impl Tunnel {
             }
             (answer, id)
         };
-        match answer.wait(timeout) {
+        self.finish(&answer, id, timeout, timeout)
+    }
+
+    /// The caller of `refresh_all`: writes `Shelly.GetStatus` for the worker, whose command waits in its inbox
+    /// unwoken; the answer's arrival calls `ring` (once, and not before [`Wake::arm`]). `None` (nothing sent:
+    /// the worker reads as usual) over MQTT, with no connection, while a request of the driver's waits, or
+    /// when requests need a challenge answered (the password is the driver's).
+    pub(crate) fn pre_read(&self, ring: Box<dyn Fn() + Send + Sync>) -> Option<PreRead> {
+        let mut g = self.lock();
+        let ws = matches!(g.link.as_ref().map(|l| &l.wire), Some(Wire::Ws { .. }));
+        if !ws || g.pending.is_some() || g.challenge.is_some() {
+            return None;
+        }
+        let id = g.next_id;
+        g.next_id += 1;
+        let text = serde_json::to_string(&RequestFrame {
+            id,
+            src: g.link.as_ref().map_or("", |l| l.src.as_str()),
+            method: "Shelly.GetStatus",
+            params: None,
+            auth: None,
+        })
+        .unwrap_or_default();
+        let answer = Arc::new(Answer::default());
+        let wake = Wake::new(ring);
+        g.pending = Some(Pending {
+            id,
+            answer: answer.clone(),
+            status: true,
+            typed: true,
+            output: None,
+            wake: Some(wake.clone()),
+        });
+        if !write_locked(&mut g, Opcode::Text, text.as_bytes()) {
+            // Dropped unanswered: nobody waits on it yet, and the wake is not armed.
+            g.pending = None;
+            return None;
+        }
+        let sent = Instant::now();
+        // The driver's read, begun now: a subscription's answer older than it is not taken as it.
+        g.last_read = Some(sent);
+        Some(PreRead {
+            answer,
+            id,
+            sent,
+            wake,
+        })
+    }
+
+    /// The worker: the answer to a [`Tunnel::pre_read`], as [`Tunnel::request_status`] gives one, waiting
+    /// what is left of `timeout` since it was sent. `None` when a request of the driver's went out in its
+    /// place before it was answered (a command queued ahead of the read): the read is to be sent again.
+    pub(crate) fn await_pre_read(&self, pre: PreRead, timeout: Duration) -> Option<Sent> {
+        let left = timeout.saturating_sub(pre.sent.elapsed());
+        match self.finish(&pre.answer, pre.id, left, timeout) {
+            Sent::Superseded => None,
+            sent => Some(sent),
+        }
+    }
+
+    /// Waits up to `wait` for request `id`'s answer; silence to the end of its `timeout` ends the connection.
+    fn finish(&self, answer: &Answer, id: u64, wait: Duration, timeout: Duration) -> Sent {
+        match answer.wait(wait) {
             Ok(Some(Reply::Frame(frame))) => Sent::Answer(frame),
             Ok(Some(Reply::Status(doc))) => Sent::Status(doc),
+            Ok(Some(Reply::Superseded)) => Sent::Superseded,
             Ok(None) => Sent::Lost("the WebSocket connection ended before the answer".into()),
             Err(()) => {
                 let mut g = self.lock();
@@ -1104,6 +1210,93 @@ mod tests {
         let now = t.mirror().unwrap();
         assert_eq!(now["switch:0"]["output"], true);
         assert_eq!(now["switch:0"]["apower"], 12.5, "the rest kept");
+    }
+
+    /// A read sent before its worker runs (`refresh_all`): written as the worker's own would be, its answer
+    /// read typed into the mirror, the worker woken once (and only once armed); refused while anything makes
+    /// it the driver's business (a request of its own waiting, a challenge to answer, no connection); an
+    /// ended connection wakes the worker too, and a whole timeout of silence ends the connection.
+    #[test]
+    fn a_read_sent_ahead_wakes_its_worker_once_with_the_answer() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let rings = Arc::new(AtomicUsize::new(0));
+        let ring = || -> Box<dyn Fn() + Send + Sync> {
+            let r = Arc::clone(&rings);
+            Box::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        let (t, mut peer) = attached(Some(json!({"switch:0": {"output": false}})));
+        let pre = t.pre_read(ring()).expect("sent");
+        let asked = next_request(&mut peer);
+        assert_eq!(asked["method"], "Shelly.GetStatus");
+        assert!(asked.get("auth").is_none());
+        assert!(t.pre_read(ring()).is_none(), "one request at a time");
+        let id = asked["id"].as_u64().unwrap();
+        let answer =
+            format!(r#"{{"id":{id},"src":"dev","result":{{"switch:0":{{"output":true}}}}}}"#);
+        assert!(t.take_status_answer(&answer));
+        assert_eq!(
+            rings.load(Ordering::SeqCst),
+            0,
+            "not before the command is queued"
+        );
+        pre.wake().arm();
+        assert_eq!(rings.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            t.lock().mirror.as_deref(),
+            Some(r#"{"switch:0":{"output":true}}"#)
+        );
+        let Some(Sent::Status(doc)) = t.await_pre_read(pre, Duration::from_secs(30)) else {
+            panic!("a status")
+        };
+        assert_eq!(doc.channel(Kind::Switch, 0).unwrap().output.0, Some(true));
+        assert_eq!(rings.load(Ordering::SeqCst), 1, "woken once");
+
+        // The connection ends first: the worker is woken, and learns it.
+        rings.store(0, Ordering::SeqCst);
+        let pre = t.pre_read(ring()).expect("sent");
+        pre.wake().arm();
+        t.detach();
+        assert_eq!(rings.load(Ordering::SeqCst), 1);
+        assert!(matches!(
+            t.await_pre_read(pre, Duration::from_secs(30)),
+            Some(Sent::Lost(_))
+        ));
+        assert!(t.pre_read(ring()).is_none(), "no connection");
+
+        // A command of the driver's goes out first: the worker is woken, and sends the read again.
+        let (t, mut peer) = attached(None);
+        let t = Arc::new(t);
+        rings.store(0, Ordering::SeqCst);
+        let pre = t.pre_read(ring()).expect("sent");
+        pre.wake().arm();
+        let _ = next_request(&mut peer);
+        let switch = switch_elsewhere(&t, true);
+        let id = next_request(&mut peer)["id"].as_u64().unwrap();
+        assert_eq!(rings.load(Ordering::SeqCst), 1);
+        assert!(t.await_pre_read(pre, Duration::from_secs(30)).is_none());
+        let answer = json!({"id": id, "result": {"was_on": false}});
+        assert!(t.deliver(id, answer.as_object().unwrap().clone()));
+        assert!(matches!(switch.join().unwrap(), Sent::Answer(_)));
+
+        // Silent for the whole timeout (already past): the connection is given up, as for a read of its own.
+        let (t, _peer) = attached(None);
+        let pre = t.pre_read(ring()).expect("sent");
+        assert!(matches!(
+            t.await_pre_read(pre, Duration::ZERO),
+            Some(Sent::Lost(_))
+        ));
+        assert!(!t.live());
+
+        // A challenge to answer needs the driver's password.
+        let (t, _peer) = attached(None);
+        let ch = super::super::rpc::parse_challenge(
+            r#"{"auth_type":"digest","nonce":1,"realm":"r","algorithm":"SHA-256"}"#,
+        )
+        .unwrap();
+        t.set_challenge(ch);
+        assert!(t.pre_read(ring()).is_none());
     }
 
     /// A status read's answer is read by the poller straight into a `StatusDoc`, and its result's own text
