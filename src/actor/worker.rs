@@ -407,7 +407,9 @@ impl State {
                 // What every round brings, each in a small frame: `handle`'s holds every other command's.
                 Command::Refresh { reply, pre } => self.refresh(reply, pre),
                 Command::Tick => self.tick(),
-                Command::Hook => self.take_hooks(),
+                Command::Hook => {
+                    self.take_hooks();
+                }
                 Command::Switch {
                     index,
                     action,
@@ -462,9 +464,14 @@ impl State {
     /// sleeping device's answer (the command is consumed: `None`).
     #[inline(never)]
     fn prelude(&mut self, cmd: Command) -> Option<Command> {
+        let mut cmd = cmd;
         if !matches!(cmd, Command::Hook) {
             // Events whose wake-up did not fit the inbox must not wait for the next event.
-            self.take_hooks();
+            let took = self.take_hooks();
+            if took && let Command::Refresh { pre, .. } = &mut cmd {
+                // States that came since the read was sent ahead may be newer than its answer: read anew.
+                *pre = None;
+            }
         }
         self.noticed_by = match cmd {
             Command::Hook if self.events.as_ref().is_some_and(|e| e.push) => {
@@ -622,7 +629,9 @@ impl State {
     fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Refresh { reply, pre } => self.refresh(reply, pre),
-            Command::Hook => self.take_hooks(),
+            Command::Hook => {
+                self.take_hooks();
+            }
             Command::Moved { host, port } => self.move_to(host, port),
             Command::Firmware(op) => self.firmware(op),
             Command::Energy(ask) => {
@@ -844,9 +853,11 @@ impl State {
 
     /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
     #[inline(never)]
-    fn take_hooks(&mut self) {
+    /// Takes the states and reads events left in the inbox; whether there were any.
+    fn take_hooks(&mut self) -> bool {
         let (mut states, mut read) = self.inbox.take();
         let mut measures = self.inbox.take_measures();
+        let took = !states.is_empty() || read || !measures.is_empty();
         if self.identity.foreign && !(states.is_empty() && measures.is_empty()) {
             // States a foreign device sent are not this device's: only a read, which checks the MAC again.
             states.clear();
@@ -876,6 +887,7 @@ impl State {
         } else if !states.is_empty() || read {
             let _ = self.op(read, |dev, drv| drv.hook(dev, &states, read));
         }
+        took
     }
 
     /// Runs one driver operation, records its outcome on the device, logs Online transitions and publishes.
@@ -1576,6 +1588,73 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(snapshot(&w.slot).outputs[0].state, Some(true));
+        drop(w.tx);
+        w.thread.join().unwrap();
+    }
+
+    /// A read sent ahead (`refresh_all`) is taken as the read, unless states came into the inbox meanwhile:
+    /// the worker takes those first, and they may be newer than the read's answer, so it reads anew.
+    #[test]
+    fn a_read_sent_ahead_is_read_anew_when_states_came_meanwhile() {
+        #[derive(Clone, Default)]
+        struct Ahead {
+            sent: Arc<AtomicUsize>,
+            fresh: Arc<AtomicUsize>,
+        }
+        impl Driver for Ahead {
+            fn read(&mut self, _dev: &mut Device) -> Result<()> {
+                self.fresh.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            fn read_sent(&mut self, _dev: &mut Device, _pre: PreRead) -> Result<()> {
+                self.sent.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            fn switch(
+                &mut self,
+                _dev: &mut Device,
+                _index: usize,
+                _action: OutputAction,
+            ) -> Result<OutputChange> {
+                unreachable!("no switch here")
+            }
+            fn reach(&mut self) -> Option<bool> {
+                Some(true)
+            }
+        }
+        let inbox = Arc::new(HookInbox::default());
+        let drv = Ahead::default();
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            device(),
+            Box::new(drv.clone()),
+            Box::new(|_, _| unreachable!("no panic here")),
+            crate::actor::restart::tests::manual().0,
+            Links {
+                inbox: inbox.clone(),
+                ..links(None)
+            },
+            started_tx,
+        )
+        .unwrap();
+        started_rx.recv().unwrap().1.unwrap();
+        let fresh = drv.fresh.load(Ordering::SeqCst);
+        let refresh = |w: &Worker| {
+            let (reply, rx) = crossbeam_channel::bounded(1);
+            w.tx.send(Command::Refresh {
+                reply: Some(reply),
+                pre: Some(PreRead::unsent()),
+            })
+            .unwrap();
+            rx.recv().unwrap().unwrap();
+        };
+        refresh(&w);
+        assert_eq!(drv.sent.load(Ordering::SeqCst), 1, "taken as the read");
+        assert_eq!(drv.fresh.load(Ordering::SeqCst), fresh);
+        inbox.post(crate::objects::ComponentKind::Output, 0, Some(true), false);
+        refresh(&w);
+        assert_eq!(drv.sent.load(Ordering::SeqCst), 1);
+        assert_eq!(drv.fresh.load(Ordering::SeqCst), fresh + 1, "read anew");
         drop(w.tx);
         w.thread.join().unwrap();
     }

@@ -107,6 +107,8 @@ struct Inner {
     mirror_held: bool,
     /// The mirror's length when it was last replaced (notifications may add [`MIRROR_GROWTH`] to it).
     mirror_base: usize,
+    /// Status notifications merged so far: one after a read sent ahead may be newer than its answer.
+    merges: u64,
     /// The in-frame digest challenge in hand and the last `nc` used with it.
     challenge: Option<(FrameChallenge, u32)>,
 }
@@ -225,9 +227,23 @@ pub(crate) struct PreRead {
     id: u64,
     sent: Instant,
     wake: Arc<Wake>,
+    /// [`Inner::merges`] when it was sent.
+    merges: u64,
 }
 
 impl PreRead {
+    /// One never sent (tests of what takes it).
+    #[cfg(test)]
+    pub(crate) fn unsent() -> PreRead {
+        PreRead {
+            answer: Arc::default(),
+            id: 0,
+            sent: Instant::now(),
+            wake: Wake::new(Box::new(|| {})),
+            merges: 0,
+        }
+    }
+
     /// What wakes the worker.
     pub(crate) fn wake(&self) -> Arc<Wake> {
         Arc::clone(&self.wake)
@@ -479,6 +495,7 @@ impl Tunnel {
     /// replaces it).
     pub(crate) fn merge_status(&self, components: &Map<String, Value>, full: bool) {
         let mut g = self.lock();
+        g.merges += 1;
         if full {
             let text = text_of_map(components);
             g.mirror_base = text.len();
@@ -729,6 +746,7 @@ impl Tunnel {
             id,
             sent,
             wake,
+            merges: g.merges,
         })
     }
 
@@ -739,8 +757,18 @@ impl Tunnel {
         let left = timeout.saturating_sub(pre.sent.elapsed());
         match self.finish(&pre.answer, pre.id, left, timeout) {
             Sent::Superseded => None,
+            // Something newer than the answer may have been taken already: a command the worker sent since
+            // (queued ahead of the read), or a notification (whose states the worker takes before any
+            // command). The answer could bring back what they changed: the read is sent again.
+            Sent::Status(_) | Sent::Answer(_) if self.newer_than(&pre) => None,
             sent => Some(sent),
         }
+    }
+
+    /// Whether a request or a status notification went over the connection after `pre` was sent.
+    fn newer_than(&self, pre: &PreRead) -> bool {
+        let g = self.lock();
+        g.next_id != pre.id + 1 || g.merges != pre.merges
     }
 
     /// Waits up to `wait` for request `id`'s answer; silence to the end of its `timeout` ends the connection.
@@ -1279,6 +1307,29 @@ mod tests {
         let answer = json!({"id": id, "result": {"was_on": false}});
         assert!(t.deliver(id, answer.as_object().unwrap().clone()));
         assert!(matches!(switch.join().unwrap(), Sent::Answer(_)));
+
+        // Answered, then a command of the driver's went out before the worker took the answer: the answer is
+        // older than the command, so the read is sent again rather than undo what the command did.
+        let pre = t.pre_read(ring()).expect("sent");
+        let id = next_request(&mut peer)["id"].as_u64().unwrap();
+        let status = format!(r#"{{"id":{id},"result":{{"switch:0":{{"output":false}}}}}}"#);
+        assert!(t.take_status_answer(&status));
+        let switch = switch_elsewhere(&t, true);
+        let id = next_request(&mut peer)["id"].as_u64().unwrap();
+        let answer = json!({"id": id, "result": {"was_on": false}});
+        assert!(t.deliver(id, answer.as_object().unwrap().clone()));
+        assert!(matches!(switch.join().unwrap(), Sent::Answer(_)));
+        assert!(t.await_pre_read(pre, Duration::from_secs(30)).is_none());
+
+        // Answered, then a notification: the worker takes its states before the read, so the read is sent
+        // again rather than put an older state over them.
+        let pre = t.pre_read(ring()).expect("sent");
+        let id = next_request(&mut peer)["id"].as_u64().unwrap();
+        let status = format!(r#"{{"id":{id},"result":{{"switch:0":{{"output":false}}}}}}"#);
+        assert!(t.take_status_answer(&status));
+        let on = json!({"switch:0": {"output": true}});
+        t.merge_status(on.as_object().unwrap(), false);
+        assert!(t.await_pre_read(pre, Duration::from_secs(30)).is_none());
 
         // Silent for the whole timeout (already past): the connection is given up, as for a read of its own.
         let (t, _peer) = attached(None);
