@@ -284,7 +284,7 @@ impl Rpc {
                 None => tunnel.request(method, params, auth, self.http.timeout()),
             };
             match sent {
-                Sent::Down | Sent::Superseded => return Ok(None),
+                Sent::Down => return Ok(None),
                 Sent::Status(doc) => {
                     self.http.record_reach(true);
                     return Ok(Some(Got::Status(doc)));

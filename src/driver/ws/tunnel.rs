@@ -260,9 +260,6 @@ pub(crate) enum Sent {
     Answer(Map<String, Value>),
     /// A status read's result, as the poller read it (`Tunnel::request_status`).
     Status(Box<StatusDoc>),
-    /// A read sent ahead of the worker was superseded by a request of the driver's (never returned by
-    /// [`Tunnel::await_pre_read`], which says so with `None`, nor by a request of the driver's).
-    Superseded,
 }
 
 impl Tunnel {
@@ -700,7 +697,9 @@ impl Tunnel {
             }
             (answer, id)
         };
+        // Only a read sent ahead is superseded (this request took its place).
         self.finish(&answer, id, timeout, timeout)
+            .unwrap_or_else(|| Sent::Lost("another request went out before its answer".into()))
     }
 
     /// The caller of `refresh_all`: writes `Shelly.GetStatus` for the worker, whose command waits in its inbox
@@ -755,8 +754,7 @@ impl Tunnel {
     /// place before it was answered (a command queued ahead of the read): the read is to be sent again.
     pub(crate) fn await_pre_read(&self, pre: PreRead, timeout: Duration) -> Option<Sent> {
         let left = timeout.saturating_sub(pre.sent.elapsed());
-        match self.finish(&pre.answer, pre.id, left, timeout) {
-            Sent::Superseded => None,
+        match self.finish(&pre.answer, pre.id, left, timeout)? {
             // Something newer than the answer may have been taken already: a command the worker sent since
             // (queued ahead of the read), or a notification (whose states the worker takes before any
             // command). The answer could bring back what they changed: the read is sent again.
@@ -772,11 +770,12 @@ impl Tunnel {
     }
 
     /// Waits up to `wait` for request `id`'s answer; silence to the end of its `timeout` ends the connection.
-    fn finish(&self, answer: &Answer, id: u64, wait: Duration, timeout: Duration) -> Sent {
-        match answer.wait(wait) {
+    /// `None`: superseded (a request of the driver's went out in its place).
+    fn finish(&self, answer: &Answer, id: u64, wait: Duration, timeout: Duration) -> Option<Sent> {
+        Some(match answer.wait(wait) {
             Ok(Some(Reply::Frame(frame))) => Sent::Answer(frame),
             Ok(Some(Reply::Status(doc))) => Sent::Status(doc),
-            Ok(Some(Reply::Superseded)) => Sent::Superseded,
+            Ok(Some(Reply::Superseded)) => return None,
             Ok(None) => Sent::Lost("the WebSocket connection ended before the answer".into()),
             Err(()) => {
                 let mut g = self.lock();
@@ -803,7 +802,7 @@ impl Tunnel {
                     timeout.as_secs_f64()
                 ))
             }
-        }
+        })
     }
 
     /// Forgets the in-frame challenge (a refused password).
