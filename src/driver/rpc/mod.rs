@@ -38,8 +38,7 @@ use super::digest::Challenge;
 use super::http::Http;
 use super::json::flag;
 use super::switching::{Relay, SetAnswer};
-use super::ws::tunnel::PreRead;
-use super::ws::tunnel::{Handoff, Mirror, Tunnel};
+use super::ws::tunnel::{Handoff, Mirror, PreRead, Tunnel};
 use super::{Driver, OutputAction};
 use crate::clock;
 use crate::driver::profile;
@@ -142,12 +141,9 @@ impl Rpc {
         // Right after a (re)connect the subscription's answer is the read.
         let prefetched = self.tunnel.as_ref().and_then(|t| t.take_prefetched());
         match prefetched {
-            Some(Handoff::Read(status)) => {
-                self.http.record_reach(true);
-                self.take_status(dev, &status, earlier)?;
-            }
+            Some(Handoff::Read(status)) => self.take_pushed(dev, &status, earlier)?,
             Some(Handoff::Parsed(status)) => {
-                let taken = self.take_pushed(dev, &status, earlier);
+                let taken = self.take_pushed(dev, &StatusDoc::from_value(&status), earlier);
                 self.give_back(status);
                 taken?
             }
@@ -189,14 +185,9 @@ impl Rpc {
 
     /// A status the push channel brought (the subscription's answer, or notifications merged into the last one):
     /// the device spoke, and this is its state. `recheck`: the device was introduced before this status.
-    fn take_pushed(
-        &mut self,
-        dev: &mut Device,
-        status: &serde_json::Value,
-        recheck: bool,
-    ) -> Result<()> {
+    fn take_pushed(&mut self, dev: &mut Device, status: &StatusDoc, recheck: bool) -> Result<()> {
         self.http.record_reach(true);
-        self.take_status(dev, &StatusDoc::from_value(status), recheck)
+        self.take_status(dev, status, recheck)
     }
 
     /// A status read or pushed, onto the device (after asking `/shelly` again when `recheck` and its
@@ -311,7 +302,7 @@ impl Driver for Rpc {
         match mirrored {
             Mirror::Changed(status) => {
                 let recheck = self.introduced;
-                let taken = self.take_pushed(dev, &status, recheck);
+                let taken = self.take_pushed(dev, &StatusDoc::from_value(&status), recheck);
                 self.give_back(status);
                 taken
             }
