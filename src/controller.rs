@@ -1051,7 +1051,7 @@ impl Controller {
                             wake.ring_now();
                             rx.recv()
                         }),
-                        None => rx.recv().map_err(|_| crossbeam_channel::RecvError),
+                        None => rx.recv(),
                     };
                     got.unwrap_or_else(|_| Err(self.worker_gone(i)))
                 }

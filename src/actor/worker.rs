@@ -851,9 +851,9 @@ impl State {
         }
     }
 
-    /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it).
+    /// Applies the webhook events waiting in the inbox (and reads the device if one asked for it); whether
+    /// there were any.
     #[inline(never)]
-    /// Takes the states and reads events left in the inbox; whether there were any.
     fn take_hooks(&mut self) -> bool {
         let (mut states, mut read) = self.inbox.take();
         let mut measures = self.inbox.take_measures();
@@ -1288,6 +1288,25 @@ mod tests {
         }
     }
 
+    /// A worker of `device()` with `driver`, events coming through `inbox`, once its first contact is done.
+    fn started_with_inbox(driver: Box<dyn Driver>, inbox: &Arc<HookInbox>) -> Worker {
+        let (started_tx, started_rx) = crossbeam_channel::unbounded();
+        let w = spawn(
+            device(),
+            driver,
+            Box::new(|_, _| unreachable!("no panic here")),
+            crate::actor::restart::tests::manual().0,
+            Links {
+                inbox: Arc::clone(inbox),
+                ..links(None)
+            },
+            started_tx,
+        )
+        .unwrap();
+        started_rx.recv().unwrap().1.unwrap();
+        w
+    }
+
     fn liveness() -> Liveness {
         Liveness {
             ping_allowed: false,
@@ -1554,20 +1573,7 @@ mod tests {
             relay: Arc::new(true.into()),
             answered: Arc::default(),
         };
-        let (started_tx, started_rx) = crossbeam_channel::unbounded();
-        let w = spawn(
-            device(),
-            Box::new(drv.clone()),
-            Box::new(|_, _| unreachable!("no panic here")),
-            crate::actor::restart::tests::manual().0,
-            Links {
-                inbox: inbox.clone(),
-                ..links(None)
-            },
-            started_tx,
-        )
-        .unwrap();
-        started_rx.recv().unwrap().1.unwrap();
+        let w = started_with_inbox(Box::new(drv.clone()), &inbox);
         let (reply, rx) = crossbeam_channel::bounded(1);
         w.tx.send(Command::Switch {
             index: 0,
@@ -1624,20 +1630,7 @@ mod tests {
         }
         let inbox = Arc::new(HookInbox::default());
         let drv = Ahead::default();
-        let (started_tx, started_rx) = crossbeam_channel::unbounded();
-        let w = spawn(
-            device(),
-            Box::new(drv.clone()),
-            Box::new(|_, _| unreachable!("no panic here")),
-            crate::actor::restart::tests::manual().0,
-            Links {
-                inbox: inbox.clone(),
-                ..links(None)
-            },
-            started_tx,
-        )
-        .unwrap();
-        started_rx.recv().unwrap().1.unwrap();
+        let w = started_with_inbox(Box::new(drv.clone()), &inbox);
         let fresh = drv.fresh.load(Ordering::SeqCst);
         let refresh = |w: &Worker| {
             let (reply, rx) = crossbeam_channel::bounded(1);
