@@ -113,9 +113,8 @@ fn request(dev: &Device, payload: &[u8]) {
         _ => {}
     }
     dev.net.sleep(latency);
-    let reply = rpc::answer_frame(dev, &f);
     dev.mqtt
-        .publish(&reply_to, &Response::json_whole(200, &reply).body, false);
+        .publish(&reply_to, &rpc::answer_text(dev, &f), false);
 }
 
 /// Every component's status (or one's) on `<prefix>/status/<component>`.

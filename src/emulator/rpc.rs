@@ -2,18 +2,20 @@
 
 use std::sync::atomic::Ordering;
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::components::{
-    CFG_REV, config, device_info, em, em1, em1data, emdata, input_config, pm1, status,
+    CFG_REV, Status, config, device_info, em, em1, em1data, emdata, input_config, pm1, status,
     switch_config, switch_status,
 };
 use super::device::Device;
 use super::firmware::Track;
+use super::lock::lock;
 pub(crate) use super::rpc_params::{
     RpcError, bool_param, id_param, index, invalid, missing, not_found, opt_number, precondition,
 };
-use super::server::{Request, Response};
+use super::server::{Request, Response, whole_json};
 use super::state::{InputType, Source};
 use super::{notify, rpc_cover, rpc_light, rpc_sensors, rpc_system, rpc_webhook, sensors};
 use crate::models::{MeterSource, SensorQuantity};
@@ -106,7 +108,40 @@ fn frame(dev: &Device, req: &Request) -> Response {
             &json!({"id": null, "src": dev.ident.id, "error": e.to_json()}),
         );
     };
-    Response::json_whole(200, &answer_frame(dev, f))
+    Response::json_text(200, answer_text(dev, f))
+}
+
+/// [`answer_frame`] as the text `Response::json_whole` would make of it. A `Shelly.GetStatus` is written
+/// straight from the state ([`Status`]), unless a subscription is to be measured from it (`general`).
+pub(crate) fn answer_text(dev: &Device, f: &Map<String, Value>) -> Vec<u8> {
+    let status_call = f
+        .get("method")
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.eq_ignore_ascii_case("shelly.getstatus"))
+        && matches!(f.get("params"), None | Some(Value::Null | Value::Object(_)));
+    if status_call {
+        let s = dev.state();
+        let measured = !dev.ws.subscribed.load(Ordering::SeqCst) || lock(&dev.ws.last).is_some();
+        if measured {
+            return whole_json(&StatusAnswer {
+                id: f.get("id").unwrap_or(&Value::Null),
+                src: &dev.ident.id,
+                dst: f.get("src"),
+                result: Status { dev, s: &s },
+            });
+        }
+    }
+    whole_json(&answer_frame(dev, f))
+}
+
+/// A `Shelly.GetStatus` response frame, keys in `answer_frame`'s order.
+#[derive(Serialize)]
+struct StatusAnswer<'a> {
+    id: &'a Value,
+    src: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dst: Option<&'a Value>,
+    result: Status<'a>,
 }
 
 /// A request frame's response frame (also over the WebSocket).
@@ -521,6 +556,66 @@ fn is_dynamic(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ModelLibrary;
+    use crate::emulator::{DeviceSpec, EmuClock, Emulator};
+    use crate::models::Protocol;
+
+    /// The status answer written straight from the state is, byte for byte, the answer built as a tree (which
+    /// notifications and MQTT still use): for every Gen2+ model, idle and then switched on, loaded and a few
+    /// minutes on, whatever the request's `id` and `src`.
+    #[test]
+    fn a_status_answer_written_as_text_is_the_tree_answer() {
+        let lib = ModelLibrary::embedded();
+        let models: Vec<&str> = lib
+            .models()
+            .iter()
+            .filter(|m| m.protocol == Protocol::Rpc)
+            .map(|m| m.model.as_str())
+            .collect();
+        assert!(models.len() > 20, "{models:?}");
+        let clock = EmuClock::manual();
+        let specs = models.iter().map(|m| DeviceSpec::new(m)).collect();
+        let emu = Emulator::start_with_clock(specs, &lib, clock.clone()).unwrap();
+        let frames = [
+            json!({"id": 7, "src": "client", "method": "Shelly.GetStatus"}),
+            json!({"id": "x", "method": "shelly.getstatus", "params": {}}),
+            json!({"id": null, "src": {"odd": 1}, "method": "SHELLY.GetStatus", "params": null}),
+        ];
+        let mut compared = 0;
+        for round in 0..2 {
+            if round == 1 {
+                for i in 0..models.len() {
+                    let (outputs, meters) = {
+                        let s = emu.dev(i).state();
+                        (s.outputs.len(), s.meters.len())
+                    };
+                    for o in 0..outputs {
+                        emu.set_output(i, o, true);
+                    }
+                    for m in 0..meters {
+                        emu.set_load(i, m, 123.4 + m as f64);
+                    }
+                    // Refused by a device without inputs, or whose first input is a button.
+                    let _ = emu.dev(i).set_input(0, true);
+                }
+                clock.advance(std::time::Duration::from_secs(125));
+            }
+            for (i, model) in models.iter().enumerate() {
+                let dev = emu.dev(i);
+                for frame in &frames {
+                    let Value::Object(f) = frame else {
+                        unreachable!()
+                    };
+                    let text = String::from_utf8(answer_text(dev, f)).unwrap();
+                    let tree = String::from_utf8(whole_json(&answer_frame(dev, f))).unwrap();
+                    assert_eq!(text, tree, "{model}, round {round}, {frame}");
+                    assert!(text.contains("\"result\":{\"ble\":{}"), "{text}");
+                    compared += 1;
+                }
+            }
+        }
+        assert_eq!(compared, models.len() * frames.len() * 2);
+    }
 
     #[test]
     fn query_values_are_typed() {

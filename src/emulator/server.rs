@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::Serialize as _;
+use serde::Serialize;
 use serde_json::Value;
 
 use super::Fault;
@@ -98,11 +98,16 @@ impl Response {
 
     /// JSON with whole numbers printed without a fraction (`50`, not `50.0`), as Shelly firmware prints them.
     pub(crate) fn json_whole(status: u16, value: &Value) -> Self {
+        Self::json_text(status, whole_json(value))
+    }
+
+    /// A JSON document already written (by [`whole_json`]).
+    pub(crate) fn json_text(status: u16, body: Vec<u8>) -> Self {
         Response {
             status,
             content_type: "application/json",
             headers: Vec::new(),
-            body: whole_json(value),
+            body,
         }
     }
 
@@ -119,7 +124,7 @@ impl Response {
 /// `value` as compact JSON, whole numbers without a fraction. Printed as it is serialized (no copy of the
 /// document to rewrite its numbers first), into this thread's scratch buffer, then copied out at its size:
 /// one allocation per document instead of one per doubling.
-pub(crate) fn whole_json(value: &Value) -> Vec<u8> {
+pub(crate) fn whole_json<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     thread_local! {
         static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
@@ -142,9 +147,9 @@ pub(crate) fn whole_json(value: &Value) -> Vec<u8> {
 /// The largest scratch buffer a thread keeps between documents.
 const SCRATCH_KEEP: usize = 64 * 1024;
 
-fn to_whole(mut out: Vec<u8>, value: &Value) -> Vec<u8> {
+fn to_whole<T: Serialize + ?Sized>(mut out: Vec<u8>, value: &T) -> Vec<u8> {
     let mut ser = serde_json::Serializer::with_formatter(&mut out, WholeNumbers);
-    // Writing a `Value` into a `Vec` cannot fail.
+    // Writing into a `Vec` cannot fail, and what is written here has string keys only.
     let _ = value.serialize(&mut ser);
     out
 }

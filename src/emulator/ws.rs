@@ -376,7 +376,7 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>, arrived: Instan
         _ => {}
     }
     dev.net.sleep(latency.saturating_sub(arrived.elapsed()));
-    let reply = match auth::guard_frame(&dev.auth, &f) {
+    let body = match auth::guard_frame(&dev.auth, &f) {
         Some(error) => {
             let mut out = Map::new();
             out.insert("id".into(), f.get("id").cloned().unwrap_or(Value::Null));
@@ -385,7 +385,7 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>, arrived: Instan
                 out.insert("dst".into(), s.clone());
             }
             out.insert("error".into(), error);
-            Value::Object(out)
+            Response::json_whole(200, &Value::Object(out)).body
         }
         None => {
             // Let through (authenticated, or open): from now on the client gets notifications.
@@ -404,10 +404,9 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>, arrived: Instan
                     }
                 }
             }
-            rpc::answer_frame(dev, &f)
+            rpc::answer_text(dev, &f)
         }
     };
-    let body = Response::json_whole(200, &reply).body;
     if fault == Fault::TruncatedBody {
         Reply::Cut(body)
     } else {
