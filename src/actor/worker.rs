@@ -171,6 +171,7 @@ impl Drop for WorkerTx {
 }
 
 /// The worker's next command, waited for on its bell; `None` once every [`WorkerTx`] is gone.
+#[inline(never)]
 fn next_command(rx: &Receiver<Command>, bell: &Bell) -> Option<Command> {
     loop {
         match rx.try_recv() {
@@ -283,12 +284,15 @@ pub(crate) fn spawn(
     // skipped by the supervisor's try_send.
     let (tx, rx) = crossbeam_channel::bounded(8);
     let remote_gated = Peers::matters_for(&device);
+    let spare = Some(Arc::new(device.clone()));
     let device = Arc::new(device);
     let slot: Slot = Arc::new(RwLock::new(Arc::clone(&device)));
     let begun = now();
-    let state = State {
+    let state = Box::new(State {
         device,
-        spare: None,
+        // Made here rather than at the first contact's change, so that no worker's stack ever holds a whole
+        // device being copied (its deepest page at open, resident for good).
+        spare,
         driver,
         factory,
         liveness,
@@ -315,7 +319,7 @@ pub(crate) fn spawn(
             heard: begun,
         }),
         updating: false,
-    };
+    });
     let bell = Arc::new(Bell::default());
     let rings = Arc::clone(&bell);
     let name = format!("sd-dev-{}", state.device.id);
@@ -396,26 +400,42 @@ impl State {
     /// The worker's life: the first contact, then each command until the controller closes. Each runs in a
     /// function of its own, never inlined: with all of them in one frame (4.6 KiB), the deepest request made
     /// every worker's resident stack 16 KiB instead of 12 (1,000 workers: 4 MiB; `examples/bench_push`).
-    fn run(mut self, rx: Receiver<Command>, bell: &Bell, started: Sender<(i64, Result<()>)>) {
+    fn run(
+        mut self: Box<Self>,
+        rx: Receiver<Command>,
+        bell: &Bell,
+        started: Sender<(i64, Result<()>)>,
+    ) {
         self.first_contact(started);
+        self.serve(&rx, bell);
+    }
+
+    /// Each command until the controller closes; a frame of its own, so that the first contact does not run
+    /// on top of the commands' frame.
+    #[inline(never)]
+    fn serve(&mut self, rx: &Receiver<Command>, bell: &Bell) {
         // The loop ends when every sender is gone: the controller is closing.
-        while let Some(cmd) = next_command(&rx, bell) {
-            let Some(cmd) = self.prelude(cmd) else {
-                continue;
-            };
-            match cmd {
+        loop {
+            // One slot for the command throughout (not a copy per step): this frame is under every read.
+            let mut slot = next_command(rx, bell);
+            if slot.is_none() {
+                break;
+            }
+            self.prelude(&mut slot);
+            match slot {
+                None => {}
                 // What every round brings, each in a small frame: `handle`'s holds every other command's.
-                Command::Refresh { reply, pre } => self.refresh(reply, pre),
-                Command::Tick => self.tick(),
-                Command::Hook => {
+                Some(Command::Refresh { reply, pre }) => self.refresh(reply, pre),
+                Some(Command::Tick) => self.tick(),
+                Some(Command::Hook) => {
                     self.take_hooks();
                 }
-                Command::Switch {
+                Some(Command::Switch {
                     index,
                     action,
                     reply,
-                } => self.switch(index, action, reply),
-                cmd => self.handle(cmd),
+                }) => self.switch(index, action, reply),
+                Some(cmd) => self.handle(cmd),
             }
         }
     }
@@ -435,36 +455,45 @@ impl State {
         if let Err(e) = &result
             && !self.device.online
         {
-            // No transition happened (it starts offline), but an unreachable device at start deserves a word.
-            let d = &self.device;
-            let retry = if self.refreshes {
-                "; retrying in the background"
-            } else {
-                ""
-            };
-            if d.expect_offline {
-                log::debug!(
-                    "device {} is offline at start (expected): {}",
-                    d.label(),
-                    e.reason()
-                );
-            } else {
-                log::warn!(
-                    "device {} is offline at start: {}{retry}",
-                    d.label(),
-                    e.reason()
-                );
-            }
+            self.offline_at_start(e);
         }
-        let _ = started.send((self.device.id, result));
-        drop(started);
+        report(started, self.device.id, result);
+    }
+
+    /// No transition happened (it starts offline), but an unreachable device at start deserves a word. Out of
+    /// line, as every rarely taken branch on the worker's first contact: its deepest frame decides how much of
+    /// every worker's stack stays resident.
+    #[cold]
+    #[inline(never)]
+    fn offline_at_start(&self, e: &Error) {
+        let d = &self.device;
+        let retry = if self.refreshes {
+            "; retrying in the background"
+        } else {
+            ""
+        };
+        if d.expect_offline {
+            log::debug!(
+                "device {} is offline at start (expected): {}",
+                d.label(),
+                e.reason()
+            );
+        } else {
+            log::warn!(
+                "device {} is offline at start: {}{retry}",
+                d.label(),
+                e.reason()
+            );
+        }
     }
 
     /// What comes before any command: events left in the inbox, which channel noticed what it brings, and a
-    /// sleeping device's answer (the command is consumed: `None`).
+    /// sleeping device's answer (the command is consumed: `slot` is left empty).
     #[inline(never)]
-    fn prelude(&mut self, cmd: Command) -> Option<Command> {
-        let mut cmd = cmd;
+    fn prelude(&mut self, slot: &mut Option<Command>) {
+        let Some(mut cmd) = slot.take() else {
+            return;
+        };
         if !matches!(cmd, Command::Hook) {
             // Events whose wake-up did not fit the inbox must not wait for the next event.
             let took = self.take_hooks();
@@ -485,7 +514,7 @@ impl State {
         {
             // Never polled, asleep or overdue: only whether it missed its period.
             let _ = self.op(false, |_, _| Ok(()));
-            return None;
+            return;
         }
         if let Some(refused) = self.asleep() {
             // A sleeping device answers nobody: refused at once, not after a timeout.
@@ -494,28 +523,28 @@ impl State {
                     reply: Some(reply), ..
                 } => {
                     let _ = reply.send(Err(refused));
-                    return None;
+                    return;
                 }
                 Command::Switch { reply, .. } => {
                     let _ = reply.send(Err(refused));
-                    return None;
+                    return;
                 }
                 Command::Cover { reply, .. } => {
                     let _ = reply.send(Err(refused));
-                    return None;
+                    return;
                 }
                 Command::Light { reply, .. } => {
                     let _ = reply.send(Err(refused));
-                    return None;
+                    return;
                 }
                 // Updating a sleeping device is not supported: it would have to be awake throughout.
                 Command::Firmware(op) => {
                     op.refuse(refused);
-                    return None;
+                    return;
                 }
                 Command::Energy(ask) => {
                     let _ = ask.reply.send(Err(refused));
-                    return None;
+                    return;
                 }
                 Command::Refresh { reply: None, .. }
                 | Command::Tick
@@ -523,7 +552,7 @@ impl State {
                 | Command::Moved { .. } => {}
             }
         }
-        Some(cmd)
+        *slot = Some(cmd);
     }
 
     /// A read; its result goes to `reply` when a caller waits for it.
@@ -534,7 +563,7 @@ impl State {
             None => drv.read(dev),
         });
         if let Some(reply) = reply {
-            let _ = reply.send(r);
+            answer(reply, r);
         }
     }
 
@@ -904,35 +933,34 @@ impl State {
         let was_online = self.device.online;
         let was_profile = self.device.profile.clone();
         let result = match self.backoff.gate() {
-            Gate::Wait(message) => Err(Error::WorkerFailed {
-                device: self.device.label(),
-                message,
-            }),
-            Gate::Restart => match catch_unwind(AssertUnwindSafe(|| {
-                (self.factory)(self.device.address.as_deref(), self.device.port)
-            })) {
-                Ok(Ok(driver)) => {
-                    self.driver = driver;
-                    log::debug!("device {}: driver rebuilt", self.device.label());
-                    self.run_driver(reads, f)
-                }
-                Ok(Err(e)) => Err(self.failed(e.to_string())),
-                Err(payload) => Err(self.failed(panic_message(&*payload))),
+            Gate::Wait(message) => Err(self.waiting(message)),
+            Gate::Restart => match self.rebuild_driver() {
+                Ok(()) => self.run_driver(reads, f),
+                Err(e) => Err(e),
             },
             Gate::Run => self.run_driver(reads, f),
         };
+        self.after_op(reads, result.as_ref().err(), was_online, was_profile);
+        result
+    }
+
+    /// What follows every operation: peers' reports, the last error, sleep, the Online transition, the new
+    /// snapshot, a profile change. Out of line, as in [`After`].
+    #[inline(never)]
+    fn after_op(
+        &mut self,
+        reads: bool,
+        error: Option<&Error>,
+        was_online: bool,
+        was_profile: Option<String>,
+    ) {
         if self.remote_gated && reads {
-            let before = Arc::clone(&self.slot.read().unwrap_or_else(|e| e.into_inner()));
-            self.peers
-                .gate(writable(&mut self.device, &mut self.spare), &before);
+            self.gate_by_peers();
         }
         let dev = writable(&mut self.device, &mut self.spare);
-        match &result {
-            Ok(_) => dev.last_error = None,
-            Err(e) => dev.last_error = Some(e.reason()),
-        }
-        let foreign = matches!(result, Err(Error::WrongDevice { .. }));
-        self.settle_sleep(reads && result.is_ok(), foreign);
+        dev.last_error = error.map(Error::reason);
+        let foreign = matches!(error, Some(Error::WrongDevice { .. }));
+        self.settle_sleep(reads && error.is_none(), foreign);
         self.log_transition(was_online);
         self.publish();
         if self.device.profile != was_profile && self.contacted {
@@ -940,7 +968,41 @@ impl State {
             self.hooks_synced = false;
             self.profile_changed(was_profile);
         }
-        result
+    }
+
+    /// The error for an operation while the back-off after a failure lasts.
+    #[cold]
+    #[inline(never)]
+    fn waiting(&self, message: String) -> Error {
+        Error::WorkerFailed {
+            device: self.device.label(),
+            message,
+        }
+    }
+
+    /// A new driver once the back-off after a failure has passed.
+    #[cold]
+    #[inline(never)]
+    fn rebuild_driver(&mut self) -> Result<()> {
+        match catch_unwind(AssertUnwindSafe(|| {
+            (self.factory)(self.device.address.as_deref(), self.device.port)
+        })) {
+            Ok(Ok(driver)) => {
+                self.driver = driver;
+                log::debug!("device {}: driver rebuilt", self.device.label());
+                Ok(())
+            }
+            Ok(Err(e)) => Err(self.failed(e.to_string())),
+            Err(payload) => Err(self.failed(panic_message(&*payload))),
+        }
+    }
+
+    /// Peers' reports about this device's address, against what it was before the read.
+    #[inline(never)]
+    fn gate_by_peers(&mut self) {
+        let before = Arc::clone(&self.slot.read().unwrap_or_else(|e| e.into_inner()));
+        self.peers
+            .gate(writable(&mut self.device, &mut self.spare), &before);
     }
 
     /// The device reports another profile than before (switched in the vendor app while we run): the driver
@@ -999,41 +1061,21 @@ impl State {
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let r = f(dev, driver);
-            if let Some(reached) = driver.reach() {
-                dev.online = reached;
-                if !reached {
-                    identity.confirmed = false;
-                }
-            }
-            let r = check_identity(identity, &before, dev, driver, reads, r);
-            if reads && identity.confirmed {
-                identity.confirmed_at = Some(now());
-            }
-            if reads && r.is_ok() && dev.online && !*synced {
-                // Installation problems never fail the refresh; they are logged and retried next time.
-                match driver.sync_hooks(dev) {
-                    Ok(()) => *synced = true,
-                    Err(e) => log::warn!(
-                        "device {}: webhooks not installed yet: {}",
-                        dev.label(),
-                        e.reason()
-                    ),
-                }
-                if let Some(reached) = driver.reach() {
-                    dev.online = reached;
-                }
-            }
-            r
+            let after = After {
+                identity,
+                before: &before,
+                synced,
+                now,
+                reads,
+            };
+            after.settle(dev, driver, r)
         }));
         match outcome {
             Ok(r) => {
                 if r.is_ok() {
                     self.backoff.succeeded();
                     if std::mem::take(&mut self.failing) {
-                        log::info!(
-                            "device {}: the rebuilt driver works again",
-                            self.device.label()
-                        );
+                        self.works_again();
                     }
                 }
                 r
@@ -1045,8 +1087,19 @@ impl State {
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn works_again(&self) {
+        log::info!(
+            "device {}: the rebuilt driver works again",
+            self.device.label()
+        );
+    }
+
     /// Takes the device offline until the back-off passes. Only the first failure in a row is logged above
     /// debug, so a driver that panics on every answer cannot flood the log.
+    #[cold]
+    #[inline(never)]
     fn failed(&mut self, message: String) -> Error {
         let message = crate::text::clip(&message, 200);
         let first_in_a_row = !std::mem::replace(&mut self.failing, true);
@@ -1103,6 +1156,69 @@ impl State {
 /// to what it was before the operation (nothing of the foreign device is kept), offline, and the operation
 /// fails with [`Error::WrongDevice`]. A successful read with the expected MAC (or the first MAC of a device
 /// with none configured, which becomes its identity) confirms the device, and switches may be sent again.
+/// What [`State::run_driver`] settles once the driver is done: reach, identity, webhooks. Out of line, so none
+/// of it is in the frame under the driver's call (the deepest frame decides how much of every worker's stack
+/// stays resident).
+struct After<'a> {
+    identity: &'a mut Identity,
+    before: &'a Device,
+    synced: &'a mut bool,
+    now: &'a Now,
+    reads: bool,
+}
+
+impl After<'_> {
+    #[inline(never)]
+    fn settle<T>(self, dev: &mut Device, driver: &mut dyn Driver, r: Result<T>) -> Result<T> {
+        let identity = self.identity;
+        if let Some(reached) = driver.reach() {
+            dev.online = reached;
+            if !reached {
+                identity.confirmed = false;
+            }
+        }
+        let r = check_identity(identity, self.before, dev, driver, self.reads, r);
+        if self.reads && identity.confirmed {
+            identity.confirmed_at = Some((self.now)());
+        }
+        if self.reads && r.is_ok() && dev.online && !*self.synced {
+            sync_hooks(driver, dev, self.synced);
+        }
+        r
+    }
+}
+
+/// A read's outcome to its caller, out of line like [`report`].
+#[inline(never)]
+fn answer(reply: Sender<Result<()>>, r: Result<()>) {
+    let _ = reply.send(r);
+}
+
+/// The first contact's outcome to `open`. Out of line, so the channel's sending code adds nothing to the frame
+/// the first contact holds while it reads.
+#[inline(never)]
+fn report(started: Sender<(i64, Result<()>)>, id: i64, result: Result<()>) {
+    let _ = started.send((id, result));
+}
+
+/// Installs the driver's webhooks once per online period. Installation problems never fail the refresh; they
+/// are logged and retried next time.
+#[inline(never)]
+fn sync_hooks(driver: &mut dyn Driver, dev: &mut Device, synced: &mut bool) {
+    match driver.sync_hooks(dev) {
+        Ok(()) => *synced = true,
+        Err(e) => log::warn!(
+            "device {}: webhooks not installed yet: {}",
+            dev.label(),
+            e.reason()
+        ),
+    }
+    if let Some(reached) = driver.reach() {
+        dev.online = reached;
+    }
+}
+
+#[inline(never)]
 fn check_identity<T>(
     identity: &mut Identity,
     before: &Device,

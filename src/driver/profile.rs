@@ -19,10 +19,22 @@ pub(crate) fn detect(
     reported: Option<&str>,
     follow: Option<&Follow>,
 ) -> Shape {
-    let Some(name) = reported.filter(|r| !r.is_empty()) else {
+    match reported.filter(|r| !r.is_empty()) {
+        Some(name) => detect_profile(dev, model, name, follow),
         // Models with one shape (and older firmware) do not say; the planned shape stands.
-        return planned_shape(dev, model);
-    };
+        None => planned_shape(dev, model),
+    }
+}
+
+/// [`detect`] for a device that reports a profile. Out of line, as it logs: a worker's deepest frame at its
+/// first contact decides how much of its stack stays resident, and most devices report none.
+#[inline(never)]
+fn detect_profile(
+    dev: &mut Device,
+    model: &ModelInfo,
+    name: &str,
+    follow: Option<&Follow>,
+) -> Shape {
     let shape = match model.shape(name) {
         Some(s) => s,
         None => {

@@ -14,6 +14,7 @@ use crate::webhook::install::NAME_PREFIX;
 impl Rpc {
     /// Makes smartdev's hooks on the device (named `smartdev:`…) match the plan: creates what is missing,
     /// updates what differs, deletes only its own stale ones. Other software's hooks are never touched.
+    #[inline(never)]
     pub(super) fn reconcile_hooks(&mut self, dev: &mut Device) -> Result<()> {
         let Some(plan) = self.hooks.clone() else {
             return Ok(());

@@ -21,6 +21,7 @@ impl Rpc {
     /// At open, the push channel dials the device first: its first contact waits for that attempt and then
     /// goes over the connection. A device that took no TCP connection within its timeout is unreachable now,
     /// with that as its error (an HTTP request would only have waited as long again).
+    #[inline(never)]
     pub(super) fn await_channel(&mut self, dev: &Device) -> Result<()> {
         let Some(t) = &self.tunnel else {
             return Ok(());
@@ -55,13 +56,7 @@ impl Rpc {
         let prefetched = self.tunnel.as_ref().and_then(|t| t.take_info());
         let info = match prefetched {
             Some(info) => info,
-            None if self.mqtt.is_some() || self.pinned() => {
-                self.call(dev, "Shelly.GetDeviceInfo", None)?
-            }
-            None => {
-                let url = format!("{}/shelly", self.base);
-                self.http.request(dev, &url, None, "GET /shelly")?
-            }
+            None => self.ask_info(dev)?,
         };
         dev.firmware = text(&info, &["ver"]).or_else(|| text(&info, &["fw_id"]));
         if let Some(mac) = crate::driver::json::mac(&info, &["mac"]) {
@@ -82,10 +77,23 @@ impl Rpc {
         Ok(())
     }
 
+    /// Asks for what `introduce` reads, when the push channel did not bring it. Out of line: the worker's
+    /// deepest frame at open decides how much of its stack stays resident.
+    #[inline(never)]
+    fn ask_info(&mut self, dev: &mut Device) -> Result<Value> {
+        if self.mqtt.is_some() || self.pinned() {
+            self.call(dev, "Shelly.GetDeviceInfo", None)
+        } else {
+            let url = format!("{}/shelly", self.base);
+            self.http.request(dev, &url, None, "GET /shelly")
+        }
+    }
+
     /// Reads `Webhook.ListSupported` into `SupportedWebhooks` once per contact period (a failure is logged and
     /// not retried until the device comes back, as before). Called where hooks are reconciled when some hook is
     /// wanted, otherwise at the first read after `open`, so the quick first contact skips a request nothing
     /// waits for.
+    #[inline(never)]
     pub(super) fn learn_supported(&mut self, dev: &mut Device) {
         if self.supported_known {
             return;
@@ -99,6 +107,7 @@ impl Rpc {
 
     /// Maps configured probe names to `temperature:N` ids from `Shelly.GetConfig`. Failures are logged and
     /// retried at the next refresh.
+    #[inline(never)]
     pub(super) fn map_probes(&mut self, dev: &mut Device) {
         match self.call(dev, "Shelly.GetConfig", None) {
             Ok(config) => {

@@ -118,13 +118,24 @@ impl Rpc {
 
     /// A sleeping device configured by its MAC alone has no address: it is only heard when it reports.
     fn addressed(&self, dev: &Device) -> Result<()> {
-        if !self.base.is_empty() || self.mqtt.is_some() {
+        if self.has_address() {
             return Ok(());
         }
-        Err(Error::Device {
+        Err(Self::no_address(dev))
+    }
+
+    fn has_address(&self) -> bool {
+        !self.base.is_empty() || self.mqtt.is_some()
+    }
+
+    /// The error for a device with no address to ask (out of line: every read checks for it).
+    #[cold]
+    #[inline(never)]
+    fn no_address(dev: &Device) -> Error {
+        Error::Device {
             device: dev.label(),
             message: "no address is known: the configuration gives only its MAC; it is heard when it wakes and reports through the outbound WebSocket".into(),
-        })
+        }
     }
 
     fn contact(&mut self, dev: &mut Device) -> Result<()> {
@@ -140,20 +151,12 @@ impl Rpc {
         }
         // Right after a (re)connect the subscription's answer is the read.
         let prefetched = self.tunnel.as_ref().and_then(|t| t.take_prefetched());
+        // Each way in a frame of its own: a status held here would sit under every other one (the worker's
+        // deepest frame decides how much of its stack stays resident).
         match prefetched {
             Some(Handoff::Read(status)) => self.take_pushed(dev, &status, earlier)?,
-            Some(Handoff::Parsed(status)) => {
-                let taken = self.take_pushed(dev, &StatusDoc::from_value(&status), earlier);
-                self.give_back(status);
-                taken?
-            }
-            None => {
-                if let Some(t) = &self.tunnel {
-                    t.reading();
-                }
-                let status = self.read_status(dev)?;
-                self.take_status(dev, &status, earlier)?;
-            }
+            Some(Handoff::Parsed(status)) => self.take_parsed(dev, status, earlier)?,
+            None => self.read_and_take(dev, earlier)?,
         }
         if !self.hooks_need_list() && !self.quick {
             // Without webhooks nothing needs the list at open; it still fills `SupportedWebhooks` (the old
@@ -161,6 +164,32 @@ impl Rpc {
             self.learn_supported(dev);
         }
         Ok(())
+    }
+
+    /// A pushed status that came as a tree (notifications merged into it).
+    #[inline(never)]
+    fn take_parsed(
+        &mut self,
+        dev: &mut Device,
+        status: serde_json::Value,
+        recheck: bool,
+    ) -> Result<()> {
+        let taken = self.take_pushed(dev, &StatusDoc::from_value(&status), recheck);
+        self.give_back(status);
+        taken
+    }
+
+    /// The status read now.
+    #[inline(never)]
+    fn read_and_take(&mut self, dev: &mut Device, recheck: bool) -> Result<()> {
+        if let Some(t) = &self.tunnel {
+            t.reading();
+        }
+        let status = match self.pre_read_answer() {
+            Ok(status) => status,
+            Err(first) => self.read_status(dev, first)?,
+        };
+        self.take_status(dev, &status, recheck)
     }
 
     /// Whether add-on probes or sensors still need their component ids (a request of their own).
@@ -192,6 +221,7 @@ impl Rpc {
 
     /// A status read or pushed, onto the device (after asking `/shelly` again when `recheck` and its
     /// components are not those of the profile the device introduced itself with).
+    #[inline(never)]
     fn take_status(&mut self, dev: &mut Device, status: &StatusDoc, recheck: bool) -> Result<()> {
         if recheck {
             self.recheck_profile(dev, status)?;
@@ -203,6 +233,7 @@ impl Rpc {
     /// A status whose components are not those of the profile the device introduced itself with: it was
     /// switched to another profile since (it reboots into it, and the push channel sends the new full status).
     /// `/shelly` is asked again, which reports the new profile (log, `ConfigMismatch`).
+    #[inline(never)]
     fn recheck_profile(&mut self, dev: &mut Device, status: &StatusDoc) -> Result<()> {
         if self.model.profiles.is_empty() || self.recheck_off || status_fits(&self.shape, status) {
             return Ok(());
@@ -321,6 +352,10 @@ impl Driver for Rpc {
     }
 
     fn sync_hooks(&mut self, dev: &mut Device) -> Result<()> {
+        // Nothing to install: the reconciliation's large frame is not entered at all.
+        if self.hooks.is_none() {
+            return Ok(());
+        }
         self.reconcile_hooks(dev)
     }
 

@@ -1,12 +1,12 @@
 //! The RPC transport: framing a call (`{"id","method","params"}` → `result` or error) and the digest
 //! authentication loop around `POST /rpc`.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::{Rpc, StatusDoc};
 use crate::driver::http::{Reply, Request};
 use crate::driver::ws::rpc::{BUSY, BUSY_CODE, FrameChallenge, auth_object, parse_challenge};
-use crate::driver::ws::tunnel::Sent;
+use crate::driver::ws::tunnel::{Sent, Tunnel};
 use crate::driver::{AuthProblem, auth_error, digest};
 use crate::error::{Error, Result, attempts_text};
 use crate::objects::Device;
@@ -74,26 +74,30 @@ impl Rpc {
         if self.mqtt.is_some() {
             return self.call_mqtt(dev, method, params, what);
         }
-        Ok(
-            match self.call_tunnel(dev, method, params.as_ref(), what)? {
-                Some(frame) => frame,
-                None => {
-                    // A live push connection proves who is at the address; without it (down, or it broke under
-                    // this very command) a command goes over HTTP only to the device's own MAC: two devices that
-                    // swapped addresses must not get each other's commands.
-                    if actuates(what) && self.tunnel.is_some() && !self.http.closing() {
-                        self.confirm_mac(dev, what)?;
-                    }
-                    let id = self.next_id;
-                    self.next_id += 1;
-                    let mut frame = json!({"id": id, "src": "smartdev", "method": method});
-                    if let Some(p) = params {
-                        frame["params"] = p;
-                    }
-                    self.post(dev, &frame, what)?
-                }
-            },
-        )
+        match self.call_tunnel(dev, method, params.as_ref(), what)? {
+            Some(frame) => Ok(frame),
+            None => self.send_over_http(dev, method, params, what),
+        }
+    }
+
+    /// [`Rpc::send_call`] without its push connection. Out of line: calls through the connection are the
+    /// rule, and this path's frame would sit under each of them.
+    #[inline(never)]
+    fn send_over_http(
+        &mut self,
+        dev: &mut Device,
+        method: &str,
+        params: Option<Value>,
+        what: &str,
+    ) -> Result<Value> {
+        // A live push connection proves who is at the address; without it (down, or it broke under this very
+        // command) a command goes over HTTP only to the device's own MAC: two devices that swapped addresses
+        // must not get each other's commands.
+        if actuates(what) && self.tunnel.is_some() && !self.http.closing() {
+            self.confirm_mac(dev, what)?;
+        }
+        let frame = self.http_frame(method, params);
+        self.post(dev, &frame, what)
     }
 
     /// Calls one RPC method and returns its `result`.
@@ -129,14 +133,20 @@ impl Rpc {
         if self.mqtt.is_some() {
             return self.call(dev, method, params);
         }
+        let frame = self.http_frame(method, params);
+        let reply = self.post(dev, &frame, &format!("RPC {method}"))?;
+        self.result(dev, method, reply)
+    }
+
+    /// A request frame to POST, with the next id.
+    fn http_frame(&mut self, method: &str, params: Option<Value>) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let mut frame = json!({"id": id, "src": "smartdev", "method": method});
         if let Some(p) = params {
             frame["params"] = p;
         }
-        let reply = self.post(dev, &frame, &format!("RPC {method}"))?;
-        self.result(dev, method, reply)
+        frame
     }
 
     /// The `result` of an answer frame, or the device's error as ours.
@@ -224,7 +234,7 @@ impl Rpc {
         what: &str,
     ) -> Result<Option<Value>> {
         // Only a status read is answered typed.
-        Ok(match self.tunnel_call(dev, method, params, what, false)? {
+        Ok(match self.tunnel_call(dev, method, params, what, None)? {
             Some(Got::Frame(frame)) => Some(frame),
             Some(Got::Status(_)) | None => None,
         })
@@ -232,33 +242,158 @@ impl Rpc {
 
     /// Reads `Shelly.GetStatus`. Over the push connection the poller reads the answer straight into a
     /// [`StatusDoc`]; an answer from elsewhere (HTTP, MQTT, an error frame) is read into one here.
-    pub(super) fn read_status(&mut self, dev: &mut Device) -> Result<StatusDoc> {
+    /// Boxed: the worker reads its status through a chain of calls, and a status held by value in one of their
+    /// frames would sit under everything the read does below it (the deepest frame decides how much of every
+    /// worker's stack stays resident).
+    #[inline(never)]
+    pub(super) fn read_status(
+        &mut self,
+        dev: &mut Device,
+        first: Option<Sent>,
+    ) -> Result<Box<StatusDoc>> {
         const METHOD: &str = "Shelly.GetStatus";
         const WHAT: &str = "RPC Shelly.GetStatus";
-        self.addressed(dev)?;
-        let status = if self.mqtt.is_some() {
-            self.call(dev, METHOD, None)?
+        if !self.has_address() {
+            return Err(Self::no_address(dev));
+        }
+        let got = if self.mqtt.is_some() {
+            None
         } else {
-            match self.tunnel_call(dev, METHOD, None, WHAT, true)? {
-                Some(Got::Status(doc)) => return Ok(*doc),
-                Some(Got::Frame(frame)) => self.result(dev, METHOD, frame)?,
-                None => self.call_http(dev, METHOD, None)?,
-            }
+            self.tunnel_call(dev, METHOD, None, WHAT, Some(first))?
         };
-        let doc = StatusDoc::from_value(&status);
+        match got {
+            Some(Got::Status(doc)) => Ok(doc),
+            got => self.status_otherwise(dev, got),
+        }
+    }
+
+    /// The answer to the read sent before the worker ran (`Rpc::read_sent`), if there is one: the status, or
+    /// (`Err`) what came instead, which is then the read's first send (sent again if a request of the
+    /// driver's went out in its place). Awaited before `read_status` is entered, in a small frame: the wait is
+    /// the deepest point of a read.
+    #[inline(never)]
+    pub(super) fn pre_read_answer(&mut self) -> std::result::Result<Box<StatusDoc>, Option<Sent>> {
+        let pre = self.pre_read.take().filter(|_| !self.http.closing());
+        let Some((pre, t)) = pre.zip(self.tunnel.as_ref()) else {
+            return Err(None);
+        };
+        match t.await_pre_read(pre, self.http.timeout()) {
+            Some(Sent::Status(doc)) => {
+                self.http.record_reach(true);
+                Ok(doc)
+            }
+            other => Err(other),
+        }
+    }
+
+    /// A status read that did not come typed: the answer frame, or asked over MQTT or HTTP.
+    #[inline(never)]
+    fn status_otherwise(&mut self, dev: &mut Device, got: Option<Got>) -> Result<Box<StatusDoc>> {
+        const METHOD: &str = "Shelly.GetStatus";
+        let status = match got {
+            _ if self.mqtt.is_some() => self.call(dev, METHOD, None)?,
+            Some(Got::Status(doc)) => return Ok(doc),
+            Some(Got::Frame(frame)) => self.result(dev, METHOD, frame)?,
+            None => self.call_http(dev, METHOD, None)?,
+        };
+        let doc = Box::new(StatusDoc::from_value(&status));
         self.give_back(status);
         Ok(doc)
     }
 
-    /// [`Rpc::call_tunnel`]; `typed`: a status read, whose result may come as a [`StatusDoc`].
+    /// A request whose answer never came: asked again elsewhere when it cannot have moved anything, else an
+    /// error (it may have run).
+    #[cold]
+    #[inline(never)]
+    fn lost(&mut self, dev: &Device, what: &str, why: &str) -> Result<Option<Got>> {
+        if idempotent(what) {
+            let then = if self.mqtt.is_some() {
+                "asked again"
+            } else {
+                "over HTTP"
+            };
+            log::debug!("device {}: {what}: {why}; {then}", dev.label());
+            return Ok(None);
+        }
+        self.http.record_reach(false);
+        Err(Error::Device {
+            device: dev.label(),
+            message: format!(
+                "{what}: {why}; not sent again, as it may have run: read the device to see"
+            ),
+        })
+    }
+
+    /// A request refused before it ran: a 429 (`busy`), waited out under the HTTP retry policy, as the device
+    /// ran nothing and any call, a toggle too, is safe to send again; or a challenge, answered with the
+    /// password. `Ok`: send again.
+    #[cold]
+    #[inline(never)]
+    fn refused(
+        &mut self,
+        dev: &Device,
+        what: &str,
+        tunnel: &Tunnel,
+        frame: &Map<String, Value>,
+        busy: bool,
+        tries: Tries<'_>,
+    ) -> Result<()> {
+        if busy {
+            *tries.busy += 1;
+            let n = *tries.busy;
+            log::debug!(
+                "device {}: {what}: 429 over the WebSocket ({n}/{})",
+                dev.label(),
+                self.http.attempts()
+            );
+            if n >= self.http.attempts() || self.http.closing() || !self.http.pause() {
+                return Err(Error::Device {
+                    device: dev.label(),
+                    message: format!(
+                        "{what}: {BUSY} (after {}); have fewer clients log in to it at once, or raise RetryCount or RetryDelay",
+                        attempts_text(n)
+                    ),
+                });
+            }
+            return Ok(());
+        }
+        *tries.challenged += 1;
+        if self.credentials.password.is_none() {
+            return Err(auth_error(dev, what, AuthProblem::Missing { user: false }));
+        }
+        let challenge = frame
+            .get("error")
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .and_then(|m| parse_challenge(&crate::text::clip(m, 1024)));
+        let Some(ch) = challenge else {
+            return Err(auth_error(dev, what, AuthProblem::NoChallenge));
+        };
+        if *tries.fresh {
+            tunnel.forget_challenge();
+            return Err(auth_error(dev, what, AuthProblem::Refused { user: false }));
+        }
+        *tries.fresh = true;
+        tunnel.set_challenge(ch);
+        Ok(())
+    }
+
+    /// [`Rpc::call_tunnel`]; `typed`: a status read, whose result may come as a [`StatusDoc`], and whose first
+    /// send may have been answered already (the read sent ahead). The worker's
+    /// every read goes through here: what it rarely needs (a lost answer, a challenge, a 429) is out of line,
+    /// as the deepest frame decides how much of every worker's stack stays resident.
     fn tunnel_call(
         &mut self,
         dev: &Device,
         method: &str,
         params: Option<&Value>,
         what: &str,
-        typed: bool,
+        typed: Option<Option<Sent>>,
     ) -> Result<Option<Got>> {
+        let (typed, mut first) = match typed {
+            Some(first) => (true, first),
+            None => (false, None),
+        };
         let Some(tunnel) = self.tunnel.clone() else {
             return Ok(None);
         };
@@ -270,18 +405,16 @@ impl Rpc {
         let (mut challenged, mut busy) = (0, 0);
         while challenged < 3 {
             let password = self.credentials.password.as_ref();
-            let auth = |ch: &mut Option<(FrameChallenge, u32)>| {
-                let (pw, (ch, nc)) = (password?, ch.as_mut()?);
-                *nc += 1;
-                Some(auth_object(ch, pw.expose(), *nc, &digest::cnonce()))
-            };
-            // A status read sent before the worker ran: its answer is this read's first send (sent again if
-            // a request of the driver's went out in its place).
-            let pre = if typed { self.pre_read.take() } else { None };
-            let sent = match pre.and_then(|pre| tunnel.await_pre_read(pre, self.http.timeout())) {
+            let sent = match first.take() {
                 Some(sent) => sent,
-                None if typed => tunnel.request_status(auth, self.http.timeout()),
-                None => tunnel.request(method, params, auth, self.http.timeout()),
+                None => send_now(
+                    &tunnel,
+                    method,
+                    params,
+                    typed,
+                    password,
+                    self.http.timeout(),
+                ),
             };
             match sent {
                 Sent::Down => return Ok(None),
@@ -289,75 +422,65 @@ impl Rpc {
                     self.http.record_reach(true);
                     return Ok(Some(Got::Status(doc)));
                 }
-                Sent::Lost(why) if idempotent(what) => {
-                    let then = if self.mqtt.is_some() {
-                        "asked again"
-                    } else {
-                        "over HTTP"
-                    };
-                    log::debug!("device {}: {what}: {why}; {then}", dev.label());
-                    return Ok(None);
-                }
-                Sent::Lost(why) => {
-                    self.http.record_reach(false);
-                    return Err(Error::Device {
-                        device: dev.label(),
-                        message: format!(
-                            "{what}: {why}; not sent again, as it may have run: read the device to see"
-                        ),
-                    });
-                }
+                Sent::Lost(why) => return self.lost(dev, what, &why),
                 Sent::Answer(frame) => {
                     self.http.record_reach(true);
-                    let error = frame.get("error").filter(|e| !e.is_null());
-                    let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
+                    let code = frame
+                        .get("error")
+                        .filter(|e| !e.is_null())
+                        .and_then(|e| e.get("code"))
+                        .and_then(Value::as_i64);
                     // Firmware 2.x out of nonce slots (over the WebSocket only: device authentication does
-                    // not apply to MQTT). The device refused before running the call, so any call, a
-                    // toggle too, is safe to send again: waited out under the HTTP retry policy.
-                    if code == Some(BUSY_CODE) && self.mqtt.is_none() {
-                        busy += 1;
-                        log::debug!(
-                            "device {}: {what}: 429 over the WebSocket ({busy}/{})",
-                            dev.label(),
-                            self.http.attempts()
-                        );
-                        if busy >= self.http.attempts() || self.http.closing() || !self.http.pause()
-                        {
-                            return Err(Error::Device {
-                                device: dev.label(),
-                                message: format!(
-                                    "{what}: {BUSY} (after {}); have fewer clients log in to it at once, or raise RetryCount or RetryDelay",
-                                    attempts_text(busy)
-                                ),
-                            });
-                        }
-                        continue;
-                    }
-                    if code != Some(401) {
+                    // not apply to MQTT).
+                    let busy_now = code == Some(BUSY_CODE) && self.mqtt.is_none();
+                    if !busy_now && code != Some(401) {
                         return Ok(Some(Got::Frame(Value::Object(frame))));
                     }
-                    challenged += 1;
-                    if self.credentials.password.is_none() {
-                        return Err(auth_error(dev, what, AuthProblem::Missing { user: false }));
-                    }
-                    let challenge = error
-                        .and_then(|e| e.get("message"))
-                        .and_then(Value::as_str)
-                        .and_then(|m| parse_challenge(&crate::text::clip(m, 1024)));
-                    let Some(ch) = challenge else {
-                        return Err(auth_error(dev, what, AuthProblem::NoChallenge));
+                    let tries = Tries {
+                        fresh: &mut fresh,
+                        challenged: &mut challenged,
+                        busy: &mut busy,
                     };
-                    if fresh {
-                        tunnel.forget_challenge();
-                        return Err(auth_error(dev, what, AuthProblem::Refused { user: false }));
-                    }
-                    fresh = true;
-                    tunnel.set_challenge(ch);
+                    self.refused(dev, what, &tunnel, &frame, busy_now, tries)?;
                 }
             }
         }
         Err(auth_error(dev, what, AuthProblem::KeptAsking))
     }
+}
+
+/// Sends a request through the push connection and waits for its answer; a status read (`typed`) may be
+/// answered with a [`StatusDoc`]. Out of line: a read whose request was sent ahead never comes here, and the
+/// request's encoding would otherwise sit in the frame under it.
+#[inline(never)]
+fn send_now(
+    tunnel: &Tunnel,
+    method: &str,
+    params: Option<&Value>,
+    typed: bool,
+    password: Option<&crate::config::Secret>,
+    timeout: std::time::Duration,
+) -> Sent {
+    let auth = |ch: &mut Option<(FrameChallenge, u32)>| {
+        let (pw, (ch, nc)) = (password?, ch.as_mut()?);
+        *nc += 1;
+        Some(auth_object(ch, pw.expose(), *nc, &digest::cnonce()))
+    };
+    if typed {
+        tunnel.request_status(auth, timeout)
+    } else {
+        tunnel.request(method, params, auth, timeout)
+    }
+}
+
+/// What a request through the push connection has met so far.
+struct Tries<'a> {
+    /// A challenge was answered already.
+    fresh: &'a mut bool,
+    /// Sends answered by a challenge.
+    challenged: &'a mut u32,
+    /// Sends answered by a 429.
+    busy: &'a mut u32,
 }
 
 /// An answer through the push connection.
@@ -385,9 +508,7 @@ impl Rpc {
     /// Before a command goes over HTTP after its push connection broke: the device at the address shows its
     /// MAC (`Shelly.GetDeviceInfo`), and another MAC than the device's gets nothing.
     fn confirm_mac(&mut self, dev: &mut Device, what: &str) -> Result<()> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let frame = json!({"id": id, "src": "smartdev", "method": "Shelly.GetDeviceInfo"});
+        let frame = self.http_frame("Shelly.GetDeviceInfo", None);
         let info = self.post(dev, &frame, "RPC Shelly.GetDeviceInfo")?;
         let seen = info
             .pointer("/result/mac")
