@@ -398,8 +398,9 @@ impl State {
     }
 
     /// The worker's life: the first contact, then each command until the controller closes. Each runs in a
-    /// function of its own, never inlined: with all of them in one frame (4.6 KiB), the deepest request made
-    /// every worker's resident stack 16 KiB instead of 12 (1,000 workers: 4 MiB; `examples/bench_push`).
+    /// function of its own, never inlined: a thread keeps every stack page it touched, so the deepest call
+    /// decides its memory (with every command in one frame of 4.6 KiB a worker kept 16 KiB; now the first
+    /// contact stays within the 8 KiB a bare thread keeps: ARCHITECTURE.md, BENCHMARKS.md step 31).
     fn run(
         mut self: Box<Self>,
         rx: Receiver<Command>,
@@ -1087,6 +1088,7 @@ impl State {
         }
     }
 
+    /// A driver rebuilt after a failure answered: said once.
     #[cold]
     #[inline(never)]
     fn works_again(&self) {

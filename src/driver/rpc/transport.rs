@@ -234,10 +234,12 @@ impl Rpc {
         what: &str,
     ) -> Result<Option<Value>> {
         // Only a status read is answered typed.
-        Ok(match self.tunnel_call(dev, method, params, what, None)? {
-            Some(Got::Frame(frame)) => Some(frame),
-            Some(Got::Status(_)) | None => None,
-        })
+        Ok(
+            match self.tunnel_call(dev, method, params, what, Ask::Call)? {
+                Some(Got::Frame(frame)) => Some(frame),
+                Some(Got::Status(_)) | None => None,
+            },
+        )
     }
 
     /// Reads `Shelly.GetStatus`. Over the push connection the poller reads the answer straight into a
@@ -259,7 +261,7 @@ impl Rpc {
         let got = if self.mqtt.is_some() {
             None
         } else {
-            self.tunnel_call(dev, METHOD, None, WHAT, Some(first))?
+            self.tunnel_call(dev, METHOD, None, WHAT, Ask::Status(first))?
         };
         match got {
             Some(Got::Status(doc)) => Ok(doc),
@@ -378,21 +380,20 @@ impl Rpc {
         Ok(())
     }
 
-    /// [`Rpc::call_tunnel`]; `typed`: a status read, whose result may come as a [`StatusDoc`], and whose first
-    /// send may have been answered already (the read sent ahead). The worker's
-    /// every read goes through here: what it rarely needs (a lost answer, a challenge, a 429) is out of line,
-    /// as the deepest frame decides how much of every worker's stack stays resident.
+    /// [`Rpc::call_tunnel`], or a status read ([`Ask`]). The worker's every read goes through here: what it
+    /// rarely needs (a lost answer, a challenge, a 429) is out of line, as the deepest frame decides how much
+    /// of every worker's stack stays resident.
     fn tunnel_call(
         &mut self,
         dev: &Device,
         method: &str,
         params: Option<&Value>,
         what: &str,
-        typed: Option<Option<Sent>>,
+        ask: Ask,
     ) -> Result<Option<Got>> {
-        let (typed, mut first) = match typed {
-            Some(first) => (true, first),
-            None => (false, None),
+        let (typed, mut first) = match ask {
+            Ask::Status(first) => (true, first),
+            Ask::Call => (false, None),
         };
         let Some(tunnel) = self.tunnel.clone() else {
             return Ok(None);
@@ -471,6 +472,15 @@ fn send_now(
     } else {
         tunnel.request(method, params, auth, timeout)
     }
+}
+
+/// What [`Rpc::tunnel_call`] asks.
+enum Ask {
+    /// A call, answered with its frame.
+    Call,
+    /// A status read, whose result may come as a [`StatusDoc`]; with what its first send met when the read
+    /// was sent ahead (`Rpc::pre_read_answer`).
+    Status(Option<Sent>),
 }
 
 /// What a request through the push connection has met so far.
