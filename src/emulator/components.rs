@@ -253,8 +253,9 @@ pub(crate) fn status(dev: &Device, s: &DeviceState) -> Map<String, Value> {
     }
 }
 
-/// `Shelly.GetStatus` as one `Serialize`: written straight out as an RPC answer's text (no tree of values,
-/// which was a fifth of the emulator's CPU per status read), or collected into a map ([`status`]).
+/// `Shelly.GetStatus` as one `Serialize`: written straight out as an RPC answer's text (the tree of values
+/// built to be printed was a quarter of the emulator's CPU in `refresh_all`), or collected into a map
+/// ([`status`]).
 pub(crate) struct Status<'a> {
     pub dev: &'a Device,
     pub s: &'a DeviceState,
@@ -292,7 +293,7 @@ impl Serialize for Status<'_> {
             }
             _ => {}
         }
-        sensor_entries(&mut m, s, SensorQuantity::Humidity)?;
+        rpc_sensors::status_entries(&mut m, s, SensorQuantity::Humidity)?;
         for i in 0..s.inputs.len() {
             let input = InputStatus {
                 id: i,
@@ -331,26 +332,12 @@ impl Serialize for Status<'_> {
             m.serialize_entry(&k, &v)?;
         }
         m.serialize_entry("sys", &SysStatus { dev, s })?;
-        sensor_entries(&mut m, s, SensorQuantity::Temperature)?;
-        sensor_entries(&mut m, s, SensorQuantity::Voltage)?;
+        rpc_sensors::status_entries(&mut m, s, SensorQuantity::Temperature)?;
+        rpc_sensors::status_entries(&mut m, s, SensorQuantity::Voltage)?;
         m.serialize_entry("wifi", &Wifi::EMULATED)?;
         m.serialize_entry("ws", &Connected { connected: false })?;
         m.end()
     }
-}
-
-/// The `<quantity>:<id>` statuses of one sensor quantity, added to a map being serialized.
-fn sensor_entries<M: SerializeMap>(
-    m: &mut M,
-    s: &DeviceState,
-    q: SensorQuantity,
-) -> Result<(), M::Error> {
-    let mut readings = Map::new();
-    rpc_sensors::insert_status(&mut readings, s, q);
-    for (k, v) in &readings {
-        m.serialize_entry(k, v)?;
-    }
-    Ok(())
 }
 
 /// A component key, `<kind>:<id>`, written without a `String` of its own.

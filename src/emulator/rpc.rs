@@ -114,12 +114,7 @@ fn frame(dev: &Device, req: &Request) -> Response {
 /// [`answer_frame`] as the text `Response::json_whole` would make of it. A `Shelly.GetStatus` is written
 /// straight from the state ([`Status`]), unless a subscription is to be measured from it (`general`).
 pub(crate) fn answer_text(dev: &Device, f: &Map<String, Value>) -> Vec<u8> {
-    let status_call = f
-        .get("method")
-        .and_then(Value::as_str)
-        .is_some_and(|m| m.eq_ignore_ascii_case("shelly.getstatus"))
-        && matches!(f.get("params"), None | Some(Value::Null | Value::Object(_)));
-    if status_call {
+    if is_status_call(f) {
         let s = dev.state();
         let measured = !dev.ws.subscribed.load(Ordering::SeqCst) || lock(&dev.ws.last).is_some();
         if measured {
@@ -132,6 +127,15 @@ pub(crate) fn answer_text(dev: &Device, f: &Map<String, Value>) -> Vec<u8> {
         }
     }
     whole_json(&answer_frame(dev, f))
+}
+
+/// Whether a request frame is a `Shelly.GetStatus` that `general` answers (its params absent, null or an
+/// object; anything else is refused before).
+pub(crate) fn is_status_call(f: &Map<String, Value>) -> bool {
+    f.get("method")
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.eq_ignore_ascii_case("shelly.getstatus"))
+        && matches!(f.get("params"), None | Some(Value::Null | Value::Object(_)))
 }
 
 /// A `Shelly.GetStatus` response frame, keys in `answer_frame`'s order.

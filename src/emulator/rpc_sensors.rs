@@ -1,6 +1,7 @@
 //! Gen2+ sensor components: `temperature:N` (`tC`/`tF`), `humidity:N` (`rh`), `voltmeter:N` (`voltage`),
 //! `devicepower:0` (battery), built-in (ids from 0) and add-on (ids from 100), and their `GetStatus`/`GetConfig`.
 
+use serde::ser::SerializeMap;
 use serde_json::{Map, Value, json};
 
 use super::device::Device;
@@ -40,12 +41,17 @@ fn reading_config(r: &Reading) -> Value {
     }
 }
 
-/// Adds `<component>:<id>` status entries for every reading of `q`.
-pub(crate) fn insert_status(m: &mut Map<String, Value>, s: &DeviceState, q: SensorQuantity) {
+/// Adds `<component>:<id>` status entries for every reading of `q` to a map being serialized.
+pub(crate) fn status_entries<M: SerializeMap>(
+    m: &mut M,
+    s: &DeviceState,
+    q: SensorQuantity,
+) -> Result<(), M::Error> {
     for i in sensors::of(&s.sensors, q) {
         let r = &s.sensors[i];
-        m.insert(format!("{}:{}", key(q), r.id), reading_status(r));
+        m.serialize_entry(&format!("{}:{}", key(q), r.id), &reading_status(r))?;
     }
+    Ok(())
 }
 
 /// Adds `<component>:<id>` config entries for every reading of `q`.

@@ -397,9 +397,7 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>, arrived: Instan
                     dev.ws.subscribed.store(true, Ordering::SeqCst);
                     // The status now is what later changes are measured against: a `Shelly.GetStatus`
                     // measures with the status it answers (`rpc::general`), any other request here.
-                    let params_ok =
-                        matches!(f.get("params"), None | Some(Value::Null | Value::Object(_)));
-                    if !(method.eq_ignore_ascii_case("shelly.getstatus") && params_ok) {
+                    if !rpc::is_status_call(&f) {
                         dev.measure_status();
                     }
                 }
