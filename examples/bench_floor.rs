@@ -6,7 +6,8 @@
 //! Two device sides, each in a child process:
 //! - **wire devices**: one thread, one `mio` poll, N listeners. Each connection: the upgrade (with a real
 //!   `Sec-WebSocket-Accept`), then each request frame answered the latency after it came with the bytes
-//!   `sdctl emulate` answers (`Shelly.GetDeviceInfo` 215 bytes, `Shelly.GetStatus` 721).
+//!   `sdctl emulate` answers (`Shelly.GetDeviceInfo` 215 bytes, `Shelly.GetStatus` 721, and
+//!   `Webhook.ListSupported`, which the library asks at its first read), each device with its own MAC.
 //! - **the emulator** (`smartdev::emulator`, as every other benchmark).
 //!
 //! Three client sides, in this process:
@@ -17,7 +18,10 @@
 //!   worker (pthread, its stack), each handed its device's answers over a channel and saying so over another:
 //!   the design card's cost.
 //! - **smartdev**: `Controller::open` with `Channel: auto` (every device read and subscribed), READS ×
-//!   `refresh_all`, then `close`.
+//!   `refresh_all`, then `close`; against both device sides, so the library's distance to the floor is seen
+//!   apart from the emulator's.
+//!
+//! `BENCH_FLOOR_ONLY=TEXT` runs only the combinations whose label contains TEXT (for `perf`).
 //!
 //! Every combination runs once per round, in turn, so the machine's drift falls on all alike. Per combination,
 //! for the open and for one read: the median wall time, this process's CPU and the device child's CPU (closes
@@ -40,6 +44,10 @@ use support::{EmuChild, cpu_ticks, cpu_ticks_of, quantile};
 const WIRE_FLAG: &str = "--wire-devices";
 
 /// `sdctl emulate`'s answers for a ShellyPlus1PM (the result objects; id, src and dst are added per call).
+/// `Webhook.ListSupported`'s result for a ShellyPlus1PM, as `sdctl emulate` answers it.
+const SUPPORTED: &str = r#"{"types":{"input.toggle_on":{},"input.toggle_off":{},"input.button_push":{},"input.button_longpush":{},"input.button_doublepush":{},"input.button_triplepush":{},"switch.on":{},"switch.off":{}}}"#;
+/// The MAC of the answers below, replaced by each wire device's own.
+const MAC: &str = "028E7B42916F";
 const DEVICE_INFO: &str = r#"{"name":null,"id":"shellyplus1pm-028e7b42916f","mac":"028E7B42916F","slot":1,"model":"SNSW-001P16EU","gen":2,"fw_id":"20260311-095847/1.7.5-g0e0e0e0","ver":"1.7.5","app":"Plus1PM","auth_en":false,"auth_domain":null}"#;
 const STATUS: &str = r#"{"ble":{},"cloud":{"connected":false},"input:0":{"id":0,"state":false},"mqtt":{"connected":false},"switch:0":{"id":0,"source":"init","output":false,"apower":0,"voltage":230.1,"current":0,"aenergy":{"total":0,"by_minute":[0,0,0],"minute_ts":1795732380},"temperature":{"tC":45,"tF":113}},"sys":{"mac":"028E7B42916F","restart_required":false,"time":"22:33","unixtime":1795732391,"last_sync_ts":1795732390,"uptime":1,"ram_size":250596,"ram_free":127644,"ram_min_free":102668,"fs_size":524288,"fs_free":188416,"cfg_rev":10,"kvs_rev":0,"schedule_rev":0,"webhook_rev":0,"available_updates":{},"reset_reason":3,"utc_offset":0},"wifi":{"sta_ip":"127.0.0.1","status":"got ip","ssid":"emulator","rssi":-55},"ws":{"connected":false}}"#;
 
@@ -60,13 +68,14 @@ fn main() {
     );
     let wire = WireChild::start(n, latency);
     let emu = EmuChild::start(n, latency);
-    let combos: [(&str, Side, Client); 5] = [
+    let combos: [(&str, Side, Client); 6] = [
         ("wire client, wire devices", Side::Wire, Client::Wire),
         (
             "wire client + threads, wire devices",
             Side::Wire,
             Client::Threads,
         ),
+        ("smartdev, wire devices", Side::Wire, Client::Smartdev),
         ("wire client, emulator", Side::Emulator, Client::Wire),
         (
             "wire client + threads, emulator",
@@ -75,6 +84,12 @@ fn main() {
         ),
         ("smartdev, emulator", Side::Emulator, Client::Smartdev),
     ];
+    // `BENCH_FLOOR_ONLY=smartdev,` (a part of a label): only those combinations, for a profiler.
+    let only = std::env::var("BENCH_FLOOR_ONLY").unwrap_or_default();
+    let combos: Vec<_> = combos
+        .into_iter()
+        .filter(|(label, _, _)| label.contains(only.as_str()))
+        .collect();
     let mut rows: Vec<Row> = combos.iter().map(|_| Row::default()).collect();
     for _ in 0..rounds {
         for (row, (_, side, client)) in rows.iter_mut().zip(&combos) {
@@ -108,15 +123,17 @@ fn main() {
         rows.iter().map(|r| &r.open),
         rounds,
     );
-    print_table(
-        &format!(
-            "then {refreshes} reads of every device's status over its connection (refresh_all), per read:"
-        ),
-        "read",
-        &labels,
-        rows.iter().map(|r| &r.read),
-        rounds * refreshes,
-    );
+    if refreshes > 0 {
+        print_table(
+            &format!(
+                "then {refreshes} reads of every device's status over its connection (refresh_all), per read:"
+            ),
+            "read",
+            &labels,
+            rows.iter().map(|r| &r.read),
+            rounds * refreshes,
+        );
+    }
     wire.stop();
     emu.stop();
 }
@@ -582,6 +599,8 @@ impl WireChild {
 
 /// A wire device's connection.
 struct Served {
+    /// The device's index: its identity in the answers.
+    dev: usize,
     stream: TcpStream,
     upgraded: bool,
     buf: Vec<u8>,
@@ -608,6 +627,18 @@ fn wire_devices(n: usize, latency: Duration) {
         let _ = io::copy(&mut io::stdin(), &mut io::sink());
         std::process::exit(0);
     });
+    // Each device's answers with its own MAC (the library checks identities), made before any client comes.
+    let answers: Vec<[String; 3]> = (0..n)
+        .map(|i| {
+            let mac = format!("02AB{i:08X}");
+            let own = |s: &str| {
+                s.replace(MAC, &mac)
+                    .replace(&MAC.to_lowercase(), &mac.to_lowercase())
+            };
+            let src = format!("shellyplus1pm-{}", mac.to_lowercase());
+            [own(DEVICE_INFO), own(STATUS), src]
+        })
+        .collect();
     let mut conns: Vec<Option<Served>> = Vec::new();
     // (due, connection token, answer frame): one latency for all, so in order of arrival.
     let mut due: VecDeque<(Instant, usize, Vec<u8>)> = VecDeque::new();
@@ -629,6 +660,7 @@ fn wire_devices(n: usize, latency: Duration) {
                         .register(&mut stream, Token(token), Interest::READABLE)
                         .unwrap();
                     conns.push(Some(Served {
+                        dev: t,
                         stream,
                         upgraded: false,
                         buf: Vec::new(),
@@ -692,14 +724,16 @@ fn wire_devices(n: usize, latency: Duration) {
                     .chars()
                     .take_while(char::is_ascii_digit)
                     .collect();
+                let [info, status, src] = &answers[c.dev];
                 let result = if text.contains("GetDeviceInfo") {
-                    DEVICE_INFO
+                    info
+                } else if text.contains("Webhook.ListSupported") {
+                    SUPPORTED
                 } else {
-                    STATUS
+                    status
                 };
-                let answer = format!(
-                    r#"{{"id":{id},"src":"shellyplus1pm-028e7b42916f","dst":"floor","result":{result}}}"#
-                );
+                let answer =
+                    format!(r#"{{"id":{id},"src":"{src}","dst":"floor","result":{result}}}"#);
                 due.push_back((
                     Instant::now() + latency,
                     t,
