@@ -12,6 +12,7 @@ pub(crate) mod outbound;
 pub(crate) mod pace;
 pub(crate) mod peers;
 pub(crate) mod push;
+pub(crate) mod pushed_states;
 pub(crate) mod restart;
 pub(crate) mod slot;
 pub(crate) mod supervisor;

@@ -38,6 +38,8 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::{Map, Value};
 
+use super::pushed_states;
+
 use crate::actor::handshakes::Handshakes;
 use crate::actor::pace::Bucket;
 use crate::actor::worker;
@@ -516,12 +518,12 @@ impl Poller {
     fn on_context(&mut self, ctx: &Arc<Context>) {
         for ti in 0..self.targets.len() {
             let t = &self.targets[ti];
-            if let (Slot::Live(_), Some(mirror)) = (&self.slots[ti], t.tunnel.mirror())
-                && let Value::Object(mirror) = &mirror
+            if let (Slot::Live(_), Some(mirror)) = (&self.slots[ti], t.tunnel.mirror_text())
+                && let Some(states) = pushed_states::states_in(&mirror, t.output_type)
             {
                 let snap = worker::snapshot(&ctx.shared.slots[t.di]);
                 // Recorded as the socket's last word, not queued.
-                let _ = state_events(t, ctx, mirror, Some(snap));
+                let _ = state_events(t, ctx, &states, Some(snap));
             }
             if std::mem::take(&mut self.missed[ti]) {
                 ctx.shared.post(t.di, None, None, true);
@@ -985,11 +987,10 @@ impl Poller {
             Some((b, at)) => (Some(b), at),
             None => (None, now),
         };
-        // What changed while nobody listened is measured against what the socket saw before the drop (the
-        // status read again as a tree: reconnects are rare, open reads none).
-        if let Some(Ok(Value::Object(status))) = status
+        // What changed while nobody listened is measured against what the socket saw before the drop.
+        if let Some(status) = status
             .as_ref()
-            .map(|s| crate::untrusted_json::parse(s.text.as_bytes()))
+            .and_then(|s| pushed_states::states_in(&s.text, t.output_type))
         {
             let events = state_events(&t, &ctx, &status, baseline);
             queue_all(&ctx, events, source);

@@ -5,7 +5,8 @@
 use serde_json::Value;
 
 use super::Rpc;
-use crate::driver::json::{num, text};
+use crate::driver::json::text;
+use crate::driver::rpc::status_doc::DeviceInfo;
 use crate::driver::ws::tunnel::Opened;
 use crate::driver::{Driver as _, identify};
 use crate::error::Result;
@@ -54,23 +55,22 @@ impl Rpc {
         // Over MQTT there is no `/shelly`: `Shelly.GetDeviceInfo` answers the same fields, and over a live push
         // connection it costs no new connection (at open, it came with the subscription).
         let prefetched = self.tunnel.as_ref().and_then(|t| t.take_info());
-        let info = match prefetched {
+        // Boxed, its fields taken out one by one: the worker's stack at open has no room for a copy.
+        let mut info = match prefetched {
             Some(info) => info,
-            None => self.ask_info(dev)?,
+            None => DeviceInfo::from_value(&self.ask_info(dev)?),
         };
-        dev.firmware = text(&info, &["ver"]).or_else(|| text(&info, &["fw_id"]));
-        if let Some(mac) = crate::driver::json::mac(&info, &["mac"]) {
+        dev.firmware = info.ver.0.take().or_else(|| info.fw_id.0.take());
+        if let Some(mac) = info.mac.0.as_deref().and_then(crate::mac::normalise) {
             dev.mac_address = Some(mac);
         }
         // A Gen1 device at this address answers with `type` instead of `model`.
-        let reported = text(&info, &["model"]).or_else(|| text(&info, &["type"]));
-        let generation = num(&info, &["gen"]);
-        identify(dev, &self.model, reported.as_deref(), generation.is_none());
-        let profile = text(&info, &["profile"]);
+        let reported = info.model.0.as_deref().or(info.kind.0.as_deref());
+        identify(dev, &self.model, reported, info.generation.0.is_none());
         self.shape = crate::driver::profile::detect(
             dev,
             &self.model,
-            profile.as_deref(),
+            info.profile.0.as_deref(),
             self.follow.as_deref(),
         );
         self.introduced = true;

@@ -6,7 +6,8 @@
 //! is missing, `null` or of another type is `None` (never an error: one odd field must not lose the status), a
 //! flag is also 0/1, a repeated key keeps its last value, and a component key is `type:N` spelled as the
 //! firmware spells it (`switch:01` is not `switch:1`). The same reader takes a `Value` (a status from HTTP, the
-//! mirror, MQTT) through serde's `Deserializer` for `&Value`.
+//! mirror, MQTT) through serde's `Deserializer` for `&Value`. `Shelly.GetDeviceInfo`, read with the status at
+//! every push channel's open, is read the same way ([`DeviceInfo`]).
 
 use std::fmt;
 
@@ -377,6 +378,35 @@ fields!(
     }
 );
 
+fields!(
+    /// `Shelly.GetDeviceInfo` (or Gen1's `/shelly`), as far as a device's introduction reads it.
+    DeviceInfo {
+        ver: Text = "ver",
+        fw_id: Text = "fw_id",
+        mac: Text = "mac",
+        model: Text = "model",
+        kind: Text = "type",
+        generation: Num = "gen",
+        profile: Text = "profile",
+    }
+);
+
+impl DeviceInfo {
+    /// The answer frame to request `id`, its result read without building the frame; `None` as for
+    /// [`StatusRead::from_answer`].
+    pub(crate) fn from_answer(frame: &str, id: u64) -> Option<Box<DeviceInfo>> {
+        let mut de = serde_json::Deserializer::from_str(answer_result(frame, id)?);
+        let info = Box::new(DeviceInfo::deserialize(&mut de).ok()?);
+        de.end().ok()?;
+        Some(info)
+    }
+
+    /// Device information already parsed (anything but an object reads as none of its fields).
+    pub(crate) fn from_value(v: &Value) -> Box<DeviceInfo> {
+        Box::new(DeviceInfo::deserialize(v).unwrap_or_default())
+    }
+}
+
 /// The component types a status is read for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -469,37 +499,42 @@ pub(crate) struct StatusRead {
     pub doc: StatusDoc,
 }
 
+/// The result's text of the answer frame to request `id`, found without building the frame; `None` for a
+/// frame of any other shape (another id, an error, a notification, a repeated member, nesting past
+/// `untrusted_json`'s bound), which then goes the usual way.
+fn answer_result(frame: &str, id: u64) -> Option<&str> {
+    /// The members of an answer frame this looks at; the rest are skipped.
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        id: Option<u64>,
+        #[serde(borrow)]
+        result: Option<&'a serde_json::value::RawValue>,
+        error: Option<IgnoredAny>,
+    }
+    if !crate::untrusted_json::within_depth(frame.as_bytes()) {
+        return None;
+    }
+    // A repeated member is an error here (serde's rule).
+    let Ok(Head {
+        id: Some(answers),
+        result: Some(result),
+        error: None,
+    }) = serde_json::from_str::<Head>(frame)
+    else {
+        return None;
+    };
+    (answers == id).then(|| result.get())
+}
+
 impl StatusRead {
     /// The answer frame to request `id`, its result read as a status without building the frame; `None` for
-    /// a frame of any other shape (another id, an error, a notification, a result that is no object, a
-    /// repeated member, nesting past `untrusted_json`'s bound), which then goes the usual way.
+    /// a frame of any other shape ([`answer_result`]) or a result that is no object, which then goes the usual
+    /// way.
     pub(crate) fn from_answer(frame: &str, id: u64) -> Option<StatusRead> {
-        /// The members of an answer frame this looks at; the rest are skipped.
-        #[derive(serde::Deserialize)]
-        struct Head<'a> {
-            id: Option<u64>,
-            #[serde(borrow)]
-            result: Option<&'a serde_json::value::RawValue>,
-            error: Option<IgnoredAny>,
-        }
-        if !crate::untrusted_json::within_depth(frame.as_bytes()) {
-            return None;
-        }
-        // A repeated member is an error here (serde's rule).
-        let Ok(Head {
-            id: Some(answers),
-            result: Some(result),
-            error: None,
-        }) = serde_json::from_str::<Head>(frame)
-        else {
-            return None;
-        };
-        if answers != id {
-            return None;
-        }
-        let doc = StatusDoc::parse(result.get())?;
+        let result = answer_result(frame, id)?;
+        let doc = StatusDoc::parse(result)?;
         Some(StatusRead {
-            text: result.get().into(),
+            text: result.into(),
             doc,
         })
     }
@@ -749,5 +784,51 @@ mod tests {
             assert_eq!(StatusDoc::parse(text), None, "{text}");
         }
         assert_eq!(StatusDoc::from_value(&json!([1])), StatusDoc::default());
+    }
+
+    /// The device information is read as `driver/json.rs` reads it from a tree: strings only for text, numbers
+    /// only for `gen`, the last of a repeated member, nothing from a result that is no object.
+    #[test]
+    fn device_information_reads_what_the_tree_readers_read() {
+        use crate::driver::json::{num, text};
+        let results = [
+            r#"{"name":null,"id":"shellyplus1pm-028e7b42916f","mac":"028E7B42916F","slot":1,"model":"SNSW-001P16EU","gen":2,"fw_id":"20260311-095847/1.7.5-g0e0e0e0","ver":"1.7.5","app":"Plus1PM","auth_en":false,"auth_domain":null,"profile":"switch"}"#,
+            r#"{"type":"SHSW-1","mac":"A4CF12F45B2C","fw":"20230913-112003/v1.14.0-gcb84623"}"#,
+            r#"{"ver":null,"fw_id":"x","model":5,"type":"T","gen":"2","mac":{"a":1},"profile":[1]}"#,
+            r#"{"model":"A","model":"B","gen":1,"gen":3.5,"ver":"1","ver":"2"}"#,
+            r#"{"nested":{"model":"no","gen":9},"m\u006fdel":"escaped"}"#,
+            r#"{}"#,
+            r#"[1,2]"#,
+            r#""text""#,
+            r#"null"#,
+        ];
+        for (i, result) in results.iter().enumerate() {
+            let v: Value = serde_json::from_str(result).unwrap();
+            let frame = format!(r#"{{"id":{i},"src":"dev","result":{result}}}"#);
+            // A `null` result is no result to the frame reader: it goes the usual way.
+            let Some(read) = DeviceInfo::from_answer(&frame, i as u64) else {
+                assert_eq!(*result, "null");
+                continue;
+            };
+            assert_eq!(read, DeviceInfo::from_value(&v), "{result}");
+            assert_eq!(read.ver.0, text(&v, &["ver"]), "{result}");
+            assert_eq!(read.fw_id.0, text(&v, &["fw_id"]), "{result}");
+            assert_eq!(read.mac.0, text(&v, &["mac"]), "{result}");
+            assert_eq!(read.model.0, text(&v, &["model"]), "{result}");
+            assert_eq!(read.kind.0, text(&v, &["type"]), "{result}");
+            assert_eq!(read.generation.0, num(&v, &["gen"]), "{result}");
+            assert_eq!(read.profile.0, text(&v, &["profile"]), "{result}");
+            // Another id, an error, or no result: not this answer (the frame then goes the usual way).
+            assert!(DeviceInfo::from_answer(&frame, i as u64 + 1).is_none());
+        }
+        for frame in [
+            r#"{"id":1,"error":{"code":401,"message":"x"}}"#,
+            r#"{"id":1,"result":{"ver":"1"},"error":{"code":1}}"#,
+            r#"{"id":1,"id":1,"result":{"ver":"1"}}"#,
+            r#"{"id":1,"result":{"ver":"1"}"#,
+            r#"{"method":"NotifyStatus","params":{}}"#,
+        ] {
+            assert!(DeviceInfo::from_answer(frame, 1).is_none(), "{frame}");
+        }
     }
 }

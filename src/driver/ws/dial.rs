@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::client::{self, MAX_HANDSHAKE, Noise};
 use super::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 use super::rpc::{self, CallError, FrameChallenge, Notification};
-use crate::driver::rpc::status_doc::StatusRead;
+use crate::driver::rpc::status_doc::{DeviceInfo, StatusRead};
 
 /// Where a dial is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,7 +73,7 @@ pub(crate) struct Dialed {
     /// Notifications that came before the answer (at most `rpc::MAX_QUEUED`; older ones dropped).
     pub(crate) queued: VecDeque<Notification>,
     /// `Shelly.GetDeviceInfo`'s result, when it was asked and answered.
-    pub(crate) info: Option<Value>,
+    pub(crate) info: Option<Box<DeviceInfo>>,
 }
 
 /// The introduction sent before the call, and what became of it.
@@ -85,7 +85,7 @@ enum Intro {
     /// Asked with this id; no answer yet.
     Asked(u64),
     /// Answered: the result, or `None` when the device refused it.
-    Answered(Option<Value>),
+    Answered(Option<Box<DeviceInfo>>),
 }
 
 /// One connection being made.
@@ -431,6 +431,12 @@ impl Dial {
             self.result = Some(Some(read));
             return Ok(self.finished());
         }
+        if let Intro::Asked(asked) = self.intro
+            && let Some(info) = DeviceInfo::from_answer(text, asked)
+        {
+            self.intro = Intro::Answered(Some(info));
+            return Ok(self.finished());
+        }
         let Ok(Value::Object(frame)) = crate::untrusted_json::parse(text.as_bytes()) else {
             return Err(format!(
                 "subscribing failed: {}",
@@ -446,7 +452,11 @@ impl Dial {
             && id == Some(asked)
         {
             // Refused (a device that wants authentication for it after all): the driver introduces it.
-            self.intro = Intro::Answered(rpc::take_result(frame).ok());
+            self.intro = Intro::Answered(
+                rpc::take_result(frame)
+                    .ok()
+                    .map(|v| DeviceInfo::from_value(&v)),
+            );
             return Ok(self.finished());
         }
         if id != Some(self.id) {
@@ -813,10 +823,9 @@ mod tests {
         assert_eq!(read.doc.sys.uptime.0, Some(7.0), "read typed");
         assert_eq!(read.value()["sys"]["uptime"], 7, "its text kept");
         let dialed = dial.into_dialed();
-        assert_eq!(
-            dialed.info,
-            Some(json!({"model": "SNSW-001P16EU", "gen": 2}))
-        );
+        let info = dialed.info.as_deref().expect("read");
+        assert_eq!(info.model.0.as_deref(), Some("SNSW-001P16EU"));
+        assert_eq!(info.generation.0, Some(2.0));
         assert_eq!(dialed.queued.len(), 1, "the notification between them");
         // The device waits for the connection to close.
         drop(dialed);
@@ -839,7 +848,7 @@ mod tests {
         let mut dial = start(addr, None);
         dial.introduce();
         assert!(matches!(drive(&mut dial), Progress::Done(_)));
-        assert_eq!(dial.into_dialed().info, None);
+        assert!(dial.into_dialed().info.is_none());
         device.join().unwrap();
     }
 

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 use super::frame::{self, Opcode};
 use super::pre_read::Wake;
 use super::rpc::FrameChallenge;
-use crate::driver::rpc::status_doc::{StatusDoc, StatusRead};
+use crate::driver::rpc::status_doc::{DeviceInfo, StatusDoc, StatusRead};
 
 /// How many bytes notifications may add to the mirror's text before it is dropped (a device that keeps sending
 /// new fields must not grow our memory: the next read asks the device and starts a new mirror). A real device
@@ -93,7 +93,7 @@ struct Inner {
     /// stack a page deeper for good. At most one per device, dropped when taken or replaced.
     handoff: Option<Handoff>,
     /// `Shelly.GetDeviceInfo` read with the subscription at open and when, until the driver takes it.
-    info: Option<(Value, Instant)>,
+    info: Option<(Box<DeviceInfo>, Instant)>,
     /// When the driver last began a status read of its own (a read begun after the subscription's is newer).
     last_read: Option<Instant>,
     /// When the poller handed over the last awaited answer: notifications read before it are older.
@@ -329,7 +329,7 @@ impl Tunnel {
     /// The driver: `Shelly.GetDeviceInfo` as read with the subscription at open (taken once, and only while
     /// as fresh as the subscription's status: a driver that read the device over HTTP meanwhile and forgets
     /// it later must not take an old firmware version).
-    pub(crate) fn take_info(&self) -> Option<Value> {
+    pub(crate) fn take_info(&self) -> Option<Box<DeviceInfo>> {
         let (info, at) = self.lock().info.take()?;
         (at.elapsed() < PREFETCH_FRESH).then_some(info)
     }
@@ -343,7 +343,7 @@ impl Tunnel {
         src: String,
         challenge: Option<(FrameChallenge, u32)>,
         status: Option<(StatusRead, Instant)>,
-        info: Option<Value>,
+        info: Option<Box<DeviceInfo>>,
     ) {
         let mut g = self.lock();
         g.info = info.map(|i| (i, Instant::now()));
@@ -545,10 +545,15 @@ impl Tunnel {
         parsed(&text).map_or(Mirror::Absent, Mirror::Changed)
     }
 
-    /// The poller: the mirror (what the connection says the device's status is now).
+    /// The poller: the mirror's text (what the connection says the device's status is now).
+    pub(crate) fn mirror_text(&self) -> Option<Box<str>> {
+        self.lock().mirror.clone()
+    }
+
+    /// The mirror as a value (tests).
+    #[cfg(test)]
     pub(crate) fn mirror(&self) -> Option<Value> {
-        let text = self.lock().mirror.clone()?;
-        parsed(&text)
+        parsed(&self.mirror_text()?)
     }
 
     /// The poller: whether a read asked now can be served from the mirror (else it is a request).
