@@ -160,6 +160,36 @@ pub(crate) fn anchor_differences(settings: &Settings) -> Vec<Problem> {
 }
 
 /// Plans every device and collects every problem (devices are built even where a rule failed).
+/// Where a device's problems are reported (`SmartDevices.Devices[3] ('Hall', ID 4)`): written only for a
+/// device that has one, as `open` plans every device before it dials the first.
+struct Place<'a> {
+    root: &'a str,
+    cfg: &'a DeviceConfig,
+    id: i64,
+    text: std::cell::OnceCell<String>,
+}
+
+impl Place<'_> {
+    fn text(&self) -> &str {
+        self.text.get_or_init(|| {
+            let id = self.id;
+            let name = match &self.cfg.name {
+                Some(n) => std::borrow::Cow::Borrowed(n.as_str()),
+                None => std::borrow::Cow::Owned(format!("Device {id}")),
+            };
+            let shown = if name.chars().any(char::is_control) {
+                crate::text::quote(&name, 60)
+            } else {
+                format!("'{}'", crate::text::clip(&name, 60))
+            };
+            format!(
+                "{}.Devices[{}] ({shown}, ID {id})",
+                self.root, self.cfg.index
+            )
+        })
+    }
+}
+
 fn plan_all(
     settings: &Settings,
 ) -> (
@@ -231,21 +261,22 @@ fn plan_all(
     for ((cfg, model), shape) in configs.iter().zip(&models).zip(&shapes) {
         let id = cfg.id.unwrap_or_else(|| device_ids.next());
         let name = cfg.name.clone().unwrap_or_else(|| format!("Device {id}"));
-        let shown = if name.chars().any(char::is_control) {
-            crate::text::quote(&name, 60)
-        } else {
-            format!("'{}'", crate::text::clip(&name, 60))
+        let place = Place {
+            root,
+            cfg,
+            id,
+            text: std::cell::OnceCell::new(),
         };
-        let at = format!("{root}.Devices[{}] ({shown}, ID {id})", cfg.index);
+        let at = || place.text();
         if let Some(why) = name_problem(&name) {
-            problems.push(Problem::new(&at, format!("Name {why}")));
+            problems.push(Problem::new(at(), format!("Name {why}")));
         }
         for c in ComponentKind::ALL
             .iter()
             .flat_map(|&k| list(cfg, k).iter().flatten())
         {
             if let Some(why) = c.name.as_deref().and_then(name_problem) {
-                problems.push(Problem::new(&at, format!("a component Name {why}")));
+                problems.push(Problem::new(at(), format!("a component Name {why}")));
             }
         }
         let mut dev = Device {
@@ -280,7 +311,7 @@ fn plan_all(
             ..Device::default()
         };
         if let Err(why) = shape {
-            problems.push(Problem::new(&at, format!("Profile: {why}")));
+            problems.push(Problem::new(at(), format!("Profile: {why}")));
         }
         let shape = shape.as_ref().ok().and_then(Option::as_ref);
         match (model, shape) {
@@ -325,7 +356,7 @@ fn plan_all(
                             None => String::new(),
                         };
                         problems.push(Problem::new(
-                            &at,
+                            at(),
                             format!(
                                 "{}: model {}{in_profile} has {count} {}(s) but {n} are configured; list exactly {count} or leave the key out{hint}",
                                 kind.config_key(),
@@ -343,7 +374,7 @@ fn plan_all(
                 dev.protocol = Some(Protocol::Tasmota);
                 if cfg.inputs.as_ref().is_some_and(|l| !l.is_empty()) {
                     problems.push(Problem::new(
-                        &at,
+                        at(),
                         "Inputs: Tasmota devices have no inputs (input events are not supported); remove the Inputs block",
                     ));
                 }
@@ -352,7 +383,7 @@ fn plan_all(
                     .flat_map(|&k| list(cfg, k).iter().flatten())
                     .any(|c| c.webhooks);
                 if hooks {
-                    log::warn!("{at}: Webhooks has no effect on Tasmota devices");
+                    log::warn!("{}: Webhooks has no effect on Tasmota devices", at());
                 }
             }
             (None, _) => {
@@ -363,7 +394,7 @@ fn plan_all(
                     format!("; did you mean {}?", hints.join(" or "))
                 };
                 problems.push(Problem::new(
-                    &at,
+                    at(),
                     format!(
                         "Model: '{}' is not in the model library (sdctl models lists them; use Tasmota for Tasmota devices){hint}",
                         cfg.model
@@ -373,7 +404,7 @@ fn plan_all(
         }
         let mqtt = settings.channel_of(cfg) == Channel::Mqtt && !cfg.simulate;
         if mqtt {
-            problems.extend(mqtt_problems(settings, cfg, &at));
+            problems.extend(mqtt_problems(settings, cfg, at()));
         }
         match (&cfg.hostname, cfg.simulate) {
             // With a MAC, discovery may find the address later; the device opens offline until then.
@@ -381,12 +412,12 @@ fn plan_all(
             // Reached through the broker: no address needed.
             (None, false) if mqtt => {}
             (None, false) => problems.push(Problem::new(
-                &at,
+                at(),
                 "Hostname is required for a real device (or give its MAC, or set Simulate: true)",
             )),
             (Some(h), _) => {
                 if let Err(why) = crate::hostname::check(h) {
-                    problems.push(Problem::new(&at, format!("Hostname '{h}' {why}")));
+                    problems.push(Problem::new(at(), format!("Hostname '{h}' {why}")));
                 }
             }
             _ => {}
@@ -501,12 +532,12 @@ fn plan_all(
             .map(|(i, (c, (cid, cname)))| {
                 let own = built_in.get(i).copied();
                 let quantity = c.quantity.or(own).unwrap_or(SensorQuantity::Temperature);
-                let sat = format!("{at} Sensors[{i}]");
+                let sat = || format!("{} Sensors[{i}]", at());
                 if let Some(own) = own
                     && quantity != own
                 {
                     problems.push(Problem::new(
-                        &sat,
+                        sat(),
                         format!(
                             "the device's own sensor {i} measures {own}, not {quantity}; list the built-in sensors first, in the model's order ({})",
                             built_in.iter().map(|q| q.as_str()).collect::<Vec<_>>().join(", ")
@@ -516,13 +547,13 @@ fn plan_all(
                 if own.is_none() {
                     if c.quantity.is_none() {
                         problems.push(Problem::new(
-                            &sat,
+                            sat(),
                             "Quantity is required for an add-on sensor: temperature, humidity or voltage",
                         ));
                     }
                     if c.name.is_none() {
                         problems.push(Problem::new(
-                            &sat,
+                            sat(),
                             "Name is required for an add-on sensor: the peripheral's name as set in the vendor app",
                         ));
                     }
@@ -553,7 +584,7 @@ fn plan_all(
         let probe_cfgs: Vec<&ComponentConfig> = cfgs(ComponentKind::TempProbe).collect();
         if probe_cfgs.len() > MAX_TEMP_PROBES {
             problems.push(Problem::new(
-                &at,
+                at(),
                 format!(
                     "TempProbes: {} configured; an add-on takes at most {MAX_TEMP_PROBES}",
                     probe_cfgs.len()
@@ -577,7 +608,7 @@ fn plan_all(
                 ..TempProbe::default()
             })
             .collect();
-        places.push(at);
+        places.push(place);
         if dev.simulate {
             dev.simulation_file = Some(simulation_file(settings, &dev.name));
             dev.supported_webhooks = simulated_webhooks(&dev);
@@ -605,7 +636,7 @@ fn plan_all(
 fn check_follow_names(
     devices: &[Device],
     follows: &[Option<std::sync::Arc<Follow>>],
-    places: &[String],
+    places: &[Place],
     problems: &mut Vec<Problem>,
 ) {
     fn names<'a>(
@@ -647,7 +678,7 @@ fn check_follow_names(
                 && reported.insert(name)
             {
                 problems.push(Problem::new(
-                    at,
+                    at.text(),
                     format!(
                         "its {} '{name}' in a profile it may report has the name configured for another {}; rename that one, or set Profile (and its components) for this device",
                         kind.as_str(),
@@ -1001,7 +1032,7 @@ fn simulated_webhooks(dev: &Device) -> Vec<String> {
 }
 
 /// `RequiresOutput` names an output of any device (a pool pump on one device, its pipe probe on another).
-fn check_requires_output(devices: &[Device], places: &[String], problems: &mut Vec<Problem>) {
+fn check_requires_output(devices: &[Device], places: &[Place], problems: &mut Vec<Problem>) {
     let outputs: Vec<&str> = devices
         .iter()
         .flat_map(|d| d.outputs.iter().map(|o| o.name.as_str()))
@@ -1021,7 +1052,7 @@ fn check_requires_output(devices: &[Device], places: &[String], problems: &mut V
                 && !outputs.contains(&req.as_str())
             {
                 problems.push(Problem::new(
-                    at,
+                    at.text(),
                     format!(
                         "{key} '{pname}': RequiresOutput '{req}' is not the name of any output{}",
                         crate::suggest::hint(req, outputs.iter().copied())
@@ -1032,68 +1063,87 @@ fn check_requires_output(devices: &[Device], places: &[String], problems: &mut V
     }
 }
 
+/// Where a device or component is among the devices: the device's index and, for a component, its list's
+/// key and its index there.
+type Owner = (usize, Option<(&'static str, usize)>);
+
 fn check_unique(devices: &[Device], problems: &mut Vec<Problem>) {
     // Owners are positions (`Devices[1] ('A')`, `Devices[0] ('A') Outputs[1]`): two devices may share a name.
-    fn dupes<'a, K: std::hash::Hash + Eq + std::fmt::Display>(
-        items: impl Iterator<Item = (K, &'a str)>,
-        what: &str,
-        field: &str,
+    // Written only for a duplicate: `open` checks every device before it dials the first.
+    let label = |(di, part): Owner| {
+        let device = format!(
+            "Devices[{di}] ('{}')",
+            crate::text::clip(&devices[di].name, 60)
+        );
+        match part {
+            Some((key, ci)) => format!("{device} {key}[{ci}]"),
+            None => device,
+        }
+    };
+    fn dupes<K: std::hash::Hash + Eq>(
+        items: impl Iterator<Item = (K, Owner)>,
+        shown: impl Fn(&K) -> String,
+        label: &dyn Fn(Owner) -> String,
+        (what, field): (&str, &str),
         problems: &mut Vec<Problem>,
     ) {
-        let mut seen: HashMap<K, &str> = HashMap::new();
+        let mut seen: HashMap<K, Owner> = HashMap::new();
         for (key, owner) in items {
-            if let Some(first) = seen.get(&key) {
-                problems.push(Problem::new(
+            match seen.entry(key) {
+                std::collections::hash_map::Entry::Occupied(first) => problems.push(Problem::new(
                     "",
-                    format!("{what} {field} {key} is used by both {first} and {owner}; {field}s must be unique"),
-                ));
-            } else {
-                seen.insert(key, owner);
+                    format!(
+                        "{what} {field} {} is used by both {} and {}; {field}s must be unique",
+                        shown(first.key()),
+                        label(*first.get()),
+                        label(owner)
+                    ),
+                )),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(owner);
+                }
             }
         }
     }
-    let labels: Vec<String> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| format!("Devices[{i}] ('{}')", crate::text::clip(&d.name, 60)))
-        .collect();
+    let id = |i: &i64| i.to_string();
+    let quoted = |n: &&str| format!("'{n}'");
+    let each = || devices.iter().enumerate();
     dupes(
-        devices.iter().zip(&labels).map(|(d, l)| (d.id, l.as_str())),
-        "device",
-        "ID",
+        each().map(|(di, d)| (d.id, (di, None))),
+        id,
+        &label,
+        ("device", "ID"),
         problems,
     );
     dupes(
-        devices
-            .iter()
-            .zip(&labels)
-            .map(|(d, l)| (format!("'{}'", d.name), l.as_str())),
-        "device",
-        "Name",
+        each().map(|(di, d)| (d.name.as_str(), (di, None))),
+        quoted,
+        &label,
+        ("device", "Name"),
         problems,
     );
     macro_rules! per_kind {
         ($field:ident, $what:expr, $key:expr) => {
-            let items: Vec<(i64, String, String)> = devices
-                .iter()
-                .zip(&labels)
-                .flat_map(|(d, l)| {
+            let parts = || {
+                each().flat_map(|(di, d)| {
                     d.$field
                         .iter()
                         .enumerate()
-                        .map(move |(ci, c)| (c.id, c.name.clone(), format!("{l} {}[{ci}]", $key)))
+                        .map(move |(ci, c)| (c, (di, Some(($key, ci)))))
                 })
-                .collect();
+            };
             dupes(
-                items.iter().map(|(id, _, l)| (*id, l.as_str())),
-                $what,
-                "ID",
+                parts().map(|(c, o)| (c.id, o)),
+                id,
+                &label,
+                ($what, "ID"),
                 problems,
             );
             dupes(
-                items.iter().map(|(_, n, l)| (format!("'{n}'"), l.as_str())),
-                $what,
-                "Name",
+                parts().map(|(c, o)| (c.name.as_str(), o)),
+                quoted,
+                &label,
+                ($what, "Name"),
                 problems,
             );
         };
