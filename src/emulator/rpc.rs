@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::components::{
@@ -11,7 +12,6 @@ use super::components::{
 };
 use super::device::Device;
 use super::firmware::Track;
-use super::lock::lock;
 pub(crate) use super::rpc_params::{
     RpcError, bool_param, id_param, index, invalid, missing, not_found, opt_number, precondition,
 };
@@ -114,19 +114,28 @@ fn frame(dev: &Device, req: &Request) -> Response {
 /// [`answer_frame`] as the text `Response::json_whole` would make of it. A `Shelly.GetStatus` is written
 /// straight from the state ([`Status`]), unless a subscription is to be measured from it (`general`).
 pub(crate) fn answer_text(dev: &Device, f: &Map<String, Value>) -> Vec<u8> {
-    if is_status_call(f) {
-        let s = dev.state();
-        let measured = !dev.ws.subscribed.load(Ordering::SeqCst) || lock(&dev.ws.last).is_some();
-        if measured {
-            return whole_json(&StatusAnswer {
-                id: f.get("id").unwrap_or(&Value::Null),
-                src: &dev.ident.id,
-                dst: f.get("src"),
-                result: Status { dev, s: &s },
-            });
-        }
+    if !is_status_call(f) {
+        return whole_json(&answer_frame(dev, f));
     }
-    whole_json(&answer_frame(dev, f))
+    fn answer<R: Serialize>(dev: &Device, f: &Map<String, Value>, result: R) -> Vec<u8> {
+        whole_json(&StatusAnswer {
+            id: f.get("id").unwrap_or(&Value::Null),
+            src: &dev.ident.id,
+            dst: f.get("src"),
+            result,
+        })
+    }
+    let s = dev.state();
+    if !dev.ws.subscribed.load(Ordering::SeqCst) || dev.ws.is_measured() {
+        return answer(dev, f, Status { dev, s: &s });
+    }
+    // A subscription is measured with the status it is answered.
+    let text = super::notify::status_text(dev, &s);
+    dev.ws.measure_from_text(&text);
+    match RawValue::from_string(text) {
+        Ok(raw) => answer(dev, f, raw),
+        Err(_) => whole_json(&answer_frame(dev, f)),
+    }
 }
 
 /// Whether a request frame is a `Shelly.GetStatus` that `general` answers (its params absent, null or an
@@ -140,12 +149,12 @@ pub(crate) fn is_status_call(f: &Map<String, Value>) -> bool {
 
 /// A `Shelly.GetStatus` response frame, keys in `answer_frame`'s order.
 #[derive(Serialize)]
-struct StatusAnswer<'a> {
+struct StatusAnswer<'a, R> {
     id: &'a Value,
     src: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     dst: Option<&'a Value>,
-    result: Status<'a>,
+    result: R,
 }
 
 /// A request frame's response frame (also over the WebSocket).

@@ -49,8 +49,45 @@ impl WsHub {
         if !changed || !self.subscribed.load(Ordering::SeqCst) {
             return;
         }
+        if !self.measured_values(dev, s) {
+            return;
+        }
         if let Some((method, params)) = notify::status_change(dev, s, &self.last) {
             self.broadcast(&dev.ident.id, method, &params);
+        }
+    }
+
+    /// Whether changes are measured as values now: the text a subscription was measured with becomes them
+    /// at its first change; with neither, the status now is kept as text (measured, nothing to say).
+    fn measured_values(&self, dev: &Device, s: &DeviceState) -> bool {
+        let mut said = lock(&self.said);
+        let mut last = lock(&self.last);
+        if last.is_some() {
+            return true;
+        }
+        match said.take() {
+            Some(text) => {
+                *last = Some(notify::comparable_text(&text));
+                true
+            }
+            None => {
+                *said = Some(notify::status_text(dev, s));
+                false
+            }
+        }
+    }
+
+    /// Whether a subscription has what its changes are measured against.
+    pub(crate) fn is_measured(&self) -> bool {
+        lock(&self.said).is_some() || lock(&self.last).is_some()
+    }
+
+    /// `text`, the status a subscribing `Shelly.GetStatus` answered, is what later changes are measured
+    /// against when nothing is yet.
+    pub(crate) fn measure_from_text(&self, text: &str) {
+        let mut said = lock(&self.said);
+        if said.is_none() && lock(&self.last).is_none() {
+            *said = Some(text.to_string());
         }
     }
 

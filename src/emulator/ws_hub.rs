@@ -155,6 +155,10 @@ pub(crate) struct WsHub {
     pub(super) threads: Threads,
     /// The status last notified (for diffs); `None` while nobody is subscribed.
     pub(super) last: Mutex<Option<Map<String, Value>>>,
+    /// The status a subscription was measured with, as the text it was written in, while `last` is `None`:
+    /// made values only at the first change (most clients at open see none, and a tree per device was a
+    /// twelfth of the emulator's CPU then).
+    pub(super) said: Mutex<Option<String>>,
     /// Set while somebody is subscribed: the cheap check on every state change.
     pub(super) subscribed: AtomicBool,
     pub(super) stalled: Mutex<bool>,
@@ -310,6 +314,7 @@ impl WsHub {
     pub(super) fn refresh_subscribed(&self) {
         let any = lock(&self.clients).iter().any(|c| lock(&c.src).is_some());
         if !any {
+            *lock(&self.said) = None;
             *lock(&self.last) = None;
         }
         self.subscribed.store(any, Ordering::SeqCst);
