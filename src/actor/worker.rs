@@ -438,6 +438,9 @@ impl State {
                 }) => self.switch(index, action, reply),
                 Some(cmd) => self.handle(cmd),
             }
+            if self.driver.went_deep() {
+                release_stack();
+            }
         }
     }
 
@@ -1187,6 +1190,18 @@ impl After<'_> {
             sync_hooks(driver, dev, self.synced);
         }
         r
+    }
+}
+
+/// Gives back the worker's stack pages below the serving loop after a command that went deep (the generic
+/// RPC call): a worker keeps two pages through its reads, and one command or its first read's webhook list
+/// would otherwise keep it a page larger for good (4 KiB per device).
+#[cold]
+#[inline(never)]
+fn release_stack() {
+    if let Some(bottom) = crate::ffi::thread::stack_bottom() {
+        // What this call and the system call need stays: 1 KiB under this frame.
+        crate::ffi::thread::release_stack_below(bottom, 1024);
     }
 }
 

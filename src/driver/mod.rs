@@ -177,6 +177,12 @@ pub(crate) trait Driver: Send {
     /// One attempt per request (`true`, the quick first contact at open) or the retry policy.
     fn set_quick(&mut self, _quick: bool) {}
 
+    /// Whether an operation since the last call took the worker's stack deeper than a read does (the generic
+    /// RPC call: commands, the webhook list): its pages below are then worth giving back.
+    fn went_deep(&mut self) -> bool {
+        false
+    }
+
     /// The components the device may take from the profile it reports at its first contact at open (the
     /// worker gives them for that contact only, then `None`: the shape is fixed for the controller's life).
     fn follow(&mut self, _follow: Option<Arc<crate::plan::Follow>>) {}

@@ -28,6 +28,26 @@ pub(crate) fn spawn(
     imp::spawn(name, stack, Box::new(main)).map(OsThread)
 }
 
+/// The lowest address of the calling thread's stack, for [`release_stack_below`] (`None` where not known:
+/// elsewhere than Linux, or when the system does not say).
+pub(crate) fn stack_bottom() -> Option<usize> {
+    imp::stack_bottom()
+}
+
+/// Gives the calling thread's stack pages back to the system from `keep` bytes below its current frame down
+/// to `bottom` (at most [`RELEASE_WINDOW`]): a thread keeps every stack page it touched, so one deep call (a
+/// command through the generic RPC path) would keep a worker a page larger for good. The pages are all below
+/// the stack pointer, so nothing lives there; a later call that reaches them again finds them zeroed, as
+/// fresh pages.
+#[inline(never)]
+pub(crate) fn release_stack_below(bottom: usize, keep: usize) {
+    imp::release_stack_below(bottom, keep);
+}
+
+/// How far below the current frame [`release_stack_below`] reaches: deeper than any worker call goes but the
+/// HTTP client's parser.
+pub(crate) const RELEASE_WINDOW: usize = 64 * 1024;
+
 #[cfg(target_os = "linux")]
 mod imp {
     use std::any::Any;
@@ -105,6 +125,42 @@ mod imp {
         }
     }
 
+    pub(super) fn stack_bottom() -> Option<usize> {
+        let mut attr = MaybeUninit::<libc::pthread_attr_t>::uninit();
+        // SAFETY: `attr` is filled by `pthread_getattr_np` for the calling thread before it is read, and
+        // destroyed once; the out-pointers are valid locals.
+        unsafe {
+            if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
+                return None;
+            }
+            let (mut addr, mut size) = (std::ptr::null_mut::<c_void>(), 0usize);
+            let r = libc::pthread_attr_getstack(attr.as_ptr(), &mut addr, &mut size);
+            libc::pthread_attr_destroy(attr.as_mut_ptr());
+            (r == 0 && !addr.is_null()).then_some(addr as usize)
+        }
+    }
+
+    pub(super) fn release_stack_below(bottom: usize, keep: usize) {
+        let here = 0u8;
+        let sp = std::ptr::addr_of!(here) as usize;
+        let page = usize::try_from(
+            // SAFETY: `sysconf` only reads a system setting.
+            unsafe { libc::sysconf(libc::_SC_PAGESIZE) },
+        )
+        .unwrap_or(4096);
+        let end = sp.saturating_sub(keep) / page * page;
+        let start = end
+            .saturating_sub(super::RELEASE_WINDOW)
+            .max(bottom.div_ceil(page) * page);
+        if start >= end {
+            return;
+        }
+        // SAFETY: [start, end) lies within the calling thread's own stack (at or above its bottom) and below
+        // `keep` bytes under this frame: no live data is there, and discarding it leaves the pages mapped, to
+        // be refilled with zeros on their next touch.
+        unsafe { libc::madvise(start as *mut c_void, end - start, libc::MADV_DONTNEED) };
+    }
+
     pub(super) fn join(mut h: Handle) -> std::thread::Result<()> {
         h.joined = true;
         let mut ret: *mut c_void = std::ptr::null_mut();
@@ -142,6 +198,12 @@ mod imp {
     pub(super) fn join(h: Handle) -> std::thread::Result<()> {
         h.join()
     }
+
+    pub(super) fn stack_bottom() -> Option<usize> {
+        None
+    }
+
+    pub(super) fn release_stack_below(_bottom: usize, _keep: usize) {}
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -220,5 +282,44 @@ mod tests {
             (104 * 1024..1024 * 1024).contains(&size) && size % 4096 == 0,
             "{size}"
         );
+    }
+
+    /// Writes `N` bytes in a frame of their own; their address.
+    #[inline(never)]
+    fn deep_frame<const N: usize>(fill: u8) -> usize {
+        let mut buf = [fill; N];
+        std::hint::black_box(&mut buf);
+        buf.as_ptr() as usize
+    }
+
+    /// Whether the page at `addr` is resident.
+    fn resident(addr: usize) -> bool {
+        let page = addr / 4096 * 4096;
+        let mut v = 0u8;
+        // SAFETY: one page of the calling thread's own stack mapping; `v` takes its one status byte.
+        assert_eq!(
+            unsafe { libc::mincore(page as *mut libc::c_void, 4096, &mut v) },
+            0
+        );
+        v & 1 == 1
+    }
+
+    #[test]
+    fn stack_pages_below_the_frame_go_back_and_come_again_zeroed() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn("sd-dev-s".into(), 256 * 1024, move || {
+            let bottom = stack_bottom().expect("the worker's stack is known");
+            let deep = deep_frame::<24576>(7);
+            let touched = resident(deep);
+            release_stack_below(bottom, 2048);
+            let released = !resident(deep);
+            // Used again as any fresh page: the call works, and its page is back.
+            let again = deep_frame::<24576>(9) == deep && resident(deep);
+            tx.send((touched, released, again, deep > bottom)).unwrap();
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+        assert_eq!(rx.recv().unwrap(), (true, true, true, true));
     }
 }

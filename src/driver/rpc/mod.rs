@@ -81,6 +81,8 @@ pub(crate) struct Rpc {
     pub(crate) mqtt: Option<Arc<crate::mqtt::link::Port>>,
     /// A status read sent for this read before the worker ran (`Driver::read_sent`), taken by it.
     pre_read: Option<PreRead>,
+    /// A generic RPC call ran since the worker last asked (`Driver::went_deep`).
+    deep: bool,
 }
 
 impl Rpc {
@@ -102,6 +104,7 @@ impl Rpc {
             introduced: false,
             probes_mapped: false,
             supported_known: false,
+            deep: false,
             quick: false,
             next_id: 1,
             hooks,
@@ -376,6 +379,10 @@ impl Driver for Rpc {
     fn set_quick(&mut self, quick: bool) {
         self.quick = quick;
         self.http.set_quick(quick);
+    }
+
+    fn went_deep(&mut self) -> bool {
+        std::mem::take(&mut self.deep)
     }
 
     fn follow(&mut self, follow: Option<Arc<crate::plan::Follow>>) {

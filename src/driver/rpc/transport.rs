@@ -107,6 +107,7 @@ impl Rpc {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value> {
+        self.deep = true;
         self.addressed(dev)?;
         let what = format!("RPC {method}");
         let reply = self.send_call(dev, method, params, &what);
@@ -133,6 +134,7 @@ impl Rpc {
         if self.mqtt.is_some() {
             return self.call(dev, method, params);
         }
+        self.deep = true;
         let frame = self.http_frame(method, params);
         let reply = self.post(dev, &frame, &format!("RPC {method}"))?;
         self.result(dev, method, reply)
