@@ -55,8 +55,8 @@ pub(crate) fn full_status(
 }
 
 /// `status`, just built under the state lock, becomes what later changes are measured against when nothing
-/// is yet: a subscribing `Shelly.GetStatus` answers with what the client then knows, and no second status is
-/// built to measure it (that was a fifth of the emulator's CPU at a push channel's open).
+/// is yet: a status read built as values (`rpc::general`) measures with what it answers, and no second status
+/// is built to measure it.
 pub(crate) fn measure_from(status: &Map<String, Value>, last: &Mutex<Option<Map<String, Value>>>) {
     let mut last = lock(last);
     if last.is_none() {

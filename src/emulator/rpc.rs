@@ -112,7 +112,8 @@ fn frame(dev: &Device, req: &Request) -> Response {
 }
 
 /// [`answer_frame`] as the text `Response::json_whole` would make of it. A `Shelly.GetStatus` is written
-/// straight from the state ([`Status`]), unless a subscription is to be measured from it (`general`).
+/// straight from the state ([`Status`]); when a subscription has nothing to be measured against yet, that
+/// text becomes it (`WsHub::measure_from_text`).
 pub(crate) fn answer_text(dev: &Device, f: &Map<String, Value>) -> Vec<u8> {
     if !is_status_call(f) {
         return whole_json(&answer_frame(dev, f));
@@ -295,7 +296,9 @@ fn general(dev: &Device, method: &str, p: &Map<String, Value>) -> Result<Value, 
         "shelly.getstatus" => {
             let s = dev.state();
             let status = status(dev, &s);
-            if dev.ws.subscribed.load(Ordering::SeqCst) {
+            // A read over HTTP (`GET /rpc/Shelly.GetStatus`) while a WebSocket client has nothing to be
+            // measured against yet.
+            if dev.ws.subscribed.load(Ordering::SeqCst) && !dev.ws.is_measured() {
                 notify::measure_from(&status, &dev.ws.last);
             }
             Ok(Value::Object(status))

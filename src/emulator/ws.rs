@@ -433,7 +433,7 @@ fn answer(dev: &Device, text: &str, src: &Mutex<Option<String>>, arrived: Instan
                     drop(g);
                     dev.ws.subscribed.store(true, Ordering::SeqCst);
                     // The status now is what later changes are measured against: a `Shelly.GetStatus`
-                    // measures with the status it answers (`rpc::general`), any other request here.
+                    // measures with the status it answers (`rpc::answer_text`), any other request here.
                     if !rpc::is_status_call(&f) {
                         dev.measure_status();
                     }

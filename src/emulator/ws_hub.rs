@@ -153,7 +153,7 @@ pub(crate) struct WsHub {
     pub(super) clients: Mutex<Vec<Client>>,
     /// The connections' threads (readers, writers), kept for the next connection.
     pub(super) threads: Threads,
-    /// The status last notified (for diffs); `None` while nobody is subscribed.
+    /// The status last notified (for diffs); `None` while nobody is subscribed, or while `said` holds it.
     pub(super) last: Mutex<Option<Map<String, Value>>>,
     /// The status a subscription was measured with, as the text it was written in, while `last` is `None`:
     /// made values only at the first change (most clients at open see none, and a tree per device was a
