@@ -1542,31 +1542,16 @@ fn state_events(
     // Taken only when an input or output state came (a power change is the common notification).
     let mut snap = None;
     for (key, fields) in components {
-        let (kind, n, field, names) = match split_key(key) {
-            Some(("input", n)) => (
-                ComponentKind::Input,
-                n,
-                "state",
-                ("input.toggle_on", "input.toggle_off"),
-            ),
-            Some((k, n)) if k == t.output_type && k != "switch" => (
-                ComponentKind::Output,
-                n,
-                "output",
-                match k {
-                    "cct" => ("cct.on", "cct.off"),
-                    "rgb" => ("rgb.on", "rgb.off"),
-                    "rgbw" => ("rgbw.on", "rgbw.off"),
-                    _ => ("light.on", "light.off"),
-                },
-            ),
-            Some((k, n)) if k == t.output_type => (
-                ComponentKind::Output,
-                n,
-                "output",
-                ("switch.on", "switch.off"),
-            ),
-            _ => continue,
+        let Some((kind, n, field)) = pushed_states::state_of(key, t.output_type) else {
+            continue;
+        };
+        let names = match (kind, t.output_type) {
+            (ComponentKind::Input, _) => ("input.toggle_on", "input.toggle_off"),
+            (_, "switch") => ("switch.on", "switch.off"),
+            (_, "cct") => ("cct.on", "cct.off"),
+            (_, "rgb") => ("rgb.on", "rgb.off"),
+            (_, "rgbw") => ("rgbw.on", "rgbw.off"),
+            _ => ("light.on", "light.off"),
         };
         // A state left out did not change; a `null` or a value that is no bool is unknown.
         let Some(value) = fields.get(field) else {

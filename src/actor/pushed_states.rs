@@ -12,6 +12,8 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
+use crate::objects::ComponentKind;
+
 /// The entries `state_events` reads from `text` (a status object), or `None` when it is no JSON object.
 pub(crate) fn states_in(text: &str, output_type: &str) -> Option<Map<String, Value>> {
     let mut de = serde_json::Deserializer::from_str(text);
@@ -20,17 +22,26 @@ pub(crate) fn states_in(text: &str, output_type: &str) -> Option<Map<String, Val
     Some(states)
 }
 
-/// The field `key` carries when `state_events` reads it: `state` of an input, `output` of an output.
-fn field_of(key: &str, output_type: &str) -> Option<&'static str> {
+/// The state a status entry `key` (`type:N`) carries for `state_events`: the component's kind, its index and
+/// the field (`state` of an input, `output` of an output of the device's `output_type`).
+pub(crate) fn state_of(
+    key: &str,
+    output_type: &str,
+) -> Option<(ComponentKind, usize, &'static str)> {
     let (kind, n) = key.split_once(':')?;
-    n.parse::<usize>().ok()?;
+    let n = n.parse::<usize>().ok()?;
     if kind == "input" {
-        Some("state")
+        Some((ComponentKind::Input, n, "state"))
     } else if kind == output_type {
-        Some("output")
+        Some((ComponentKind::Output, n, "output"))
     } else {
         None
     }
+}
+
+/// The field [`state_of`] names for `key`.
+fn field_of(key: &str, output_type: &str) -> Option<&'static str> {
+    state_of(key, output_type).map(|(_, _, field)| field)
 }
 
 struct Top<'a> {
