@@ -61,6 +61,8 @@ mod cover;
 mod device;
 mod device_ops;
 mod duplex;
+#[cfg(test)]
+mod every_model;
 mod family;
 mod faults;
 mod fields;

@@ -146,52 +146,20 @@ pub(crate) fn event(dev: &Device, event: &str, cid: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emulator::{DeviceSpec, EmuClock, Emulator};
-    use crate::models::{ModelLibrary, Protocol};
 
     /// What a subscription is measured with as text reads back as the values it was measured with before:
     /// every Gen2+ model, idle and then switched on, loaded and two minutes on.
     #[test]
     fn a_status_measured_as_text_is_the_status_measured_as_values() {
-        let lib = ModelLibrary::embedded();
-        let models: Vec<&str> = lib
-            .models()
-            .iter()
-            .filter(|m| m.protocol == Protocol::Rpc)
-            .map(|m| m.model.as_str())
-            .collect();
-        assert!(models.len() > 20, "{models:?}");
-        let clock = EmuClock::manual();
-        let specs = models.iter().map(|m| DeviceSpec::new(m)).collect();
-        let emu = Emulator::start_with_clock(specs, &lib, clock.clone()).unwrap();
-        for round in 0..2 {
-            if round == 1 {
-                for i in 0..models.len() {
-                    let (outputs, meters) = {
-                        let s = emu.dev(i).state();
-                        (s.outputs.len(), s.meters.len())
-                    };
-                    for o in 0..outputs {
-                        emu.set_output(i, o, true);
-                    }
-                    for m in 0..meters {
-                        emu.set_load(i, m, 123.4 + m as f64);
-                    }
-                    let _ = emu.dev(i).set_input(0, true);
-                }
-                clock.advance(std::time::Duration::from_secs(125));
-            }
-            for (i, model) in models.iter().enumerate() {
-                let dev = emu.dev(i);
-                let s = dev.state();
-                let values = comparable(components::status(dev, &s));
-                assert!(!values.is_empty(), "{model}");
-                assert_eq!(
-                    comparable_text(&status_text(dev, &s)),
-                    values,
-                    "{model}, round {round}"
-                );
-            }
-        }
+        super::super::every_model::each_rpc_model_idle_then_loaded(|model, dev, round| {
+            let s = dev.state();
+            let values = comparable(components::status(dev, &s));
+            assert!(!values.is_empty(), "{model}");
+            assert_eq!(
+                comparable_text(&status_text(dev, &s)),
+                values,
+                "{model}, round {round}"
+            );
+        });
     }
 }
