@@ -667,3 +667,99 @@ fn requests_that_came_together_are_answered_together() {
     let apart = answered[1].1 - answered[0].1;
     assert!(apart < latency, "answers {apart:?} apart");
 }
+
+/// Upgrades a raw connection to device `port`'s `/rpc`; what came after the upgrade's answer stays in `buf`.
+fn raw_upgrade(port: u16, buf: &mut Vec<u8>) -> std::net::TcpStream {
+    let mut s = std::net::TcpStream::connect(local(port)).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(
+        b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        let k = s.read(&mut chunk).unwrap();
+        assert!(k > 0, "closed before the upgrade");
+        buf.extend_from_slice(&chunk[..k]);
+    };
+    assert!(buf.starts_with(b"HTTP/1.1 101"));
+    buf.drain(..end + 4);
+    s
+}
+
+/// Every device's connections share the emulator's one poller: a client that asks and never reads its
+/// answers, and a client that is flooded as fast as it reads, leave another device's calls answered; the
+/// one that does not read is dropped once its writes have been blocked for a while, as a device drops it.
+#[test]
+fn a_client_that_does_not_read_or_one_flooded_slows_no_other_device() {
+    use smartdev::ws::frame::{self, Opcode};
+    let emu = Emulator::start(
+        vec![
+            DeviceSpec::new("ShellyPlus1PM"),
+            DeviceSpec::new("ShellyPlus1PM"),
+            DeviceSpec::new("ShellyPlus1PM"),
+        ],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    // Device 0: far more answers than the socket buffers hold, none read.
+    let mut buf = Vec::new();
+    let mut stuck = raw_upgrade(emu.port(0), &mut buf);
+    let call = json!({"id": 1, "src": "stuck", "method": "Shelly.GetStatus"}).to_string();
+    let one = frame::encode(Opcode::Text, true, call.as_bytes(), Some([1, 2, 3, 4]));
+    // Written until the device stops reading them: it has stopped once its own writes are blocked.
+    stuck
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut sent = 0;
+    while stuck.write_all(&one).is_ok() {
+        sent += 1;
+        assert!(sent < 2_000_000, "the device never stopped reading");
+    }
+    // Device 1: flooded with 64 KiB frames while its client reads.
+    let mut flooded = socket(emu.port(1), None, LIMIT);
+    flooded.call("Shelly.GetDeviceInfo", None).unwrap();
+    emu.flood_ws(1, Some(64 * 1024));
+    let reader = std::thread::spawn(move || {
+        let deadline = Instant::now() + LIMIT;
+        let mut frames = 0;
+        while frames < 200 {
+            match flooded.next_notification(deadline) {
+                Ok(Some(_)) => frames += 1,
+                Ok(None) | Err(_) => break,
+            }
+        }
+        frames
+    });
+    // Device 2 answers every call meanwhile.
+    let mut other = socket(emu.port(2), None, LIMIT);
+    for _ in 0..20 {
+        let status = other.call("Shelly.GetStatus", None).unwrap();
+        assert!(status.get("switch:0").is_some(), "{status}");
+    }
+    assert_eq!(
+        reader.join().unwrap(),
+        200,
+        "the flooded client got its frames"
+    );
+    emu.flood_ws(1, None);
+    assert!(emu.ws_flooded(1) >= 200);
+    // The client that reads nothing is let go (its writes blocked for 2 s).
+    let deadline = Instant::now() + LIMIT;
+    while emu.ws_connections(0) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the stuck client was never dropped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        emu.ws_requests(0) >= 64,
+        "{sent} sent, {} read",
+        emu.ws_requests(0)
+    );
+}

@@ -1,5 +1,6 @@
 //! `Duplex`: a connection's byte stream, the socket or TLS over it, shared by a reader thread and a writer
-//! thread (a WebSocket connection of a device's server, the MQTT client of a device). Clones share the socket
+//! thread (the MQTT client of a device; a WebSocket connection of a device's server until its upgrade is
+//! answered, then taken apart for the poller). Clones share the socket
 //! and the TLS state: the reader blocks on the socket without holding the TLS lock and feeds what came to
 //! rustls under it; the writer encrypts and writes under it.
 
@@ -42,6 +43,24 @@ impl Duplex {
             tls: self.tls.clone(),
             pending: Vec::new(),
         })
+    }
+
+    /// The socket and the TLS state, for a connection served without threads from now on; `None` when a
+    /// clone still shares the TLS state or decrypted bytes were not read.
+    pub(crate) fn into_parts(self) -> Option<(TcpStream, Option<rustls::Connection>)> {
+        if !self.pending.is_empty() {
+            return None;
+        }
+        let tls = match self.tls {
+            None => None,
+            Some(shared) => Some(
+                Arc::try_unwrap(shared)
+                    .ok()?
+                    .into_inner()
+                    .unwrap_or_else(|e| e.into_inner()),
+            ),
+        };
+        Some((self.tcp, tls))
     }
 
     pub(crate) fn shutdown(&self) -> io::Result<()> {

@@ -98,12 +98,13 @@ mod state;
 mod tasmota;
 mod tasmota_light;
 mod tasmota_shutter;
-mod threads;
 mod update;
 mod webhooks;
 mod ws;
+mod ws_answer;
 mod ws_hub;
 mod ws_out;
+mod ws_poller;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};

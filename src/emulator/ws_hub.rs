@@ -2,145 +2,167 @@
 //! broadcast). Held by the device (`device.rs`); what is sent and how a connection is served is `ws.rs`, above
 //! it, so the device does not depend on the protocol front ends.
 
+use std::collections::VecDeque;
 use std::io::Read as _;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, TrySendError};
 use serde_json::{Map, Value, json};
 
 use super::lock::lock;
 use super::server::Response;
-use super::threads::Threads;
 use crate::driver::ws::frame::{self, Opcode};
 
-/// A connection's frames waiting for its writer thread, and how many are queued and not written yet (counted
-/// before they are queued): the reader writes an answer itself only when nothing is ahead of it.
-#[derive(Clone)]
-pub(super) struct Queue {
-    tx: Sender<Vec<u8>>,
-    unwritten: Arc<AtomicUsize>,
-    /// Notifications made while the reader works out an answer: they go out after it.
-    held: Arc<Mutex<Held>>,
-    /// Starts the writer thread, at the first frame queued: a client that only asks (the reader writes
-    /// answers itself) and leaves never costs one.
-    writer: Arc<Mutex<Option<StartWriter>>>,
-    started: Arc<AtomicBool>,
+/// Wakes the poller (`ws_poller.rs`) for connections that have something to do (a notification queued, a stall
+/// released, a flood begun) from any thread. One wake-up per turn of the poller however many ask: the first
+/// asker since the poller last looked writes to its waker; the rest only add their connection to the list.
+pub(super) struct Doorbell {
+    waker: mio::Waker,
+    kicked: Mutex<Vec<u64>>,
+    rung: AtomicBool,
 }
 
-/// While the reader works out an answer (`answering`), the notifications made meanwhile. A device answers and
+impl Doorbell {
+    pub(super) fn new(waker: mio::Waker) -> Doorbell {
+        Doorbell {
+            waker,
+            kicked: Mutex::default(),
+            rung: AtomicBool::new(false),
+        }
+    }
+
+    /// Asks the poller to serve connection `token`.
+    pub(super) fn kick(&self, token: u64) {
+        lock(&self.kicked).push(token);
+        if !self.rung.swap(true, Ordering::AcqRel) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// The poller: the connections asked for since it last looked (cleared before they are taken, so an ask
+    /// after the take rings again).
+    pub(super) fn take(&self, into: &mut Vec<u64>) {
+        self.rung.store(false, Ordering::Release);
+        into.append(&mut lock(&self.kicked));
+    }
+}
+
+/// A connection's frames not written yet, in the order they leave: answers and pongs the poller made,
+/// notifications any thread made. Notifications are bounded (a client that does not read loses them, never
+/// blocks the device); the poller stops reading requests while the bound is reached.
+pub(super) struct Outbox {
+    state: Mutex<Pending>,
+    /// Frames queued and not yet handed to the socket (the one being written counted).
+    unwritten: AtomicUsize,
+    token: u64,
+    bell: Arc<Doorbell>,
+}
+
+/// While the poller works out an answer (`answering`), the notifications made meanwhile. A device answers and
 /// notifies from one loop, so an answer reflects every change notified before it; a change during the answer's
 /// making is notified after it (the answer may already show it; a client takes the notification as newer).
 #[derive(Default)]
-struct Held {
+struct Pending {
+    frames: VecDeque<Vec<u8>>,
     answering: bool,
-    frames: Vec<Vec<u8>>,
+    held: Vec<Vec<u8>>,
 }
 
-/// Starts a connection's writer thread, which keeps the queue's count.
-pub(super) type StartWriter = Box<dyn FnOnce(Tally) + Send>;
+/// Frames waiting for a connection beyond which notifications are dropped.
+pub(super) const QUEUE: usize = 64;
 
-impl Queue {
-    pub(super) fn new(tx: Sender<Vec<u8>>, writer: StartWriter) -> Queue {
-        Queue {
-            tx,
-            unwritten: Arc::new(AtomicUsize::new(0)),
-            held: Arc::default(),
-            writer: Arc::new(Mutex::new(Some(writer))),
-            started: Arc::new(AtomicBool::new(false)),
+impl Outbox {
+    pub(super) fn new(token: u64, bell: Arc<Doorbell>) -> Outbox {
+        Outbox {
+            state: Mutex::default(),
+            unwritten: AtomicUsize::new(0),
+            token,
+            bell,
         }
-    }
-
-    /// Starts the writer if it is not running yet.
-    fn writer(&self) {
-        if !self.started.load(Ordering::Acquire) {
-            let start = lock(&self.writer).take();
-            self.started.store(true, Ordering::Release);
-            if let Some(start) = start {
-                start(self.tally());
-            }
-        }
-    }
-
-    /// Queues a frame without waiting; gives it back when the queue is full or the writer is gone.
-    pub(super) fn try_push(&self, wire: Vec<u8>) -> Result<(), TrySendError<Vec<u8>>> {
-        self.writer();
-        self.unwritten.fetch_add(1, Ordering::SeqCst);
-        self.tx.try_send(wire).inspect_err(|_| {
-            self.unwritten.fetch_sub(1, Ordering::SeqCst);
-        })
     }
 
     /// Queues a notification, or holds it while an answer is being made; gives it back when there is no room.
     /// Never waits: it is called with the device's state lock held.
-    pub(super) fn notify(&self, wire: Vec<u8>) -> Result<(), TrySendError<Vec<u8>>> {
-        let mut held = lock(&self.held);
-        if !held.answering {
-            return self.try_push(wire);
+    pub(super) fn notify(&self, wire: Vec<u8>) -> Result<(), Vec<u8>> {
+        let mut p = lock(&self.state);
+        if p.answering {
+            if p.held.len() >= QUEUE {
+                return Err(wire);
+            }
+            p.held.push(wire);
+            return Ok(());
         }
-        if held.frames.len() >= self.tx.capacity().unwrap_or(usize::MAX) {
-            return Err(TrySendError::Full(wire));
+        if self.unwritten.load(Ordering::SeqCst) >= QUEUE {
+            return Err(wire);
         }
-        held.frames.push(wire);
+        self.unwritten.fetch_add(1, Ordering::SeqCst);
+        p.frames.push_back(wire);
+        drop(p);
+        self.bell.kick(self.token);
         Ok(())
     }
 
-    /// The reader: it begins making an answer; notifications wait for [`Queue::answered`].
+    /// The poller: it begins making an answer; notifications wait for [`Outbox::answered`].
     pub(super) fn answering(&self) {
-        lock(&self.held).answering = true;
+        lock(&self.state).answering = true;
     }
 
-    /// The reader: its answer went out (`sent`: queue what was held behind it) or the connection ends.
-    pub(super) fn answered(&self, sent: bool) {
-        let mut held = lock(&self.held);
-        held.answering = false;
-        for wire in std::mem::take(&mut held.frames) {
-            if sent && self.try_push(wire).is_err() {
-                log::debug!("emulator: a WebSocket client is not reading; notification dropped");
-            }
+    /// The poller: the answer is made (`Some`: queue it, then what was held behind it; `None`: nothing to
+    /// send, the held ones go; the connection ends: call [`Outbox::abandon`]).
+    pub(super) fn answered(&self, answer: Option<Vec<u8>>) {
+        let mut p = lock(&self.state);
+        p.answering = false;
+        let held = std::mem::take(&mut p.held);
+        for wire in answer.into_iter().chain(held) {
+            self.unwritten.fetch_add(1, Ordering::SeqCst);
+            p.frames.push_back(wire);
         }
     }
 
-    /// Queues a frame, waiting while the queue is full (the reader: its own connection only).
+    /// The poller: the connection ends while an answer is made; what was held is dropped.
+    pub(super) fn abandon(&self) {
+        let mut p = lock(&self.state);
+        p.answering = false;
+        p.held.clear();
+    }
+
+    /// The poller's own frame (a pong, a close), behind what is queued.
     pub(super) fn push(&self, wire: Vec<u8>) {
-        self.writer();
         self.unwritten.fetch_add(1, Ordering::SeqCst);
-        if self.tx.send(wire).is_err() {
-            self.unwritten.fetch_sub(1, Ordering::SeqCst);
-        }
+        lock(&self.state).frames.push_back(wire);
     }
 
-    /// Wakes a writer waiting for its queue (an empty frame, not counted: it is not written).
-    pub(super) fn wake(&self) {
-        self.writer();
-        let _ = self.tx.try_send(Vec::new());
+    /// The poller: the next frame to write (still counted until [`Outbox::written`]).
+    pub(super) fn next(&self) -> Option<Vec<u8>> {
+        lock(&self.state).frames.pop_front()
     }
 
-    /// The writer's side of the count (without a sender: the writer's queue ends when the senders are gone).
-    pub(super) fn tally(&self) -> Tally {
-        Tally(Arc::clone(&self.unwritten))
-    }
-
-    /// Whether every queued frame has been written.
-    pub(super) fn drained(&self) -> bool {
-        self.unwritten.load(Ordering::SeqCst) == 0
-    }
-}
-
-/// [`Queue`]'s count of unwritten frames, as the writer thread holds it.
-pub(super) struct Tally(Arc<AtomicUsize>);
-
-impl Tally {
-    /// The writer wrote (or gave up) a queued frame.
+    /// The poller: a frame taken with [`Outbox::next`] was handed to the socket.
     pub(super) fn written(&self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.unwritten.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Frames queued or being written.
+    pub(super) fn unwritten(&self) -> usize {
+        self.unwritten.load(Ordering::SeqCst)
+    }
+
+    /// The poller's token of this connection.
+    pub(super) fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Asks the poller to look at this connection (a flood began, a stall ended, the device stops).
+    pub(super) fn kick(&self) {
+        self.bell.kick(self.token);
     }
 }
 
 pub(super) struct Client {
     pub(super) id: u64,
-    pub(super) queue: Queue,
+    pub(super) outbox: Arc<Outbox>,
     /// For cutting the connection from outside.
     pub(super) stream: TcpStream,
     /// The `src` of its first request: notifications go to subscribed clients only, addressed to it.
@@ -151,8 +173,9 @@ pub(super) struct Client {
 #[derive(Default)]
 pub(crate) struct WsHub {
     pub(super) clients: Mutex<Vec<Client>>,
-    /// The connections' threads (readers, writers), kept for the next connection.
-    pub(super) threads: Threads,
+    /// Connections the poller still serves (a connection leaves `clients` when cut, and the poller then
+    /// drops it at its next turn): the device has stopped when none is left.
+    pub(super) attached: AtomicUsize,
     /// The status last notified (for diffs); `None` while nobody is subscribed, or while `said` holds it.
     pub(super) last: Mutex<Option<Map<String, Value>>>,
     /// The status a subscription was measured with, as the text it was written in, while `last` is `None`:
@@ -161,8 +184,8 @@ pub(crate) struct WsHub {
     pub(super) said: Mutex<Option<String>>,
     /// Set while somebody is subscribed: the cheap check on every state change.
     pub(super) subscribed: AtomicBool,
-    pub(super) stalled: Mutex<bool>,
-    pub(super) unstalled: Condvar,
+    /// Fault: connections read and write nothing until released.
+    pub(super) stalled: AtomicBool,
     pub(super) stopping: AtomicBool,
     pub(super) next_id: AtomicU64,
     /// Request frames received (they are also in the port's counts, like HTTP calls).
@@ -207,14 +230,12 @@ impl WsHub {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// Waits until every connection's writer wrote what was queued, for at most `bound` (a device restarting
-    /// after `ota_success` has sent it: its TCP stack delivers what it sent before going down).
-    pub(crate) fn flush(&self, bound: std::time::Duration) {
-        let end = std::time::Instant::now() + bound;
-        while std::time::Instant::now() < end
-            && lock(&self.clients).iter().any(|c| !c.queue.drained())
-        {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+    /// Waits until every connection wrote what was queued, for at most `bound` (a device restarting after
+    /// `ota_success` has sent it: its TCP stack delivers what it sent before going down).
+    pub(crate) fn flush(&self, bound: Duration) {
+        let end = Instant::now() + bound;
+        while Instant::now() < end && lock(&self.clients).iter().any(|c| c.outbox.unwritten() > 0) {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -236,9 +257,8 @@ impl WsHub {
     pub(crate) fn set_flood(&self, frame_bytes: Option<usize>) {
         self.flood
             .store(frame_bytes.map_or(0, |b| b.max(1)), Ordering::SeqCst);
-        // An empty frame wakes a writer waiting for its queue.
         for c in lock(&self.clients).iter() {
-            c.queue.wake();
+            c.outbox.kick();
         }
     }
 
@@ -290,25 +310,38 @@ impl WsHub {
 
     /// Stalls (or releases) every connection: nothing is read or written meanwhile.
     pub(crate) fn set_stalled(&self, on: bool) {
-        *lock(&self.stalled) = on;
-        self.unstalled.notify_all();
-    }
-
-    pub(super) fn wait_unstalled(&self) {
-        let mut g = lock(&self.stalled);
-        while *g && !self.stopping.load(Ordering::SeqCst) {
-            g = self.unstalled.wait(g).unwrap_or_else(|e| e.into_inner());
+        self.stalled.store(on, Ordering::SeqCst);
+        if !on {
+            // What came meanwhile is read now: the poller is told, since no new readiness event comes for it.
+            for c in lock(&self.clients).iter() {
+                c.outbox.kick();
+            }
         }
     }
 
-    /// Ends every connection and joins its threads (the emulator stops).
+    pub(super) fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::SeqCst) && !self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Ends every connection, and waits (at most 2 s) until the poller has let go of them all: after it no
+    /// answer of this device is made (the emulator stops).
     pub(crate) fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.set_stalled(false);
         self.set_hold_upgrades(false);
+        let cut: Vec<Arc<Outbox>> = lock(&self.clients)
+            .iter()
+            .map(|c| Arc::clone(&c.outbox))
+            .collect();
         self.drop_all();
-        // Joins every thread once the connection it serves has ended.
-        self.threads.stop();
+        // A cut socket wakes the poller; a kick covers a connection it parked.
+        for o in cut {
+            o.kick();
+        }
+        let end = Instant::now() + Duration::from_secs(2);
+        while self.attached.load(Ordering::SeqCst) > 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     pub(super) fn refresh_subscribed(&self) {
@@ -334,7 +367,7 @@ impl WsHub {
             let frame = json!({"src": device_id, "dst": src, "method": method, "params": params});
             let text = Response::json_whole(200, &frame).body;
             let wire = frame::encode(Opcode::Text, true, &text, None);
-            if let Err(TrySendError::Full(_)) = c.queue.notify(wire) {
+            if c.outbox.notify(wire).is_err() {
                 log::debug!("emulator: a WebSocket client is not reading; notification dropped");
             }
         }
@@ -345,38 +378,69 @@ impl WsHub {
 mod tests {
     use super::*;
 
-    fn queue(cap: usize) -> (Queue, crossbeam_channel::Receiver<Vec<u8>>) {
-        let (tx, rx) = crossbeam_channel::bounded(cap);
-        (Queue::new(tx, Box::new(|_| {})), rx)
+    fn outbox() -> (Outbox, mio::Poll) {
+        let poll = mio::Poll::new().unwrap();
+        let waker = mio::Waker::new(poll.registry(), mio::Token(0)).unwrap();
+        (Outbox::new(7, Arc::new(Doorbell::new(waker))), poll)
+    }
+
+    fn drain(o: &Outbox) -> Vec<Vec<u8>> {
+        std::iter::from_fn(|| o.next().inspect(|_| o.written())).collect()
     }
 
     #[test]
     fn notifications_made_during_an_answer_go_out_after_it() {
-        let (q, rx) = queue(8);
-        q.notify(b"before".to_vec()).unwrap();
-        q.answering();
-        q.notify(b"during".to_vec()).unwrap();
-        assert_eq!(rx.try_recv().unwrap(), b"before");
-        assert!(rx.try_recv().is_err(), "held while the answer is made");
-        // The reader queues its answer behind what was already queued, then releases the held ones.
-        q.push(b"answer".to_vec());
-        q.answered(true);
-        q.notify(b"after".to_vec()).unwrap();
-        let order: Vec<Vec<u8>> = rx.try_iter().collect();
-        assert_eq!(order, [&b"answer"[..], b"during", b"after"]);
+        let (o, _poll) = outbox();
+        o.notify(b"before".to_vec()).unwrap();
+        o.answering();
+        o.notify(b"during".to_vec()).unwrap();
+        assert_eq!(drain(&o), [b"before"], "held while the answer is made");
+        o.answered(Some(b"answer".to_vec()));
+        o.notify(b"after".to_vec()).unwrap();
+        assert_eq!(drain(&o), [&b"answer"[..], b"during", b"after"]);
+        assert_eq!(o.unwritten(), 0);
     }
 
     #[test]
-    fn held_notifications_are_bounded_and_dropped_when_the_connection_ends() {
-        let (q, rx) = queue(2);
-        q.answering();
-        q.notify(b"1".to_vec()).unwrap();
-        q.notify(b"2".to_vec()).unwrap();
-        assert!(matches!(
-            q.notify(b"3".to_vec()),
-            Err(TrySendError::Full(_))
-        ));
-        q.answered(false);
-        assert!(rx.try_recv().is_err());
+    fn notifications_are_bounded_and_held_ones_dropped_when_the_connection_ends() {
+        let (o, _poll) = outbox();
+        for n in 0..QUEUE {
+            o.notify(vec![n as u8]).unwrap();
+        }
+        assert!(o.notify(b"one too many".to_vec()).is_err());
+        // Answers are never dropped: the poller stops reading requests instead.
+        o.answering();
+        o.answered(Some(b"answer".to_vec()));
+        assert_eq!(o.unwritten(), QUEUE + 1);
+        drain(&o);
+        o.answering();
+        for n in 0..QUEUE {
+            o.notify(vec![n as u8]).unwrap();
+        }
+        assert!(o.notify(b"one too many".to_vec()).is_err());
+        o.abandon();
+        assert!(drain(&o).is_empty());
+    }
+
+    #[test]
+    fn one_wake_up_serves_every_kick_until_the_poller_looks() {
+        let (o, mut poll) = outbox();
+        let bell = Arc::clone(&o.bell);
+        bell.kick(1);
+        bell.kick(2);
+        let mut events = mio::Events::with_capacity(4);
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(events.iter().count(), 1);
+        let mut kicked = Vec::new();
+        bell.take(&mut kicked);
+        assert_eq!(kicked, [1, 2]);
+        // After the poller looked, the next kick rings again.
+        bell.kick(3);
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(events.iter().count(), 1);
+        bell.take(&mut kicked);
+        assert_eq!(kicked, [1, 2, 3]);
     }
 }
