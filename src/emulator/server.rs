@@ -173,8 +173,8 @@ pub(crate) trait Service: Send + Sync {
     fn key(&self, req: &Request) -> String;
     /// The answer when no fault intervenes.
     fn handle(&self, req: &Request) -> Response;
-    /// Takes over a connection that asks for a protocol upgrade (WebSocket); gives it back when the request
-    /// is not one it upgrades.
+    /// Takes over a connection that asks for a protocol upgrade (WebSocket), counting it in the port's
+    /// requests before it answers; gives it back when the request is not one it upgrades.
     fn upgrade(self: Arc<Self>, _req: &Request, stream: TcpStream) -> Option<TcpStream> {
         Some(stream)
     }
@@ -403,10 +403,8 @@ fn serve_on<S: Conn>(mut stream: S, service: &Arc<dyn Service>, net: &NetControl
     let stream = if request.header("upgrade").is_some() {
         match stream.upgrade(service, &request) {
             Some(s) => s,
-            None => {
-                net.count("ws /rpc".into());
-                return;
-            }
+            // Taken (and counted) by the service.
+            None => return,
         }
     } else {
         stream

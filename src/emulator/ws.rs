@@ -112,6 +112,8 @@ pub(crate) fn is_upgrade(req: &Request) -> bool {
 
 /// Answers an upgrade request on `/rpc` and hands the connection to the poller; anything wrong gets a 400.
 pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
+    // Counted before anything is answered: a client that saw the answer sees the count.
+    dev.net.count("ws /rpc".into());
     let key = req.header("sec-websocket-key").unwrap_or("");
     let connection_ok = req.header("connection").is_some_and(|v| {
         v.split(',')

@@ -39,7 +39,7 @@ const FLOOD_BUDGET: usize = 16;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the thread stays without connections before it ends.
 const LINGER: Duration = Duration::from_secs(2);
-/// A connection's thread only parses small frames and builds small answers.
+/// The poller only parses small frames and builds small answers.
 const STACK: usize = 256 * 1024;
 
 /// A connection whose upgrade was answered, handed to the poller.
@@ -171,6 +171,11 @@ fn run(mut poll: Poll, shared: &Shared) {
                 break;
             }
             timers.pop();
+            if let Some(c) = conns.get_mut(&token)
+                && c.armed == Some(due)
+            {
+                c.armed = None;
+            }
             todo.push(token);
         }
         todo.sort_unstable();
@@ -187,7 +192,13 @@ fn run(mut poll: Poll, shared: &Shared) {
                 });
             match next {
                 Next::Wait => {}
-                Next::At(due) => timers.push(Reverse((due, token))),
+                // One timer per connection: a later one is not armed while an earlier one is.
+                Next::At(due) => {
+                    if conn.armed.is_none_or(|t| due < t) {
+                        conn.armed = Some(due);
+                        timers.push(Reverse((due, token)));
+                    }
+                }
                 Next::Again => again.push(token),
                 Next::End => {
                     if let Some(c) = conns.remove(&token) {
@@ -263,6 +274,8 @@ struct Conn {
     /// A close (or a cut answer) is queued: the connection ends once it is written.
     closing: bool,
     flooded: u64,
+    /// The earliest timer armed for it and not yet fired.
+    armed: Option<Instant>,
 }
 
 impl Conn {
@@ -306,6 +319,7 @@ impl Conn {
             unread: true,
             closing: false,
             flooded: 0,
+            armed: None,
         })
     }
 
