@@ -317,6 +317,100 @@ fn raw_https_get(port: u16, ca: &CertAuthority, target: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A WSS client as another program would write it: rustls over a socket, upgraded on `/rpc` of device 0.
+fn raw_wss(
+    port: u16,
+    ca: &CertAuthority,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject as _;
+    use std::io::{Read, Write};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca.pem().as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), "127.0.0.1".try_into().unwrap()).unwrap();
+    let sock = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    tls.write_all(
+        b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    // The answer's head, byte by byte: nothing after it may be taken from the frames.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(tls.read(&mut byte).unwrap(), 1, "closed before the upgrade");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    tls
+}
+
+/// The next WebSocket frame's payload from the server.
+fn next_frame(tls: &mut impl std::io::Read, buf: &mut Vec<u8>) -> Vec<u8> {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Some((f, used)) = smartdev::ws::frame::decode(buf, false, 1 << 21).unwrap() {
+            buf.drain(..used);
+            return f.payload;
+        }
+        let n = tls.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed mid-frame");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Over WSS the emulator serves its connections without blocking: a request split over two TLS records is
+/// read whole, and frames larger than rustls takes at once (64 KiB of plain text) arrive whole and in order.
+#[test]
+fn wss_frames_larger_than_a_tls_buffer_arrive_whole() {
+    use smartdev::ws::frame::{self, Opcode};
+    use std::io::Write;
+    let emu = start(vec![tls_spec("ShellyPlus1PM")]);
+    let dir = TempDir::new("wss-big");
+    let ca = ca_signed(&emu, &dir, &["127.0.0.1"], false);
+    let mut tls = raw_wss(emu.port(0), &ca);
+    let call = serde_json::json!({"id": 1, "src": "big", "method": "Shelly.GetStatus"}).to_string();
+    let wire = frame::encode(Opcode::Text, true, call.as_bytes(), Some([9, 8, 7, 6]));
+    let (first, rest) = wire.split_at(wire.len() / 2);
+    tls.write_all(first).unwrap();
+    tls.flush().unwrap();
+    tls.write_all(rest).unwrap();
+    tls.flush().unwrap();
+    let mut buf = Vec::new();
+    let answer: serde_json::Value =
+        serde_json::from_slice(&next_frame(&mut tls, &mut buf)).unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer["result"]["switch:0"].is_object(), "{answer}");
+    emu.flood_ws(0, Some(200 * 1024));
+    let mut last = -1.0;
+    for _ in 0..10 {
+        let payload = next_frame(&mut tls, &mut buf);
+        assert!(payload.len() > 200 * 1024 - 300, "{} bytes", payload.len());
+        let n: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+        assert_eq!(n["method"], "NotifyStatus");
+        let power = n["params"]["switch:0"]["apower"].as_f64().unwrap();
+        assert!(power > last, "in order: {power} after {last}");
+        last = power;
+    }
+    emu.flood_ws(0, None);
+}
+
 /// Firmware 2.0: out of nonce slots, the device answers 429; it is waited out within the retry budget. The
 /// emulator's clock stands still while another client takes the slots (TLS handshakes in a debug build are
 /// slow), and moves past the throttle window once the controller has been answered 429.

@@ -763,3 +763,71 @@ fn a_client_that_does_not_read_or_one_flooded_slows_no_other_device() {
         emu.ws_requests(0)
     );
 }
+
+/// The child side of the poller's lifecycle test: alone in its process, so every `sd-emu-ws` thread is its
+/// emulators'. Prints `POLLERS` with the count while a client is connected and after the emulator stopped.
+#[test]
+fn child_poller_lifecycle() {
+    if std::env::var_os("SMARTDEV_WS_POLLER_CHILD").is_none() {
+        return;
+    }
+    let pollers = || common::threads_named("sd-emu-ws").len();
+    let before = pollers();
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM"); 3],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    let mut clients: Vec<RpcSocket> = (0..3).map(|d| socket(emu.port(d), None, LIMIT)).collect();
+    for c in &mut clients {
+        c.call("Shelly.GetStatus", None).unwrap();
+    }
+    let during = pollers();
+    emu.stop();
+    // The clients see their connections end; the poller ends once it has had none for a while.
+    for mut c in clients {
+        assert!(
+            c.next_notification(Instant::now() + LIMIT).is_err()
+                || c.call("Shelly.GetStatus", None).is_err()
+        );
+    }
+    let ended = common::eventually(LIMIT, || pollers() == before);
+    println!("POLLERS {before} {during} {}", pollers());
+    assert!(ended, "the poller thread never ended");
+}
+
+/// One poller serves every device's connections, and it does not outlive them: started with the first
+/// connection, gone a while after the emulator stopped (checked in a child process, alone there).
+#[test]
+fn one_poller_serves_every_connection_and_ends_after_them() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_poller_lifecycle",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("SMARTDEV_WS_POLLER_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: Vec<usize> = text
+        .split("POLLERS ")
+        .nth(1)
+        .expect("the child reports its pollers")
+        .split_whitespace()
+        .take(3)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(
+        counts,
+        [0, 1, 0],
+        "pollers before, with 3 devices' clients, after the stop"
+    );
+}
