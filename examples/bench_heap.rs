@@ -111,7 +111,12 @@ fn weigh_open(label: &str, n: usize, settings: Settings, settled: impl FnOnce(&C
     }
     std::thread::sleep(Duration::from_secs(1));
     let (r1, q1) = live();
-    line("  + after every device was read 3 times (refresh_all)", n, r1 - r0, q1 - q0);
+    line(
+        "  + after every device was read 3 times (refresh_all)",
+        n,
+        r1 - r0,
+        q1 - q0,
+    );
     ctl.close();
 }
 

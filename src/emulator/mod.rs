@@ -947,7 +947,12 @@ impl Emulator {
             s.begin_stop();
         }
         for d in self.devices.iter() {
-            d.ws.stop();
+            d.ws.begin_stop();
+        }
+        // Every device's connections end at once; the poller lets go of them within a turn or two.
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        for d in self.devices.iter() {
+            d.ws.await_stopped(deadline);
         }
         for s in self.servers.iter_mut().chain(&mut self.admin) {
             s.join();

@@ -323,23 +323,19 @@ impl WsHub {
         self.stalled.load(Ordering::SeqCst) && !self.stopping.load(Ordering::SeqCst)
     }
 
-    /// Ends every connection, and waits (at most 2 s) until the poller has let go of them all: after it no
-    /// answer of this device is made (the emulator stops).
-    pub(crate) fn stop(&self) {
+    /// Ends every connection (the emulator stops): each is kicked, and the poller ends it at its next turn
+    /// (`stopping`); [`WsHub::await_stopped`] waits for that.
+    pub(crate) fn begin_stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.set_stalled(false);
         self.set_hold_upgrades(false);
-        let cut: Vec<Arc<Outbox>> = lock(&self.clients)
-            .iter()
-            .map(|c| Arc::clone(&c.outbox))
-            .collect();
         self.drop_all();
-        // A cut socket wakes the poller; a kick covers a connection it parked.
-        for o in cut {
-            o.kick();
-        }
-        let end = Instant::now() + Duration::from_secs(2);
-        while self.attached.load(Ordering::SeqCst) > 0 && Instant::now() < end {
+    }
+
+    /// Waits, until `deadline` at most, for the poller to let go of every connection: after it no answer of
+    /// this device is made.
+    pub(crate) fn await_stopped(&self, deadline: Instant) {
+        while self.attached.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
     }

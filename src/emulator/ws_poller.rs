@@ -404,6 +404,10 @@ impl Conn {
             }
         }
         self.frames();
+        // What reading asked rustls to say (an alert, a key update) goes out now, not with our next frame.
+        if self.flush_tls().is_err() {
+            return Err(());
+        }
         Ok(())
     }
 
