@@ -33,6 +33,8 @@ use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
 const WAKE: Token = Token(0);
 /// Bytes read from one connection per turn.
 const READ_BUDGET: usize = 64 * 1024;
+/// Queued frames written together in one write, up to this many bytes.
+const COALESCE: usize = 64 * 1024;
 /// Flood frames made for one connection per turn.
 const FLOOD_BUDGET: usize = 16;
 /// A connection whose writes make no progress for this long is ended.
@@ -260,11 +262,11 @@ struct Conn {
     /// are answered together, one latency after they came, as over a network of that latency.
     arrived: Instant,
     items: VecDeque<Item>,
-    /// The frame being written, and how much of it went.
+    /// The bytes being written (whole frames, one after another), and how much of them went.
     writing: Vec<u8>,
     sent: usize,
-    /// Whether `writing` is a queued frame (counted in the outbox) or a flood frame.
-    counted: bool,
+    /// How many of those frames are queued ones (counted in the outbox; a flood frame is not).
+    counted: usize,
     /// Since when a write has been waiting for the socket.
     blocked: Option<Instant>,
     /// The client closed its side: what was asked is still answered, then the connection ends.
@@ -313,7 +315,7 @@ impl Conn {
             items: VecDeque::new(),
             writing: Vec::new(),
             sent: 0,
-            counted: false,
+            counted: 0,
             blocked: None,
             eof: false,
             unread: true,
@@ -563,7 +565,7 @@ impl Conn {
             self.dev.ws.flooded.fetch_add(1, Ordering::Relaxed);
             self.writing = ws_answer::flood_frame(&self.dev, &dst, self.flooded, bytes);
             self.sent = 0;
-            self.counted = false;
+            self.counted = 0;
             if !self.write()? {
                 return Ok(false);
             }
@@ -575,17 +577,27 @@ impl Conn {
     fn write(&mut self) -> Result<bool, ()> {
         loop {
             if self.sent == self.writing.len() {
-                if !self.writing.is_empty() && self.counted {
+                for _ in 0..self.counted {
                     self.outbox.written();
                 }
                 self.writing.clear();
                 self.sent = 0;
-                match self.outbox.next() {
-                    Some(wire) => {
+                self.counted = 0;
+                // The frames queued now go out together, up to 64 KiB: one write and one segment where a frame
+                // each was one of each (a device's two answers at open, an answer and the notifications after it).
+                while self.writing.len() < COALESCE {
+                    let Some(wire) = self.outbox.next() else {
+                        break;
+                    };
+                    if self.writing.is_empty() {
                         self.writing = wire;
-                        self.counted = true;
+                    } else {
+                        self.writing.extend_from_slice(&wire);
                     }
-                    None => return self.flush_tls(),
+                    self.counted += 1;
+                }
+                if self.writing.is_empty() {
+                    return self.flush_tls();
                 }
             }
             let piece = &self.writing[self.sent..];
@@ -632,7 +644,7 @@ impl Conn {
     fn end(mut self, registry: &mio::Registry) {
         let _ = registry.deregister(&mut self.tcp);
         let _ = self.tcp.shutdown(Shutdown::Both);
-        if self.counted && !self.writing.is_empty() {
+        for _ in 0..self.counted {
             self.outbox.written();
         }
         while self.outbox.next().is_some() {
