@@ -287,43 +287,13 @@ fn digest_over_tls_renews_a_stale_nonce() {
     assert_eq!(st.rejected, 0, "{st:?}");
 }
 
-/// One raw HTTPS request (verified against `ca`), as another client on the network would send it.
-fn raw_https_get(port: u16, ca: &CertAuthority, target: &str) -> String {
-    use rustls::pki_types::pem::PemObject as _;
-    use std::io::{Read, Write};
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca.pem().as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let conn =
-        rustls::ClientConnection::new(Arc::new(config), "127.0.0.1".try_into().unwrap()).unwrap();
-    let sock = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, sock);
-    write!(
-        tls,
-        "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = tls.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A WSS client as another program would write it: rustls over a socket, upgraded on `/rpc` of device 0.
-fn raw_wss(
+/// A TLS connection to device port `port` on 127.0.0.1, verified against `ca`, as another client on the
+/// network would open it (reads time out after 10 s: a hang guard).
+fn tls_client(
     port: u16,
     ca: &CertAuthority,
 ) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
     use rustls::pki_types::pem::PemObject as _;
-    use std::io::{Read, Write};
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca.pem().as_bytes()) {
         roots.add(c.unwrap()).unwrap();
@@ -340,7 +310,30 @@ fn raw_wss(
     let sock = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, sock);
+    rustls::StreamOwned::new(conn, sock)
+}
+
+/// One raw HTTPS request (verified against `ca`), as another client on the network would send it.
+fn raw_https_get(port: u16, ca: &CertAuthority, target: &str) -> String {
+    use std::io::{Read, Write};
+    let mut tls = tls_client(port, ca);
+    write!(
+        tls,
+        "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A WSS client as another program would write it: rustls over a socket, upgraded on `/rpc` of device 0.
+fn raw_wss(
+    port: u16,
+    ca: &CertAuthority,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    use std::io::{Read, Write};
+    let mut tls = tls_client(port, ca);
     tls.write_all(
         b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
           Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",

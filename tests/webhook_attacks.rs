@@ -218,31 +218,11 @@ fn child_open_close_cycles() {
 #[test]
 fn many_open_and_close_cycles_leave_no_threads() {
     let _g = serial();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_open_close_cycles",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env("SMARTDEV_CYCLES_CHILD", "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let counts = common::child_report(
+        "child_open_close_cycles",
+        "SMARTDEV_CYCLES_CHILD",
+        "THREADS ",
     );
-    let counts: Vec<usize> = text
-        .split("THREADS ")
-        .nth(1)
-        .expect("the child reports its threads")
-        .split_whitespace()
-        .take(2)
-        .map(|n| n.parse().unwrap())
-        .collect();
     // The old listener left 4 pool threads per controller alive for ~5 s after close.
     assert_eq!(
         counts[1], counts[0],

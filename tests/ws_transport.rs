@@ -608,29 +608,9 @@ fn requests_that_came_together_are_answered_together() {
     let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
     let latency = Duration::from_secs(2);
     emu.set_latency(0, latency);
-    let mut s = std::net::TcpStream::connect(local(emu.port(0))).unwrap();
-    s.set_read_timeout(Some(LIMIT)).unwrap();
-    s.write_all(
-        b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    )
-    .unwrap();
     let mut buf = Vec::new();
+    let mut s = raw_upgrade(emu.port(0), &mut buf);
     let mut chunk = [0u8; 4096];
-    let end = loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end;
-        }
-        let k = s.read(&mut chunk).unwrap();
-        assert!(k > 0, "closed before the upgrade");
-        buf.extend_from_slice(&chunk[..k]);
-    };
-    assert!(
-        buf.starts_with(b"HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&buf)
-    );
-    buf.drain(..end + 4);
     let two: Vec<u8> = ["Shelly.GetDeviceInfo", "Shelly.GetStatus"]
         .iter()
         .enumerate()
@@ -686,7 +666,11 @@ fn raw_upgrade(port: u16, buf: &mut Vec<u8>) -> std::net::TcpStream {
         assert!(k > 0, "closed before the upgrade");
         buf.extend_from_slice(&chunk[..k]);
     };
-    assert!(buf.starts_with(b"HTTP/1.1 101"));
+    assert!(
+        buf.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(buf)
+    );
     buf.drain(..end + 4);
     s
 }
@@ -798,31 +782,11 @@ fn child_poller_lifecycle() {
 /// connection, gone a while after the emulator stopped (checked in a child process, alone there).
 #[test]
 fn one_poller_serves_every_connection_and_ends_after_them() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_poller_lifecycle",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env("SMARTDEV_WS_POLLER_CHILD", "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let counts = common::child_report(
+        "child_poller_lifecycle",
+        "SMARTDEV_WS_POLLER_CHILD",
+        "POLLERS ",
     );
-    let counts: Vec<usize> = text
-        .split("POLLERS ")
-        .nth(1)
-        .expect("the child reports its pollers")
-        .split_whitespace()
-        .take(3)
-        .map(|n| n.parse().unwrap())
-        .collect();
     assert_eq!(
         counts,
         [0, 1, 0],

@@ -121,3 +121,29 @@ pub fn cargo_build(args: &[&str]) -> PathBuf {
         .unwrap_or_else(|_| Path::new(root).join("target"))
         .join("debug")
 }
+
+/// Runs test `test` of this test binary alone in a child process (with `env` set, which the child test waits
+/// for) and returns the numbers it printed after `tag`: a count of the process's threads, say, that only a
+/// process of its own sees undisturbed by the other tests.
+pub fn child_report(test: &str, env: &str, tag: &str) -> Vec<usize> {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(env, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.split(tag)
+        .nth(1)
+        .unwrap_or_else(|| panic!("the child printed no {tag:?}: {text}"))
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect()
+}
