@@ -125,21 +125,13 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         && req.header("sec-websocket-version") == Some("13")
         && key.len() == 24;
     let full = dev.ws.connections() >= MAX_CLIENTS || dev.ws.stopping.load(Ordering::SeqCst);
-    let poller = ws_poller::shared();
-    if !valid || full || poller.is_err() {
+    if !valid || full {
         let status = if valid {
             "503 Service Unavailable"
         } else {
             "400 Bad Request"
         };
-        if let Err(e) = &poller {
-            log::warn!("emulator: WebSocket upgrade refused: {e}");
-        }
-        let _ = write!(
-            stream,
-            "HTTP/1.1 {status}\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        );
-        return;
+        return refuse(&mut stream, status);
     }
     if dev.ws.hold_upgrades.load(Ordering::SeqCst) {
         // Kept open and never answered, until released or the client gives up.
@@ -148,6 +140,14 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         }
         return;
     }
+    // Started only for an upgrade that is answered.
+    let poller = match ws_poller::shared() {
+        Ok(p) => p,
+        Err(e) => {
+            log::warn!("emulator: WebSocket upgrade refused: {e}");
+            return refuse(&mut stream, "503 Service Unavailable");
+        }
+    };
     let answer = format!(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
         accept_key(key)
@@ -160,9 +160,6 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         return;
     };
     let Some((tcp, tls)) = stream.into_parts() else {
-        return;
-    };
-    let Ok(poller) = poller else {
         return;
     };
     let src = Arc::new(Mutex::new(None));
@@ -191,4 +188,12 @@ pub(crate) fn accept(dev: Arc<Device>, req: &Request, mut stream: Duplex) {
         outbox,
         src,
     });
+}
+
+/// Answers an upgrade that is not taken with `status` (the connection closes).
+fn refuse(stream: &mut Duplex, status: &str) {
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
 }

@@ -4,7 +4,7 @@
 //! request of 1,000 devices opened at once was three wake-ups (the hand-over, the frame, the latency's end) and
 //! those wake-ups were most of the emulator's CPU (BENCHMARKS.md, step 36).
 //!
-//! Per connection and turn the work is bounded (64 KiB read, 16 flood frames), so one device's client can not
+//! Per connection and turn the work is bounded (64 KiB read, 16 flood frames), so one device's client cannot
 //! starve another's. A connection's frames leave in the order they were made (`Outbox`); while 64 wait, its
 //! requests are not read (a client that does not read slows only itself) and notifications are dropped. A
 //! write blocked for 2 s ends the connection. The thread starts with the first connection and ends when it
