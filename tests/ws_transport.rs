@@ -793,3 +793,64 @@ fn one_poller_serves_every_connection_and_ends_after_them() {
         "pollers before, with 3 devices' clients, after the stop"
     );
 }
+
+/// Whether the server still holds `c` open: nothing to read yet, and not closed.
+fn still_open(c: &mut std::net::TcpStream) -> bool {
+    c.set_nonblocking(true).unwrap();
+    let open =
+        matches!(c.read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    c.set_nonblocking(false).unwrap();
+    open
+}
+
+/// A device's port reads all its clients at once (on the emulator's poller): clients that connect and send
+/// nothing, or half a request, hold up neither that device's other clients (HTTP and WebSocket) nor another
+/// device; more idle clients than a port reads at once wait in the backlog and are read once the first go.
+#[test]
+fn idle_clients_hold_up_neither_their_device_nor_another() {
+    use std::net::TcpStream;
+    let emu = Emulator::start(
+        vec![DeviceSpec::new("ShellyPlus1PM"); 2],
+        &ModelLibrary::embedded(),
+    )
+    .unwrap();
+    // Device 0: more idle clients than its port reads at once (16).
+    let mut crowd: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(local(emu.port(0))).unwrap())
+        .collect();
+    // Device 1: two idle clients and one that sent half a request.
+    let mut idle: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(local(emu.port(1))).unwrap())
+        .collect();
+    idle[2]
+        .write_all(b"GET /shelly HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    // Device 1 answers over HTTP and over a WebSocket meanwhile...
+    let reply = request(emu.port(1), "GET", "/shelly", None);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let mut s = socket(emu.port(1), None, LIMIT);
+    s.call("Shelly.GetDeviceInfo", None).unwrap();
+    // ...while its idle clients are all still there: a port reading one client after another would have
+    // answered only after each had timed out (2 s each) and been closed.
+    for (i, c) in idle.iter_mut().enumerate() {
+        assert!(still_open(c), "idle client {i} of device 1 was closed");
+    }
+    // The half request, finished now, is answered too.
+    idle[2].write_all(b"Connection: close\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    idle[2]
+        .set_read_timeout(Some(LIMIT))
+        .and_then(|()| idle[2].read_to_end(&mut answer))
+        .unwrap();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    // The crowd's port read its first 16 and left the rest waiting; once the crowd leaves, it answers again.
+    assert!(still_open(&mut crowd[0]));
+    crowd.clear();
+    let mut d0 = socket(emu.port(0), None, LIMIT);
+    d0.call("Shelly.GetDeviceInfo", None).unwrap();
+    assert_eq!(request(emu.port(0), "GET", "/shelly", None).status, 200);
+}

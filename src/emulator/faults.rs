@@ -1,5 +1,6 @@
 //! The network side of one emulated port: its fault, latency, held (blackholed) sockets, request counts and
-//! the stop signal, shared between the API and the port's accept thread.
+//! the stop signal, shared between the API, the port's accept thread and the poller while it holds the
+//! port's listener.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -34,6 +35,9 @@ struct Inner {
     local: SocketAddr,
     /// A listener at another address the accept thread takes over (the device moved).
     handover: Option<TcpListener>,
+    /// Connections the poller accepted while it held the listener, with the bytes it read of their request,
+    /// for the port's thread to answer (`server::serve_delivered`).
+    delivered: Vec<(TcpStream, Vec<u8>)>,
 }
 
 /// Shared by the API (writer) and the accept thread (reader); one condvar signals every change.
@@ -57,6 +61,7 @@ impl NetControl {
                 stopping: false,
                 local: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
                 handover: None,
+                delivered: Vec::new(),
             }),
             changed: Condvar::new(),
             counts: Mutex::new(BTreeMap::new()),
@@ -130,7 +135,7 @@ impl NetControl {
     /// after `seen` was read but before this call returns at once (it is not missed).
     pub(crate) fn wait_change(&self, until: Option<Instant>, seen: u64) {
         let mut g = self.lock();
-        while !g.stopping && g.generation == seen {
+        while !g.stopping && g.generation == seen && g.delivered.is_empty() {
             match until {
                 None => g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner()),
                 Some(t) => {
@@ -142,6 +147,41 @@ impl NetControl {
                 }
             }
         }
+    }
+
+    /// Waits until the fault changes from generation `seen` or the port stops (`true`), or a connection is
+    /// delivered (`false`).
+    pub(crate) fn wait_delivery(&self, seen: u64) -> bool {
+        let mut g = self.lock();
+        loop {
+            if g.stopping || g.generation != seen {
+                return true;
+            }
+            if !g.delivered.is_empty() {
+                return false;
+            }
+            g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Gives the port's thread a connection the poller accepted, with what it read of its request (dropped
+    /// when the port stops).
+    pub(crate) fn deliver(&self, stream: TcpStream, read: Vec<u8>) {
+        let mut g = self.lock();
+        if !g.stopping {
+            g.delivered.push((stream, read));
+            self.changed.notify_all();
+        }
+    }
+
+    /// The connections delivered and not yet taken, oldest first.
+    pub(crate) fn take_delivered(&self) -> Vec<(TcpStream, Vec<u8>)> {
+        std::mem::take(&mut self.lock().delivered)
+    }
+
+    /// How many delivered connections wait for the port's thread.
+    pub(crate) fn delivered(&self) -> usize {
+        self.lock().delivered.len()
     }
 
     /// Sleeps, cut short by `stop`.
@@ -230,13 +270,16 @@ impl NetControl {
     }
 
     pub(crate) fn stop(&self) {
-        let held = {
+        let (held, delivered) = {
             let mut g = self.lock();
             g.stopping = true;
             self.changed.notify_all();
-            std::mem::take(&mut g.held)
+            (
+                std::mem::take(&mut g.held),
+                std::mem::take(&mut g.delivered),
+            )
         };
-        drop(held);
+        drop((held, delivered));
     }
 
     pub(crate) fn count(&self, key: String) {

@@ -49,6 +49,7 @@
 mod clock;
 mod coap_server;
 pub use clock::EmuClock;
+mod accepting;
 mod admin;
 mod announce;
 mod api;
@@ -81,6 +82,7 @@ mod mqtt_link;
 mod mqtt_rpc;
 mod mqtt_tasmota;
 mod notify;
+mod port;
 mod rpc;
 mod rpc_cover;
 mod rpc_history;
@@ -114,7 +116,8 @@ use std::time::Duration;
 use crate::models::ModelLibrary;
 use device::{Device, Identity};
 use faults::NetControl;
-use server::{Server, Service};
+use port::Server;
+use server::Service;
 
 pub use auth::{AuthMode, AuthStats};
 pub use cert::{CertAuthority, CertSpec};

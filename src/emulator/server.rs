@@ -1,12 +1,11 @@
-//! A minimal HTTP/1.1 server: one accept thread per port, requests handled one after another, one request per
-//! connection (`Connection: close`). The port's fault and latency are applied around the handler; raw sockets
+//! A minimal HTTP/1.1 server: requests of a port handled one after another on its thread (`port.rs`), one
+//! request per connection (`Connection: close`). The port's fault and latency are applied around the handler; raw sockets
 //! give the control that truncated bodies, blackholes and refused connections need.
 
 use std::io::{self, IoSlice, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpStream};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -17,13 +16,10 @@ use super::faults::{NetControl, Phase};
 use crate::url;
 
 /// Idle clients are dropped after this, so they cannot hang a port.
-const READ_TIMEOUT: Duration = Duration::from_secs(2);
-const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest request head read.
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: usize = 4 * 1024 * 1024;
-/// Handlers build small JSON documents; a small stack keeps many emulated devices cheap.
-const STACK: usize = 256 * 1024;
-/// How often a flapping port polls `accept`: a timer cannot wake a blocking `accept`.
-const POLL: Duration = Duration::from_millis(2);
 
 /// One parsed request.
 #[derive(Debug, Default)]
@@ -233,50 +229,6 @@ impl Conn for TlsStream {
     }
 }
 
-/// A running port.
-pub(crate) struct Server {
-    net: Arc<NetControl>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    /// Starts the accept thread on an already bound listener.
-    pub(crate) fn spawn(
-        name: String,
-        listener: TcpListener,
-        service: Arc<dyn Service>,
-        net: Arc<NetControl>,
-    ) -> io::Result<Server> {
-        net.set_local(listener.local_addr()?);
-        let n = Arc::clone(&net);
-        let thread = std::thread::Builder::new()
-            .name(name)
-            .stack_size(STACK)
-            .spawn(move || accept_loop(listener, &service, &n))?;
-        Ok(Server {
-            net,
-            thread: Some(thread),
-        })
-    }
-
-    /// The port it listens on now.
-    pub(crate) fn port(&self) -> u16 {
-        self.net.local().port()
-    }
-
-    /// Signals the thread to end; `join` waits for it.
-    pub(crate) fn begin_stop(&self) {
-        self.net.stop();
-        wake(self.net.local());
-    }
-
-    pub(crate) fn join(&mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Connects to a port we listen on (`0.0.0.0`: through 127.0.0.1) so that a thread blocked in `accept`
 /// returns and sees the new state.
 pub(crate) fn wake(local: SocketAddr) {
@@ -287,89 +239,8 @@ pub(crate) fn wake(local: SocketAddr) {
     let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(500));
 }
 
-/// Serves `first`; after a fault that closed it, listens at the same address again (`NetControl::local`);
-/// takes over a listener handed over when the device moves.
-fn accept_loop(first: TcpListener, service: &Arc<dyn Service>, net: &NetControl) {
-    let mut listener = Some(first);
-    loop {
-        if let Some(moved) = net.take_handover() {
-            // The old listener closes here: the old address refuses from now on.
-            let local = moved.local_addr();
-            listener = Some(moved);
-            if let Ok(local) = local {
-                net.set_local(local);
-            }
-            net.set_listening(true);
-        }
-        // The generation read with the phase: a fault set while we close the listener must not be missed.
-        let (phase, seen) = net.phase_and_generation(Instant::now());
-        let until = match phase {
-            Phase::Stop => return,
-            Phase::Refuse(until) => {
-                if listener.take().is_some() {
-                    net.set_listening(false);
-                }
-                net.wait_change(until, seen);
-                continue;
-            }
-            Phase::Serve(until) => until,
-        };
-        let local = net.local();
-        let l = match listener {
-            Some(ref l) => l,
-            // std sets SO_REUSEADDR on Unix, so the same port can be bound again at once.
-            None => match TcpListener::bind(local) {
-                Ok(l) => {
-                    net.set_listening(true);
-                    listener.insert(l)
-                }
-                Err(e) => {
-                    log::debug!("emulator: cannot listen again on {local}: {e}");
-                    net.sleep(Duration::from_millis(20));
-                    continue;
-                }
-            },
-        };
-        match accept(l, until, net) {
-            Ok(Some(stream)) => serve(stream, service, net),
-            Ok(None) => {}
-            Err(e) => {
-                // E.g. out of file descriptors: do not spin.
-                log::debug!("emulator: accept on {local} failed: {e}");
-                net.sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
-
-fn accept(
-    l: &TcpListener,
-    until: Option<Instant>,
-    net: &NetControl,
-) -> io::Result<Option<TcpStream>> {
-    let Some(end) = until else {
-        l.set_nonblocking(false)?;
-        return l.accept().map(|(s, _)| Some(s));
-    };
-    l.set_nonblocking(true)?;
-    loop {
-        match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)?;
-                return Ok(Some(s));
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if net.phase(Instant::now()) != Phase::Serve(Some(end)) {
-                    return Ok(None);
-                }
-                std::thread::sleep(POLL);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
+/// Serves a connection just accepted (blocking, on the port's thread).
+pub(crate) fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     // Our own wake-up connection, or a client that raced a fault change: close without reading.
     if !matches!(net.phase(Instant::now()), Phase::Serve(_)) {
         return;
@@ -380,19 +251,40 @@ fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetControl) {
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
     let Some(tls) = service.tls() else {
-        return serve_on(stream, service, net);
+        return serve_on(stream, Vec::new(), service, net);
     };
     // HTTPS: the handshake happens at the first read.
     match rustls::ServerConnection::new(tls) {
-        Ok(conn) => serve_on(rustls::StreamOwned::new(conn, stream), service, net),
+        Ok(conn) => serve_on(
+            rustls::StreamOwned::new(conn, stream),
+            Vec::new(),
+            service,
+            net,
+        ),
         Err(e) => log::debug!("emulator: TLS: {e}"),
     }
 }
 
-/// Reads one request (over TLS the handshake happens at this first read) and answers it, or hands the
-/// connection to the service for an upgrade.
-fn serve_on<S: Conn>(mut stream: S, service: &Arc<dyn Service>, net: &NetControl) {
-    let request = match read_request(&mut stream) {
+/// Serves a plain connection whose first bytes, `read`, the poller took (`accepting.rs`): the rest of its
+/// request is read here, blocking, and it is answered with the port's fault and latency.
+pub(crate) fn serve_delivered(
+    stream: TcpStream,
+    read: Vec<u8>,
+    service: &Arc<dyn Service>,
+    net: &NetControl,
+) {
+    if stream.set_nonblocking(false).is_err() {
+        return;
+    }
+    let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
+    serve_on(stream, read, service, net);
+}
+
+/// Reads one request after the bytes already `read` (over TLS the handshake happens at this first read) and
+/// answers it, or hands the connection to the service for an upgrade.
+fn serve_on<S: Conn>(mut stream: S, read: Vec<u8>, service: &Arc<dyn Service>, net: &NetControl) {
+    let request = match read_request(&mut stream, read) {
         Ok(Some(r)) => r,
         Ok(None) => return,
         Err(e) => {
@@ -472,28 +364,19 @@ fn fill(stream: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads one request; `None` when the peer sent nothing usable (e.g. our own wake-up connection).
-fn read_request(stream: &mut (impl Read + Write)) -> io::Result<Option<Request>> {
-    // Grows with what arrives (a request head is a few hundred bytes), up to `MAX_HEAD`.
-    let mut buf = Vec::new();
-    let head_end = loop {
-        if let Some(p) = find(&buf, b"\r\n\r\n") {
-            break p;
-        }
-        if buf.len() > MAX_HEAD {
-            return Ok(None);
-        }
-        match fill(stream, &mut buf) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(e),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]);
+/// Where a request's head ends in `buf` (the index of its blank line), once it has come whole.
+pub(crate) fn head_end(buf: &[u8]) -> Option<usize> {
+    find(buf, b"\r\n\r\n")
+}
+
+/// The request line and headers of a head that ends at `end` (`head_end`); `None` when there is no request
+/// line.
+pub(crate) fn parse_head(buf: &[u8], end: usize) -> Option<Request> {
+    let head = String::from_utf8_lossy(&buf[..end]);
     let mut lines = head.split("\r\n");
     let mut first = lines.next().unwrap_or("").split_whitespace();
     let (Some(method), Some(target)) = (first.next(), first.next()) else {
-        return Ok(None);
+        return None;
     };
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
@@ -513,7 +396,37 @@ fn read_request(stream: &mut (impl Read + Write)) -> io::Result<Option<Request>>
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     req.path = url::decode(path, false);
     req.query = query.to_string();
+    Some(req)
+}
 
+/// Whether a request announces a body (a length above 0, or chunks).
+pub(crate) fn has_body(req: &Request) -> bool {
+    req.header("transfer-encoding").is_some()
+        || req
+            .header("content-length")
+            .is_some_and(|v| v.trim() != "0")
+}
+
+/// Reads one request, after the bytes already read (`buf`); `None` when the peer sent nothing usable (e.g.
+/// our own wake-up connection).
+fn read_request(stream: &mut (impl Read + Write), mut buf: Vec<u8>) -> io::Result<Option<Request>> {
+    // Grows with what arrives (a request head is a few hundred bytes), up to `MAX_HEAD`.
+    let head_end = loop {
+        if let Some(p) = head_end(&buf) {
+            break p;
+        }
+        if buf.len() > MAX_HEAD {
+            return Ok(None);
+        }
+        match fill(stream, &mut buf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    };
+    let Some(mut req) = parse_head(&buf, head_end) else {
+        return Ok(None);
+    };
     let mut body = buf[head_end + 4..].to_vec();
     let chunked = req
         .header("transfer-encoding")

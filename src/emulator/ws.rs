@@ -5,8 +5,9 @@
 //! (`NotifyFullStatus` when a component appeared or went, as after a profile switch), `NotifyEvent` for fired
 //! events.
 //!
-//! The port's thread answers the upgrade; from then on the connection is served by the emulator's one
-//! WebSocket poller (`ws_poller.rs`), without a thread of its own.
+//! The upgrade is answered where its request was read (the poller for a plain port, `accepting.rs`; the
+//! port's thread over TLS); from then on the connection is served by the emulator's one poller
+//! (`ws_poller.rs`), without a thread of its own.
 //! Faults: [`WsHub::drop_all`] cuts every connection without a close frame;
 //! [`WsHub::set_stalled`] makes connections stop reading and writing until released;
 //! [`WsHub::set_hold_upgrades`] leaves upgrade requests unanswered.
@@ -32,7 +33,8 @@ use crate::driver::ws::accept_key;
 
 /// Connections per device (real devices allow a handful).
 const MAX_CLIENTS: usize = 16;
-/// How long a blocked write of the upgrade's answer may take.
+/// How long a blocked write of the upgrade's answer may take (on the port's thread; on the poller the socket is
+/// new and takes the answer at once, or the connection ends).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl WsHub {

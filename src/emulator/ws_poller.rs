@@ -1,5 +1,6 @@
-//! The emulator's WebSocket poller (`sd-emu-ws`): one thread serves every upgraded connection of every
-//! emulated device in the process, as a device's firmware serves its connections from one loop. A request frame
+//! The emulator's poller (`sd-emu-ws`): one thread serves every upgraded connection of every emulated device
+//! in the process, as a device's firmware serves its connections from one loop, and accepts the connections
+//! of the ports that lend it their listeners (`accepting.rs`). A request frame
 //! waits for its port's latency on a timer, not on a sleeping thread: with a thread per connection, each
 //! request of 1,000 devices opened at once was three wake-ups (the hand-over, the frame, the latency's end) and
 //! those wake-ups were most of the emulator's CPU (BENCHMARKS.md, step 36).
@@ -7,24 +8,28 @@
 //! Per connection and turn the work is bounded (64 KiB read, 16 flood frames), so one device's client cannot
 //! starve another's. A connection's frames leave in the order they were made (`Outbox`); while 64 wait, its
 //! requests are not read (a client that does not read slows only itself) and notifications are dropped. A
-//! write blocked for 2 s ends the connection. The thread starts with the first connection and ends when it
-//! has had none for a while.
+//! write blocked for 2 s ends the connection. The thread starts with the first connection or lent port and
+//! ends when it has had neither for a while.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mio::{Events, Interest, Poll, Token, Waker};
+use crossbeam_channel::Sender;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use serde_json::{Map, Value};
 
 use super::Fault;
+use super::accepting::{Head, HeadNext, Next, Port};
 use super::device::Device;
+use super::faults::NetControl;
 use super::lock::lock;
+use super::server::Service;
 use super::ws_answer::{self, Prepared, Reply};
 use super::ws_hub::{Doorbell, Outbox, QUEUE};
 use crate::driver::ws::frame::{self, Assembler, MAX_MESSAGE, Message, Opcode};
@@ -43,6 +48,8 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 const LINGER: Duration = Duration::from_secs(2);
 /// The poller only parses small frames and builds small answers.
 const STACK: usize = 256 * 1024;
+/// How long a port's thread waits for its listener back.
+const RECLAIM_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connection whose upgrade was answered, handed to the poller.
 pub(super) struct Adopted {
@@ -63,11 +70,44 @@ pub(super) struct Poller {
 
 struct Shared {
     bell: Arc<Doorbell>,
+    /// Ports register their listeners from their own threads.
+    registry: Registry,
     adopted: Mutex<Vec<(u64, Adopted)>>,
+    /// Listeners lent and asked back, taken together so that a port is never asked back before it is known.
+    ports: Mutex<PortRequests>,
     next: AtomicU64,
     /// `Poller`s held now (a port thread between the upgrade's check and `adopt`): the thread does not end
     /// while one may still hand it a connection.
     users: AtomicUsize,
+}
+
+#[derive(Default)]
+struct PortRequests {
+    lent: Vec<(u64, Port)>,
+    reclaimed: Vec<(u64, Sender<TcpListener>)>,
+}
+
+/// A listener the poller holds for a port's thread.
+pub(super) struct Lent {
+    token: u64,
+    poller: Poller,
+}
+
+impl Lent {
+    /// The listener back, no longer polled; `None` when the poller did not give it back in time.
+    pub(super) fn reclaim(self) -> Option<TcpListener> {
+        let shared = &self.poller.shared;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        lock(&shared.ports).reclaimed.push((self.token, tx));
+        shared.bell.kick(self.token);
+        let back = rx.recv_timeout(RECLAIM_TIMEOUT).ok();
+        if back.is_none() {
+            log::warn!(
+                "emulator: the poller did not give a port's listener back; it listens again"
+            );
+        }
+        back
+    }
 }
 
 /// The process's poller while it runs.
@@ -85,9 +125,12 @@ pub(super) fn shared() -> Result<Poller, String> {
     let fail = |e: io::Error| format!("cannot start the WebSocket poller: {e}");
     let poll = Poll::new().map_err(fail)?;
     let waker = Waker::new(poll.registry(), WAKE).map_err(fail)?;
+    let registry = poll.registry().try_clone().map_err(fail)?;
     let shared = Arc::new(Shared {
         bell: Arc::new(Doorbell::new(waker)),
+        registry,
         adopted: Mutex::default(),
+        ports: Mutex::default(),
         next: AtomicU64::new(1),
         users: AtomicUsize::new(1),
     });
@@ -118,6 +161,24 @@ impl Poller {
         lock(&self.shared.adopted).push((token, conn));
         self.shared.bell.kick(token);
     }
+
+    /// Accepts on `listener` for its port until [`Lent::reclaim`]; `Err` with it when it cannot be polled.
+    pub(super) fn lend(
+        self,
+        listener: TcpListener,
+        service: Arc<dyn Service>,
+        net: Arc<NetControl>,
+    ) -> Result<Lent, TcpListener> {
+        let token = self.token();
+        let port = Port::new(listener, service, net, &self.shared.registry, token)?;
+        lock(&self.shared.ports).lent.push((token, port));
+        // What came before the poller knew the port is accepted at this kick.
+        self.shared.bell.kick(token);
+        Ok(Lent {
+            token,
+            poller: self,
+        })
+    }
 }
 
 impl Drop for Poller {
@@ -129,6 +190,9 @@ impl Drop for Poller {
 /// The thread: readiness events, kicks and timers, each turning into a turn of the connections concerned.
 fn run(mut poll: Poll, shared: &Shared) {
     let mut conns: HashMap<u64, Conn> = HashMap::new();
+    let mut ports: HashMap<u64, Port> = HashMap::new();
+    let mut heads: HashMap<u64, Head> = HashMap::new();
+    let mut new_heads: Vec<(u64, Head)> = Vec::new();
     let mut timers: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
     let mut events = Events::with_capacity(1024);
     let mut again: Vec<u64> = Vec::new();
@@ -167,6 +231,13 @@ fn run(mut poll: Poll, shared: &Shared) {
                 None => log::debug!("emulator: a WebSocket connection could not be polled"),
             }
         }
+        let requests = std::mem::take(&mut *lock(&shared.ports));
+        ports.extend(requests.lent);
+        for (token, reply) in requests.reclaimed {
+            if let Some(port) = ports.remove(&token) {
+                let _ = reply.send(port.into_listener(poll.registry()));
+            }
+        }
         let now = Instant::now();
         while let Some(Reverse((due, token))) = timers.peek().copied() {
             if due > now {
@@ -183,6 +254,47 @@ fn run(mut poll: Poll, shared: &Shared) {
         todo.sort_unstable();
         todo.dedup();
         for token in todo.drain(..) {
+            if let Some(head) = heads.get_mut(&token) {
+                let next = head.turn(now, &mut scratch);
+                if matches!(next, HeadNext::Wait) {
+                    continue;
+                }
+                let Some(head) = heads.remove(&token) else {
+                    continue;
+                };
+                if let Some(port) = ports.get_mut(&head.port) {
+                    port.heads -= 1;
+                }
+                if matches!(next, HeadNext::Whole) {
+                    // A panic in one device's upgrade ends that connection, not every device's.
+                    let registry = poll.registry();
+                    if catch_unwind(AssertUnwindSafe(|| head.finish(registry))).is_err() {
+                        log::warn!("emulator: an upgrade failed; its connection ended");
+                    }
+                } else {
+                    head.drop_from(poll.registry());
+                }
+                continue;
+            }
+            if let Some(port) = ports.get_mut(&token) {
+                let next = port.turn(
+                    token,
+                    now,
+                    poll.registry(),
+                    || shared.next.fetch_add(1, Ordering::Relaxed),
+                    &mut new_heads,
+                );
+                for (t, head) in new_heads.drain(..) {
+                    timers.push(Reverse((head.deadline, t)));
+                    heads.insert(t, head);
+                }
+                match next {
+                    Next::At(due) => timers.push(Reverse((due, token))),
+                    Next::Again => again.push(token),
+                    Next::Wait | Next::End => {}
+                }
+                continue;
+            }
             let Some(conn) = conns.get_mut(&token) else {
                 continue;
             };
@@ -209,29 +321,20 @@ fn run(mut poll: Poll, shared: &Shared) {
                 }
             }
         }
-        if !conns.is_empty() {
+        if !conns.is_empty() || !ports.is_empty() || !heads.is_empty() {
             idle_since = now;
         } else if now.duration_since(idle_since) >= LINGER {
             // Ends unless a connection is being handed over: that one started no thread, it found this one.
             let mut running = lock(&RUNNING);
-            if shared.users.load(Ordering::SeqCst) == 0 && lock(&shared.adopted).is_empty() {
+            if shared.users.load(Ordering::SeqCst) == 0
+                && lock(&shared.adopted).is_empty()
+                && lock(&shared.ports).lent.is_empty()
+            {
                 *running = None;
                 return;
             }
         }
     }
-}
-
-/// What a connection waits for after a turn.
-enum Next {
-    /// Readiness or a kick.
-    Wait,
-    /// That time as well (a request's latency, a blocked write's deadline).
-    At(Instant),
-    /// Another turn at once (its budget ran out with more to do).
-    Again,
-    /// It is over.
-    End,
 }
 
 /// What was read from a connection and not done yet, in order.

@@ -1,0 +1,212 @@
+//! The poller's side of the ports whose listeners it holds (lent by their threads, `port.rs`): connections
+//! are accepted and their request heads read here, without a thread woken for each. A WebSocket upgrade is
+//! answered at once (`Service::upgrade`, `ws.rs`) and the connection stays on the poller; any other request
+//! goes to the port's thread with the bytes read so far (`server::serve_delivered`), which answers it with the
+//! port's fault and latency as before.
+//!
+//! Bounds: a port accepts at most 16 connections per turn, and none while 16 of its connections are being
+//! read or wait for its thread (the others wait in the kernel's backlog, as they did for a thread busy with
+//! one); a head must come whole within 2 s and 64 KiB.
+
+use std::io::{self, Read};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::{Interest, Registry, Token};
+
+use super::faults::{NetControl, Phase};
+use super::server::{MAX_HEAD, READ_TIMEOUT, Service, has_body, head_end, parse_head};
+
+/// Connections accepted from one port per turn.
+const ACCEPT_BUDGET: usize = 16;
+/// A port's connections being read or waiting for its thread, beyond which it accepts no more for now.
+const WAITING: usize = 16;
+/// How long a port that may accept no more (or whose `accept` failed) waits before it tries again.
+const PAUSE: Duration = Duration::from_millis(5);
+
+/// What a listener or a connection waits for after a turn.
+pub(super) enum Next {
+    /// Readiness or a kick.
+    Wait,
+    /// That time as well (a request's latency, a blocked write's deadline, a paused port).
+    At(Instant),
+    /// Another turn at once (its budget ran out with more to do).
+    Again,
+    /// It is over.
+    End,
+}
+
+/// A lent listener.
+pub(super) struct Port {
+    listener: mio::net::TcpListener,
+    service: Arc<dyn Service>,
+    net: Arc<NetControl>,
+    /// Its connections whose head is being read.
+    pub(super) heads: usize,
+}
+
+impl Port {
+    /// Registers `listener` with the poller under `token` (from any thread: events before the poller knows
+    /// the port are made up for by a kick).
+    pub(super) fn new(
+        listener: TcpListener,
+        service: Arc<dyn Service>,
+        net: Arc<NetControl>,
+        registry: &Registry,
+        token: u64,
+    ) -> Result<Port, TcpListener> {
+        if listener.set_nonblocking(true).is_err() {
+            return Err(listener);
+        }
+        let mut listener = mio::net::TcpListener::from_std(listener);
+        if let Err(e) = registry.register(&mut listener, Token(token as usize), Interest::READABLE)
+        {
+            log::debug!("emulator: a port cannot be polled: {e}");
+            return Err(listener.into());
+        }
+        Ok(Port {
+            listener,
+            service,
+            net,
+            heads: 0,
+        })
+    }
+
+    /// Accepts what waits, within the bounds; each new connection is a head (with its deadline) in `heads`.
+    pub(super) fn turn(
+        &mut self,
+        me: u64,
+        now: Instant,
+        registry: &Registry,
+        mut token: impl FnMut() -> u64,
+        heads: &mut Vec<(u64, Head)>,
+    ) -> Next {
+        for _ in 0..ACCEPT_BUDGET {
+            if self.heads + self.net.delivered() >= WAITING {
+                return Next::At(now + PAUSE);
+            }
+            match self.listener.accept() {
+                Ok((mut tcp, _)) => {
+                    // A client that raced a fault change, or our own wake-up connection: closed unread.
+                    if !matches!(self.net.phase(now), Phase::Serve(_)) {
+                        continue;
+                    }
+                    // Answers go out at once (see `server::serve`).
+                    let _ = tcp.set_nodelay(true);
+                    let t = token();
+                    if registry
+                        .register(&mut tcp, Token(t as usize), Interest::READABLE)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    self.heads += 1;
+                    heads.push((
+                        t,
+                        Head {
+                            tcp,
+                            port: me,
+                            service: Arc::clone(&self.service),
+                            net: Arc::clone(&self.net),
+                            read: Vec::new(),
+                            deadline: now + READ_TIMEOUT,
+                        },
+                    ));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // E.g. out of file descriptors: do not spin.
+                    log::debug!("emulator: accept failed: {e}");
+                    return Next::At(now + PAUSE);
+                }
+            }
+        }
+        Next::Again
+    }
+
+    /// The listener, no longer polled, for the port's thread.
+    pub(super) fn into_listener(mut self, registry: &Registry) -> TcpListener {
+        let _ = registry.deregister(&mut self.listener);
+        self.listener.into()
+    }
+}
+
+/// A connection whose request head is being read.
+pub(super) struct Head {
+    tcp: mio::net::TcpStream,
+    /// Its port's token.
+    pub(super) port: u64,
+    service: Arc<dyn Service>,
+    net: Arc<NetControl>,
+    read: Vec<u8>,
+    pub(super) deadline: Instant,
+}
+
+/// Where a head is after a turn.
+pub(super) enum HeadNext {
+    /// More is to come.
+    Wait,
+    /// It came whole: `Head::finish`.
+    Whole,
+    /// Nothing usable comes (closed, too long, too slow, failed): the connection closes.
+    Drop,
+}
+
+impl Head {
+    /// Reads what came.
+    pub(super) fn turn(&mut self, now: Instant, scratch: &mut [u8]) -> HeadNext {
+        if now >= self.deadline {
+            return HeadNext::Drop;
+        }
+        loop {
+            match self.tcp.read(scratch) {
+                Ok(0) if head_end(&self.read).is_some() => return HeadNext::Whole,
+                Ok(0) => return HeadNext::Drop,
+                Ok(n) => {
+                    // Only the new bytes (and the three before them) can complete the blank line.
+                    let from = self.read.len().saturating_sub(3);
+                    self.read.extend_from_slice(&scratch[..n]);
+                    if head_end(&self.read[from..]).is_some() {
+                        return HeadNext::Whole;
+                    }
+                    if self.read.len() > MAX_HEAD {
+                        return HeadNext::Drop;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return HeadNext::Wait,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return HeadNext::Drop,
+            }
+        }
+    }
+
+    /// No longer polled, closed.
+    pub(super) fn drop_from(mut self, registry: &Registry) {
+        let _ = registry.deregister(&mut self.tcp);
+    }
+
+    /// A whole head: a WebSocket upgrade without a body is answered here (the service takes the connection),
+    /// anything else goes to the port's thread.
+    pub(super) fn finish(mut self, registry: &Registry) {
+        let _ = registry.deregister(&mut self.tcp);
+        let tcp: TcpStream = self.tcp.into();
+        if self.net.phase(Instant::now()) == Phase::Stop {
+            return;
+        }
+        let upgrade = head_end(&self.read)
+            .and_then(|end| parse_head(&self.read, end))
+            .filter(|req| req.header("upgrade").is_some() && !has_body(req));
+        let tcp = match upgrade {
+            Some(req) => match Arc::clone(&self.service).upgrade(&req, tcp) {
+                // Answered, counted and polled from now on (or refused).
+                None => return,
+                // Not one it upgrades: answered like any request.
+                Some(tcp) => tcp,
+            },
+            None => tcp,
+        };
+        self.net.deliver(tcp, self.read);
+    }
+}
