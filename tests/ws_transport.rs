@@ -854,3 +854,93 @@ fn idle_clients_hold_up_neither_their_device_nor_another() {
     d0.call("Shelly.GetDeviceInfo", None).unwrap();
     assert_eq!(request(emu.port(0), "GET", "/shelly", None).status, 200);
 }
+
+/// Writes `bytes` in pieces of `piece` bytes, each its own segment, pausing so that the device's reads see them
+/// apart (the pause only makes splits likely; nothing is timed).
+fn write_in_pieces(s: &mut std::net::TcpStream, bytes: &[u8], piece: usize) {
+    s.set_nodelay(true).unwrap();
+    for p in bytes.chunks(piece) {
+        s.write_all(p).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Everything the device sends, and whether it then closed the connection (not just fell silent).
+fn read_until_closed(s: &mut std::net::TcpStream) -> (String, bool) {
+    let mut out = Vec::new();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let closed = match s.read_to_end(&mut out) {
+        Ok(_) => true,
+        // Closed with bytes of ours unread: a reset.
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    (String::from_utf8_lossy(&out).into_owned(), closed)
+}
+
+/// The answer to a request, which ends with the connection.
+fn read_all(s: &mut std::net::TcpStream) -> String {
+    let (text, closed) = read_until_closed(s);
+    assert!(closed, "the answer did not end with the connection: {text}");
+    text
+}
+
+/// The device reads request heads however the client splits them (byte by byte, the blank line cut in two),
+/// bodies that come after their head, and closes a head that never ends without answering it, while it
+/// answers others.
+#[test]
+fn request_heads_split_anywhere_are_read_and_endless_ones_closed() {
+    use std::net::TcpStream;
+    let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
+    let port = emu.port(0);
+    // An upgrade, one byte a segment.
+    let upgrade =
+        b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    let mut s = TcpStream::connect(local(port)).unwrap();
+    write_in_pieces(&mut s, upgrade, 1);
+    let mut head = [0u8; 12];
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 101");
+    // A GET whose blank line is cut between "\r\n\r" and "\n".
+    let get = b"GET /shelly HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    let mut s = TcpStream::connect(local(port)).unwrap();
+    let cut = get.len() - 1;
+    write_in_pieces(&mut s, &get[..cut], cut);
+    write_in_pieces(&mut s, &get[cut..], 1);
+    let answer = read_all(&mut s);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"gen\":2"), "{answer}");
+    // A POST whose body comes after its head, in pieces.
+    let body = r#"{"id":7,"method":"Switch.Set","params":{"id":0,"on":true}}"#;
+    let post = format!(
+        "POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut s = TcpStream::connect(local(port)).unwrap();
+    write_in_pieces(&mut s, post.as_bytes(), post.len());
+    write_in_pieces(&mut s, body.as_bytes(), 8);
+    let answer = read_all(&mut s);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"was_on\":false"), "{answer}");
+    assert_eq!(
+        request(port, "GET", "/rpc/Switch.GetStatus?id=0", None).json()["output"],
+        json!(true)
+    );
+    // A head that never ends: closed unanswered after 64 KiB, and the device answers the next client.
+    let mut endless = TcpStream::connect(local(port)).unwrap();
+    endless
+        .write_all(b"GET /shelly HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    let filler = format!("X-Filler: {}\r\n", "a".repeat(1000));
+    // More than the limit (a refused write means it was closed already).
+    for _ in 0..100 {
+        if endless.write_all(filler.as_bytes()).is_err() {
+            break;
+        }
+    }
+    let (rest, closed) = read_until_closed(&mut endless);
+    assert!(rest.is_empty(), "an endless head was answered: {rest}");
+    assert!(closed, "the endless head's connection stayed open");
+    assert_eq!(request(port, "GET", "/shelly", None).status, 200);
+}
