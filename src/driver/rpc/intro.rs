@@ -99,7 +99,11 @@ impl Rpc {
             return;
         }
         match self.call(dev, "Webhook.ListSupported", None) {
-            Ok(r) => dev.supported_webhooks = supported_events(&r),
+            Ok(r) => {
+                dev.supported_webhooks = supported_events(&r);
+                // The answer's tree (an object per event) was parsed on the poller: freed there too.
+                self.give_back(r);
+            }
             Err(e) => log::debug!("device {}: no webhook list: {}", dev.label(), e.reason()),
         }
         self.supported_known = true;
