@@ -210,3 +210,71 @@ impl Head {
         self.net.deliver(tcp, self.read);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::super::faults::NetControl;
+    use super::super::server::{Request, Response, Service};
+    use super::super::ws_poller;
+
+    struct Plain;
+
+    impl Service for Plain {
+        fn key(&self, _: &Request) -> String {
+            "GET /".into()
+        }
+        fn handle(&self, _: &Request) -> Response {
+            Response::text(200, "ok")
+        }
+    }
+
+    /// Waits (at most 10 s, a hang guard) until `f` holds.
+    fn eventually(mut f: impl FnMut() -> bool) -> bool {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if f() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        f()
+    }
+
+    /// A lent port's requests reach its thread with the bytes read; the listener comes back when asked, and
+    /// one whose thread ended without asking is closed.
+    #[test]
+    fn a_lent_listener_delivers_comes_back_and_is_closed_when_abandoned() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let service: Arc<dyn Service> = Arc::new(Plain);
+        let net = Arc::new(NetControl::new());
+        let lend = |l| {
+            let poller = ws_poller::shared().unwrap();
+            poller
+                .lend(l, Arc::clone(&service), Arc::clone(&net))
+                .unwrap_or_else(|_| panic!("not lent"))
+        };
+        let lent = lend(l);
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        assert!(eventually(|| {
+            got.extend(net.take_delivered());
+            !got.is_empty()
+        }));
+        assert_eq!(got[0].1, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let back = lent.reclaim().expect("the listener came back");
+        assert_eq!(back.local_addr().unwrap(), addr);
+        // Lent again and abandoned: nothing listens at the address any more.
+        drop(lend(back));
+        assert!(
+            eventually(|| TcpStream::connect(addr).is_err()),
+            "the abandoned listener still accepts"
+        );
+    }
+}

@@ -76,8 +76,8 @@ struct Shared {
     /// Listeners lent and asked back, taken together so that a port is never asked back before it is known.
     ports: Mutex<PortRequests>,
     next: AtomicU64,
-    /// `Poller`s held now (a port thread between the upgrade's check and `adopt`): the thread does not end
-    /// while one may still hand it a connection.
+    /// `Poller`s held now (by a thread between the upgrade's check and `adopt`, and by every port whose
+    /// listener is lent): the thread does not end while one may still hand it a connection or a listener.
     users: AtomicUsize,
 }
 
@@ -91,15 +91,23 @@ struct PortRequests {
 pub(super) struct Lent {
     token: u64,
     poller: Poller,
+    /// Asked back (`reclaim`).
+    back: bool,
 }
 
 impl Lent {
-    /// The listener back, no longer polled; `None` when the poller did not give it back in time.
-    pub(super) fn reclaim(self) -> Option<TcpListener> {
+    /// Asks the poller for the listener; it answers on `tx` (or closes it, if `tx`'s receiver is gone).
+    fn ask_back(&mut self, tx: Sender<TcpListener>) {
+        self.back = true;
         let shared = &self.poller.shared;
-        let (tx, rx) = crossbeam_channel::bounded(1);
         lock(&shared.ports).reclaimed.push((self.token, tx));
         shared.bell.kick(self.token);
+    }
+
+    /// The listener back, no longer polled; `None` when the poller did not give it back in time.
+    pub(super) fn reclaim(mut self) -> Option<TcpListener> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.ask_back(tx);
         let back = rx.recv_timeout(RECLAIM_TIMEOUT).ok();
         if back.is_none() {
             log::warn!(
@@ -107,6 +115,16 @@ impl Lent {
             );
         }
         back
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if !self.back {
+            // The port's thread ended without asking for it back (a panic): the poller closes it.
+            let (tx, _) = crossbeam_channel::bounded(1);
+            self.ask_back(tx);
+        }
     }
 }
 
@@ -122,7 +140,7 @@ pub(super) fn shared() -> Result<Poller, String> {
             shared: Arc::clone(shared),
         });
     }
-    let fail = |e: io::Error| format!("cannot start the WebSocket poller: {e}");
+    let fail = |e: io::Error| format!("cannot start the emulator's poller: {e}");
     let poll = Poll::new().map_err(fail)?;
     let waker = Waker::new(poll.registry(), WAKE).map_err(fail)?;
     let registry = poll.registry().try_clone().map_err(fail)?;
@@ -177,6 +195,7 @@ impl Poller {
         Ok(Lent {
             token,
             poller: self,
+            back: false,
         })
     }
 }
