@@ -162,7 +162,7 @@ impl Head {
         }
         loop {
             match self.tcp.read(scratch) {
-                Ok(0) if head_end(&self.read).is_some() => return HeadNext::Whole,
+                // Closed before the blank line (a whole head returned at once).
                 Ok(0) => return HeadNext::Drop,
                 Ok(n) => {
                     // Only the new bytes (and the three before them) can complete the blank line.
