@@ -648,15 +648,16 @@ fn requests_that_came_together_are_answered_together() {
     assert!(apart < latency, "answers {apart:?} apart");
 }
 
+/// A valid upgrade request for `/rpc`.
+const UPGRADE: &[u8] =
+    b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+    Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+
 /// Upgrades a raw connection to device `port`'s `/rpc`; what came after the upgrade's answer stays in `buf`.
 fn raw_upgrade(port: u16, buf: &mut Vec<u8>) -> std::net::TcpStream {
     let mut s = std::net::TcpStream::connect(local(port)).unwrap();
     s.set_read_timeout(Some(LIMIT)).unwrap();
-    s.write_all(
-        b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    )
-    .unwrap();
+    s.write_all(UPGRADE).unwrap();
     let mut chunk = [0u8; 4096];
     let end = loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -893,11 +894,8 @@ fn request_heads_split_anywhere_are_read_and_endless_ones_closed() {
     let emu = emulator(DeviceSpec::new("ShellyPlus1PM"));
     let port = emu.port(0);
     // An upgrade, one byte a segment.
-    let upgrade =
-        b"GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
     let mut s = TcpStream::connect(local(port)).unwrap();
-    write_in_pieces(&mut s, upgrade, 1);
+    write_in_pieces(&mut s, UPGRADE, 1);
     let mut head = [0u8; 12];
     s.set_read_timeout(Some(LIMIT)).unwrap();
     s.read_exact(&mut head).unwrap();
