@@ -40,7 +40,8 @@ struct Inner {
     delivered: Vec<(TcpStream, Vec<u8>)>,
 }
 
-/// Shared by the API (writer) and the accept thread (reader); one condvar signals every change.
+/// Shared by the API (writer), the accept thread (reader) and the poller (delivering connections while it holds
+/// the listener); one condvar signals every change.
 pub(crate) struct NetControl {
     inner: Mutex<Inner>,
     changed: Condvar,
@@ -131,8 +132,8 @@ impl NetControl {
         (phase, g.generation)
     }
 
-    /// Waits until the fault changes from generation `seen`, the port stops, or `until` passes. A change made
-    /// after `seen` was read but before this call returns at once (it is not missed).
+    /// Waits until the fault changes from generation `seen`, the port stops, `until` passes or a connection is
+    /// delivered. A change made after `seen` was read but before this call returns at once (it is not missed).
     pub(crate) fn wait_change(&self, until: Option<Instant>, seen: u64) {
         let mut g = self.lock();
         while !g.stopping && g.generation == seen && g.delivered.is_empty() {
