@@ -1597,11 +1597,13 @@ fn queue_all(ctx: &Context, events: Vec<Hook>, source: IpAddr) {
 
 /// Names and deduplicates a pushed event, then queues it and sets the wake flag.
 pub(crate) fn queue(ctx: &Context, hook: Hook, origin: Origin, source: IpAddr) {
-    let Some(names) = ctx.shared.resolve(&hook, source, origin) else {
+    let Some(routing::Resolved { names, order }) = ctx.shared.resolve(&hook, source, origin) else {
         return;
     };
     ctx.queue
         .push(routing::event(hook, names, source.to_string(), ctx.channel));
+    // Queued: a twin waiting for the device's order lock may now be dropped (see `Resolved`).
+    drop(order);
     if let Some(w) = &ctx.wake {
         w.set();
     }

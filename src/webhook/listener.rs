@@ -22,7 +22,7 @@ use super::http::{self, MAX_HEAD};
 use super::outbound_ws::{self, Flow, Session};
 use super::queue::{self, EventQueue};
 use super::request::{self, Incoming, MAX_BODY, Rules};
-use super::routing;
+use super::routing::{self, Resolved};
 use super::{HookSink, WsSink};
 use crate::config::WebhookSettings;
 use crate::error::Error;
@@ -655,14 +655,16 @@ fn handle(ctx: &Context, method: &str, target: &str, body: &[u8], source: IpAddr
     };
     match request::parse(&incoming, &rules) {
         Ok(hook) => {
-            let Some(names) = ctx.sink.resolve(&hook, source) else {
+            let Some(Resolved { names, order }) = ctx.sink.resolve(&hook, source) else {
                 return (
                     200,
                     "smartdev: event already delivered by the push channel\n".into(),
                 );
             };
             let event = routing::event(hook, names, source.to_string(), EventChannel::Webhook);
-            if !ctx.queue.push(event) {
+            let queued = ctx.queue.push(event);
+            drop(order);
+            if !queued {
                 // Still 200: the device did nothing wrong by this request alone, and its state was taken.
                 return (
                     200,

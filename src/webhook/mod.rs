@@ -15,9 +15,14 @@ pub(crate) type AllowedSources = std::sync::Arc<std::sync::RwLock<Vec<std::net::
 
 /// Resolves a valid webhook against the configuration and applies it to the device state.
 pub(crate) trait HookSink: Send + Sync {
-    /// Returns the device name and component name (empty when unknown) and updates the component's state.
-    /// `source` is the sender, whose budget of device reads the event may use.
-    fn resolve(&self, hook: &request::Hook, source: std::net::IpAddr) -> Option<(String, String)>;
+    /// Returns the device name and component name (empty when unknown) and updates the component's state;
+    /// `None` for a twin of an event already queued. `source` is the sender, whose budget of device reads the
+    /// event may use. Drop the answer only after the event is queued (it may hold the device's order lock).
+    fn resolve(
+        &self,
+        hook: &request::Hook,
+        source: std::net::IpAddr,
+    ) -> Option<routing::Resolved<'_>>;
 }
 
 /// Where the outbound WebSocket server (on the listener, `outbound_ws.rs`) hands what devices push; the
