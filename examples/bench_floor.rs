@@ -23,6 +23,13 @@
 //!
 //! `BENCH_FLOOR_ONLY=TEXT` runs only the combinations whose label contains TEXT (for `perf`).
 //!
+//! `BENCH_FLOOR_WHOLE=1`: instead, whole processes against the emulator, in turn each round: `sdctl --json
+//! status` (`Channel: auto`, built next to this example) and **the whole-process floor**, this example started
+//! as a child that does what a one-shot command cannot skip and nothing else: reads the same configuration
+//! file with the same YAML parser, opens every device as the wire client with a thread per device (each
+//! parsing its device's answers), prints every device's status as pretty JSON, and exits without joining its
+//! threads (as `sdctl` does). Wall time from spawn to exit, median and range.
+//!
 //! Every combination runs once per round, in turn, so the machine's drift falls on all alike. Per combination,
 //! for the open and for one read: the median wall time, this process's CPU and the device child's CPU (closes
 //! and thread ends not counted). The wall time cannot fall below the two processes' CPU over the cores.
@@ -42,6 +49,7 @@ use smartdev::{Controller, Settings};
 use support::{EmuChild, cpu_ticks, cpu_ticks_of, quantile};
 
 const WIRE_FLAG: &str = "--wire-devices";
+const WHOLE_FLAG: &str = "--whole-process";
 
 /// `sdctl emulate`'s answers for a ShellyPlus1PM (the result objects; id, src and dst are added per call).
 /// `Webhook.ListSupported`'s result for a ShellyPlus1PM, as `sdctl emulate` answers it.
@@ -59,8 +67,15 @@ fn main() {
         wire_devices(args[2].parse().unwrap(), Duration::from_millis(latency));
         return;
     }
+    if args.get(1).map(String::as_str) == Some(WHOLE_FLAG) {
+        whole_process_floor(&args[2], args.get(3).map(String::as_str) != Some("none"));
+    }
     let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     let (n, latency, rounds, refreshes) = (arg(1, 1000), arg(2, 20) as u64, arg(3, 5), arg(4, 5));
+    if std::env::var_os("BENCH_FLOOR_WHOLE").is_some() {
+        compare_whole_processes(n, latency, rounds);
+        return;
+    }
     println!(
         "{n} ShellyPlus1PM × {latency} ms, {rounds} rounds of open and {refreshes} reads, {} cores, load average {}",
         support::cores(),
@@ -273,6 +288,148 @@ fn smartdev(settings: Settings, n: usize, refreshes: usize, cpu: &Cpu, row: &mut
     ctl.close();
 }
 
+/// `BENCH_FLOOR_WHOLE`: `sdctl --json status` and [`whole_process_floor`] in turn against the emulator.
+fn compare_whole_processes(n: usize, latency: u64, rounds: usize) {
+    let exe = std::env::current_exe().expect("current_exe");
+    let sdctl = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("sdctl"))
+        .filter(|p| p.is_file())
+        .expect("target/release/sdctl: build it with `cargo build --release --bins --examples`");
+    println!(
+        "whole process, {n} ShellyPlus1PM × {latency} ms, {rounds} rounds, {} cores, load average {}",
+        support::cores(),
+        support::load_average()
+    );
+    let wire = WireChild::start(n, latency);
+    let emu = EmuChild::start(n, latency);
+    let devices = [("wire devices", &wire.ports), ("emulator", &emu.ports)];
+    let mut configs = Vec::new();
+    for (side, ports) in devices {
+        let mut yaml = String::from("SmartDevices:\n  Channel: auto\n  Devices:\n");
+        for (i, port) in ports.iter().enumerate() {
+            yaml.push_str(&format!(
+                "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}}}\n"
+            ));
+        }
+        let file = std::env::temp_dir().join(format!(
+            "smartdev-floor-{}-{}.yaml",
+            std::process::id(),
+            configs.len()
+        ));
+        std::fs::write(&file, &yaml).expect("writing the configuration");
+        configs.push((side, file.display().to_string()));
+    }
+    // Per device side: sdctl, the floor with a thread per device, the floor without threads.
+    let mut runs = Vec::new();
+    for (side, config) in &configs {
+        let floor =
+            |threads: &str| vec![WHOLE_FLAG.to_string(), config.clone(), threads.to_string()];
+        let status = ["--config", config, "--json", "status"].map(String::from);
+        runs.push((
+            format!("sdctl --json status, {side}"),
+            &sdctl,
+            status.to_vec(),
+        ));
+        runs.push((format!("floor + threads, {side}"), &exe, floor("threads")));
+        runs.push((format!("floor, no threads, {side}"), &exe, floor("none")));
+    }
+    let mut walls: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    let mut sizes = vec![0; runs.len()];
+    for _ in 0..rounds {
+        for (k, (label, program, args)) in runs.iter().enumerate() {
+            // Let the previous process's sockets settle.
+            std::thread::sleep(Duration::from_millis(300));
+            let t = Instant::now();
+            let out = Command::new(program)
+                .args(args)
+                .stderr(Stdio::null())
+                .output()
+                .expect("spawn");
+            walls[k].push(t.elapsed().as_secs_f64() * 1000.0);
+            assert!(out.status.success(), "{label}: {:?}", out.status);
+            sizes[k] = out.stdout.len();
+        }
+    }
+    for (k, (label, ..)) in runs.iter().enumerate() {
+        println!(
+            "  {label:<37} median {:6.1} ms ({}); {} bytes of output",
+            median(&walls[k]),
+            range(&walls[k]),
+            sizes[k]
+        );
+    }
+    for (_, config) in &configs {
+        let _ = std::fs::remove_file(config);
+    }
+    wire.stop();
+    emu.stop();
+}
+
+/// The whole-process floor (see the module docs), with a thread per device or (`threads` false) none, the
+/// poller parsing every answer; never returns.
+fn whole_process_floor(config: &str, threads: bool) -> ! {
+    let text = std::fs::read_to_string(config).expect("reading the configuration");
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+    let ports: Vec<u16> = doc["SmartDevices"]["Devices"]
+        .as_sequence()
+        .expect("Devices")
+        .iter()
+        .map(|d| d["Port"].as_u64().expect("Port") as u16)
+        .collect();
+    let n = ports.len();
+    let t = Instant::now();
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<()>();
+    let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
+    let (parsed_tx, parsed_rx) = crossbeam_channel::unbounded::<(usize, serde_json::Value)>();
+    // Never sent on: the threads wait on it until the process exits, as a one-shot command's workers do.
+    let (_hold, held) = crossbeam_channel::bounded::<()>(0);
+    let poll_ports = ports.clone();
+    let handoff = threads.then_some((ready_rx, done_rx));
+    let poller = std::thread::spawn(move || poll_devices(&poll_ports, handoff, 0, t, "self", true));
+    let mut inboxes = Vec::with_capacity(n);
+    for i in (0..n).filter(|_| threads) {
+        let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(8);
+        let (done, parsed, held) = (done_tx.clone(), parsed_tx.clone(), held.clone());
+        smartdev::fuzzing::spawn_worker_thread(format!("floor-{i}"), move || {
+            if let Ok(answers) = rx.recv() {
+                let _ = parsed.send((i, status_of(&answers)));
+                let _ = done.send(());
+            }
+            let _ = held.recv();
+        })
+        .expect("spawn");
+        inboxes.push(tx);
+    }
+    let mut statuses = vec![serde_json::Value::Null; n];
+    if threads {
+        ready_tx.send(inboxes).unwrap();
+        poller.join().expect("poller");
+        for _ in 0..n {
+            let (i, v) = parsed_rx.recv().expect("a status");
+            statuses[i] = v;
+        }
+    } else {
+        let kept = poller.join().expect("poller").kept;
+        statuses = kept.iter().map(|a| status_of(a)).collect();
+    }
+    let out = serde_json::to_string_pretty(&statuses).expect("JSON");
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(out.as_bytes()).expect("output");
+    stdout.flush().expect("output");
+    std::process::exit(0);
+}
+
+/// The second of a device's answers (its status), from their payloads one after the other.
+fn status_of(answers: &[u8]) -> serde_json::Value {
+    serde_json::Deserializer::from_slice(answers)
+        .into_iter::<serde_json::Value>()
+        .nth(1)
+        .expect("two answers")
+        .expect("an answer")
+}
+
 /// The wire client's view of one device.
 struct Conn {
     stream: TcpStream,
@@ -307,7 +464,7 @@ fn wire_client(ports: &[u16], threads: bool, refreshes: usize, cpu: &Cpu, row: &
     // The poller dials at once, as the push channel does before the workers start.
     let poller = std::thread::spawn(move || {
         let threads = threads.then_some((ready_rx, done_rx));
-        poll_devices(&poll_ports, threads, refreshes, t, &child)
+        poll_devices(&poll_ports, threads, refreshes, t, &child, false)
     });
     let mut started = Vec::new();
     if threads {
@@ -328,7 +485,13 @@ fn wire_client(ports: &[u16], threads: bool, refreshes: usize, cpu: &Cpu, row: &
         }
         ready_tx.send(inboxes).unwrap();
     }
-    let (open, at_open, reads, at_end) = poller.join().expect("poller");
+    let Polled {
+        open,
+        at_open,
+        reads,
+        at_end,
+        ..
+    } = poller.join().expect("poller");
     row.open.walls.push(open);
     row.open.add_cpu(cpu.lap_to(at_open));
     row.read.walls.extend(reads);
@@ -340,8 +503,22 @@ fn wire_client(ports: &[u16], threads: bool, refreshes: usize, cpu: &Cpu, row: &
 
 type Inboxes = Vec<crossbeam_channel::Sender<Vec<u8>>>;
 
-/// The poller's side of [`wire_client`]: the open's wall time (from `t`), both processes' CPU ticks when it
-/// ended, each read's wall time, and the ticks after the last.
+/// What [`poll_devices`] measured, and kept.
+struct Polled {
+    /// The open's wall time in ms.
+    open: f64,
+    /// Both processes' CPU ticks when the open ended.
+    at_open: (u64, u64),
+    /// Each read's wall time in ms.
+    reads: Vec<f64>,
+    /// The ticks after the last read.
+    at_end: (u64, u64),
+    /// With `keep_open` and no threads: each device's answers.
+    kept: Vec<Vec<u8>>,
+}
+
+/// The poller's side of [`wire_client`] (the open timed from `t`). With `keep_open` the connections stay open
+/// until the process exits, and without threads each device's answers are kept.
 fn poll_devices(
     ports: &[u16],
     threads: Option<(
@@ -351,7 +528,8 @@ fn poll_devices(
     refreshes: usize,
     t: Instant,
     child: &str,
-) -> (f64, (u64, u64), Vec<f64>, (u64, u64)) {
+    keep_open: bool,
+) -> Polled {
     let mut poll = Poll::new().unwrap();
     let mut conns: Vec<Conn> = Vec::with_capacity(ports.len());
     for (i, port) in ports.iter().enumerate() {
@@ -390,6 +568,7 @@ fn poll_devices(
         ready: ready.as_ref(),
         done: done.as_ref(),
         inboxes: &mut inboxes,
+        keep_answers: keep_open,
     };
     wire.read_all();
     let open = t.elapsed().as_secs_f64() * 1000.0;
@@ -407,7 +586,24 @@ fn poll_devices(
         wire.read_all();
         reads.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    (open, at_open, reads, now_ticks(child))
+    let at_end = now_ticks(child);
+    let mut kept = Vec::new();
+    if keep_open {
+        kept = conns
+            .iter_mut()
+            .map(|c| std::mem::take(&mut c.answers))
+            .collect();
+        // Open until the process exits, as a one-shot command's connections are.
+        std::mem::forget(conns);
+        std::mem::forget(poll);
+    }
+    Polled {
+        open,
+        at_open,
+        reads,
+        at_end,
+        kept,
+    }
 }
 
 /// What [`Wire::read_all`] drives.
@@ -420,6 +616,8 @@ struct Wire<'a> {
     /// A thread's word that it has its answers.
     done: Option<&'a crossbeam_channel::Receiver<()>>,
     inboxes: &'a mut Option<Inboxes>,
+    /// Without threads: keep each device's answers in its `Conn` (the whole-process floor prints them).
+    keep_answers: bool,
 }
 
 impl Wire<'_> {
@@ -432,6 +630,7 @@ impl Wire<'_> {
             ready,
             done,
             inboxes,
+            keep_answers,
         } = self;
         let mut left = conns.iter().filter(|c| c.phase != Phase::Read).count();
         let mut handed = 0;
@@ -511,7 +710,8 @@ impl Wire<'_> {
                         c.phase = Phase::Read;
                         left -= 1;
                         match inboxes.as_ref() {
-                            _ if !threads => c.answers.clear(),
+                            _ if !threads && !*keep_answers => c.answers.clear(),
+                            _ if !threads => {}
                             Some(s) => {
                                 s[i].send(std::mem::take(&mut c.answers)).unwrap();
                                 handed += 1;
