@@ -407,7 +407,7 @@ mod tests {
 
     /// The push channel's `switch.on` passed the twin check and is being queued when its webhook twin and the
     /// device's next event (`switch.off`) reach the listener: the twin must wait, so that `switch.off` is
-    /// not queued first (it was, 1 run in 25 of `sdctl events` on a loaded machine).
+    /// not queued first (it was, in 1–2 of 100 runs of `sdctl events` on a loaded machine).
     #[test]
     fn an_event_that_passed_is_queued_before_a_later_one_overtakes_it() {
         use crate::objects::{Device, Output};
