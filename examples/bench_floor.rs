@@ -23,12 +23,13 @@
 //!
 //! `BENCH_FLOOR_ONLY=TEXT` runs only the combinations whose label contains TEXT (for `perf`).
 //!
-//! `BENCH_FLOOR_WHOLE=1`: instead, whole processes against the emulator, in turn each round: `sdctl --json
+//! `BENCH_FLOOR_WHOLE=1`: instead, whole processes against each device side, in turn each round: `sdctl --json
 //! status` (`Channel: auto`, built next to this example) and **the whole-process floor**, this example started
 //! as a child that does what a one-shot command cannot skip and nothing else: reads the same configuration
-//! file with the same YAML parser, opens every device as the wire client with a thread per device (each
-//! parsing its device's answers), prints every device's status as pretty JSON, and exits without joining its
-//! threads (as `sdctl` does). Wall time from spawn to exit, median and range.
+//! file with the same YAML parser, opens every device as the wire client does, prints every device's status
+//! as pretty JSON, and exits with its connections (and threads) still there, as `sdctl` does. The floor runs
+//! twice: with a thread per device, each parsing its device's answers, and with no threads, the poller
+//! parsing them. Wall time from spawn to exit, median and range.
 //!
 //! Every combination runs once per round, in turn, so the machine's drift falls on all alike. Per combination,
 //! for the open and for one read: the median wall time, this process's CPU and the device child's CPU (closes
@@ -288,7 +289,8 @@ fn smartdev(settings: Settings, n: usize, refreshes: usize, cpu: &Cpu, row: &mut
     ctl.close();
 }
 
-/// `BENCH_FLOOR_WHOLE`: `sdctl --json status` and [`whole_process_floor`] in turn against the emulator.
+/// `BENCH_FLOOR_WHOLE`: `sdctl --json status` and [`whole_process_floor`] (with and without threads) in turn,
+/// against the wire devices and the emulator.
 fn compare_whole_processes(n: usize, latency: u64, rounds: usize) {
     let exe = std::env::current_exe().expect("current_exe");
     let sdctl = exe
