@@ -169,6 +169,11 @@ enum Client {
 
 /// Devices `D<i>` (ShellyPlus1PM) at `ports`, over the push channel, no background refreshes.
 fn settings(ports: &[u16]) -> Settings {
+    Settings::from_yaml_str(&config_yaml(ports)).expect("valid")
+}
+
+/// The configuration of [`settings`], as a file's text (`sdctl` and the whole-process floor read it).
+fn config_yaml(ports: &[u16]) -> String {
     let mut yaml = String::from(
         "SmartDevices:\n  Channel: auto\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n",
     );
@@ -177,7 +182,7 @@ fn settings(ports: &[u16]) -> Settings {
             "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}}}\n"
         ));
     }
-    Settings::from_yaml_str(&yaml).expect("valid")
+    yaml
 }
 
 /// One combination's figures over the rounds.
@@ -293,12 +298,7 @@ fn smartdev(settings: Settings, n: usize, refreshes: usize, cpu: &Cpu, row: &mut
 /// against the wire devices and the emulator.
 fn compare_whole_processes(n: usize, latency: u64, rounds: usize) {
     let exe = std::env::current_exe().expect("current_exe");
-    let sdctl = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("sdctl"))
-        .filter(|p| p.is_file())
-        .expect("target/release/sdctl: build it with `cargo build --release --bins --examples`");
+    let sdctl = support::sdctl_or_exit("bench_floor");
     println!(
         "whole process, {n} ShellyPlus1PM × {latency} ms, {rounds} rounds, {} cores, load average {}",
         support::cores(),
@@ -309,18 +309,12 @@ fn compare_whole_processes(n: usize, latency: u64, rounds: usize) {
     let devices = [("wire devices", &wire.ports), ("emulator", &emu.ports)];
     let mut configs = Vec::new();
     for (side, ports) in devices {
-        let mut yaml = String::from("SmartDevices:\n  Channel: auto\n  Devices:\n");
-        for (i, port) in ports.iter().enumerate() {
-            yaml.push_str(&format!(
-                "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}}}\n"
-            ));
-        }
         let file = std::env::temp_dir().join(format!(
             "smartdev-floor-{}-{}.yaml",
             std::process::id(),
             configs.len()
         ));
-        std::fs::write(&file, &yaml).expect("writing the configuration");
+        std::fs::write(&file, config_yaml(ports)).expect("writing the configuration");
         configs.push((side, file.display().to_string()));
     }
     // Per device side: sdctl, the floor with a thread per device, the floor without threads.

@@ -25,19 +25,7 @@ fn main() {
         channel == "http" || channel == "auto",
         "CHANNEL is http or auto"
     );
-    let exe = std::env::current_exe().expect("current_exe");
-    let sdctl = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("sdctl"))
-        .expect("target directory");
-    if !sdctl.is_file() {
-        eprintln!(
-            "bench_status: {} is missing; build it first with `cargo build --release --bins --examples`",
-            sdctl.display()
-        );
-        std::process::exit(2);
-    }
+    let sdctl = support::sdctl_or_exit("bench_status");
 
     let emu = EmuChild::start(n, latency);
     let mut yaml = format!("SmartDevices:\n  Channel: {channel}\n  Devices:\n");

@@ -11,6 +11,25 @@ use std::time::{Duration, Instant};
 use smartdev::ModelLibrary;
 use smartdev::emulator::{DeviceSpec, Emulator};
 
+/// The `sdctl` built beside the running example (`target/release/sdctl` for `target/release/examples/*`);
+/// when it is missing, says how to build it and exits with 2. `bench` names the example in the message.
+pub fn sdctl_or_exit(bench: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let sdctl = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("sdctl"))
+        .expect("target directory");
+    if !sdctl.is_file() {
+        eprintln!(
+            "{bench}: {} is missing; build it first with `cargo build --release --bins --examples`",
+            sdctl.display()
+        );
+        std::process::exit(2);
+    }
+    sdctl
+}
+
 /// The hidden first argument that makes the executable the emulator child.
 pub const CHILD_FLAG: &str = "--emulator";
 
