@@ -327,6 +327,30 @@ fn raw_https_get(port: u16, ca: &CertAuthority, target: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A client that connects to an HTTPS device and says nothing does not hold up the device's other clients:
+/// handshakes are read side by side (as plain requests are), so a request made after it is answered while the
+/// silent connection is still open. Served one connection after another, the request would have waited for the
+/// silent one to be dropped (the 2 s read timeout) and found it closed.
+#[test]
+fn a_silent_client_does_not_hold_up_an_https_device() {
+    use std::io::{ErrorKind, Read};
+    let emu = start(vec![tls_spec("ShellyPlus1PM")]);
+    let dir = TempDir::new("tls-silent");
+    let ca = ca_signed(&emu, &dir, &["127.0.0.1"], false);
+    let mut silent = std::net::TcpStream::connect(("127.0.0.1", emu.port(0))).unwrap();
+    // Half a ClientHello's record header: a handshake begun and never finished.
+    std::io::Write::write_all(&mut silent, &[0x16, 0x03]).unwrap();
+    let answer = raw_https_get(emu.port(0), &ca, "/shelly");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    silent.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let still_open = matches!(silent.read(&mut byte), Err(e) if e.kind() == ErrorKind::WouldBlock);
+    assert!(
+        still_open,
+        "the silent connection was dropped before the request was answered"
+    );
+}
+
 /// A WSS client as another program would write it: rustls over a socket, upgraded on `/rpc` of device 0.
 fn raw_wss(
     port: u16,

@@ -1,12 +1,14 @@
 //! The poller's side of the ports whose listeners it holds (lent by their threads, `port.rs`): connections
-//! are accepted and their request heads read here, without a thread woken for each. A WebSocket upgrade is
-//! answered at once (`Service::upgrade`, `ws.rs`) and the connection stays on the poller; any other request
-//! goes to the port's thread with the bytes read so far (`server::serve_delivered`), which answers it with the
-//! port's fault and latency as before.
+//! are accepted, an HTTPS port's TLS handshakes done and their request heads read here, without a thread woken
+//! for each. A WebSocket upgrade is answered at once (`Service::upgrade`, `ws.rs`) and the connection stays on
+//! the poller; any other request goes to the port's thread with the bytes read so far and its TLS state
+//! (`server::serve_delivered`), which answers it with the port's fault and latency as before.
 //!
 //! Bounds: a port accepts at most 16 connections per turn, and none while 16 of its connections are being
 //! read or wait for its thread (the others wait in the kernel's backlog, as they did for a thread busy with
-//! one); a head must come whole within 2 s and 64 KiB.
+//! one); a head must come whole within 2 s and 64 KiB (with TLS, 128 KiB of records); a turn of a
+//! connection is one read of at most 16 KiB and what it decrypts to, so a handshake is one connection's
+//! turn, never more.
 
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Interest, Registry, Token};
 
-use super::faults::{NetControl, Phase};
+use super::faults::{Delivered, NetControl, Phase};
 use super::server::{MAX_HEAD, READ_TIMEOUT, Service, has_body, head_end, parse_head};
 
 /// Connections accepted from one port per turn.
@@ -94,9 +96,24 @@ impl Port {
                     }
                     // Answers go out at once (see `server::serve`).
                     let _ = tcp.set_nodelay(true);
+                    // Read per connection: a certificate switched at runtime is served from the next one on.
+                    let tls = match self.service.tls().map(rustls::ServerConnection::new) {
+                        None => None,
+                        Some(Ok(conn)) => Some(conn),
+                        Some(Err(e)) => {
+                            log::debug!("emulator: TLS: {e}");
+                            continue;
+                        }
+                    };
+                    // A handshake's flight may not all go at once: the rest goes when the socket takes it.
+                    let interest = if tls.is_some() {
+                        Interest::READABLE | Interest::WRITABLE
+                    } else {
+                        Interest::READABLE
+                    };
                     let t = token();
                     if registry
-                        .register(&mut tcp, Token(t as usize), Interest::READABLE)
+                        .register(&mut tcp, Token(t as usize), interest)
                         .is_err()
                     {
                         continue;
@@ -106,6 +123,8 @@ impl Port {
                         t,
                         Head {
                             tcp,
+                            tls,
+                            raw: 0,
                             port: me,
                             service: Arc::clone(&self.service),
                             net: Arc::clone(&self.net),
@@ -136,6 +155,10 @@ impl Port {
 /// A connection whose request head is being read.
 pub(super) struct Head {
     tcp: mio::net::TcpStream,
+    /// An HTTPS port's connection: its handshake happens here, and `read` is what it decrypted.
+    tls: Option<rustls::ServerConnection>,
+    /// Bytes read from the socket (over TLS, more than `read`).
+    raw: usize,
     /// Its port's token.
     pub(super) port: u64,
     service: Arc<dyn Service>,
@@ -155,31 +178,63 @@ pub(super) enum HeadNext {
 }
 
 impl Head {
-    /// Reads what came.
+    /// Reads what came (and, over TLS, answers the handshake).
     pub(super) fn turn(&mut self, now: Instant, scratch: &mut [u8]) -> HeadNext {
         if now >= self.deadline {
             return HeadNext::Drop;
         }
         loop {
-            match self.tcp.read(scratch) {
+            let n = match self.tcp.read(scratch) {
                 // Closed before the blank line (a whole head returned at once).
                 Ok(0) => return HeadNext::Drop,
-                Ok(n) => {
-                    // Only the new bytes (and the three before them) can complete the blank line.
-                    let from = self.read.len().saturating_sub(3);
-                    self.read.extend_from_slice(&scratch[..n]);
-                    if head_end(&self.read[from..]).is_some() {
-                        return HeadNext::Whole;
-                    }
-                    if self.read.len() > MAX_HEAD {
-                        return HeadNext::Drop;
-                    }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return if self.flush_tls() {
+                        HeadNext::Wait
+                    } else {
+                        HeadNext::Drop
+                    };
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return HeadNext::Wait,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return HeadNext::Drop,
+            };
+            self.raw += n;
+            // Only the new bytes (and the three before them) can complete the blank line.
+            let from = self.read.len().saturating_sub(3);
+            let taken = match self.tls.as_mut() {
+                None => {
+                    self.read.extend_from_slice(&scratch[..n]);
+                    true
+                }
+                Some(tls) => decrypt(tls, &scratch[..n], &mut self.read),
+            };
+            if !taken || !self.flush_tls() {
+                return HeadNext::Drop;
+            }
+            if head_end(&self.read[from..]).is_some() {
+                return HeadNext::Whole;
+            }
+            if self.read.len() > MAX_HEAD || self.raw > 2 * MAX_HEAD {
+                return HeadNext::Drop;
             }
         }
+    }
+
+    /// Writes what rustls has to say (the handshake's flights, an alert): `false` when the connection failed.
+    fn flush_tls(&mut self) -> bool {
+        let Some(tls) = self.tls.as_mut() else {
+            return true;
+        };
+        while tls.wants_write() {
+            match tls.write_tls(&mut self.tcp) {
+                Ok(_) => {}
+                // The rest goes at the writable event.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        true
     }
 
     /// No longer polled, closed.
@@ -198,17 +253,49 @@ impl Head {
         let upgrade = head_end(&self.read)
             .and_then(|end| parse_head(&self.read, end))
             .filter(|req| req.header("upgrade").is_some() && !has_body(req));
-        let tcp = match upgrade {
-            Some(req) => match Arc::clone(&self.service).upgrade(&req, tcp) {
+        let service = Arc::clone(&self.service);
+        let (tcp, tls) = match (upgrade, self.tls) {
+            (None, tls) => (tcp, tls),
+            (Some(req), None) => match service.upgrade(&req, tcp) {
                 // Answered, counted and polled from now on (or refused).
                 None => return,
                 // Not one it upgrades: answered like any request.
-                Some(tcp) => tcp,
+                Some(tcp) => (tcp, None),
             },
-            None => tcp,
+            (Some(req), Some(tls)) => {
+                match service.upgrade_tls(&req, rustls::StreamOwned::new(tls, tcp)) {
+                    None => return,
+                    Some(s) => (s.sock, Some(s.conn)),
+                }
+            }
         };
-        self.net.deliver(tcp, self.read);
+        self.net.deliver(Delivered {
+            tcp,
+            tls,
+            read: self.read,
+        });
     }
+}
+
+/// Feeds records read from the socket to rustls and appends what they decrypt to `plain`; `false` when the
+/// client broke the protocol (the alert rustls made is still written) or closed its side.
+fn decrypt(tls: &mut rustls::ServerConnection, mut records: &[u8], plain: &mut Vec<u8>) -> bool {
+    while !records.is_empty() {
+        if tls.read_tls(&mut records).is_err() {
+            return false;
+        }
+        if let Err(e) = tls.process_new_packets() {
+            log::trace!("emulator: failed handshake: {e}");
+            return false;
+        }
+        // Taken at once: rustls holds a bounded amount of plaintext.
+        match tls.reader().read_to_end(plain) {
+            Ok(_) => return false,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -218,6 +305,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    use super::super::cert::{CertAuthority, CertSpec, DeviceTls};
     use super::super::faults::NetControl;
     use super::super::server::{Request, Response, Service};
     use super::super::ws_poller;
@@ -267,7 +355,7 @@ mod tests {
             got.extend(net.take_delivered());
             !got.is_empty()
         }));
-        assert_eq!(got[0].1, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(got[0].read, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         let back = lent.reclaim().expect("the listener came back");
         assert_eq!(back.local_addr().unwrap(), addr);
         // Lent again and abandoned: nothing listens at the address any more.
@@ -276,5 +364,93 @@ mod tests {
             eventually(|| TcpStream::connect(addr).is_err()),
             "the abandoned listener still accepts"
         );
+    }
+
+    /// An HTTPS port's service.
+    struct Https(Arc<rustls::ServerConfig>);
+
+    impl Service for Https {
+        fn key(&self, _: &Request) -> String {
+            "GET /".into()
+        }
+        fn handle(&self, _: &Request) -> Response {
+            Response::text(200, "ok")
+        }
+        fn tls(&self) -> Option<Arc<rustls::ServerConfig>> {
+            Some(Arc::clone(&self.0))
+        }
+    }
+
+    /// A lent HTTPS port: the poller does the handshake and delivers the decrypted head with the TLS state,
+    /// through which the port's thread answers; a client that does not speak TLS is closed, nothing delivered.
+    #[test]
+    fn a_lent_https_port_does_the_handshake_and_delivers_the_decrypted_head() {
+        use std::io::Read;
+        let ca = Arc::new(CertAuthority::new("smartdev test CA"));
+        let spec = CertSpec {
+            issuer: Some(Arc::clone(&ca)),
+            names: vec!["127.0.0.1".into()],
+            expired: false,
+        };
+        let service: Arc<dyn Service> = Arc::new(Https(DeviceTls::new(&spec).unwrap().config()));
+        let net = Arc::new(NetControl::new());
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let lent = ws_poller::shared()
+            .unwrap()
+            .lend(l, Arc::clone(&service), Arc::clone(&net))
+            .unwrap_or_else(|_| panic!("not lent"));
+
+        let mut junk = TcpStream::connect(addr).unwrap();
+        junk.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        junk.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        // The poller answers with an alert at most, then closes.
+        let mut rest = Vec::new();
+        assert!(junk.read_to_end(&mut rest).is_ok(), "not closed");
+        assert!(net.take_delivered().is_empty());
+
+        let client = std::thread::spawn(move || {
+            use rustls::pki_types::pem::PemObject as _;
+            let mut roots = rustls::RootCertStore::empty();
+            for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca.pem().as_bytes()) {
+                roots.add(c.unwrap()).unwrap();
+            }
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            let conn =
+                rustls::ClientConnection::new(Arc::new(config), "127.0.0.1".try_into().unwrap())
+                    .unwrap();
+            let sock = TcpStream::connect(addr).unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, sock);
+            tls.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut answer = Vec::new();
+            let _ = tls.read_to_end(&mut answer);
+            answer
+        });
+        let mut got = Vec::new();
+        assert!(eventually(|| {
+            got.extend(net.take_delivered());
+            !got.is_empty()
+        }));
+        let conn = got.remove(0);
+        assert_eq!(conn.read, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let tls = conn.tls.expect("delivered with its TLS state");
+        conn.tcp.set_nonblocking(false).unwrap();
+        let mut stream = rustls::StreamOwned::new(tls, conn.tcp);
+        stream.write_all(b"answered over TLS").unwrap();
+        stream.conn.send_close_notify();
+        stream.flush().unwrap();
+        drop(stream);
+        assert_eq!(client.join().unwrap(), b"answered over TLS");
+        assert!(lent.reclaim().is_some());
     }
 }

@@ -37,7 +37,16 @@ struct Inner {
     handover: Option<TcpListener>,
     /// Connections the poller accepted while it held the listener, with the bytes it read of their request,
     /// for the port's thread to answer (`server::serve_delivered`).
-    delivered: Vec<(TcpStream, Vec<u8>)>,
+    delivered: Vec<Delivered>,
+}
+
+/// A connection the poller accepted and read the request head of, for the port's thread.
+pub(crate) struct Delivered {
+    pub(crate) tcp: TcpStream,
+    /// Its TLS state, the handshake done (HTTPS).
+    pub(crate) tls: Option<rustls::ServerConnection>,
+    /// What was read of the request (decrypted, over TLS).
+    pub(crate) read: Vec<u8>,
 }
 
 /// Shared by the API (writer), the accept thread (reader) and the poller (delivering connections while it holds
@@ -167,16 +176,16 @@ impl NetControl {
 
     /// Gives the port's thread a connection the poller accepted, with what it read of its request (dropped
     /// when the port stops).
-    pub(crate) fn deliver(&self, stream: TcpStream, read: Vec<u8>) {
+    pub(crate) fn deliver(&self, conn: Delivered) {
         let mut g = self.lock();
         if !g.stopping {
-            g.delivered.push((stream, read));
+            g.delivered.push(conn);
             self.changed.notify_all();
         }
     }
 
     /// The connections delivered and not yet taken, oldest first.
-    pub(crate) fn take_delivered(&self) -> Vec<(TcpStream, Vec<u8>)> {
+    pub(crate) fn take_delivered(&self) -> Vec<Delivered> {
         std::mem::take(&mut self.lock().delivered)
     }
 

@@ -1,10 +1,11 @@
 //! A port's thread: it owns the port's listener and its faults. While the port serves without a fault that
-//! changes how it accepts (no refusing, no flapping, no move under way) and without TLS, it lends the listener
-//! to the emulator's poller (`ws_poller.rs`, `accepting.rs`), which accepts and reads the requests; the thread
-//! then sleeps until the port's state changes, and answers the plain HTTP requests the poller delivers. A
-//! thread blocked in `accept` per device was woken twice per connection (the connection, its request), and
-//! those wake-ups were most of what the emulator's ports cost (BENCHMARKS.md, step 38). Otherwise (faults,
-//! HTTPS) the thread accepts and serves one connection after another itself.
+//! changes how it accepts (no refusing, no flapping, no move under way), it lends the listener to the
+//! emulator's poller (`ws_poller.rs`, `accepting.rs`), which accepts, does the TLS handshakes and reads the
+//! requests; the thread then sleeps until the port's state changes, and answers the requests (other than
+//! WebSocket upgrades) the poller delivers. A thread blocked in `accept` per device was woken twice per
+//! connection (the connection, its request), and those wake-ups were most of what the emulator's ports cost
+//! (BENCHMARKS.md, step 38); over HTTPS once more per handshake flight. Otherwise (faults) the thread accepts
+//! and serves one connection after another itself.
 
 use std::io;
 use std::net::{TcpListener, TcpStream};
@@ -69,12 +70,10 @@ impl Server {
 /// takes over a listener handed over when the device moves.
 fn accept_loop(first: TcpListener, service: &Arc<dyn Service>, net: &Arc<NetControl>) {
     let mut listener = Some(first);
-    // Without TLS the poller can read the requests (it does not do handshakes).
-    let lendable = service.tls().is_none();
     loop {
         // What the poller accepted before the listener came back is answered whatever the phase now.
-        for (stream, read) in net.take_delivered() {
-            serve_delivered(stream, read, service, net);
+        for conn in net.take_delivered() {
+            serve_delivered(conn, service, net);
         }
         if let Some(moved) = net.take_handover() {
             // The old listener closes here: the old address refuses from now on.
@@ -114,7 +113,7 @@ fn accept_loop(first: TcpListener, service: &Arc<dyn Service>, net: &Arc<NetCont
                 }
             },
         };
-        let l = if until.is_none() && lendable {
+        let l = if until.is_none() {
             match lend(l, service, net, seen) {
                 Ok(back) => {
                     listener = back;
@@ -157,8 +156,8 @@ fn lend(
     };
     let lent = poller.lend(l, Arc::clone(service), Arc::clone(net))?;
     while !net.wait_delivery(seen) {
-        for (stream, read) in net.take_delivered() {
-            serve_delivered(stream, read, service, net);
+        for conn in net.take_delivered() {
+            serve_delivered(conn, service, net);
         }
     }
     Ok(lent.reclaim())

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Fault;
-use super::faults::{NetControl, Phase};
+use super::faults::{Delivered, NetControl, Phase};
 use crate::url;
 
 /// Idle clients are dropped after this, so they cannot hang a port.
@@ -265,20 +265,20 @@ pub(crate) fn serve(stream: TcpStream, service: &Arc<dyn Service>, net: &NetCont
     }
 }
 
-/// Serves a plain connection whose first bytes, `read`, the poller took (`accepting.rs`): the rest of its
-/// request is read here, blocking, and it is answered with the port's fault and latency.
-pub(crate) fn serve_delivered(
-    stream: TcpStream,
-    read: Vec<u8>,
-    service: &Arc<dyn Service>,
-    net: &NetControl,
-) {
-    if stream.set_nonblocking(false).is_err() {
+/// Serves a connection the poller accepted and read the request head of (`accepting.rs`), over TLS with the
+/// handshake done: the rest of its request is read here, blocking, and it is answered with the port's fault and
+/// latency.
+pub(crate) fn serve_delivered(conn: Delivered, service: &Arc<dyn Service>, net: &NetControl) {
+    let Delivered { tcp, tls, read } = conn;
+    if tcp.set_nonblocking(false).is_err() {
         return;
     }
-    let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
-    serve_on(stream, read, service, net);
+    let _ = tcp.set_read_timeout(Some(READ_TIMEOUT));
+    let _ = tcp.set_write_timeout(Some(READ_TIMEOUT));
+    match tls {
+        None => serve_on(tcp, read, service, net),
+        Some(tls) => serve_on(rustls::StreamOwned::new(tls, tcp), read, service, net),
+    }
 }
 
 /// Reads one request after the bytes already `read` (over TLS the handshake happens at this first read) and

@@ -5,9 +5,9 @@
 //! (`NotifyFullStatus` when a component appeared or went, as after a profile switch), `NotifyEvent` for fired
 //! events.
 //!
-//! The upgrade is answered where its request was read (the poller for a plain port, `accepting.rs`; the
-//! port's thread over TLS); from then on the connection is served by the emulator's one poller
-//! (`ws_poller.rs`), without a thread of its own.
+//! The upgrade is answered where its request was read (the poller for a lent port, `accepting.rs`; the
+//! port's thread under a fault that keeps its listener); from then on the connection is served by the
+//! emulator's one poller (`ws_poller.rs`), without a thread of its own.
 //! Faults: [`WsHub::drop_all`] cuts every connection without a close frame;
 //! [`WsHub::set_stalled`] makes connections stop reading and writing until released;
 //! [`WsHub::set_hold_upgrades`] leaves upgrade requests unanswered.
