@@ -2,6 +2,7 @@
 //! WebSocket costs when neither side does anything but the wire's work, beside the library's own, in one run.
 //!
 //! `cargo run --release --features fuzzing --example bench_floor -- [N=1000] [LATENCY_MS=20] [ROUNDS=5] [READS=5]`
+//! (`main.rs`; `link.rs` drives a connection, plain or TLS, without blocking; `tls.rs` is both sides' TLS).
 //!
 //! Two device sides, each in a child process:
 //! - **wire devices**: one thread, one `mio` poll, N listeners. Each connection: the upgrade (with a real
@@ -23,6 +24,14 @@
 //!
 //! `BENCH_FLOOR_ONLY=TEXT` runs only the combinations whose label contains TEXT (for `perf`).
 //!
+//! `BENCH_FLOOR_TLS=1`: every combination (but the threads) over WSS as well, each device side in a second
+//! child serving TLS: the wire devices one self-signed ECDSA P-256 certificate, the emulator one per device
+//! (`tls.rs`). The wire client pins each device's certificate, checks the handshake's signature with it and
+//! speaks TLS 1.2 alone, as the devices do (it offers no TLS 1.3 key share it would not use); smartdev pins with
+//! `CertSha256`. The wire client over TLS against the wire devices over TLS is the floor of a verified open on
+//! this machine: what both sides' handshakes cannot skip. Then, per client and device side, the open over WSS
+//! against over WS: median wall time and the floor of both processes' CPU on the cores.
+//!
 //! `BENCH_FLOOR_WHOLE=1`: instead, whole processes against each device side, in turn each round: `sdctl --json
 //! status` (`Channel: auto`, built next to this example) and **the whole-process floor**, this example started
 //! as a child that does what a one-shot command cannot skip and nothing else: reads the same configuration
@@ -35,14 +44,20 @@
 //! for the open and for one read: the median wall time, this process's CPU and the device child's CPU (closes
 //! and thread ends not counted). The wall time cannot fall below the two processes' CPU over the cores.
 
+#[path = "../support/mod.rs"]
 mod support;
 
+mod link;
+mod tls;
+
 use std::collections::VecDeque;
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, BufRead, Write};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use link::Link;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use smartdev::ws::frame::{self, Opcode};
@@ -65,7 +80,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(WIRE_FLAG) {
         let latency = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(20);
-        wire_devices(args[2].parse().unwrap(), Duration::from_millis(latency));
+        let tls = args.get(4).map(String::as_str) == Some("tls");
+        wire_devices(
+            args[2].parse().unwrap(),
+            Duration::from_millis(latency),
+            tls,
+        );
         return;
     }
     if args.get(1).map(String::as_str) == Some(WHOLE_FLAG) {
@@ -77,51 +97,75 @@ fn main() {
         compare_whole_processes(n, latency, rounds);
         return;
     }
+    // `BENCH_FLOOR_TLS=1`: every combination over WSS too (one pinned certificate per device), beside WS.
+    let with_tls = std::env::var_os("BENCH_FLOOR_TLS").is_some();
     println!(
-        "{n} ShellyPlus1PM × {latency} ms, {rounds} rounds of open and {refreshes} reads, {} cores, load average {}",
+        "{n} ShellyPlus1PM × {latency} ms, {rounds} rounds of open and {refreshes} reads{}, {} cores, load average {}",
+        if with_tls { ", over WS and WSS" } else { "" },
         support::cores(),
         support::load_average()
     );
-    let wire = WireChild::start(n, latency);
-    let emu = EmuChild::start(n, latency);
-    let combos: [(&str, Side, Client); 6] = [
-        ("wire client, wire devices", Side::Wire, Client::Wire),
-        (
-            "wire client + threads, wire devices",
-            Side::Wire,
-            Client::Threads,
-        ),
-        ("smartdev, wire devices", Side::Wire, Client::Smartdev),
-        ("wire client, emulator", Side::Emulator, Client::Wire),
-        (
-            "wire client + threads, emulator",
-            Side::Emulator,
-            Client::Threads,
-        ),
-        ("smartdev, emulator", Side::Emulator, Client::Smartdev),
-    ];
+    let transports: &[bool] = if with_tls { &[false, true] } else { &[false] };
+    let mut sides: Vec<Devices> = Vec::new();
+    for &tls in transports {
+        let wire = WireChild::start(n, latency, tls);
+        sides.push(Devices {
+            ports: wire.ports.clone(),
+            pins: tls.then(|| vec![wire.fingerprint.clone(); n]),
+            pid: wire.pid(),
+            child: Child::Wire(wire),
+        });
+        let emu = EmuChild::start_with(n, latency, tls);
+        sides.push(Devices {
+            ports: emu.ports.clone(),
+            pins: tls.then(|| emu.fingerprints.clone()),
+            pid: emu.pid().to_string(),
+            child: Child::Emulator(emu),
+        });
+    }
+    let mut combos: Vec<(String, usize, Client)> = Vec::new();
+    for (k, side) in sides.iter().enumerate() {
+        let (name, ws) = match (&side.child, side.pins.is_some()) {
+            (Child::Wire(_), false) => ("wire devices", ""),
+            (Child::Wire(_), true) => ("wire devices", ", wss"),
+            (Child::Emulator(_), false) => ("emulator", ""),
+            (Child::Emulator(_), true) => ("emulator", ", wss"),
+        };
+        let clients: &[(&str, Client)] = if with_tls {
+            // The threads add what they add whatever the transport: left out to keep the run short.
+            &[
+                ("wire client", Client::Wire),
+                ("smartdev", Client::Smartdev),
+            ]
+        } else {
+            &[
+                ("wire client", Client::Wire),
+                ("wire client + threads", Client::Threads),
+                ("smartdev", Client::Smartdev),
+            ]
+        };
+        for (client_name, client) in clients {
+            combos.push((format!("{client_name}, {name}{ws}"), k, *client));
+        }
+    }
     // `BENCH_FLOOR_ONLY=smartdev,` (a part of a label): only those combinations, for a profiler.
     let only = std::env::var("BENCH_FLOOR_ONLY").unwrap_or_default();
-    let combos: Vec<_> = combos
-        .into_iter()
-        .filter(|(label, _, _)| label.contains(only.as_str()))
-        .collect();
+    combos.retain(|(label, _, _)| label.contains(only.as_str()));
     let mut rows: Vec<Row> = combos.iter().map(|_| Row::default()).collect();
     for _ in 0..rounds {
         for (row, (_, side, client)) in rows.iter_mut().zip(&combos) {
-            let (ports, child_pid) = match side {
-                Side::Wire => (wire.ports.clone(), wire.pid()),
-                Side::Emulator => (emu.ports.clone(), emu.pid().to_string()),
-            };
+            let side = &sides[*side];
             // Let the previous combination's sockets and threads settle.
             std::thread::sleep(Duration::from_millis(300));
             // The configuration is read before the count: the wire clients have none.
-            let settings = matches!(client, Client::Smartdev).then(|| settings(&ports));
-            let cpu = Cpu::new(&child_pid);
+            let settings = matches!(client, Client::Smartdev)
+                .then(|| settings(&side.ports, side.pins.as_deref()));
+            let cpu = Cpu::new(&side.pid);
             match settings {
-                Some(settings) => smartdev(settings, ports.len(), refreshes, &cpu, row),
+                Some(settings) => smartdev(settings, side.ports.len(), refreshes, &cpu, row),
                 None => wire_client(
-                    &ports,
+                    &side.ports,
+                    side.pins.as_deref(),
                     matches!(client, Client::Threads),
                     refreshes,
                     &cpu,
@@ -131,7 +175,7 @@ fn main() {
             // The device child finishes its side (closes) before the next combination.
         }
     }
-    let labels: Vec<&str> = combos.iter().map(|(label, _, _)| *label).collect();
+    let labels: Vec<&str> = combos.iter().map(|(label, _, _)| label.as_str()).collect();
     print_table(
         "open (connect, upgrade, Shelly.GetDeviceInfo and Shelly.GetStatus, every device read):",
         "round",
@@ -150,14 +194,56 @@ fn main() {
             rounds * refreshes,
         );
     }
-    wire.stop();
-    emu.stop();
+    if with_tls {
+        print_tls_ratios(&labels, &rows);
+    }
+    for side in sides {
+        match side.child {
+            Child::Wire(w) => w.stop(),
+            Child::Emulator(e) => e.stop(),
+        }
+    }
 }
 
-#[derive(Clone, Copy)]
-enum Side {
-    Wire,
-    Emulator,
+/// A device side's child and what a client needs to reach it.
+struct Devices {
+    ports: Vec<u16>,
+    /// Over TLS: each device's certificate fingerprint, pinned by the clients.
+    pins: Option<Vec<String>>,
+    pid: String,
+    child: Child,
+}
+
+enum Child {
+    Wire(WireChild),
+    Emulator(EmuChild),
+}
+
+/// Per client and device side: the open's median over WSS against over WS, and the same of the floor both
+/// processes' CPU sets on the cores.
+fn print_tls_ratios(labels: &[&str], rows: &[Row]) {
+    println!("WSS / WS, open:");
+    let cores = support::cores() as f64;
+    let floor =
+        |m: &Measured| (m.cpu.0 + m.cpu.1) as f64 * 10.0 / m.walls.len().max(1) as f64 / cores;
+    for (k, label) in labels.iter().enumerate() {
+        let Some(plain) = label.strip_suffix(", wss") else {
+            continue;
+        };
+        let Some(p) = labels.iter().position(|l| *l == plain) else {
+            continue;
+        };
+        let (tls, ws) = (&rows[k].open, &rows[p].open);
+        println!(
+            "  {plain:<37} median {:.2}× ({:.1} / {:.1} ms); floor on {cores} cores {:.2}× ({:.0} / {:.0} ms)",
+            median(&tls.walls) / median(&ws.walls),
+            median(&tls.walls),
+            median(&ws.walls),
+            floor(tls) / floor(ws),
+            floor(tls),
+            floor(ws),
+        );
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -167,19 +253,24 @@ enum Client {
     Smartdev,
 }
 
-/// Devices `D<i>` (ShellyPlus1PM) at `ports`, over the push channel, no background refreshes.
-fn settings(ports: &[u16]) -> Settings {
-    Settings::from_yaml_str(&config_yaml(ports)).expect("valid")
+/// Devices `D<i>` (ShellyPlus1PM) at `ports`, over the push channel, no background refreshes; with `pins`,
+/// over TLS with each device's certificate pinned (`CertSha256`).
+fn settings(ports: &[u16], pins: Option<&[String]>) -> Settings {
+    Settings::from_yaml_str(&config_yaml(ports, pins)).expect("valid")
 }
 
 /// The configuration of [`settings`], as a file's text (`sdctl` and the whole-process floor read it).
-fn config_yaml(ports: &[u16]) -> String {
+fn config_yaml(ports: &[u16], pins: Option<&[String]>) -> String {
     let mut yaml = String::from(
         "SmartDevices:\n  Channel: auto\n  RefreshInterval: 0\n  PingAllowed: false\n  Devices:\n",
     );
     for (i, port) in ports.iter().enumerate() {
+        let tls = match pins {
+            Some(pins) => format!(", Tls: true, CertSha256: \"{}\"", pins[i]),
+            None => String::new(),
+        };
         yaml.push_str(&format!(
-            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}}}\n"
+            "    - {{Name: D{i}, Model: ShellyPlus1PM, Hostname: 127.0.0.1, Port: {port}{tls}}}\n"
         ));
     }
     yaml
@@ -304,7 +395,7 @@ fn compare_whole_processes(n: usize, latency: u64, rounds: usize) {
         support::cores(),
         support::load_average()
     );
-    let wire = WireChild::start(n, latency);
+    let wire = WireChild::start(n, latency, false);
     let emu = EmuChild::start(n, latency);
     let devices = [("wire devices", &wire.ports), ("emulator", &emu.ports)];
     let mut configs = Vec::new();
@@ -314,7 +405,7 @@ fn compare_whole_processes(n: usize, latency: u64, rounds: usize) {
             std::process::id(),
             configs.len()
         ));
-        std::fs::write(&file, config_yaml(ports)).expect("writing the configuration");
+        std::fs::write(&file, config_yaml(ports, None)).expect("writing the configuration");
         configs.push((side, file.display().to_string()));
     }
     // Per device side: sdctl, the floor with a thread per device, the floor without threads.
@@ -383,7 +474,8 @@ fn whole_process_floor(config: &str, threads: bool) -> ! {
     let (_hold, held) = crossbeam_channel::bounded::<()>(0);
     let poll_ports = ports.clone();
     let handoff = threads.then_some((ready_rx, done_rx));
-    let poller = std::thread::spawn(move || poll_devices(&poll_ports, handoff, 0, t, "self", true));
+    let poller =
+        std::thread::spawn(move || poll_devices(&poll_ports, None, handoff, 0, t, "self", true));
     let mut inboxes = Vec::with_capacity(n);
     for i in (0..n).filter(|_| threads) {
         let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(8);
@@ -428,10 +520,8 @@ fn status_of(answers: &[u8]) -> serde_json::Value {
 
 /// The wire client's view of one device.
 struct Conn {
-    stream: TcpStream,
+    link: Link,
     phase: Phase,
-    out: Vec<u8>,
-    written: usize,
     buf: Vec<u8>,
     /// Answers still awaited.
     awaited: usize,
@@ -450,17 +540,33 @@ enum Phase {
 /// for its status again over the same connection. With `threads`, each device also has a thread of its own,
 /// started meanwhile as the controller starts workers, which is handed its device's answers and says when it
 /// has them: a read ends when every thread has its answers.
-fn wire_client(ports: &[u16], threads: bool, refreshes: usize, cpu: &Cpu, row: &mut Row) {
+fn wire_client(
+    ports: &[u16],
+    pins: Option<&[String]>,
+    threads: bool,
+    refreshes: usize,
+    cpu: &Cpu,
+    row: &mut Row,
+) {
     let t = Instant::now();
     let n = ports.len();
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<()>();
     let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
     let poll_ports = ports.to_vec();
+    let pins = pins.map(<[String]>::to_vec);
     let child = cpu.child.clone();
     // The poller dials at once, as the push channel does before the workers start.
     let poller = std::thread::spawn(move || {
         let threads = threads.then_some((ready_rx, done_rx));
-        poll_devices(&poll_ports, threads, refreshes, t, &child, false)
+        poll_devices(
+            &poll_ports,
+            pins.as_deref(),
+            threads,
+            refreshes,
+            t,
+            &child,
+            false,
+        )
     });
     let mut started = Vec::new();
     if threads {
@@ -513,10 +619,12 @@ struct Polled {
     kept: Vec<Vec<u8>>,
 }
 
-/// The poller's side of [`wire_client`] (the open timed from `t`). With `keep_open` the connections stay open
-/// until the process exits, and without threads each device's answers are kept.
+/// The poller's side of [`wire_client`] (the open timed from `t`; over TLS with `pins`, each device's
+/// certificate pinned). With `keep_open` the connections stay open until the process exits, and without threads
+/// each device's answers are kept.
 fn poll_devices(
     ports: &[u16],
+    pins: Option<&[String]>,
     threads: Option<(
         crossbeam_channel::Receiver<Inboxes>,
         crossbeam_channel::Receiver<()>,
@@ -540,15 +648,24 @@ fn poll_devices(
                 Interest::READABLE | Interest::WRITABLE,
             )
             .unwrap();
-        let out = format!(
+        let upgrade = format!(
             "GET /rpc HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
         );
+        let mut link = match pins {
+            None => Link::plain(stream),
+            Some(pins) => {
+                let name = "127.0.0.1".try_into().expect("a server name");
+                let conn = rustls::ClientConnection::new(tls::client_config(&pins[i]), name)
+                    .expect("a TLS client");
+                Link::tls(stream, conn)
+            }
+        };
+        // Sent once connected (over TLS, once the handshake is done).
+        link.send(upgrade.as_bytes()).expect("send");
         conns.push(Conn {
-            stream,
+            link,
             phase: Phase::Upgrade,
-            out: out.into_bytes(),
-            written: 0,
             buf: Vec::new(),
             awaited: 2,
             answers: Vec::new(),
@@ -575,9 +692,11 @@ fn poll_devices(
         for c in wire.conns.iter_mut() {
             c.phase = Phase::Calls;
             c.awaited = 1;
-            c.out = masked(br#"{"id":3,"src":"floor","method":"Shelly.GetStatus"}"#);
-            c.written = 0;
-            flush(c);
+            c.link
+                .send(&masked(
+                    br#"{"id":3,"src":"floor","method":"Shelly.GetStatus"}"#,
+                ))
+                .expect("send");
         }
         wire.read_all();
         reads.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -666,15 +785,11 @@ impl Wire<'_> {
                 if c.phase == Phase::Read {
                     continue;
                 }
-                flush(c);
-                loop {
-                    match c.stream.read(&mut chunk) {
-                        Ok(0) => panic!("device {i} closed"),
-                        Ok(k) => c.buf.extend_from_slice(&chunk[..k]),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
-                        Err(e) => panic!("device {i}: {e}"),
-                    }
+                c.link.flush().expect("write");
+                match c.link.receive(&mut chunk, &mut c.buf) {
+                    Ok(true) => {}
+                    Ok(false) => panic!("device {i} closed"),
+                    Err(e) => panic!("device {i}: {e}"),
                 }
                 if c.phase == Phase::Upgrade
                     && let Some(end) = find(&c.buf, b"\r\n\r\n")
@@ -685,13 +800,12 @@ impl Wire<'_> {
                     );
                     c.buf.drain(..end + 4);
                     c.phase = Phase::Calls;
-                    c.out = [
+                    let calls = [
                         masked(br#"{"id":1,"src":"floor","method":"Shelly.GetDeviceInfo"}"#),
                         masked(br#"{"id":2,"src":"floor","method":"Shelly.GetStatus"}"#),
                     ]
                     .concat();
-                    c.written = 0;
-                    flush(c);
+                    c.link.send(&calls).expect("send");
                 }
                 if c.phase == Phase::Calls {
                     while let Some((f, used)) = next_frame(&c.buf, false) {
@@ -726,21 +840,6 @@ impl Wire<'_> {
     }
 }
 
-fn flush(c: &mut Conn) {
-    while c.written < c.out.len() {
-        match c.stream.write(&c.out[c.written..]) {
-            Ok(k) => c.written += k,
-            Err(e)
-                if e.kind() == io::ErrorKind::WouldBlock
-                    || e.kind() == io::ErrorKind::NotConnected =>
-            {
-                break;
-            }
-            Err(e) => panic!("write: {e}"),
-        }
-    }
-}
-
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
@@ -760,27 +859,40 @@ fn next_frame(buf: &[u8], masked: bool) -> Option<(frame::Frame, usize)> {
 struct WireChild {
     child: std::process::Child,
     ports: Vec<u16>,
+    /// Over TLS, the certificate every device serves.
+    fingerprint: String,
 }
 
 impl WireChild {
-    fn start(n: usize, latency: u64) -> WireChild {
+    fn start(n: usize, latency: u64, tls: bool) -> WireChild {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([WIRE_FLAG, &n.to_string(), &latency.to_string()])
+            .args(tls.then_some("tls"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("wire devices");
+        let mut out = io::BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        io::BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        out.read_line(&mut line).unwrap();
         let ports = line
             .strip_prefix("ports")
             .expect("ports")
             .split_whitespace()
             .map(|p| p.parse().unwrap())
             .collect();
-        WireChild { child, ports }
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        let fingerprint = line
+            .strip_prefix("fingerprint")
+            .expect("fingerprint")
+            .trim()
+            .to_string();
+        WireChild {
+            child,
+            ports,
+            fingerprint,
+        }
     }
 
     fn pid(&self) -> String {
@@ -797,15 +909,15 @@ impl WireChild {
 struct Served {
     /// The device's index: its identity in the answers.
     dev: usize,
-    stream: TcpStream,
+    link: Link,
     upgraded: bool,
     buf: Vec<u8>,
-    out: Vec<u8>,
 }
 
 /// The wire devices: one thread, one poll. Tokens below N are listeners; connections take the next ones. Ends
-/// when stdin closes (a thread watches it).
-fn wire_devices(n: usize, latency: Duration) {
+/// when stdin closes (a thread watches it). With `tls`, every device serves one self-signed certificate (TLS 1.2
+/// alone, as Shelly's stack); its fingerprint is printed after the ports.
+fn wire_devices(n: usize, latency: Duration, tls: bool) {
     let mut poll = Poll::new().unwrap();
     let mut listeners = Vec::new();
     let mut ports = Vec::new();
@@ -817,7 +929,15 @@ fn wire_devices(n: usize, latency: Duration) {
             .unwrap();
         listeners.push(l);
     }
+    let (config, fingerprint) = match tls {
+        true => {
+            let (config, fingerprint) = tls::server_config();
+            (Some(config), fingerprint)
+        }
+        false => (None, String::new()),
+    };
     println!("ports {}", ports.join(" "));
+    println!("fingerprint {fingerprint}");
     io::stdout().flush().unwrap();
     std::thread::spawn(|| {
         let _ = io::copy(&mut io::stdin(), &mut io::sink());
@@ -855,12 +975,18 @@ fn wire_devices(n: usize, latency: Duration) {
                     poll.registry()
                         .register(&mut stream, Token(token), Interest::READABLE)
                         .unwrap();
+                    let link = match &config {
+                        None => Link::plain(stream),
+                        Some(config) => Link::tls(
+                            stream,
+                            rustls::ServerConnection::new(Arc::clone(config)).expect("TLS"),
+                        ),
+                    };
                     conns.push(Some(Served {
                         dev: t,
-                        stream,
+                        link,
                         upgraded: false,
                         buf: Vec::new(),
-                        out: Vec::new(),
                     }));
                 }
                 continue;
@@ -868,21 +994,7 @@ fn wire_devices(n: usize, latency: Duration) {
             let Some(c) = conns[t - n].as_mut() else {
                 continue;
             };
-            let mut closed = false;
-            loop {
-                match c.stream.read(&mut chunk) {
-                    Ok(0) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok(k) => c.buf.extend_from_slice(&chunk[..k]),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        closed = true;
-                        break;
-                    }
-                }
-            }
+            let closed = !c.link.receive(&mut chunk, &mut c.buf).unwrap_or(false);
             if closed {
                 conns[t - n] = None;
                 continue;
@@ -900,15 +1012,13 @@ fn wire_devices(n: usize, latency: Duration) {
                     .trim()
                     .to_string();
                 let accept = smartdev::ws::accept_key(&key);
-                c.out.extend_from_slice(
-                    format!(
-                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-                         Sec-WebSocket-Accept: {accept}\r\n\r\n"
-                    )
-                    .as_bytes(),
+                let answer = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                     Sec-WebSocket-Accept: {accept}\r\n\r\n"
                 );
                 c.upgraded = true;
-                write_out(c);
+                // Small: the socket takes it at once (a client gone meanwhile is seen at its next read).
+                let _ = c.link.send(answer.as_bytes());
             }
             while let Some((f, used)) = next_frame(&c.buf, true) {
                 c.buf.drain(..used);
@@ -941,22 +1051,7 @@ fn wire_devices(n: usize, latency: Duration) {
         while due.front().is_some_and(|(at, _, _)| *at <= now) {
             let (_, t, frame) = due.pop_front().unwrap();
             if let Some(c) = conns[t - n].as_mut() {
-                c.out.extend_from_slice(&frame);
-                write_out(c);
-            }
-        }
-    }
-}
-
-/// Writes what a wire device has for its client (small: the socket takes it at once).
-fn write_out(c: &mut Served) {
-    while !c.out.is_empty() {
-        match c.stream.write(&c.out) {
-            Ok(k) => {
-                c.out.drain(..k);
-            }
-            Err(_) => {
-                c.out.clear();
+                let _ = c.link.send(&frame);
             }
         }
     }
