@@ -2,23 +2,27 @@
 //! Both use ring with the library's suite order (SHA-256 first) and TLS 1.2 alone, as Shelly's stack speaks it:
 //! the floor client knows that, so it offers no TLS 1.3 key share it would not use.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, ServerConfig, SignatureScheme};
 
+/// One for the process: the floor client makes no more than it needs per device.
 fn provider() -> Arc<CryptoProvider> {
-    let mut p = rustls::crypto::ring::default_provider();
-    p.cipher_suites.sort_by_key(|s| {
-        let hash = match s {
-            rustls::SupportedCipherSuite::Tls12(s) => s.common.hash_provider.algorithm(),
-            rustls::SupportedCipherSuite::Tls13(s) => s.common.hash_provider.algorithm(),
-        };
-        hash != rustls::crypto::hash::HashAlgorithm::SHA256
-    });
-    Arc::new(p)
+    static P: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
+    Arc::clone(P.get_or_init(|| {
+        let mut p = rustls::crypto::ring::default_provider();
+        p.cipher_suites.sort_by_key(|s| {
+            let hash = match s {
+                rustls::SupportedCipherSuite::Tls12(s) => s.common.hash_provider.algorithm(),
+                rustls::SupportedCipherSuite::Tls13(s) => s.common.hash_provider.algorithm(),
+            };
+            hash != rustls::crypto::hash::HashAlgorithm::SHA256
+        });
+        Arc::new(p)
+    }))
 }
 
 /// The wire devices' TLS side: one self-signed ECDSA P-256 certificate (as the emulator's), and its fingerprint.
