@@ -53,22 +53,14 @@ fn event(addr: SocketAddr, n: usize) -> u16 {
     )
 }
 
-/// Threads of this process whose name starts with `prefix`.
+/// Live threads of this process whose name starts with `prefix` (a joined thread still leaving
+/// `/proc/self/task` is not counted: `common::threads_named`).
 fn threads(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| {
-            d.flatten()
-                .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|n| n.starts_with(prefix))
-                })
-                .count()
-        })
-        .unwrap_or(0)
+    common::threads_named(prefix).len()
 }
 
 fn all_threads() -> usize {
-    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+    threads("")
 }
 
 #[test]
@@ -205,14 +197,19 @@ fn child_open_close_cycles() {
     if std::env::var_os("SMARTDEV_CYCLES_CHILD").is_none() {
         return;
     }
-    let before = all_threads();
+    let mut before = common::threads_named("");
     for n in 0..200 {
         let (ctl, _wake, addr) = open();
         let _idle = TcpStream::connect(addr).unwrap();
         assert_eq!(event(addr, n), 200);
         drop(ctl);
     }
-    println!("THREADS {before} {}", all_threads());
+    let mut after = common::threads_named("");
+    println!("THREADS {} {}", before.len(), after.len());
+    // Named in the parent's failure message (it prints this child's output).
+    before.sort();
+    after.sort();
+    assert_eq!(after, before, "threads before and after the cycles");
 }
 
 #[test]
