@@ -1135,3 +1135,18 @@ pub fn spawn_worker_thread(
 ) -> std::io::Result<WorkerThread> {
     crate::ffi::thread::spawn(name, crate::actor::worker::STACK_SIZE, main).map(WorkerThread)
 }
+
+/// The crypto provider every TLS connection of the library uses (ring, its suite order), for the floor
+/// benchmark's devices (`examples/bench_floor/tls.rs`).
+pub fn tls_provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    crate::driver::tls::provider()
+}
+
+/// The client configuration the library uses for a device pinned with `CertSha256: fingerprint` once the device
+/// has chosen TLS 1.2 (its verifier, provider and suites, 1.2 alone), for the floor benchmark's client.
+pub fn pinned_tls12_client_config(
+    fingerprint: &str,
+) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+    let pin = crate::driver::tls::parse_fingerprint(fingerprint)?;
+    Ok(crate::driver::tls::client_config(crate::driver::tls::Trust::Pin(pin))?.tls12())
+}

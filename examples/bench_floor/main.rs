@@ -26,9 +26,9 @@
 //!
 //! `BENCH_FLOOR_TLS=1`: every combination (but the threads) over WSS as well, each device side in a second
 //! child serving TLS: the wire devices one self-signed ECDSA P-256 certificate, the emulator one per device
-//! (`tls.rs`). The wire client pins each device's certificate, checks the handshake's signature with it and
-//! speaks TLS 1.2 alone, as the devices do (it offers no TLS 1.3 key share it would not use); smartdev pins with
-//! `CertSha256`. The wire client over TLS against the wire devices over TLS is the floor of a verified open on
+//! (`tls.rs`). The wire client verifies with the library's own configuration for a device pinned with
+//! `CertSha256` that has chosen TLS 1.2 (the pin, the handshake's signature, 1.2 alone as the devices speak it:
+//! no TLS 1.3 key share it would not use); smartdev pins with `CertSha256`, from its first connection. The wire client over TLS against the wire devices over TLS is the floor of a verified open on
 //! this machine: what both sides' handshakes cannot skip. Then, per client and device side, the open over WSS
 //! against over WS: median wall time and the floor of both processes' CPU on the cores.
 //!

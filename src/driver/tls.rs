@@ -414,6 +414,12 @@ impl DeviceTls {
         }
     }
 
+    /// The configuration offering TLS 1.2 alone (for the floor benchmark, through `fuzzing`).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn tls12(&self) -> Arc<ClientConfig> {
+        self.v12.clone()
+    }
+
     /// Learns from a finished handshake which versions to offer next time.
     pub(crate) fn learn(&self, conn: &ClientConnection) {
         let only12 = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2);
