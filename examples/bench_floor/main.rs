@@ -112,25 +112,22 @@ fn main() {
         sides.push(Devices {
             ports: wire.ports.clone(),
             pins: tls.then(|| vec![wire.fingerprint.clone(); n]),
-            pid: wire.pid(),
             child: Child::Wire(wire),
         });
         let emu = EmuChild::start_with(n, latency, tls);
         sides.push(Devices {
             ports: emu.ports.clone(),
             pins: tls.then(|| emu.fingerprints.clone()),
-            pid: emu.pid().to_string(),
             child: Child::Emulator(emu),
         });
     }
     let mut combos: Vec<(String, usize, Client)> = Vec::new();
     for (k, side) in sides.iter().enumerate() {
-        let (name, ws) = match (&side.child, side.pins.is_some()) {
-            (Child::Wire(_), false) => ("wire devices", ""),
-            (Child::Wire(_), true) => ("wire devices", ", wss"),
-            (Child::Emulator(_), false) => ("emulator", ""),
-            (Child::Emulator(_), true) => ("emulator", ", wss"),
+        let name = match side.child {
+            Child::Wire(_) => "wire devices",
+            Child::Emulator(_) => "emulator",
         };
+        let ws = if side.pins.is_some() { ", wss" } else { "" };
         let clients: &[(&str, Client)] = if with_tls {
             // The threads add what they add whatever the transport: left out to keep the run short.
             &[
@@ -160,7 +157,7 @@ fn main() {
             // The configuration is read before the count: the wire clients have none.
             let settings = matches!(client, Client::Smartdev)
                 .then(|| settings(&side.ports, side.pins.as_deref()));
-            let cpu = Cpu::new(&side.pid);
+            let cpu = Cpu::new(&side.pid());
             match settings {
                 Some(settings) => smartdev(settings, side.ports.len(), refreshes, &cpu, row),
                 None => wire_client(
@@ -210,8 +207,16 @@ struct Devices {
     ports: Vec<u16>,
     /// Over TLS: each device's certificate fingerprint, pinned by the clients.
     pins: Option<Vec<String>>,
-    pid: String,
     child: Child,
+}
+
+impl Devices {
+    fn pid(&self) -> String {
+        match &self.child {
+            Child::Wire(w) => w.pid(),
+            Child::Emulator(e) => e.pid().to_string(),
+        }
+    }
 }
 
 enum Child {
@@ -234,12 +239,16 @@ fn print_tls_ratios(labels: &[&str], rows: &[Row]) {
             continue;
         };
         let (tls, ws) = (&rows[k].open, &rows[p].open);
+        // CPU is counted in 10 ms ticks: a small open may show none.
+        let floor_ratio = match floor(ws) {
+            0.0 => "—".to_string(),
+            f => format!("{:.2}×", floor(tls) / f),
+        };
         println!(
-            "  {plain:<37} median {:.2}× ({:.1} / {:.1} ms); floor on {cores} cores {:.2}× ({:.0} / {:.0} ms)",
+            "  {plain:<37} median {:.2}× ({:.1} / {:.1} ms); floor on {cores} cores {floor_ratio} ({:.0} / {:.0} ms)",
             median(&tls.walls) / median(&ws.walls),
             median(&tls.walls),
             median(&ws.walls),
-            floor(tls) / floor(ws),
             floor(tls),
             floor(ws),
         );
