@@ -546,6 +546,59 @@ mod tests {
 
     use super::*;
 
+    /// The floor benchmark's client configuration: against a server that speaks TLS 1.3 too it gets TLS 1.2,
+    /// it accepts the pinned certificate and refuses another, and a pin that is no fingerprint is refused
+    /// naming it.
+    #[cfg(feature = "emulator")]
+    #[test]
+    fn the_pinned_tls12_configuration_offers_1_2_alone_and_checks_the_pin() {
+        use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+        use std::sync::Arc;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let der = cert.der().clone();
+        let pin = crate::driver::tls::fingerprint(&der);
+        let server = Arc::new(
+            rustls::ServerConfig::builder_with_provider(tls_provider())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![der],
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+                )
+                .unwrap(),
+        );
+        // Both sides in memory, records handed across until neither has more to say.
+        let handshake = |pin: &str| {
+            let config = pinned_tls12_client_config(pin).unwrap();
+            let mut client =
+                rustls::ClientConnection::new(config, "127.0.0.1".try_into().unwrap()).unwrap();
+            let mut server = rustls::ServerConnection::new(Arc::clone(&server)).unwrap();
+            for _ in 0..10 {
+                let mut bytes = Vec::new();
+                client.write_tls(&mut bytes).unwrap();
+                server.read_tls(&mut bytes.as_slice()).unwrap();
+                server.process_new_packets().map_err(|e| e.to_string())?;
+                bytes.clear();
+                server.write_tls(&mut bytes).unwrap();
+                client.read_tls(&mut bytes.as_slice()).unwrap();
+                client.process_new_packets().map_err(|e| e.to_string())?;
+                if !client.is_handshaking() {
+                    return Ok(client.protocol_version());
+                }
+            }
+            Err("no end to the handshake".to_string())
+        };
+        assert_eq!(handshake(&pin), Ok(Some(rustls::ProtocolVersion::TLSv1_2)));
+        assert!(handshake(&"AB".repeat(32)).is_err());
+        let e = pinned_tls12_client_config("not-a-pin").unwrap_err();
+        assert!(e.contains("not-a-pin"), "{e}");
+    }
+
     /// xorshift64*: fixed seed, reproducible everywhere.
     struct Rng(u64);
 
